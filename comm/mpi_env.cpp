@@ -1,0 +1,86 @@
+#include "comm/mpi_env.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "comm/mpi_check.h"
+#include "engine/core/log.h"
+
+namespace shardrec::comm {
+namespace {
+
+ProcessInfo g_info;
+bool g_initialised_here = false;
+
+}  // namespace
+
+std::string mpi_error_string(int code) {
+    char buf[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, buf, &len);
+    return std::string(buf, static_cast<size_t>(len));
+}
+
+const ProcessInfo& init_process(int* argc, char*** argv) {
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    if (!initialised) {
+        int provided = 0;
+        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        g_initialised_here = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    SR_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_info.rank));
+    SR_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_info.world_size));
+
+    char host[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    SR_MPI_CHECK(MPI_Get_processor_name(host, &len));
+    g_info.host.assign(host, static_cast<size_t>(len));
+
+    MPI_Comm local;
+    SR_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_info.rank,
+                                     MPI_INFO_NULL, &local));
+    MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
+    SR_MPI_CHECK(MPI_Comm_rank(local, &g_info.local_rank));
+    SR_MPI_CHECK(MPI_Comm_size(local, &g_info.local_size));
+    MPI_Comm_free(&local);
+    // Tests emulate several nodes on one machine: consecutive blocks of K ranks form a "node".
+    if (const char* k = std::getenv("SHARDREC_LOCAL_SIZE")) {
+        const int local_size = std::atoi(k);
+        SR_CHECK(local_size > 0 && g_info.world_size % local_size == 0,
+                 "SHARDREC_LOCAL_SIZE={} must divide the world size {}", k, g_info.world_size);
+        g_info.local_size = local_size;
+        g_info.local_rank = g_info.rank % local_size;
+    }
+
+    set_error_context(g_info.rank, g_info.world_size, g_info.host);
+    log::init(g_info.rank, g_info.world_size, g_info.host);
+    return g_info;
+}
+
+const ProcessInfo& process_info() { return g_info; }
+
+void finalize_process() {
+    int finalised = 0;
+    MPI_Finalized(&finalised);
+    if (g_initialised_here && !finalised) MPI_Finalize();
+}
+
+void abort_process(int code) {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
+}
+
+std::string mpi_library_version() {
+    char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(buf, &len);
+    std::string s(buf, static_cast<size_t>(len));
+    const auto nl = s.find_first_of("\n,");
+    return nl == std::string::npos ? s : s.substr(0, nl);
+}
+
+}  // namespace shardrec::comm

@@ -1,0 +1,26 @@
+// MPI bootstrap: initialises MPI once per process, sets MPI_ERRORS_RETURN on every communicator we
+// create, and tells the rank, the world size, the node-local rank (shared-memory split) and the
+// host. SHARDREC_LOCAL_SIZE=K emulates nodes of K ranks on one machine.
+#pragma once
+
+#include <string>
+
+namespace shardrec::comm {
+
+struct ProcessInfo {
+    int rank = 0;
+    int world_size = 1;
+    int local_rank = 0;
+    int local_size = 1;
+    std::string host;
+};
+
+// Initialises MPI (if the process has not) and the error/log context. Idempotent.
+const ProcessInfo& init_process(int* argc, char*** argv);
+const ProcessInfo& process_info();
+void finalize_process();
+[[noreturn]] void abort_process(int code);  // MPI_Abort on the world communicator
+
+std::string mpi_library_version();
+
+}  // namespace shardrec::comm

@@ -1,0 +1,103 @@
+// The CUDA runtime behind engine/core/cuda/cuda_runtime_api.h: stream-ordered pool allocations,
+// copies, streams and events. Nothing here uses the legacy default stream.
+#include <cstdlib>
+
+#include "engine/core/cuda/cuda_check.h"
+#include "engine/core/cuda/cuda_runtime_api.h"
+
+namespace shardrec::cuda {
+namespace {
+
+// Allocations and frees that have no stream of their own are ordered on one per-thread stream.
+cudaStream_t service_stream() {
+    thread_local cudaStream_t s = [] {
+        cudaStream_t made;
+        SR_CUDA_CHECK(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking));
+        return made;
+    }();
+    return s;
+}
+
+}  // namespace
+
+bool sync_check_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("SHARDREC_SYNC_CHECK");
+        return v != nullptr && v[0] == '1';
+    }();
+    return on;
+}
+
+int device_count() {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky "no device" error
+        return 0;
+    }
+    return n;
+}
+
+void* alloc(int device, size_t bytes) {
+    if (bytes == 0) return nullptr;
+    SR_CUDA_CHECK(cudaSetDevice(device));
+    void* p = nullptr;
+    SR_CUDA_CHECK(cudaMallocAsync(&p, bytes, service_stream()));
+    SR_CUDA_CHECK(cudaStreamSynchronize(service_stream()));
+    return p;
+}
+
+void free(int device, void* ptr) {
+    SR_CUDA_WARN(cudaSetDevice(device));
+    SR_CUDA_WARN(cudaFreeAsync(ptr, service_stream()));
+}
+
+void copy(void* dst, bool dst_is_device, const void* src, bool src_is_device, size_t bytes) {
+    const cudaMemcpyKind kind = dst_is_device
+                                    ? (src_is_device ? cudaMemcpyDeviceToDevice
+                                                     : cudaMemcpyHostToDevice)
+                                    : cudaMemcpyDeviceToHost;
+    SR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, service_stream()));
+    SR_CUDA_CHECK(cudaStreamSynchronize(service_stream()));
+}
+
+void memset_zero(void* dst, size_t bytes) {
+    SR_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, service_stream()));
+    SR_CUDA_CHECK(cudaStreamSynchronize(service_stream()));
+}
+
+void* stream_create(int device) {
+    SR_CUDA_CHECK(cudaSetDevice(device));
+    cudaStream_t s;
+    SR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+}
+
+void stream_destroy(void* stream) { SR_CUDA_WARN(cudaStreamDestroy(static_cast<cudaStream_t>(stream))); }
+
+void stream_synchronize(void* stream) {
+    SR_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+void* event_create(int device) {
+    SR_CUDA_CHECK(cudaSetDevice(device));
+    cudaEvent_t e;
+    SR_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+}
+
+void event_destroy(void* event) { SR_CUDA_WARN(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
+
+void event_record(void* event, void* stream) {
+    SR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+
+void stream_wait_event(void* stream, void* event) {
+    SR_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                                      static_cast<cudaEvent_t>(event), 0));
+}
+
+void event_synchronize(void* event) {
+    SR_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+}  // namespace shardrec::cuda

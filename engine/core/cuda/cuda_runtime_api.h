@@ -1,0 +1,26 @@
+// The CUDA runtime services engine/core needs, behind plain C++ signatures so no CUDA type leaks
+// into engine headers (STYLE.md R1). Defined in engine/core/cuda/*.cpp when CUDA is built, and by
+// kernels/cuda/disabled.cpp (throwing "built without CUDA") otherwise.
+#pragma once
+
+#include <cstddef>
+
+namespace shardrec::cuda {
+
+int device_count();  // 0 when built without CUDA or when no device is visible
+void* alloc(int device, size_t bytes);
+void free(int device, void* ptr);
+void copy(void* dst, bool dst_is_device, const void* src, bool src_is_device, size_t bytes);
+void memset_zero(void* dst, size_t bytes);
+
+// Streams and events as opaque handles.
+void* stream_create(int device);
+void stream_destroy(void* stream);
+void stream_synchronize(void* stream);
+void* event_create(int device);
+void event_destroy(void* event);
+void event_record(void* event, void* stream);
+void stream_wait_event(void* stream, void* event);
+void event_synchronize(void* event);
+
+}  // namespace shardrec::cuda

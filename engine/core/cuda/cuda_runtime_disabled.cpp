@@ -1,0 +1,42 @@
+// The CUDA runtime services in a build without CUDA: no devices, and every use is a clear error.
+#include "engine/core/cuda/cuda_runtime_api.h"
+#include "engine/core/error.h"
+
+namespace shardrec::cuda {
+namespace {
+
+[[noreturn]] void not_built(const char* what) {
+    SR_CHECK(false, "{}: shardrec was built without CUDA (configure with -DSHARDREC_CUDA=ON)",
+             what);
+    throw Error(what);
+}
+
+}  // namespace
+
+int device_count() { return 0; }
+
+void* alloc(int, size_t) { not_built("cuda::alloc"); }
+
+void free(int, void*) {}
+
+void copy(void*, bool, const void*, bool, size_t) { not_built("cuda::copy"); }
+
+void memset_zero(void*, size_t) { not_built("cuda::memset_zero"); }
+
+void* stream_create(int) { not_built("cuda::stream_create"); }
+
+void stream_destroy(void*) {}
+
+void stream_synchronize(void*) { not_built("cuda::stream_synchronize"); }
+
+void* event_create(int) { not_built("cuda::event_create"); }
+
+void event_destroy(void*) {}
+
+void event_record(void*, void*) { not_built("cuda::event_record"); }
+
+void stream_wait_event(void*, void*) { not_built("cuda::stream_wait_event"); }
+
+void event_synchronize(void*) { not_built("cuda::event_synchronize"); }
+
+}  // namespace shardrec::cuda

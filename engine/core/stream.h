@@ -1,0 +1,49 @@
+// Stream and Event: ordered queues of device work. On the CPU every op runs synchronously on the
+// calling thread, so a CPU stream is an in-order no-op; on CUDA they wrap real streams and events
+// through the opaque handles of engine/core/cuda/cuda_runtime_api.h.
+#pragma once
+
+#include "engine/core/device.h"
+
+namespace shardrec {
+
+class Stream {
+public:
+    explicit Stream(Device device = Device::cpu());
+    ~Stream();
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    Stream(Stream&& o) noexcept;
+    Stream& operator=(Stream&& o) noexcept;
+
+    Device device() const { return device_; }
+
+    void* handle() const { return handle_; }  // cudaStream_t on CUDA, nullptr on CPU
+
+    void synchronize();
+
+    // The shared in-order stream for CPU work.
+    static Stream& cpu();
+
+private:
+    Device device_;
+    void* handle_ = nullptr;
+};
+
+class Event {
+public:
+    explicit Event(Device device = Device::cpu());
+    ~Event();
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+
+    void record(Stream& stream);
+    void wait(Stream& stream);  // makes `stream` wait for this event
+    void synchronize();         // blocks the host until the event has completed
+
+private:
+    Device device_;
+    void* handle_ = nullptr;
+};
+
+}  // namespace shardrec

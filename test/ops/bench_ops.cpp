@@ -1,0 +1,144 @@
+// bench_ops: times the backend-ops cases (ggml's perf mode). Every case is checked against the
+// float64 reference before it is timed; a case that fails prints #wrong and no rate. Ceilings are
+// measured at startup, never taken from spec sheets: host memory copy bandwidth (memcpy of a
+// buffer far larger than the caches, bytes read + written) and, for GEMM-shaped ops, the rate of
+// cblas_sgemm on the same shapes.
+//
+//   bench_ops [--filter SUBSTR] [--reps R] [--json FILE]
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/core/allocator.h"
+#include "test/ops/op_case.h"
+
+using namespace shardrec;
+using namespace shardrec::test;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Timing {
+    double med_us, p10_us, p90_us;
+};
+
+template <typename Fn>
+Timing time_it(Fn&& fn, int reps) {
+    fn();  // warm-up
+    std::vector<double> us;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = Clock::now();
+        fn();
+        us.push_back(seconds_since(t0) * 1e6);
+    }
+    std::sort(us.begin(), us.end());
+    auto at = [&](double q) { return us[static_cast<size_t>(q * static_cast<double>(us.size() - 1))]; };
+    return {at(0.5), at(0.1), at(0.9)};
+}
+
+// memcpy of 512 MiB: GB/s counted as bytes read plus bytes written.
+double measure_copy_gbps() {
+    const size_t n = size_t{512} << 20;
+    std::vector<char> a(n, 1), b(n, 2);
+    const Timing t = time_it([&] { std::memcpy(b.data(), a.data(), n); }, 5);
+    return 2.0 * static_cast<double>(n) / (t.med_us * 1e-6) / 1e9;
+}
+
+double sgemm_time_us(const std::vector<OpCase::Gemm>& gemms, int reps) {
+    double total = 0;
+    for (const auto& g : gemms) {
+        std::vector<float> a(static_cast<size_t>(g.m * g.k), 0.5f), b(static_cast<size_t>(g.k * g.n), 0.25f),
+            c(static_cast<size_t>(g.m * g.n));
+        const Timing t = time_it(
+            [&] {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g.m),
+                            static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a.data(),
+                            static_cast<int>(g.k), b.data(), static_cast<int>(g.n), 0.0f, c.data(),
+                            static_cast<int>(g.n));
+            },
+            reps);
+        total += t.med_us;
+    }
+    return total;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string filter, json_path;
+    int reps = 20;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--filter" && i + 1 < argc) {
+            filter = argv[++i];
+        } else if (a == "--reps" && i + 1 < argc) {
+            reps = std::max(1, std::atoi(argv[++i]));
+        } else if (a == "--json" && i + 1 < argc) {
+            json_path = argv[++i];
+        } else {
+            std::fprintf(stderr, "usage: bench_ops [--filter SUBSTR] [--reps R] [--json FILE]\n");
+            return 2;
+        }
+    }
+    const double copy_gbps = measure_copy_gbps();
+    std::printf("# host memcpy bandwidth (read+write): %.2f GB/s\n", copy_gbps);
+    std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %9s %7s %6s\n", "op", "vars", "med_us",
+                "p10_us", "p90_us", "GB/s", "GFLOP/s", "%bw", "sgemm_us", "%gemm", "#wrong");
+    std::vector<std::string> rows;
+    for (auto& c : all_op_cases()) {
+        const std::string name = kernels::op_name(c->kind());
+        if (!filter.empty() && (name + "(" + c->vars() + ")").find(filter) == std::string::npos) {
+            continue;
+        }
+        // Verify first: a number is printed only for an output that was checked.
+        c->make_inputs(test_seed());
+        const auto ref = c->reference();
+        c->clear_outputs();
+        const auto got = c->run(Device::cpu());
+        int wrong = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            const auto g = to_double(got[i]);
+            std::vector<float> gf(g.begin(), g.end());
+            wrong += compare(gf, ref[i].value, ref[i].mag, c->tolerance(i)).ok ? 0 : 1;
+        }
+        const Timing t = time_it(
+            [&] {
+                c->clear_outputs();
+                (void)c->run(Device::cpu());
+            },
+            reps);
+        const double gbps = c->bytes() / (t.med_us * 1e-6) / 1e9;
+        const double gflops = c->flops() / (t.med_us * 1e-6) / 1e9;
+        const double sgemm_us = c->gemms().empty() ? 0.0 : sgemm_time_us(c->gemms(), reps);
+        const double pct_bw = c->bytes() > 0 ? 100.0 * gbps / copy_gbps : 0.0;
+        const double pct_gemm = sgemm_us > 0 ? 100.0 * sgemm_us / t.med_us : 0.0;
+        std::printf("%-32s %-48s %10.1f %10.1f %10.1f %9.2f %9.2f %7.1f %9.1f %7.1f %6d\n",
+                    name.c_str(), c->vars().c_str(), t.med_us, t.p10_us, t.p90_us, gbps, gflops,
+                    pct_bw, sgemm_us, pct_gemm, wrong);
+        rows.push_back(fmt::format(
+            "{{\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":{:.3f},\"p10_us\":{:.3f},\"p90_us\":{:.3f},"
+            "\"bytes\":{:.0f},\"flops\":{:.0f},\"gbps\":{:.4f},\"gflops\":{:.4f},"
+            "\"copy_gbps\":{:.4f},\"pct_bw\":{:.2f},\"sgemm_us\":{:.3f},\"pct_gemm\":{:.2f},"
+            "\"wrong\":{}}}",
+            name, c->vars(), t.med_us, t.p10_us, t.p90_us, c->bytes(), c->flops(), gbps, gflops,
+            copy_gbps, pct_bw, sgemm_us, pct_gemm, wrong));
+    }
+    if (!json_path.empty()) {
+        std::ofstream out(json_path);
+        out << "[\n";
+        for (size_t i = 0; i < rows.size(); ++i) out << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
+        out << "]\n";
+    }
+    return 0;
+}
