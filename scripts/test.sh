@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds shardrec (Release, CUDA backend when nvcc is found) and runs every test through ctest.
+#   scripts/test.sh [ctest args...]      e.g. scripts/test.sh -L cpu
+# Environment: BUILD_DIR (default build), SHARDREC_CUDA (AUTO|ON|OFF), SHARDREC_WERROR (ON in CI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+build_dir=${BUILD_DIR:-build}
+jobs=$(nproc 2>/dev/null || echo 2)
+werror=${SHARDREC_WERROR:-OFF}
+if [ "${CI:-}" = "true" ]; then werror=ON; fi
+
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DSHARDREC_CUDA="${SHARDREC_CUDA:-AUTO}" \
+      -DSHARDREC_WERROR="$werror"
+cmake --build "$build_dir" -j "$jobs"
+# Tests that need a GPU exit 77 without one and show as "Not Run", never as passed.
+cd "$build_dir"
+ctest --output-on-failure --timeout 900 "$@"
