@@ -12,7 +12,8 @@ Tensor offsets_from_lengths(const Tensor& lengths) {
     const int64_t* len = lengths.data<int64_t>();
     int64_t* off = offsets.data<int64_t>();
     off[0] = 0;
-    for (int64_t i = 0; i < n; ++i) off[i + 1] = off[i] + len[i];
+    for (int64_t i = 0; i < n; ++i)
+        off[i + 1] = off[i] + len[i];
     return offsets;
 }
 
@@ -22,7 +23,8 @@ Tensor lengths_from_offsets(const Tensor& offsets) {
     Tensor lengths = Tensor::empty({n}, DType::kI64);
     const int64_t* off = offsets.data<int64_t>();
     int64_t* len = lengths.data<int64_t>();
-    for (int64_t i = 0; i < n; ++i) len[i] = off[i + 1] - off[i];
+    for (int64_t i = 0; i < n; ++i)
+        len[i] = off[i + 1] - off[i];
     return lengths;
 }
 
@@ -37,7 +39,8 @@ void check_host_1d_i64(const Tensor& t, const char* what) {
 
 }  // namespace
 
-JaggedTensor JaggedTensor::from_lengths(Tensor values, Tensor lengths,
+JaggedTensor JaggedTensor::from_lengths(Tensor values,
+                                        Tensor lengths,
                                         std::optional<Tensor> weights) {
     check_host_1d_i64(lengths, "lengths");
     Tensor offsets = offsets_from_lengths(lengths);
@@ -46,7 +49,8 @@ JaggedTensor JaggedTensor::from_lengths(Tensor values, Tensor lengths,
     return jt;
 }
 
-JaggedTensor JaggedTensor::from_offsets(Tensor values, Tensor offsets,
+JaggedTensor JaggedTensor::from_offsets(Tensor values,
+                                        Tensor offsets,
                                         std::optional<Tensor> weights) {
     check_host_1d_i64(offsets, "offsets");
     SR_CHECK(offsets.numel() >= 1, "JaggedTensor: offsets needs B+1 >= 1 entries");
@@ -79,7 +83,8 @@ JaggedTensor JaggedTensor::from_dense(const std::vector<std::vector<int64_t>>& v
         }
     }
     std::optional<Tensor> w;
-    if (weights) w = Tensor::from_vector(flat_weights);
+    if (weights)
+        w = Tensor::from_vector(flat_weights);
     return from_lengths(Tensor::from_vector(flat), Tensor::from_vector(lengths), std::move(w));
 }
 
@@ -91,12 +96,14 @@ const Tensor& JaggedTensor::weights() const {
 std::vector<std::vector<int64_t>> JaggedTensor::to_dense() const {
     const int64_t batch = num_samples();
     std::vector<std::vector<int64_t>> out(static_cast<size_t>(batch));
-    if (batch == 0) return out;
+    if (batch == 0)
+        return out;
     SR_CHECK(values_.dim() == 1 && values_.device().is_cpu(),
              "JaggedTensor::to_dense: needs host 1-D i64 values, got {}", values_.str());
     const int64_t* v = values_.data<int64_t>();
     const int64_t* off = offsets_.data<int64_t>();
-    for (int64_t b = 0; b < batch; ++b) out[b].assign(v + off[b], v + off[b + 1]);
+    for (int64_t b = 0; b < batch; ++b)
+        out[b].assign(v + off[b], v + off[b + 1]);
     return out;
 }
 
@@ -107,15 +114,16 @@ std::vector<std::vector<float>> JaggedTensor::to_dense_weights() const {
     std::vector<std::vector<float>> out(static_cast<size_t>(batch));
     const float* p = w.data<float>();
     const int64_t* off = offsets_.data<int64_t>();
-    for (int64_t b = 0; b < batch; ++b) out[b].assign(p + off[b], p + off[b + 1]);
+    for (int64_t b = 0; b < batch; ++b)
+        out[b].assign(p + off[b], p + off[b + 1]);
     return out;
 }
 
 JaggedTensor JaggedTensor::to(Device device) const {
     std::optional<Tensor> w;
-    if (weights_) w = weights_->to(device);
-    return JaggedTensor(values_.to(device), lengths_.to(device), offsets_.to(device),
-                        std::move(w));
+    if (weights_)
+        w = weights_->to(device);
+    return JaggedTensor(values_.to(device), lengths_.to(device), offsets_.to(device), std::move(w));
 }
 
 void JaggedTensor::validate() const {
@@ -134,8 +142,8 @@ void JaggedTensor::validate() const {
                  "JaggedTensor: sample {} has length {} but offsets [{}, {})", b, len[b], off[b],
                  off[b + 1]);
     }
-    SR_CHECK(off[batch] == values_.size(0), "JaggedTensor: sum(lengths) = {} but values has {} rows",
-             off[batch], values_.size(0));
+    SR_CHECK(off[batch] == values_.size(0),
+             "JaggedTensor: sum(lengths) = {} but values has {} rows", off[batch], values_.size(0));
     if (weights_) {
         SR_CHECK(weights_->dtype() == DType::kF32 && weights_->dim() == 1 &&
                      weights_->numel() == values_.size(0),
@@ -145,7 +153,8 @@ void JaggedTensor::validate() const {
 }
 
 std::string JaggedTensor::str() const {
-    if (!values_.defined()) return "JaggedTensor([])";
+    if (!values_.defined())
+        return "JaggedTensor([])";
     if (values_.dim() != 1 || values_.dtype() != DType::kI64 || !values_.device().is_cpu()) {
         return fmt::format("JaggedTensor(values={}, B={})", values_.str(), num_samples());
     }

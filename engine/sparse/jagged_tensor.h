@@ -15,7 +15,8 @@ namespace shardrec {
 
 // offsets [n+1] i64 = [0, cumsum(lengths)] of lengths [n] i64 (host tensors). Does not validate.
 Tensor offsets_from_lengths(const Tensor& lengths);
-// lengths [n] i64 = offsets[i+1] - offsets[i] of offsets [n+1] i64 (host tensors). Does not validate.
+// lengths [n] i64 = offsets[i+1] - offsets[i] of offsets [n+1] i64 (host tensors). Does not
+// validate.
 Tensor lengths_from_offsets(const Tensor& offsets);
 
 class JaggedTensor {
@@ -78,8 +79,8 @@ private:
     friend class KeyedJaggedTensor;
 
     Tensor values_;
-    Tensor lengths_;  // [B] i64
-    Tensor offsets_;  // [B+1] i64
+    Tensor lengths_;                 // [B] i64
+    Tensor offsets_;                 // [B+1] i64
     std::optional<Tensor> weights_;  // [N] f32
 };
 

@@ -56,11 +56,11 @@ public:
 
     int64_t num_keys() const { return static_cast<int64_t>(keys_.size()); }
 
-    const Tensor& values() const { return values_; }      // [N] i64
+    const Tensor& values() const { return values_; }  // [N] i64
 
-    const Tensor& lengths() const { return lengths_; }    // [sum(stride_per_key)] i64
+    const Tensor& lengths() const { return lengths_; }  // [sum(stride_per_key)] i64
 
-    const Tensor& offsets() const { return offsets_; }    // [sum(stride_per_key) + 1] i64
+    const Tensor& offsets() const { return offsets_; }  // [sum(stride_per_key) + 1] i64
 
     bool has_weights() const { return weights_.has_value(); }
 

@@ -12,8 +12,7 @@ namespace {
 
 // dst[:, dst_col : dst_col+width] = src[:, src_col : src_col+width] for row-major [B, C] tensors
 // of one dtype on the host.
-void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
-                  int64_t width) {
+void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col, int64_t width) {
     const int64_t batch = src.size(0);
     const size_t elem = dtype_size(src.dtype());
     const size_t dst_row = static_cast<size_t>(dst.size(1)) * elem;
@@ -21,7 +20,8 @@ void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_c
     char* d = static_cast<char*>(dst.data_ptr()) + static_cast<size_t>(dst_col) * elem;
     const char* s = static_cast<const char*>(src.data_ptr()) + static_cast<size_t>(src_col) * elem;
     const size_t bytes = static_cast<size_t>(width) * elem;
-    if (bytes == 0) return;
+    if (bytes == 0)
+        return;
     for (int64_t b = 0; b < batch; ++b) {
         std::memcpy(d + static_cast<size_t>(b) * dst_row, s + static_cast<size_t>(b) * src_row,
                     bytes);
@@ -36,9 +36,13 @@ void check_host_2d(const Tensor& t, const char* what) {
 
 }  // namespace
 
-KeyedTensor::KeyedTensor(std::vector<std::string> keys, std::vector<int64_t> length_per_key,
-                         Tensor values, int64_t key_dim)
-    : keys_(std::move(keys)), length_per_key_(std::move(length_per_key)), values_(std::move(values)) {
+KeyedTensor::KeyedTensor(std::vector<std::string> keys,
+                         std::vector<int64_t> length_per_key,
+                         Tensor values,
+                         int64_t key_dim)
+    : keys_(std::move(keys)),
+      length_per_key_(std::move(length_per_key)),
+      values_(std::move(values)) {
     SR_CHECK(key_dim == 1, "KeyedTensor: only key_dim = 1 is supported, got {}", key_dim);
     SR_CHECK(keys_.size() == length_per_key_.size(), "KeyedTensor: {} keys but {} lengths",
              keys_.size(), length_per_key_.size());
@@ -64,14 +68,15 @@ KeyedTensor KeyedTensor::from_tensor_list(std::vector<std::string> keys,
     std::vector<int64_t> dims;
     for (size_t k = 0; k < tensors.size(); ++k) {
         check_host_2d(tensors[k], "each tensor");
-        SR_CHECK(tensors[k].size(0) == tensors[0].size(0) &&
-                     tensors[k].dtype() == tensors[0].dtype(),
-                 "KeyedTensor::from_tensor_list: tensor {} is {} but tensor 0 is {}", k,
-                 tensors[k].str(), tensors[0].str());
+        SR_CHECK(
+            tensors[k].size(0) == tensors[0].size(0) && tensors[k].dtype() == tensors[0].dtype(),
+            "KeyedTensor::from_tensor_list: tensor {} is {} but tensor 0 is {}", k,
+            tensors[k].str(), tensors[0].str());
         dims.push_back(tensors[k].size(1));
     }
     int64_t total = 0;
-    for (int64_t d : dims) total += d;
+    for (int64_t d : dims)
+        total += d;
     Tensor values = Tensor::empty({tensors[0].size(0), total}, tensors[0].dtype());
     int64_t col = 0;
     for (size_t k = 0; k < tensors.size(); ++k) {
@@ -83,8 +88,7 @@ KeyedTensor KeyedTensor::from_tensor_list(std::vector<std::string> keys,
 
 int64_t KeyedTensor::key_index(const std::string& key) const {
     const auto it = std::find(keys_.begin(), keys_.end(), key);
-    SR_CHECK(it != keys_.end(), "KeyedTensor: no key '{}' (keys: {})", key,
-             fmt::join(keys_, ", "));
+    SR_CHECK(it != keys_.end(), "KeyedTensor: no key '{}' (keys: {})", key, fmt::join(keys_, ", "));
     return static_cast<int64_t>(it - keys_.begin());
 }
 
@@ -99,7 +103,8 @@ Tensor KeyedTensor::operator[](const std::string& key) const {
 std::vector<std::pair<std::string, Tensor>> KeyedTensor::to_dict() const {
     std::vector<std::pair<std::string, Tensor>> out;
     out.reserve(keys_.size());
-    for (const auto& key : keys_) out.emplace_back(key, (*this)[key]);
+    for (const auto& key : keys_)
+        out.emplace_back(key, (*this)[key]);
     return out;
 }
 
@@ -119,7 +124,8 @@ std::vector<Tensor> KeyedTensor::regroup(const std::vector<KeyedTensor>& keyed_t
         for (size_t t = 0; t < keyed_tensors.size(); ++t) {
             const auto& keys = keyed_tensors[t].keys_;
             const auto it = std::find(keys.begin(), keys.end(), key);
-            if (it != keys.end()) return {t, static_cast<size_t>(it - keys.begin())};
+            if (it != keys.end())
+                return {t, static_cast<size_t>(it - keys.begin())};
         }
         SR_CHECK(false, "KeyedTensor::regroup: no input has key '{}'", key);
         return {0, 0};
@@ -159,9 +165,10 @@ KeyedTensor KeyedTensor::concat(const std::vector<KeyedTensor>& keyed_tensors) {
         dims.insert(dims.end(), kt.length_per_key_.begin(), kt.length_per_key_.end());
     }
     int64_t total = 0;
-    for (int64_t d : dims) total += d;
-    Tensor values = Tensor::empty({keyed_tensors[0].batch_size(), total},
-                                  keyed_tensors[0].values_.dtype());
+    for (int64_t d : dims)
+        total += d;
+    Tensor values =
+        Tensor::empty({keyed_tensors[0].batch_size(), total}, keyed_tensors[0].values_.dtype());
     int64_t col = 0;
     for (const KeyedTensor& kt : keyed_tensors) {
         copy_columns(values, col, kt.values_, 0, kt.values_.size(1));

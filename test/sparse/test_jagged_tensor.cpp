@@ -7,7 +7,9 @@ using namespace shardrec;
 
 namespace {
 
-std::vector<int64_t> ivec(const Tensor& t) { return t.to_vector<int64_t>(); }
+std::vector<int64_t> ivec(const Tensor& t) {
+    return t.to_vector<int64_t>();
+}
 
 }  // namespace
 
@@ -25,10 +27,9 @@ TEST_CASE("JaggedTensor: tutorial example has offsets [0,1,3] and bags [[5],[7,1
     CHECK(jt.str() == "JaggedTensor([[5], [7, 1]])");
 }
 
-TEST_CASE("JaggedTensor: from_offsets derives the same lengths, including empty bags",
-          "[sparse]") {
-    const JaggedTensor jt = JaggedTensor::from_offsets(Tensor::from_vector<int64_t>({4, 5, 6}),
-                                                       Tensor::from_vector<int64_t>({0, 0, 2, 2, 3}));
+TEST_CASE("JaggedTensor: from_offsets derives the same lengths, including empty bags", "[sparse]") {
+    const JaggedTensor jt = JaggedTensor::from_offsets(
+        Tensor::from_vector<int64_t>({4, 5, 6}), Tensor::from_vector<int64_t>({0, 0, 2, 2, 3}));
     CHECK(ivec(jt.lengths()) == std::vector<int64_t>{0, 2, 0, 1});
     CHECK(jt.to_dense() == std::vector<std::vector<int64_t>>{{}, {4, 5}, {}, {6}});
     const JaggedTensor back = JaggedTensor::from_lengths(jt.values(), jt.lengths());

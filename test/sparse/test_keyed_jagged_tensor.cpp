@@ -9,9 +9,13 @@ using Bags = std::vector<std::vector<int64_t>>;
 
 namespace {
 
-std::vector<int64_t> ivec(const Tensor& t) { return t.to_vector<int64_t>(); }
+std::vector<int64_t> ivec(const Tensor& t) {
+    return t.to_vector<int64_t>();
+}
 
-Tensor i64(std::vector<int64_t> v) { return Tensor::from_vector(v); }
+Tensor i64(std::vector<int64_t> v) {
+    return Tensor::from_vector(v);
+}
 
 // 18.1 rank 0 input: A:[A0] None [A1,A2] | B: None [B0] [B1] | C: [C0] [C1] None, with An = 100+n,
 // Bn = 200+n, Cn = 300+n.
@@ -27,8 +31,8 @@ TEST_CASE("KeyedJaggedTensor: tutorial from_jt_dict gives lengths [3,1,2,2]", "[
     // 18.7: product_jt(values [1,2,1,5], lengths [3,1]), user_jt([2,3,4,1], [2,2]).
     const JaggedTensor product = JaggedTensor::from_lengths(i64({1, 2, 1, 5}), i64({3, 1}));
     const JaggedTensor user = JaggedTensor::from_lengths(i64({2, 3, 4, 1}), i64({2, 2}));
-    const KeyedJaggedTensor kjt = KeyedJaggedTensor::from_jt_dict({{"product", product},
-                                                                   {"user", user}});
+    const KeyedJaggedTensor kjt =
+        KeyedJaggedTensor::from_jt_dict({{"product", product}, {"user", user}});
     CHECK(kjt.keys() == std::vector<std::string>{"product", "user"});
     CHECK(ivec(kjt.lengths()) == std::vector<int64_t>{3, 1, 2, 2});
     CHECK(ivec(kjt.values()) == std::vector<int64_t>{1, 2, 1, 5, 2, 3, 4, 1});
@@ -37,7 +41,8 @@ TEST_CASE("KeyedJaggedTensor: tutorial from_jt_dict gives lengths [3,1,2,2]", "[
     CHECK_FALSE(kjt.variable_stride_per_key());
     CHECK(kjt.length_per_key() == std::vector<int64_t>{4, 4});
     CHECK(kjt.offset_per_key() == std::vector<int64_t>{0, 4, 8});
-    CHECK(kjt.str() == R"(KeyedJaggedTensor({"product": [[1, 2, 1], [5]], "user": [[2, 3], [4, 1]]}))");
+    CHECK(kjt.str() ==
+          R"(KeyedJaggedTensor({"product": [[1, 2, 1], [5]], "user": [[2, 3], [4, 1]]}))");
     const auto dict = kjt.to_dict();
     REQUIRE(dict.size() == 2);
     CHECK(dict[0].first == "product");
@@ -66,7 +71,8 @@ TEST_CASE("KeyedJaggedTensor: weighted to_dict keeps weights with their ids", "[
     // 18.6 layout: F0 [[0,1],[],[2]], F1 [[3],[4],[5,6,7]], F2 [[3,4],[5,6,7],[]]. The weights
     // are distinct (w_i = i / 16) so that a misaligned slice is caught.
     std::vector<float> w;
-    for (int i = 0; i < 13; ++i) w.push_back(static_cast<float>(i) / 16.0f);
+    for (int i = 0; i < 13; ++i)
+        w.push_back(static_cast<float>(i) / 16.0f);
     const KeyedJaggedTensor kjt = KeyedJaggedTensor::from_lengths_sync(
         {"F0", "F1", "F2"}, i64({0, 1, 2, 3, 4, 5, 6, 7, 3, 4, 5, 6, 7}),
         i64({2, 0, 1, 1, 1, 3, 2, 3, 0}), Tensor::from_vector(w));
@@ -76,10 +82,10 @@ TEST_CASE("KeyedJaggedTensor: weighted to_dict keeps weights with their ids", "[
     CHECK(dict[1].second.to_dense() == Bags{{3}, {4}, {5, 6, 7}});
     CHECK(dict[2].second.to_dense() == Bags{{3, 4}, {5, 6, 7}, {}});
     using W = std::vector<std::vector<float>>;
-    CHECK(dict[2].second.to_dense_weights() == W{{8 / 16.f, 9 / 16.f}, {10 / 16.f, 11 / 16.f,
-                                                 12 / 16.f}, {}});
-    CHECK(dict[1].second.to_dense_weights() == W{{3 / 16.f}, {4 / 16.f}, {5 / 16.f, 6 / 16.f,
-                                                 7 / 16.f}});
+    CHECK(dict[2].second.to_dense_weights() ==
+          W{{8 / 16.f, 9 / 16.f}, {10 / 16.f, 11 / 16.f, 12 / 16.f}, {}});
+    CHECK(dict[1].second.to_dense_weights() ==
+          W{{3 / 16.f}, {4 / 16.f}, {5 / 16.f, 6 / 16.f, 7 / 16.f}});
 }
 
 TEST_CASE("KeyedJaggedTensor: split [2,1] of the all-to-all input keeps key-major layout",
@@ -138,8 +144,8 @@ TEST_CASE("KeyedJaggedTensor: variable batch per key", "[sparse]") {
     const KeyedJaggedTensor ab = KeyedJaggedTensor::concat({a, b});
     CHECK(ab.variable_stride_per_key());
     CHECK(ab.stride_per_key() == std::vector<int64_t>{2, 1});
-    CHECK_THROWS_WITH(KeyedJaggedTensor::from_lengths_variable_stride(
-                          {"A", "B"}, i64({1}), i64({1, 0, 0}), {2, 2}),
+    CHECK_THROWS_WITH(KeyedJaggedTensor::from_lengths_variable_stride({"A", "B"}, i64({1}),
+                                                                      i64({1, 0, 0}), {2, 2}),
                       Catch::Contains("3 lengths and 4 offsets for sum(stride_per_key) = 4"));
 }
 
@@ -153,9 +159,9 @@ TEST_CASE("KeyedJaggedTensor: validation names the key and the sample", "[sparse
                       Contains("sum(lengths) = 2 but values has 3 entries"));
     CHECK_THROWS_WITH(KeyedJaggedTensor::from_lengths_sync({"a", "b"}, i64({1}), i64({1, 0, 0})),
                       Contains("3 lengths do not split evenly over 2 keys"));
-    CHECK_THROWS_WITH(KeyedJaggedTensor::from_lengths_sync({"a", "b"}, i64({1}), i64({1, 0}),
-                                                           std::nullopt, 2),
-                      Contains("want F*B = 2*2 = 4"));
+    CHECK_THROWS_WITH(
+        KeyedJaggedTensor::from_lengths_sync({"a", "b"}, i64({1}), i64({1, 0}), std::nullopt, 2),
+        Contains("want F*B = 2*2 = 4"));
     CHECK_THROWS_WITH(KeyedJaggedTensor::from_lengths_sync({"a"}, i64({1, 2}), i64({2}),
                                                            Tensor::from_vector<float>({1})),
                       Contains("weights must be f32 [2]"));

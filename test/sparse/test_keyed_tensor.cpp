@@ -12,7 +12,8 @@ namespace {
 Tensor iota2d(int64_t rows, int64_t cols, float base = 0) {
     std::vector<float> v;
     for (int64_t b = 0; b < rows; ++b) {
-        for (int64_t c = 0; c < cols; ++c) v.push_back(base + 10.0f * b + c);
+        for (int64_t c = 0; c < cols; ++c)
+            v.push_back(base + 10.0f * b + c);
     }
     return Tensor::from_vector(v, {rows, cols});
 }
@@ -39,8 +40,7 @@ TEST_CASE("KeyedTensor: EBC output [3, 7] has offset_per_key [0, 3, 7]", "[spars
     CHECK(kt.values().data<float>()[0] == 0.0f);
 }
 
-TEST_CASE("KeyedTensor: from_tensor_list, concat and regroup move whole key columns",
-          "[sparse]") {
+TEST_CASE("KeyedTensor: from_tensor_list, concat and regroup move whole key columns", "[sparse]") {
     const KeyedTensor a =
         KeyedTensor::from_tensor_list({"x", "y"}, {iota2d(2, 2), iota2d(2, 1, 100)});
     CHECK(a.values().to_vector<float>() == std::vector<float>{0, 1, 100, 10, 11, 110});
