@@ -1,0 +1,251 @@
+// Aggregate-then-update, shared by the pooled and the sequence embedding backward (see the
+// header). Sort: LSD radix over the row bits, one thread (N is a batch's ids, small next to the
+// rows it moves). Update: OpenMP over touched rows, static schedule; each row's duplicates are
+// summed in id order into a per-thread D-float accumulator, so nothing of size [U, D] is written.
+#include "kernels/cpu/embedding_bag_update.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace shardrec::kernels::cpu::detail {
+namespace {
+
+// Workspace slots (EmbeddingBackwardWorkspace::buffer).
+enum Slot : size_t {
+    kRows,
+    kGradOffsets,
+    kScales,
+    kSortKeysA,
+    kSortKeysB,
+    kSortOrderA,
+    kSortOrderB,
+    kSegmentBegin,
+    kAccumulators,
+};
+
+constexpr int kMaxDigitBits = 11;
+constexpr int64_t kMinRowsPerThread = 64;  // below this a parallel region costs more than it saves
+constexpr int kPrefetchSegments = 4;       // rows ahead to prefetch in the update loop
+
+template <typename T>
+T* slot_buffer(EmbeddingBackwardWorkspace& ws, Slot slot, int64_t count) {
+    return static_cast<T*>(ws.buffer(slot, count * static_cast<int64_t>(sizeof(T)), Device::cpu()));
+}
+
+// Stable counting-sort pass on one digit: (keys_in, order_in) -> (keys_out, order_out).
+// order_in == nullptr means the identity permutation.
+void radix_pass(int64_t n, int shift, uint64_t mask, const uint64_t* keys_in,
+                const int64_t* order_in, uint64_t* keys_out, int64_t* order_out) {
+    std::array<int64_t, (size_t{1} << kMaxDigitBits)> count{};
+    for (int64_t i = 0; i < n; ++i) ++count[(keys_in[i] >> shift) & mask];
+    int64_t sum = 0;
+    for (uint64_t d = 0; d <= mask; ++d) {
+        const int64_t c = count[d];
+        count[d] = sum;
+        sum += c;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t pos = count[(keys_in[i] >> shift) & mask]++;
+        keys_out[pos] = keys_in[i];
+        order_out[pos] = order_in ? order_in[i] : i;
+    }
+}
+
+void prefetch_row(const void* p, int64_t bytes) {
+    const char* c = static_cast<const char*>(p);
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 1, 1);
+}
+
+// Sum of the contributions of segment s into acc[0:D], in id order.
+inline void reduce_segment(const RowContributions& c, const RowSegments& sg, int64_t s,
+                           const float* grad, int64_t dim, float* __restrict acc) {
+    for (int64_t d = 0; d < dim; ++d) acc[d] = 0.f;
+    for (int64_t k = sg.begin[s]; k < sg.begin[s + 1]; ++k) {
+        const int64_t n = sg.order[k];
+        const float* __restrict g = grad + c.grad_offsets[n];  // g is grad_out's row for id n
+        const float scale = c.scales[n];
+        for (int64_t d = 0; d < dim; ++d) acc[d] += scale * g[d];
+    }
+}
+
+// ---- fused optimizer rules (kernels/embedding_optimizer.h), one row ----
+
+struct UpdateConstants {
+    float lr, eps, beta1, beta2, weight_decay;
+    float bias_correction1, bias_correction2;  // Adam: 1 - beta^step
+};
+
+template <typename Weight, OptimType kOpt>
+void update_row(Weight* __restrict w, float* __restrict s1, float* __restrict s2,
+                float* __restrict g, int64_t dim, const UpdateConstants& k) {
+    if (k.weight_decay != 0.f) {
+        for (int64_t d = 0; d < dim; ++d) g[d] += k.weight_decay * to_float(w[d]);
+    }
+    if constexpr (kOpt == OptimType::kSgd) {
+        for (int64_t d = 0; d < dim; ++d) w[d] = from_float<Weight>(to_float(w[d]) - k.lr * g[d]);
+    } else if constexpr (kOpt == OptimType::kExactAdagrad) {
+        for (int64_t d = 0; d < dim; ++d) {
+            const float sum_sq = s1[d] + g[d] * g[d];
+            s1[d] = sum_sq;
+            w[d] = from_float<Weight>(to_float(w[d]) - k.lr * g[d] / (std::sqrt(sum_sq) + k.eps));
+        }
+    } else if constexpr (kOpt == OptimType::kExactRowWiseAdagrad) {
+        float sq = 0.f;
+        for (int64_t d = 0; d < dim; ++d) sq += g[d] * g[d];
+        const float sum_sq = s1[0] + sq / static_cast<float>(dim);
+        s1[0] = sum_sq;
+        const float step = k.lr / (std::sqrt(sum_sq) + k.eps);
+        for (int64_t d = 0; d < dim; ++d) w[d] = from_float<Weight>(to_float(w[d]) - step * g[d]);
+    } else {
+        static_assert(kOpt == OptimType::kAdam);
+        for (int64_t d = 0; d < dim; ++d) {
+            const float m = k.beta1 * s1[d] + (1.f - k.beta1) * g[d];
+            const float v = k.beta2 * s2[d] + (1.f - k.beta2) * g[d] * g[d];
+            s1[d] = m;
+            s2[d] = v;
+            const float m_hat = m / k.bias_correction1;
+            const float v_hat = v / k.bias_correction2;
+            w[d] = from_float<Weight>(to_float(w[d]) - k.lr * m_hat / (std::sqrt(v_hat) + k.eps));
+        }
+    }
+}
+
+template <typename Weight, OptimType kOpt>
+void apply_fused_update_typed(const RowContributions& c, const RowSegments& sg, const float* grad,
+                              const UpdateConstants& k, Weight* weights, float* state1,
+                              float* state2, int64_t dim, float* accumulators, int64_t acc_stride) {
+    // State row stride: row-wise Adagrad keeps one float per row, the others D.
+    const int64_t state_dim = kOpt == OptimType::kExactRowWiseAdagrad ? 1 : dim;
+    const int64_t num_segments = sg.num_segments;
+#pragma omp parallel if (num_segments >= 2 * kMinRowsPerThread)
+    {
+#ifdef _OPENMP
+        float* acc = accumulators + acc_stride * omp_get_thread_num();
+#else
+        float* acc = accumulators;
+#endif
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < num_segments; ++s) {
+            if (s + kPrefetchSegments < num_segments) {
+                const int64_t ahead = static_cast<int64_t>(sg.rows_sorted[sg.begin[s + kPrefetchSegments]]);
+                prefetch_row(weights + ahead * dim, dim * static_cast<int64_t>(sizeof(Weight)));
+                if (state1) prefetch_row(state1 + ahead * state_dim, state_dim * 4);
+                if (state2) prefetch_row(state2 + ahead * state_dim, state_dim * 4);
+            }
+            const int64_t row = static_cast<int64_t>(sg.rows_sorted[sg.begin[s]]);
+            reduce_segment(c, sg, s, grad, dim, acc);
+            update_row<Weight, kOpt>(weights + row * dim, state1 ? state1 + row * state_dim : nullptr,
+                                     state2 ? state2 + row * state_dim : nullptr, acc, dim, k);
+        }
+    }
+}
+
+}  // namespace
+
+int max_threads() {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+RowContributions alloc_contributions(int64_t count, EmbeddingBackwardWorkspace& workspace) {
+    RowContributions c;
+    c.count = count;
+    c.rows = slot_buffer<int64_t>(workspace, kRows, count);
+    c.grad_offsets = slot_buffer<int64_t>(workspace, kGradOffsets, count);
+    c.scales = slot_buffer<float>(workspace, kScales, count);
+    return c;
+}
+
+RowSegments sort_by_row(const RowContributions& c, int64_t num_rows,
+                        EmbeddingBackwardWorkspace& workspace) {
+    const int64_t n = c.count;
+    uint64_t* keys[2] = {slot_buffer<uint64_t>(workspace, kSortKeysA, n),
+                         slot_buffer<uint64_t>(workspace, kSortKeysB, n)};
+    int64_t* order[2] = {slot_buffer<int64_t>(workspace, kSortOrderA, n),
+                         slot_buffer<int64_t>(workspace, kSortOrderB, n)};
+    // Passes of at most kMaxDigitBits over the bits of the largest row: 2 passes for 1M rows.
+    const int bits = num_rows > 1 ? 64 - __builtin_clzll(static_cast<uint64_t>(num_rows - 1)) : 1;
+    const int passes = (bits + kMaxDigitBits - 1) / kMaxDigitBits;
+    const int digit_bits = (bits + passes - 1) / passes;
+    const uint64_t mask = (uint64_t{1} << digit_bits) - 1;
+    const uint64_t* keys_in = reinterpret_cast<const uint64_t*>(c.rows);
+    const int64_t* order_in = nullptr;
+    for (int p = 0; p < passes; ++p) {
+        radix_pass(n, p * digit_bits, mask, keys_in, order_in, keys[p & 1], order[p & 1]);
+        keys_in = keys[p & 1];
+        order_in = order[p & 1];
+    }
+    int64_t* begin = slot_buffer<int64_t>(workspace, kSegmentBegin, n + 1);
+    int64_t num_segments = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (i == 0 || keys_in[i] != keys_in[i - 1]) begin[num_segments++] = i;
+    }
+    begin[num_segments] = n;
+    return RowSegments{num_segments, begin, order_in, keys_in};
+}
+
+void apply_fused_update(const RowContributions& c, const RowSegments& segments, const float* grad,
+                        const FusedOptimizerParams& optim, Tensor& weights, Tensor* state1,
+                        Tensor* state2, EmbeddingBackwardWorkspace& workspace) {
+    const int64_t dim = weights.size(1);
+    const int64_t acc_stride = (dim + 15) / 16 * 16;  // a cache line apart: no false sharing
+    float* acc = slot_buffer<float>(workspace, kAccumulators, acc_stride * max_threads());
+    const auto step = static_cast<double>(optim.step);
+    const UpdateConstants k{optim.learning_rate,
+                            optim.eps,
+                            optim.beta1,
+                            optim.beta2,
+                            optim.weight_decay,
+                            static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta1), step)),
+                            static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta2), step))};
+    float* s1 = state1 ? state1->data<float>() : nullptr;
+    float* s2 = state2 ? state2->data<float>() : nullptr;
+    visit_float_dtype(weights.dtype(), [&](auto tag) {
+        using Weight = typename decltype(tag)::type;
+        Weight* w = weights.data<Weight>();
+        auto run = [&](auto opt) {
+            apply_fused_update_typed<Weight, decltype(opt)::value>(c, segments, grad, k, w, s1, s2,
+                                                                   dim, acc, acc_stride);
+        };
+        switch (optim.type) {
+            case OptimType::kSgd:
+                return run(std::integral_constant<OptimType, OptimType::kSgd>{});
+            case OptimType::kExactAdagrad:
+                return run(std::integral_constant<OptimType, OptimType::kExactAdagrad>{});
+            case OptimType::kExactRowWiseAdagrad:
+                return run(std::integral_constant<OptimType, OptimType::kExactRowWiseAdagrad>{});
+            case OptimType::kAdam:
+                return run(std::integral_constant<OptimType, OptimType::kAdam>{});
+        }
+    });
+}
+
+void write_dense_gradient(const RowContributions& c, const RowSegments& sg, const float* grad,
+                          Tensor& grad_weights) {
+    const int64_t dim = grad_weights.size(1);
+    const int64_t rows = grad_weights.size(0);
+    float* out = grad_weights.data<float>();
+    // Zero in parallel row blocks (the memset is most of the traffic for a large table).
+#pragma omp parallel for schedule(static) if (rows >= 2 * kMinRowsPerThread)
+    for (int64_t r = 0; r < rows; r += kMinRowsPerThread) {
+        const int64_t end = std::min(rows, r + kMinRowsPerThread);
+        std::memset(out + r * dim, 0, static_cast<size_t>((end - r) * dim) * sizeof(float));
+    }
+#pragma omp parallel for schedule(static) if (sg.num_segments >= 2 * kMinRowsPerThread)
+    for (int64_t s = 0; s < sg.num_segments; ++s) {
+        const int64_t row = static_cast<int64_t>(sg.rows_sorted[sg.begin[s]]);
+        reduce_segment(c, sg, s, grad, dim, out + row * dim);
+    }
+}
+
+}  // namespace shardrec::kernels::cpu::detail
