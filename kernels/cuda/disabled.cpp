@@ -1,6 +1,17 @@
 // Compiled when a cuda:: kernel entry has no CUDA definition in this build: every entry throws
 // "built without CUDA". Forgetting an entry is a link error in the CPU-only build, which CI runs.
 #include "engine/core/error.h"
+#include "kernels/bce_with_logits.h"
+#include "kernels/crossnet.h"
+#include "kernels/dense_optimizer.h"
+#include "kernels/dot_interaction.h"
+#include "kernels/embedding_bag.h"
+#include "kernels/factorization_machine.h"
+#include "kernels/linear.h"
+#include "kernels/mixture_crossnet.h"
+#include "kernels/sequence_embedding.h"
+#include "kernels/swish_layer_norm.h"
+#include "kernels/vector_crossnet.h"
 
 namespace shardrec::kernels::cuda {
 namespace {
@@ -13,5 +24,120 @@ namespace {
 }  // namespace
 
 // One definition per cuda:: entry declared in kernels/*.h, in op order (kernels/ops.h).
+
+// ---- embedding lookups: pooled and sequence, forward and backward ----
+void embedding_bag_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor*, PoolingMode, Tensor&, Stream&) {
+    throw_not_built("cuda::embedding_bag_forward");
+}
+
+void embedding_bag_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                            const Tensor&, const Tensor&, const Tensor*, PoolingMode, Tensor&,
+                            Tensor*, EmbeddingBackwardWorkspace&, Stream&) {
+    throw_not_built("cuda::embedding_bag_backward");
+}
+
+void embedding_bag_backward_fused(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                  const Tensor&, const Tensor*, PoolingMode,
+                                  const FusedOptimizerParams&, Tensor&, Tensor*, Tensor*,
+                                  EmbeddingBackwardWorkspace&, Stream&) {
+    throw_not_built("cuda::embedding_bag_backward_fused");
+}
+
+void sequence_embedding_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                const Tensor&, Tensor&, Stream&) {
+    throw_not_built("cuda::sequence_embedding_forward");
+}
+
+void sequence_embedding_backward_fused(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                       const Tensor&, const FusedOptimizerParams&, Tensor&,
+                                       Tensor*, Tensor*, EmbeddingBackwardWorkspace&, Stream&) {
+    throw_not_built("cuda::sequence_embedding_backward_fused");
+}
+
+// ---- dense ops: linear, interactions, cross nets, norms, loss, dense optimizers ----
+void linear_forward(const Tensor&, const Tensor&, const Tensor*, Activation, Tensor&, Stream&) {
+    throw_not_built("cuda::linear_forward");
+}
+
+void linear_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Activation,
+                     Tensor*, Tensor&, Tensor*, Stream&) {
+    throw_not_built("cuda::linear_backward");
+}
+
+void dot_interaction_forward(const Tensor&, const Tensor&, Tensor&, Stream&) {
+    throw_not_built("cuda::dot_interaction_forward");
+}
+
+void dot_interaction_backward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
+                              Stream&) {
+    throw_not_built("cuda::dot_interaction_backward");
+}
+
+void crossnet_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor*, const Tensor&,
+                      Tensor&, Tensor&, Tensor*, Stream&) {
+    throw_not_built("cuda::crossnet_forward");
+}
+
+void crossnet_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor*, const Tensor&,
+                       const Tensor*, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor*, Tensor&,
+                       Stream&) {
+    throw_not_built("cuda::crossnet_backward");
+}
+
+void vector_crossnet_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&,
+                             Tensor&, Stream&) {
+    throw_not_built("cuda::vector_crossnet_forward");
+}
+
+void vector_crossnet_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&, Stream&) {
+    throw_not_built("cuda::vector_crossnet_backward");
+}
+
+void mixture_crossnet_forward(const Tensor&, const Tensor&, const MixtureCrossNetWeights&,
+                              Activation, Tensor&, const MixtureCrossNetSaved&, Stream&) {
+    throw_not_built("cuda::mixture_crossnet_forward");
+}
+
+void mixture_crossnet_backward(const Tensor&, const Tensor&, const MixtureCrossNetWeights&,
+                               Activation, const MixtureCrossNetSaved&, const Tensor&,
+                               const MixtureCrossNetGrads&, Stream&) {
+    throw_not_built("cuda::mixture_crossnet_backward");
+}
+
+void swish_layer_norm_forward(const Tensor&, const Tensor&, const Tensor&, float, Tensor&, Tensor&,
+                              Tensor&, Stream&) {
+    throw_not_built("cuda::swish_layer_norm_forward");
+}
+
+void swish_layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                               const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, Stream&) {
+    throw_not_built("cuda::swish_layer_norm_backward");
+}
+
+void factorization_machine_forward(const Tensor&, Tensor&, Stream&) {
+    throw_not_built("cuda::factorization_machine_forward");
+}
+
+void factorization_machine_backward(const Tensor&, const Tensor&, Tensor&, Stream&) {
+    throw_not_built("cuda::factorization_machine_backward");
+}
+
+void bce_with_logits(const Tensor&, const Tensor&, Tensor&, Tensor&, Stream&) {
+    throw_not_built("cuda::bce_with_logits");
+}
+
+void sgd_update(Tensor&, const Tensor&, float, float, Stream&) {
+    throw_not_built("cuda::sgd_update");
+}
+
+void adagrad_update(Tensor&, const Tensor&, Tensor&, float, float, float, Stream&) {
+    throw_not_built("cuda::adagrad_update");
+}
+
+void adam_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamHyperParams&, Stream&) {
+    throw_not_built("cuda::adam_update");
+}
 
 }  // namespace shardrec::kernels::cuda

@@ -1,0 +1,51 @@
+// CPU helpers shared by the dense CPU kernels (linear, cross nets): activations, a row-major
+// sgemm wrapper with 64-bit sizes, and a thread-local scratch buffer. Internal to kernels/cpu/.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/linear.h"
+
+namespace shardrec::kernels::cpu {
+
+inline float apply_activation(Activation act, float z) {
+    switch (act) {
+        case Activation::kRelu:
+            return z > 0.0f ? z : 0.0f;
+        case Activation::kSigmoid:
+            return 1.0f / (1.0f + std::exp(-z));
+        case Activation::kIdentity:
+            break;
+    }
+    return z;
+}
+
+// act'(z) written in terms of y = act(z), so backward needs only the saved output.
+inline float activation_grad_from_output(Activation act, float y) {
+    switch (act) {
+        case Activation::kRelu:
+            return y > 0.0f ? 1.0f : 0.0f;
+        case Activation::kSigmoid:
+            return y * (1.0f - y);
+        case Activation::kIdentity:
+            break;
+    }
+    return 1.0f;
+}
+
+enum class Trans { kNo, kYes };
+
+// C[m, n] = op(A) op(B) + beta * C, row-major, op(X) = X or X^T; lda/ldb/ldc are row strides of
+// the stored matrices. One cblas_sgemm call; sizes are checked to fit OpenBLAS's int.
+void sgemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// A thread-local buffer of at least n floats, reused by every call on the thread: it grows to
+// the largest request and never shrinks, so a steady batch shape allocates nothing. Valid until
+// the next call on the same thread; CPU kernels do not nest, so each kernel takes one region
+// and partitions it.
+float* scratch_floats(size_t n);
+
+}  // namespace shardrec::kernels::cpu

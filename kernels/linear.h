@@ -1,0 +1,60 @@
+// Fully connected layer (TorchRec Perceptron = activation(nn.Linear)): GEMM with a fused bias +
+// activation epilogue, and its backward. Letters: B batch rows, I input features, O outputs.
+#pragma once
+
+#include <string>
+
+#include "engine/core/stream.h"
+#include "engine/core/tensor.h"
+
+namespace shardrec::kernels {
+
+// The activations a GEMM epilogue fuses. Each derivative is computed from the activation's
+// output y, so backward needs no pre-activation copy: relu' = [y > 0], sigmoid' = y (1 - y).
+enum class Activation { kIdentity, kRelu, kSigmoid };
+
+const char* activation_name(Activation act);               // "identity", "relu", "sigmoid"
+Activation activation_from_name(const std::string& name);  // throws on anything else
+
+// y = act(x w^T + bias).
+//   x     [B, I]  f32, contiguous
+//   w     [O, I]  f32 (PyTorch nn.Linear layout)
+//   bias  [O]     f32 or nullptr (no bias)
+//   y     [B, O]  f32, written; must not alias x, w or bias
+// B, I, O >= 1. Deterministic for a fixed BLAS thread count (see set_blas_num_threads).
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act,
+                    Tensor& y, Stream& stream);
+
+// Backward of linear_forward. With g = grad_y * act'(y) (elementwise, from the saved output y):
+//   grad_x = g w      [B, I]  (skipped when grad_x is nullptr, e.g. the first layer's input)
+//   grad_w = g^T x    [O, I]  written, not accumulated
+//   grad_b = sum_b g  [O]     written; nullptr when the layer has no bias
+// y and grad_y are [B, O]. The CPU backend keeps a thread-local scratch of B*O floats for g
+// (grows to the largest shape seen, never shrinks), so a steady batch shape allocates nothing.
+// grad_b is summed over rows in row order, so it does not depend on thread count.
+void linear_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& grad_y,
+                     Activation act, Tensor* grad_x, Tensor& grad_w, Tensor* grad_b,
+                     Stream& stream);
+
+// Threads OpenBLAS uses for every GEMM of the process. OpenBLAS sgemm splits work over M and N,
+// never over the K reduction, so results are bitwise the same for any thread count (checked by
+// test_backend_ops); the trainer still sets this once at startup so timings are reproducible.
+void set_blas_num_threads(int num_threads);
+int blas_num_threads();
+
+namespace cpu {
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act,
+                    Tensor& y);
+void linear_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& grad_y,
+                     Activation act, Tensor* grad_x, Tensor& grad_w, Tensor* grad_b);
+}  // namespace cpu
+
+namespace cuda {
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act,
+                    Tensor& y, Stream& stream);
+void linear_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& grad_y,
+                     Activation act, Tensor* grad_x, Tensor& grad_w, Tensor* grad_b,
+                     Stream& stream);
+}  // namespace cuda
+
+}  // namespace shardrec::kernels
