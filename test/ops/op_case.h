@@ -42,6 +42,8 @@ public:
         int64_t m, n, k;
     };
     virtual std::vector<Gemm> gemms() const { return {}; }
+    // Large cases timed by bench_ops only; test_backend_ops skips them (they take seconds).
+    virtual bool bench_only() const { return false; }
 
     // Guarded, NaN-poisoned output (f32: NaN, integers: all bits set).
     Tensor make_output(const Shape& shape, DType dtype = DType::kF32);

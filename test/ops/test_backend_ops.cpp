@@ -34,6 +34,7 @@ void check_case(OpCase& c, Device device) {
 
 TEST_CASE("backend ops: every case matches the float64 reference on the CPU", "[ops][cpu]") {
     for (auto& c : all_op_cases()) {
+        if (c->bench_only()) continue;
         DYNAMIC_SECTION(kernels::op_name(c->kind()) << "(" << c->vars() << ") on cpu") {
             check_case(*c, Device::cpu());
         }
@@ -42,6 +43,7 @@ TEST_CASE("backend ops: every case matches the float64 reference on the CPU", "[
 
 TEST_CASE("backend ops: every case is deterministic on the CPU", "[ops][cpu]") {
     for (auto& c : all_op_cases()) {
+        if (c->bench_only()) continue;
         DYNAMIC_SECTION(kernels::op_name(c->kind()) << "(" << c->vars() << ") twice") {
             c->make_inputs(test_seed());
             c->clear_outputs();
