@@ -150,7 +150,7 @@ void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
                             const Tensor& table_offsets, const Tensor& feature_table,
                             const Tensor& ids, const Tensor& offsets,
                             const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor& grad_weights, Tensor* grad_per_sample_weights,
+                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
                             EmbeddingBackwardWorkspace& workspace, Stream& stream) {
     check_embedding_lookup_args(weights, table_offsets, feature_table, ids, offsets,
                                 per_sample_weights);
@@ -158,7 +158,9 @@ void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
     const int64_t dim = weights.size(1);
     const int64_t batch = batch_size(feature_table, offsets);
     check_f32_matrix(grad_out, "grad_out", batch, feature_table.numel() * dim, device);
-    check_f32_matrix(grad_weights, "grad_weights", weights.size(0), dim, device);
+    if (grad_weights != nullptr) {
+        check_f32_matrix(*grad_weights, "grad_weights", weights.size(0), dim, device);
+    }
     if (grad_per_sample_weights != nullptr) {
         check_vector(*grad_per_sample_weights, "grad_per_sample_weights", DType::kF32, device);
         SR_CHECK(grad_per_sample_weights->numel() == ids.numel(),

@@ -67,16 +67,18 @@ void embedding_bag_forward(const Tensor& weights, const Tensor& table_offsets,
                            const Tensor* per_sample_weights, PoolingMode mode, Tensor& out,
                            Stream& stream);
 
-// Dense gradient. grad_out [B, F*D] f32 -> grad_weights [sum E, D] f32, fully overwritten: zero
-// for untouched rows, else sum over the row's ids of s_i * grad_out[b, f*D : (f+1)*D] with
-// s_i = w_i (/ L for MEAN), summed in id order. weights is read only for
+// Dense gradient. grad_out [B, F*D] f32 -> grad_weights [sum E, D] f32 (optional), fully
+// overwritten: zero for untouched rows, else sum over the row's ids of
+// s_i * grad_out[b, f*D : (f+1)*D] with s_i = w_i (/ L for MEAN), summed in id order.
 // grad_per_sample_weights [N] f32 (optional): d loss / d w_i = dot(grad_out bag, row(id_i)) (/ L
-// for MEAN); it is defined whether or not per_sample_weights is given.
+// for MEAN), defined whether or not per_sample_weights is given; weights is read only for it.
+// With grad_weights null this is the per-sample-weight gradient alone, which a fused-optimizer
+// caller computes before embedding_bag_backward_fused changes the rows.
 void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
                             const Tensor& table_offsets, const Tensor& feature_table,
                             const Tensor& ids, const Tensor& offsets,
                             const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor& grad_weights, Tensor* grad_per_sample_weights,
+                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
                             EmbeddingBackwardWorkspace& workspace, Stream& stream);
 
 // Fused backward: the same per-row gradient as embedding_bag_backward, never materialised; each
@@ -105,7 +107,7 @@ void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
                             const Tensor& table_offsets, const Tensor& feature_table,
                             const Tensor& ids, const Tensor& offsets,
                             const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor& grad_weights, Tensor* grad_per_sample_weights,
+                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
                             EmbeddingBackwardWorkspace& workspace);
 void embedding_bag_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
                                   const Tensor& feature_table, const Tensor& ids,
@@ -126,7 +128,7 @@ void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
                             const Tensor& table_offsets, const Tensor& feature_table,
                             const Tensor& ids, const Tensor& offsets,
                             const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor& grad_weights, Tensor* grad_per_sample_weights,
+                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
                             EmbeddingBackwardWorkspace& workspace, Stream& stream);
 void embedding_bag_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
                                   const Tensor& feature_table, const Tensor& ids,

@@ -75,13 +75,15 @@ void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
                             const Tensor& table_offsets, const Tensor& feature_table,
                             const Tensor& ids, const Tensor& offsets,
                             const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor& grad_weights, Tensor* grad_per_sample_weights,
+                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
                             EmbeddingBackwardWorkspace& workspace) {
     const int64_t dim = weights.size(1);
-    const detail::RowContributions c = gather_pooled(table_offsets, feature_table, ids, offsets,
-                                                     per_sample_weights, mode, dim, workspace);
-    const detail::RowSegments segments = detail::sort_by_row(c, weights.size(0), workspace);
-    detail::write_dense_gradient(c, segments, grad_out.data<float>(), grad_weights);
+    if (grad_weights != nullptr) {
+        const detail::RowContributions c = gather_pooled(
+            table_offsets, feature_table, ids, offsets, per_sample_weights, mode, dim, workspace);
+        const detail::RowSegments segments = detail::sort_by_row(c, weights.size(0), workspace);
+        detail::write_dense_gradient(c, segments, grad_out.data<float>(), *grad_weights);
+    }
     if (grad_per_sample_weights != nullptr) {
         visit_float_dtype(weights.dtype(), [&](auto tag) {
             using Weight = typename decltype(tag)::type;

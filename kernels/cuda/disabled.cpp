@@ -32,7 +32,7 @@ void embedding_bag_forward(const Tensor&, const Tensor&, const Tensor&, const Te
 }
 
 void embedding_bag_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                            const Tensor&, const Tensor&, const Tensor*, PoolingMode, Tensor&,
+                            const Tensor&, const Tensor&, const Tensor*, PoolingMode, Tensor*,
                             Tensor*, EmbeddingBackwardWorkspace&, Stream&) {
     throw_not_built("cuda::embedding_bag_backward");
 }

@@ -1,0 +1,366 @@
+// EmbeddingBagCollection: table-batched groups, KJT packing per group, and the fused or dense
+// backward (see the header). Packing copies each group's keys out of the KJT (8 bytes per id)
+// unless the KJT holds exactly the group's keys in order, in which case its tensors are used as
+// they are. Buffers grow and are reused: a step of a batch shape already seen allocates nothing.
+#include "engine/modules/embedding_bag_collection.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace shardrec {
+namespace {
+
+// A prefix view [n] of a 1-D buffer that only grows (by 1.5x, so varying N settles quickly).
+Tensor prefix(Tensor& buffer, int64_t n, DType dtype) {
+    if (!buffer.defined() || buffer.numel() < n) {
+        const int64_t grown = buffer.defined() ? buffer.numel() * 3 / 2 : 0;
+        buffer = Tensor::empty({std::max<int64_t>({n, grown, 1})}, dtype);
+    }
+    return buffer.slice(0, n);
+}
+
+// An f32 tensor reused while its shape is unchanged.
+Tensor& reuse(Tensor& t, const Shape& shape) {
+    if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape, DType::kF32);
+    return t;
+}
+
+// Copies columns [src_col, src_col + width) of src [B, src_cols] to dst [B, dst_cols].
+void copy_columns(const float* src, int64_t src_cols, int64_t src_col, float* dst,
+                  int64_t dst_cols, int64_t dst_col, int64_t batch, int64_t width) {
+    for (int64_t b = 0; b < batch; ++b) {
+        std::memcpy(dst + b * dst_cols + dst_col, src + b * src_cols + src_col,
+                    static_cast<size_t>(width) * sizeof(float));
+    }
+}
+
+}  // namespace
+
+EmbeddingBagCollection::EmbeddingBagCollection(
+    std::vector<EmbeddingBagConfig> tables, bool is_weighted, uint64_t seed,
+    std::optional<kernels::FusedOptimizerParams> fused_optimizer, Device device)
+    : tables_(std::move(tables)),
+      is_weighted_(is_weighted),
+      fused_(fused_optimizer),
+      device_(device) {
+    // The KJT packing and output scatter are host loops; a CUDA placement needs device versions.
+    SR_CHECK(device_.is_cpu(), "EmbeddingBagCollection: only the cpu device is built, got {}",
+             device_.str());
+    SR_CHECK(!tables_.empty(), "EmbeddingBagCollection needs at least one table");
+    SR_CHECK(!fused_ || fused_->step >= 1, "fused optimizer step must be >= 1");
+    std::set<std::string> table_names, feature_names;
+    for (size_t t = 0; t < tables_.size(); ++t) {
+        const EmbeddingBagConfig& c = tables_[t];
+        SR_CHECK(table_names.insert(c.name).second, "table name '{}' appears twice", c.name);
+        SR_CHECK(c.num_embeddings > 0 && c.embedding_dim > 0 && !c.feature_names.empty(),
+                 "table '{}': needs num_embeddings > 0, embedding_dim > 0 and feature_names",
+                 c.name);
+        SR_CHECK(is_floating(c.data_type), "table '{}': data_type must be f32, f16 or bf16",
+                 c.name);
+        for (const std::string& f : c.feature_names) {
+            SR_CHECK(feature_names.insert(f).second,
+                     "feature '{}' is listed twice (table '{}'); output keys must be unique", f,
+                     c.name);
+            FeatureSlot slot;
+            slot.name = f;
+            slot.table = static_cast<int64_t>(t);
+            slot.column = sum_dims_;
+            features_.push_back(slot);
+            names_.push_back(f);
+            dims_.push_back(c.embedding_dim);
+            sum_dims_ += c.embedding_dim;
+        }
+    }
+    build_groups(seed);
+}
+
+void EmbeddingBagCollection::build_groups(uint64_t seed) {
+    std::vector<int64_t> group_of_table(tables_.size());
+    for (size_t t = 0; t < tables_.size(); ++t) {
+        const EmbeddingBagConfig& c = tables_[t];
+        auto it = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
+            return g.dim == c.embedding_dim && g.dtype == c.data_type && g.pooling == c.pooling;
+        });
+        if (it == groups_.end()) {
+            groups_.emplace_back();
+            it = groups_.end() - 1;
+            it->dim = c.embedding_dim;
+            it->dtype = c.data_type;
+            it->pooling = c.pooling;
+        }
+        it->tables.push_back(static_cast<int64_t>(t));
+        group_of_table[t] = it - groups_.begin();
+    }
+    for (size_t f = 0; f < features_.size(); ++f) {
+        features_[f].group = group_of_table[static_cast<size_t>(features_[f].table)];
+        groups_[static_cast<size_t>(features_[f].group)].features.push_back(static_cast<int64_t>(f));
+    }
+    table_location_.resize(tables_.size());
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+        Group& g = groups_[gi];
+        std::vector<int64_t> offsets{0};
+        for (int64_t t : g.tables) {
+            table_location_[static_cast<size_t>(t)] = {static_cast<int64_t>(gi), offsets.back()};
+            offsets.push_back(offsets.back() + tables_[static_cast<size_t>(t)].num_embeddings);
+        }
+        g.weights = Tensor::empty({offsets.back(), g.dim}, g.dtype);
+        for (size_t i = 0; i < g.tables.size(); ++i) {
+            Tensor rows = g.weights.slice(offsets[i], offsets[i + 1]);
+            init_embedding_rows(rows, seed, g.tables[i], 0, 0,
+                                tables_[static_cast<size_t>(g.tables[i])].num_embeddings);
+        }
+        std::vector<int32_t> feature_table;
+        for (int64_t f : g.features) {
+            const int64_t t = features_[static_cast<size_t>(f)].table;
+            feature_table.push_back(static_cast<int32_t>(
+                std::find(g.tables.begin(), g.tables.end(), t) - g.tables.begin()));
+        }
+        g.table_offsets = Tensor::from_vector(offsets);
+        g.feature_table = Tensor::from_vector(feature_table);
+        // One group holds every key in output order, so its kernel output is the KT values.
+        g.direct_output = groups_.size() == 1;
+        const int64_t rows = offsets.back();
+        const kernels::OptimType type = fused_ ? fused_->type : kernels::OptimType::kSgd;
+        if (fused_ && type == kernels::OptimType::kExactRowWiseAdagrad) {
+            g.state1 = Tensor::zeros({rows}, DType::kF32);
+        } else if (fused_ && kernels::optim_num_states(type) >= 1) {
+            g.state1 = Tensor::zeros({rows, g.dim}, DType::kF32);
+        }
+        if (fused_ && kernels::optim_num_states(type) >= 2) {
+            g.state2 = Tensor::zeros({rows, g.dim}, DType::kF32);
+        }
+        if (!fused_) g.grad_weights = Tensor::zeros({rows, g.dim}, DType::kF32);
+    }
+    if (!fused_) {
+        for (size_t t = 0; t < tables_.size(); ++t) {
+            Parameter p;
+            p.name = "embedding_bags." + tables_[t].name + ".weight";
+            p.value = weight(static_cast<int64_t>(t));
+            p.grad = weight_grad(static_cast<int64_t>(t));
+            dense_parameters_.push_back(std::move(p));
+        }
+    }
+}
+
+// ---- forward ----
+
+void EmbeddingBagCollection::locate_features(const KeyedJaggedTensor& kjt) {
+    SR_CHECK(!kjt.variable_stride_per_key(),
+             "EmbeddingBagCollection: a KJT with a variable batch per key is not supported");
+    SR_CHECK(kjt.values().device().is_cpu(), "EmbeddingBagCollection: the KJT must be on the cpu");
+    SR_CHECK(!is_weighted_ || kjt.has_weights(),
+             "EmbeddingBagCollection is weighted but the KJT has no weights");
+    const std::vector<std::string>& keys = kjt.keys();
+    for (FeatureSlot& slot : features_) {
+        const auto it = std::find(keys.begin(), keys.end(), slot.name);
+        SR_CHECK(it != keys.end(), "EmbeddingBagCollection: feature '{}' (table '{}') is not in the "
+                 "KJT keys [{}]", slot.name, tables_[static_cast<size_t>(slot.table)].name,
+                 fmt::join(keys, ", "));
+        const auto k = static_cast<size_t>(it - keys.begin());
+        slot.kjt_key = static_cast<int64_t>(k);
+        slot.kjt_begin = kjt.offset_per_key()[k];
+        slot.kjt_count = kjt.length_per_key()[k];
+        slot.kjt_lengths = kjt.lengths_offset_per_key()[k];
+    }
+}
+
+void EmbeddingBagCollection::pack_group(Group& g, const KeyedJaggedTensor& kjt) {
+    const auto num_features = static_cast<int64_t>(g.features.size());
+    g.kjt_direct = kjt.num_keys() == num_features;
+    for (int64_t i = 0; i < num_features && g.kjt_direct; ++i) {
+        g.kjt_direct = features_[static_cast<size_t>(g.features[static_cast<size_t>(i)])].kjt_key == i;
+    }
+    if (g.kjt_direct) {
+        g.ids = kjt.values();
+        g.offsets = kjt.offsets();
+        g.psw = is_weighted_ ? kjt.weights() : Tensor();
+        return;
+    }
+    const int64_t batch = kjt.stride();
+    int64_t num_ids = 0;
+    for (int64_t f : g.features) num_ids += features_[static_cast<size_t>(f)].kjt_count;
+    g.ids = prefix(g.ids_buffer, num_ids, DType::kI64);
+    g.offsets = prefix(g.offsets_buffer, num_features * batch + 1, DType::kI64);
+    if (is_weighted_) g.psw = prefix(g.psw_buffer, num_ids, DType::kF32);
+    const int64_t* kjt_offsets = kjt.offsets().data<int64_t>();
+    int64_t* ids = g.ids.data<int64_t>();
+    int64_t* offsets = g.offsets.data<int64_t>();
+    int64_t base = 0;
+    for (int64_t i = 0; i < num_features; ++i) {
+        const FeatureSlot& s = features_[static_cast<size_t>(g.features[static_cast<size_t>(i)])];
+        const int64_t* key_offsets = kjt_offsets + s.kjt_lengths;  // this key's bags
+        for (int64_t b = 0; b < batch; ++b) offsets[i * batch + b] = base + key_offsets[b] - key_offsets[0];
+        std::memcpy(ids + base, kjt.values().data<int64_t>() + s.kjt_begin,
+                    static_cast<size_t>(s.kjt_count) * sizeof(int64_t));
+        if (is_weighted_) {
+            std::memcpy(g.psw.data<float>() + base, kjt.weights().data<float>() + s.kjt_begin,
+                        static_cast<size_t>(s.kjt_count) * sizeof(float));
+        }
+        base += s.kjt_count;
+    }
+    offsets[num_features * batch] = base;
+}
+
+KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& features, Stream& stream) {
+    locate_features(features);
+    const int64_t batch = features.stride();
+    if (batch != batch_) {
+        values_ = Tensor::empty({batch, sum_dims_}, DType::kF32);
+        batch_ = batch;
+    }
+    kjt_num_values_ = features.values().numel();
+    for (Group& g : groups_) {
+        pack_group(g, features);
+        const auto num_features = static_cast<int64_t>(g.features.size());
+        if (g.direct_output) {
+            g.out = values_;
+        } else {
+            reuse(g.out, {batch, num_features * g.dim});
+        }
+        kernels::embedding_bag_forward(g.weights, g.table_offsets, g.feature_table, g.ids,
+                                       g.offsets, is_weighted_ ? &g.psw : nullptr, g.pooling,
+                                       g.out, stream);
+        if (g.direct_output) continue;
+        for (int64_t i = 0; i < num_features; ++i) {
+            copy_columns(g.out.data<float>(), num_features * g.dim, i * g.dim,
+                         values_.data<float>(), sum_dims_,
+                         features_[static_cast<size_t>(g.features[static_cast<size_t>(i)])].column,
+                         batch, g.dim);
+        }
+    }
+    return KeyedTensor(names_, dims_, values_);
+}
+
+// ---- backward ----
+
+void EmbeddingBagCollection::gather_group_grad(Group& g, const Tensor& grad_values) {
+    if (g.direct_output) {
+        g.grad_out = grad_values;
+        return;
+    }
+    const auto num_features = static_cast<int64_t>(g.features.size());
+    reuse(g.grad_out, {batch_, num_features * g.dim});
+    for (int64_t i = 0; i < num_features; ++i) {
+        copy_columns(grad_values.data<float>(), sum_dims_,
+                     features_[static_cast<size_t>(g.features[static_cast<size_t>(i)])].column,
+                     g.grad_out.data<float>(), num_features * g.dim, i * g.dim, batch_, g.dim);
+    }
+}
+
+void EmbeddingBagCollection::backward(const Tensor& grad_values, Stream& stream) {
+    SR_CHECK(batch_ >= 0, "EmbeddingBagCollection::backward before any forward");
+    SR_CHECK(grad_values.dtype() == DType::kF32 && grad_values.shape() == Shape({batch_, sum_dims_}),
+             "EmbeddingBagCollection::backward: grad_values must be f32[{}, {}], got {}", batch_,
+             sum_dims_, grad_values.str());
+    if (is_weighted_) {
+        grad_psw_ = prefix(grad_psw_buffer_, kjt_num_values_, DType::kF32);
+        grad_psw_.zero_();  // keys this module does not read get 0
+    }
+    for (Group& g : groups_) {
+        gather_group_grad(g, grad_values);
+        Tensor* grad_psw = nullptr;
+        if (is_weighted_) {
+            g.grad_psw = g.kjt_direct ? grad_psw_ : prefix(g.grad_psw_buffer, g.ids.numel(), DType::kF32);
+            grad_psw = &g.grad_psw;
+        }
+        const Tensor* psw = is_weighted_ ? &g.psw : nullptr;
+        if (fused_) {
+            if (grad_psw != nullptr) {  // before the rows change
+                kernels::embedding_bag_backward(g.grad_out, g.weights, g.table_offsets,
+                                                g.feature_table, g.ids, g.offsets, psw, g.pooling,
+                                                nullptr, grad_psw, g.workspace, stream);
+            }
+            kernels::embedding_bag_backward_fused(
+                g.grad_out, g.table_offsets, g.feature_table, g.ids, g.offsets, psw, g.pooling,
+                *fused_, g.weights, g.state1.defined() ? &g.state1 : nullptr,
+                g.state2.defined() ? &g.state2 : nullptr, g.workspace, stream);
+        } else {
+            kernels::embedding_bag_backward(g.grad_out, g.weights, g.table_offsets,
+                                            g.feature_table, g.ids, g.offsets, psw, g.pooling,
+                                            &g.grad_weights, grad_psw, g.workspace, stream);
+        }
+        if (grad_psw == nullptr || g.kjt_direct) continue;
+        int64_t base = 0;
+        for (int64_t f : g.features) {
+            const FeatureSlot& s = features_[static_cast<size_t>(f)];
+            std::memcpy(grad_psw_.data<float>() + s.kjt_begin, g.grad_psw.data<float>() + base,
+                        static_cast<size_t>(s.kjt_count) * sizeof(float));
+            base += s.kjt_count;
+        }
+    }
+    if (fused_) ++fused_->step;
+}
+
+// ---- accessors ----
+
+void EmbeddingBagCollection::set_learning_rate(float lr) {
+    SR_CHECK(fused_.has_value(), "set_learning_rate: the collection is in dense mode");
+    fused_->learning_rate = lr;
+}
+
+const kernels::FusedOptimizerParams& EmbeddingBagCollection::fused_optimizer() const {
+    SR_CHECK(fused_.has_value(), "fused_optimizer: the collection is in dense mode");
+    return *fused_;
+}
+
+void EmbeddingBagCollection::set_optimizer_step(int64_t step) {
+    SR_CHECK(fused_.has_value() && step >= 1, "set_optimizer_step({}): needs fused mode, step >= 1",
+             step);
+    fused_->step = step;
+}
+
+Tensor EmbeddingBagCollection::weight(int64_t table) const {
+    SR_CHECK(table >= 0 && table < static_cast<int64_t>(tables_.size()), "no table {}", table);
+    const auto [g, row] = table_location_[static_cast<size_t>(table)];
+    return groups_[static_cast<size_t>(g)].weights.slice(
+        row, row + tables_[static_cast<size_t>(table)].num_embeddings);
+}
+
+std::vector<Tensor> EmbeddingBagCollection::optimizer_state(int64_t table) const {
+    SR_CHECK(table >= 0 && table < static_cast<int64_t>(tables_.size()), "no table {}", table);
+    const auto [g, row] = table_location_[static_cast<size_t>(table)];
+    const int64_t end = row + tables_[static_cast<size_t>(table)].num_embeddings;
+    const Group& group = groups_[static_cast<size_t>(g)];
+    std::vector<Tensor> state;
+    if (group.state1.defined()) state.push_back(group.state1.slice(row, end));
+    if (group.state2.defined()) state.push_back(group.state2.slice(row, end));
+    return state;
+}
+
+Tensor EmbeddingBagCollection::weight_grad(int64_t table) const {
+    SR_CHECK(!fused_, "weight_grad: the collection is fused (gradients are never materialised)");
+    SR_CHECK(table >= 0 && table < static_cast<int64_t>(tables_.size()), "no table {}", table);
+    const auto [g, row] = table_location_[static_cast<size_t>(table)];
+    return groups_[static_cast<size_t>(g)].grad_weights.slice(
+        row, row + tables_[static_cast<size_t>(table)].num_embeddings);
+}
+
+int64_t EmbeddingBagCollection::num_parameters() const {
+    int64_t n = 0;
+    for (const Group& g : groups_) n += g.weights.numel();
+    return n;
+}
+
+int64_t EmbeddingBagCollection::parameter_bytes() const {
+    int64_t n = 0;
+    for (const Group& g : groups_) n += static_cast<int64_t>(g.weights.nbytes());
+    return n;
+}
+
+int64_t EmbeddingBagCollection::optimizer_state_bytes() const {
+    int64_t n = 0;
+    for (const Group& g : groups_) {
+        if (g.state1.defined()) n += static_cast<int64_t>(g.state1.nbytes());
+        if (g.state2.defined()) n += static_cast<int64_t>(g.state2.nbytes());
+    }
+    return n;
+}
+
+std::vector<Parameter*> EmbeddingBagCollection::parameters() {
+    std::vector<Parameter*> out;
+    for (Parameter& p : dense_parameters_) out.push_back(&p);
+    return out;
+}
+
+}  // namespace shardrec

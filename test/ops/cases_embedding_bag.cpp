@@ -1,0 +1,377 @@
+// Backend-ops cases of the pooled embedding lookup (kernels/embedding_bag.h): forward, dense
+// backward (with the per-sample-weight gradient) and fused backward for every optimizer, over
+// FBGEMM's property space (embedding_inputs.h), plus large bench-only cases for bench_ops.
+#include "kernels/embedding_bag.h"
+
+#include "test/ops/embedding_inputs.h"
+#include "test/ops/op_case.h"
+
+namespace shardrec::test {
+namespace {
+
+using kernels::FusedOptimizerParams;
+using kernels::OpKind;
+using kernels::OptimType;
+
+double unit_roundoff(DType dtype) {
+    switch (dtype) {
+        case DType::kF16:
+            return 0x1.0p-11;
+        case DType::kBF16:
+            return 0x1.0p-8;
+        default:
+            return 0x1.0p-24;
+    }
+}
+
+Tolerance exact_tolerance() {
+    Tolerance t;
+    t.exact = true;
+    return t;
+}
+
+RefOutput ref_output(const char* name, ref::Values v) {
+    return RefOutput{name, std::move(v.value), std::move(v.mag)};
+}
+
+// ---- forward ----
+
+class EmbeddingBagForwardCase : public OpCase {
+public:
+    EmbeddingBagForwardCase(EmbeddingInputSpec spec, PoolingMode mode, bool bench = false)
+        : spec_(std::move(spec)), mode_(mode), bench_(bench) {}
+
+    OpKind kind() const override { return OpKind::kEmbeddingBagForward; }
+
+    std::string vars() const override {
+        return spec_.vars() + ",mode=" + pooling_mode_name(mode_);
+    }
+
+    bool bench_only() const override { return bench_; }
+
+    void make_inputs(uint64_t seed) override { in_ = make_embedding_inputs(spec_, seed); }
+
+    std::vector<RefOutput> reference() const override {
+        return {ref_output("out", ref::embedding_bag_forward(in_.lookup, to_double(in_.weights),
+                                                             mode_))};
+    }
+
+    std::vector<Tensor> run(Device /*device*/) override {
+        const int64_t num_features = in_.feature_table.numel();
+        Tensor out = make_output({spec_.batch, num_features * spec_.dim});
+        kernels::embedding_bag_forward(in_.weights, in_.table_offsets, in_.feature_table, in_.ids,
+                                       in_.offsets, in_.psw(), mode_, out, Stream::cpu());
+        return {out};
+    }
+
+    // K = the longest bag (one rounding per product-and-add), + 1 for the MEAN division.
+    Tolerance tolerance(size_t output) const override {
+        return spec_.exact ? exact_tolerance() : OpCase::tolerance(output);
+    }
+
+    int64_t terms(size_t /*output*/) const override { return in_.max_length + 1; }
+
+    // Reads N rows of D * sizeof(W), 8N of ids (+4N weights), 8(F*B+1) of offsets; writes the
+    // [B, F*D] f32 output.
+    double bytes() const override {
+        const auto n = static_cast<double>(in_.ids.numel());
+        const auto bags = static_cast<double>(in_.offsets.numel());
+        return n * static_cast<double>(spec_.dim * dtype_size(spec_.dtype)) + 8 * n +
+               (spec_.weighted ? 4 * n : 0) + 8 * bags + 4.0 * (bags - 1) * spec_.dim;
+    }
+
+private:
+    EmbeddingInputSpec spec_;
+    PoolingMode mode_;
+    bool bench_;
+    EmbeddingInputs in_;
+};
+
+// ---- dense backward ----
+
+class EmbeddingBagBackwardCase : public OpCase {
+public:
+    EmbeddingBagBackwardCase(EmbeddingInputSpec spec, PoolingMode mode, bool psw_grad)
+        : spec_(std::move(spec)), mode_(mode), psw_grad_(psw_grad) {}
+
+    OpKind kind() const override { return OpKind::kEmbeddingBagBackward; }
+
+    std::string vars() const override {
+        return spec_.vars() + ",mode=" + pooling_mode_name(mode_) + (psw_grad_ ? ",grad_w" : "");
+    }
+
+    void make_inputs(uint64_t seed) override {
+        in_ = make_embedding_inputs(spec_, seed);
+        grad_out_ = random_tensor({spec_.batch, in_.feature_table.numel() * spec_.dim},
+                                  DType::kF32, seed, 3, spec_.exact, -1.f, 1.f);
+    }
+
+    std::vector<RefOutput> reference() const override {
+        const std::vector<double> g = to_double(grad_out_);
+        std::vector<RefOutput> out{
+            ref_output("grad_weights", ref::embedding_bag_backward(in_.lookup, g, mode_))};
+        if (psw_grad_) {
+            out.push_back(ref_output("grad_per_sample_weights",
+                                     ref::embedding_bag_backward_per_sample_weights(
+                                         in_.lookup, to_double(in_.weights), g, mode_)));
+        }
+        return out;
+    }
+
+    std::vector<Tensor> run(Device /*device*/) override {
+        Tensor grad_weights = make_output(in_.weights.shape());
+        Tensor grad_psw = psw_grad_ ? make_output({in_.ids.numel()}) : Tensor();
+        kernels::embedding_bag_backward(grad_out_, in_.weights, in_.table_offsets,
+                                        in_.feature_table, in_.ids, in_.offsets, in_.psw(), mode_,
+                                        &grad_weights, psw_grad_ ? &grad_psw : nullptr, workspace_,
+                                        Stream::cpu());
+        if (!psw_grad_) return {grad_weights};
+        return {grad_weights, grad_psw};
+    }
+
+    Tolerance tolerance(size_t output) const override {
+        return spec_.exact ? exact_tolerance() : OpCase::tolerance(output);
+    }
+
+    // grad_weights: K = most ids on one row, + 2 for the scale w / L; grad_psw: a D-term dot, /L.
+    int64_t terms(size_t output) const override {
+        return output == 0 ? in_.max_row_count + 2 : spec_.dim + 1;
+    }
+
+    // Reads one grad row (4D) and 8 bytes of ids per id, 8(F*B+1) of offsets; writes the whole
+    // [sum E, D] f32 gradient. The per-sample-weight gradient adds N rows of W and 4N written.
+    double bytes() const override {
+        const auto n = static_cast<double>(in_.ids.numel());
+        const auto d = static_cast<double>(spec_.dim);
+        double b = n * (4 * d + 8) + 8.0 * static_cast<double>(in_.offsets.numel()) +
+                   4.0 * static_cast<double>(in_.weights.numel());
+        if (psw_grad_) b += n * (d * static_cast<double>(dtype_size(spec_.dtype)) + 4);
+        return b;
+    }
+
+private:
+    EmbeddingInputSpec spec_;
+    PoolingMode mode_;
+    bool psw_grad_;
+    EmbeddingInputs in_;
+    Tensor grad_out_;
+    kernels::EmbeddingBackwardWorkspace workspace_;
+};
+
+// ---- fused backward ----
+
+class EmbeddingBagBackwardFusedCase : public OpCase {
+public:
+    EmbeddingBagBackwardFusedCase(EmbeddingInputSpec spec, PoolingMode mode,
+                                  FusedOptimizerParams optim, bool bench = false)
+        : spec_(std::move(spec)), mode_(mode), optim_(optim), bench_(bench) {}
+
+    OpKind kind() const override { return OpKind::kEmbeddingBagBackwardFused; }
+
+    std::string vars() const override {
+        return fmt::format("{},mode={},opt={},lr={},wd={}", spec_.vars(), pooling_mode_name(mode_),
+                           optim_type_name(optim_.type), optim_.learning_rate,
+                           optim_.weight_decay);
+    }
+
+    bool bench_only() const override { return bench_; }
+
+    void make_inputs(uint64_t seed) override {
+        in_ = make_embedding_inputs(spec_, seed);
+        grad_out_ = random_tensor({spec_.batch, in_.feature_table.numel() * spec_.dim},
+                                  DType::kF32, seed, 3, spec_.exact, -1.f, 1.f);
+        const int64_t rows = in_.weights.size(0);
+        state1_ = state2_ = Tensor();
+        // Adagrad sums start positive; Adam moments small, v >= 0.
+        if (optim_.type == OptimType::kExactRowWiseAdagrad) {
+            state1_ = random_tensor({rows}, DType::kF32, seed, 4, false, 0.f, 1.f);
+        } else if (optim_.type == OptimType::kExactAdagrad) {
+            state1_ = random_tensor({rows, spec_.dim}, DType::kF32, seed, 4, false, 0.f, 1.f);
+        } else if (optim_.type == OptimType::kAdam) {
+            state1_ = random_tensor({rows, spec_.dim}, DType::kF32, seed, 4, false, -0.1f, 0.1f);
+            state2_ = random_tensor({rows, spec_.dim}, DType::kF32, seed, 5, false, 0.f, 0.01f);
+        }
+    }
+
+    std::vector<RefOutput> reference() const override {
+        const ref::RowGradients g =
+            ref::embedding_bag_row_gradients(in_.lookup, to_double(grad_out_), mode_);
+        const auto state = [](const Tensor& t) {
+            return t.defined() ? to_double(t) : std::vector<double>{};
+        };
+        ref::OptimizerUpdate u = ref::fused_optimizer_update(
+            g, optim_, spec_.dim, to_double(in_.weights), state(state1_), state(state2_));
+        std::vector<RefOutput> out{ref_output("weights", std::move(u.weights))};
+        if (state1_.defined()) out.push_back(ref_output("state1", std::move(u.state1)));
+        if (state2_.defined()) out.push_back(ref_output("state2", std::move(u.state2)));
+        return out;
+    }
+
+    // The update is in place. Test cases update guarded copies of the initial tensors; bench
+    // cases update the inputs themselves (a 512 MiB copy per run would swamp the timing), so
+    // only their first run after make_inputs is checked, as bench_ops does.
+    std::vector<Tensor> run(Device /*device*/) override {
+        Tensor w = bench_ ? in_.weights : make_output_like(in_.weights);
+        Tensor s1 = state1_.defined() ? (bench_ ? state1_ : make_output_like(state1_)) : Tensor();
+        Tensor s2 = state2_.defined() ? (bench_ ? state2_ : make_output_like(state2_)) : Tensor();
+        kernels::embedding_bag_backward_fused(
+            grad_out_, in_.table_offsets, in_.feature_table, in_.ids, in_.offsets, in_.psw(),
+            mode_, optim_, w, s1.defined() ? &s1 : nullptr, s2.defined() ? &s2 : nullptr,
+            workspace_, Stream::cpu());
+        std::vector<Tensor> out{w};
+        if (s1.defined()) out.push_back(s1);
+        if (s2.defined()) out.push_back(s2);
+        return out;
+    }
+
+    Tolerance tolerance(size_t output) const override {
+        if (spec_.exact) return exact_tolerance();
+        Tolerance t = OpCase::tolerance(output);
+        if (output == 0) t.u_out = unit_roundoff(spec_.dtype);
+        return t;
+    }
+
+    // K ids on the hottest row (+2 for the scale w / L), then at most 8 roundings in the update
+    // rule (ref::fused_optimizer_update derives how they reach each output); the row-wise mean
+    // over D adds D.
+    int64_t terms(size_t /*output*/) const override {
+        return in_.max_row_count + 2 + 8 +
+               (optim_.type == OptimType::kExactRowWiseAdagrad ? spec_.dim : 0);
+    }
+
+    // Reads one grad row (4D) and 8 bytes of ids per id and 8(F*B+1) of offsets; reads and
+    // writes each of the U touched rows (D * sizeof(W)) and its state (4 per state float).
+    double bytes() const override {
+        const auto n = static_cast<double>(in_.ids.numel());
+        const auto d = static_cast<double>(spec_.dim);
+        const auto u = static_cast<double>(in_.touched_rows);
+        double state_floats = 0;
+        if (optim_.type == OptimType::kExactRowWiseAdagrad) state_floats = 1;
+        if (optim_.type == OptimType::kExactAdagrad) state_floats = d;
+        if (optim_.type == OptimType::kAdam) state_floats = 2 * d;
+        return n * (4 * d + 8) + 8.0 * static_cast<double>(in_.offsets.numel()) +
+               2 * u * (d * static_cast<double>(dtype_size(spec_.dtype)) + 4 * state_floats);
+    }
+
+private:
+    EmbeddingInputSpec spec_;
+    PoolingMode mode_;
+    FusedOptimizerParams optim_;
+    bool bench_;
+    EmbeddingInputs in_;
+    Tensor grad_out_, state1_, state2_;
+    kernels::EmbeddingBackwardWorkspace workspace_;
+};
+
+// ---- the cases ----
+
+EmbeddingInputSpec spec(std::vector<int64_t> rows, std::vector<int32_t> features, int64_t batch,
+                        int64_t dim, int64_t max_length, bool weighted, DType dtype) {
+    EmbeddingInputSpec s;
+    s.table_rows = std::move(rows);
+    s.feature_table = std::move(features);
+    s.batch = batch;
+    s.dim = dim;
+    s.max_length = max_length;
+    s.weighted = weighted;
+    s.dtype = dtype;
+    return s;
+}
+
+FusedOptimizerParams optimizer(OptimType type, float lr, float weight_decay = 0.f) {
+    FusedOptimizerParams o;
+    o.type = type;
+    o.learning_rate = lr;
+    o.weight_decay = weight_decay;
+    o.step = type == OptimType::kAdam ? 3 : 1;  // exercises the bias correction
+    return o;
+}
+
+// The big table of the bench: E = 1M rows, D = 128 (512 MiB f32), B = 2048, L = 20.
+EmbeddingInputSpec bench_spec() {
+    EmbeddingInputSpec s = spec({1 << 20}, {0}, 2048, 128, 20, false, DType::kF32);
+    s.min_length = 20;
+    return s;
+}
+
+void add_forward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
+    constexpr auto kSum = PoolingMode::kSum;
+    constexpr auto kMean = PoolingMode::kMean;
+    v.push_back(std::make_unique<EmbeddingBagForwardCase>(
+        spec({5}, {0}, 1, 1, 3, false, DType::kF32), kSum));
+    // Every (dtype, pooling, weighted) at T=2 with table 0 shared by features 0 and 2, D=33.
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+        for (PoolingMode mode : {kSum, kMean}) {
+            for (bool weighted : {false, true}) {
+                v.push_back(std::make_unique<EmbeddingBagForwardCase>(
+                    spec({10, 6}, {0, 1, 0}, 7, 33, 5, weighted, dtype), mode));
+            }
+        }
+    }
+    v.push_back(std::make_unique<EmbeddingBagForwardCase>(
+        spec({50, 20, 7, 100}, {0, 1, 2, 3}, 64, 128, 20, true, DType::kF32), kMean));
+    v.push_back(std::make_unique<EmbeddingBagForwardCase>(
+        spec({30, 40, 9}, {2, 0, 1, 0}, 64, 3, 12, false, DType::kBF16), kSum));
+    v.push_back(std::make_unique<EmbeddingBagForwardCase>(
+        spec({8}, {0}, 7, 4, 0, false, DType::kF32), kMean));  // every bag empty
+    EmbeddingInputSpec exact = spec({16, 16}, {0, 1}, 64, 33, 20, true, DType::kF32);
+    exact.exact = true;
+    v.push_back(std::make_unique<EmbeddingBagForwardCase>(exact, kSum));
+    v.push_back(std::make_unique<EmbeddingBagForwardCase>(bench_spec(), kSum, true));
+}
+
+void add_backward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
+    constexpr auto kSum = PoolingMode::kSum;
+    constexpr auto kMean = PoolingMode::kMean;
+    v.push_back(std::make_unique<EmbeddingBagBackwardCase>(
+        spec({5}, {0}, 1, 1, 3, false, DType::kF32), kSum, false));
+    v.push_back(std::make_unique<EmbeddingBagBackwardCase>(
+        spec({10, 6}, {0, 1, 0}, 7, 3, 5, true, DType::kF32), kMean, true));
+    EmbeddingInputSpec hot = spec({50, 20, 7, 100}, {0, 1, 2, 3}, 64, 33, 4, true, DType::kBF16);
+    hot.hot_row = true;
+    v.push_back(std::make_unique<EmbeddingBagBackwardCase>(hot, kSum, true));
+    v.push_back(std::make_unique<EmbeddingBagBackwardCase>(
+        spec({30, 40}, {1, 0, 1}, 64, 128, 8, false, DType::kF16), kMean, true));
+    EmbeddingInputSpec exact = spec({16, 16}, {0, 1, 0}, 7, 33, 10, true, DType::kF32);
+    exact.exact = true;
+    v.push_back(std::make_unique<EmbeddingBagBackwardCase>(exact, kSum, true));
+}
+
+void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
+    constexpr auto kSum = PoolingMode::kSum;
+    constexpr auto kMean = PoolingMode::kMean;
+    for (OptimType type : {OptimType::kSgd, OptimType::kExactAdagrad,
+                           OptimType::kExactRowWiseAdagrad, OptimType::kAdam}) {
+        const float lr = type == OptimType::kSgd ? 0.1f : 0.01f;
+        EmbeddingInputSpec hot = spec({50, 20}, {0, 1, 0}, 64, 33, 4, true, DType::kF32);
+        hot.hot_row = true;
+        v.push_back(
+            std::make_unique<EmbeddingBagBackwardFusedCase>(hot, kMean, optimizer(type, lr)));
+        v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+            spec({10, 6, 30}, {0, 1, 2}, 7, 128, 6, false, DType::kF16), kSum,
+            optimizer(type, lr, 0.01f)));
+        v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+            spec({40}, {0, 0}, 7, 3, 5, true, DType::kBF16), kSum, optimizer(type, lr)));
+        v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+            spec({5}, {0}, 1, 1, 3, false, DType::kF32), kSum, optimizer(type, lr)));
+    }
+    // Exact mode: integer rows and grads, lr 1/4: every update is exact in fp32.
+    EmbeddingInputSpec exact = spec({16, 16}, {0, 1, 0}, 64, 33, 10, true, DType::kF32);
+    exact.exact = true;
+    exact.hot_row = true;
+    v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+        exact, kSum, optimizer(OptimType::kSgd, 0.25f)));
+    v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+        bench_spec(), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f), true));
+}
+
+const RegisterOpCases kRegister([] {
+    std::vector<std::unique_ptr<OpCase>> v;
+    add_forward_cases(v);
+    add_backward_cases(v);
+    add_backward_fused_cases(v);
+    return v;
+});
+
+}  // namespace
+}  // namespace shardrec::test
