@@ -1,0 +1,99 @@
+// A synthetic click dataset with a planted signal, for tests, benchmarks and demos without Criteo.
+// Every sample is a pure function of (seed, split, global sample index): rank r of world_size can
+// generate its slice of a global batch as batch(step * global_B + r * B, B, split) and the union
+// over ranks is bitwise the same as one process generating batch(step * global_B, global_B).
+// Ids are Zipf-like per table (hot ids scattered over the rows), bags are Poisson around the
+// pooling factor, dense features look like Criteo's after log1p, and labels are Bernoulli of a
+// hidden "teacher" logit built from the features (linear dense + per-id effects + pairwise).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/data/batch.h"
+
+namespace shardrec::data {
+
+enum class Split : uint8_t { kTrain, kEval };  // disjoint random streams
+
+struct SyntheticTable {
+    std::string feature_name;
+    int64_t num_embeddings = 0;   // ids are in [0, num_embeddings)
+    double pooling_factor = 1.0;  // mean ids per bag (Poisson; empty bags are possible)
+    bool fixed_pooling = false;   // every bag has exactly round(pooling_factor) ids
+    double zipf_alpha = 1.05;     // P(rank k) ~ 1 / k^alpha; 0 is uniform
+    bool weighted = false;        // per-id weights in (0, 1] (id_score_list feature)
+};
+
+struct SyntheticSpec {
+    uint64_t seed = 0;
+    int64_t num_dense = 13;
+    std::vector<SyntheticTable> tables;
+    // Multiplies the teacher's feature terms (each of about unit variance). The default puts the
+    // teacher's own AUC (the Bayes optimum) near 0.875 for Criteo-like specs.
+    double signal_scale = 2.2;
+    double base_logit = -1.2;  // teacher bias: sets the click rate (about 1/3 by default)
+
+    void validate() const;  // throws on empty/duplicate names, E <= 0, negative factors
+};
+
+namespace detail {
+
+// Per-table constants of SyntheticDataset, precomputed once (formulas in synthetic.cpp).
+struct SyntheticTablePlan {
+    int64_t num_embeddings = 0;
+    double pooling_factor = 0;
+    bool zipf_log = false;         // alpha == 1: rank = exp(u * span) - 1
+    double zipf_inv_exponent = 0;  // 1 / (1 - alpha)
+    double zipf_span = 0;          // (E + 1)^(1 - alpha) - 1, or log(E + 1)
+    uint64_t scramble_mul = 1;     // id = (mul * rank + add) mod E, gcd(mul, E) = 1
+    uint64_t scramble_add = 0;
+    int64_t fixed_length = -1;    // >= 0 when fixed_pooling
+    double poisson_exp_neg = 1;   // exp(-pooling_factor)
+    bool poisson_normal = false;  // large pooling factor: normal approximation
+    double teacher_scale = 1;     // 1 / sqrt(max(pooling_factor, 1))
+    bool weighted = false;
+    uint64_t effect_key = 0;            // keys the teacher's per-id effects of this table
+    double effect_mean[3] = {0, 0, 0};  // their mean over the id distribution (subtracted)
+};
+
+}  // namespace detail
+
+class SyntheticDataset {
+public:
+    explicit SyntheticDataset(SyntheticSpec spec);
+
+    const SyntheticSpec& spec() const { return spec_; }
+
+    std::vector<std::string> feature_names() const;
+
+    // Samples [global_start, global_start + count) of `split`. The KJT has one key per table in
+    // spec order, stride = count; it has weights iff some table is weighted (unweighted tables then
+    // carry weight 1). If teacher_logits is given it receives the count teacher logits, so tests
+    // and tools can measure the planted signal (e.g. the Bayes-optimal AUC).
+    Batch batch(int64_t global_start,
+                int64_t count,
+                Split split,
+                std::vector<float>* teacher_logits = nullptr) const;
+
+private:
+    // Dense features, teacher logits and labels of `count` samples, given the pooled effects.
+    void fill_dense_and_labels(const uint64_t* keys,
+                               int64_t count,
+                               const double* effect_sum,
+                               const double* pair,
+                               Batch& batch,
+                               float* teacher_logits) const;
+
+    SyntheticSpec spec_;
+    std::vector<detail::SyntheticTablePlan> plans_;
+    std::vector<double> dense_mu_;       // [num_dense] log-scale location
+    std::vector<double> dense_sigma_;    // [num_dense] log-scale spread
+    std::vector<double> dense_mean_;     // [num_dense] mean of the generated feature
+    std::vector<double> dense_inv_std_;  // [num_dense] 1 / its standard deviation
+    std::vector<double> dense_weight_;   // [num_dense] teacher weights, unit norm
+    bool any_weighted_ = false;
+};
+
+}  // namespace shardrec::data
