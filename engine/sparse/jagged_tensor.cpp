@@ -12,8 +12,9 @@ Tensor offsets_from_lengths(const Tensor& lengths) {
     const int64_t* len = lengths.data<int64_t>();
     int64_t* off = offsets.data<int64_t>();
     off[0] = 0;
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
         off[i + 1] = off[i] + len[i];
+    }
     return offsets;
 }
 
@@ -23,8 +24,9 @@ Tensor lengths_from_offsets(const Tensor& offsets) {
     Tensor lengths = Tensor::empty({n}, DType::kI64);
     const int64_t* off = offsets.data<int64_t>();
     int64_t* len = lengths.data<int64_t>();
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
         len[i] = off[i + 1] - off[i];
+    }
     return lengths;
 }
 
@@ -83,8 +85,9 @@ JaggedTensor JaggedTensor::from_dense(const std::vector<std::vector<int64_t>>& v
         }
     }
     std::optional<Tensor> w;
-    if (weights)
+    if (weights) {
         w = Tensor::from_vector(flat_weights);
+    }
     return from_lengths(Tensor::from_vector(flat), Tensor::from_vector(lengths), std::move(w));
 }
 
@@ -96,14 +99,16 @@ const Tensor& JaggedTensor::weights() const {
 std::vector<std::vector<int64_t>> JaggedTensor::to_dense() const {
     const int64_t batch = num_samples();
     std::vector<std::vector<int64_t>> out(static_cast<size_t>(batch));
-    if (batch == 0)
+    if (batch == 0) {
         return out;
+    }
     SR_CHECK(values_.dim() == 1 && values_.device().is_cpu(),
              "JaggedTensor::to_dense: needs host 1-D i64 values, got {}", values_.str());
     const int64_t* v = values_.data<int64_t>();
     const int64_t* off = offsets_.data<int64_t>();
-    for (int64_t b = 0; b < batch; ++b)
+    for (int64_t b = 0; b < batch; ++b) {
         out[b].assign(v + off[b], v + off[b + 1]);
+    }
     return out;
 }
 
@@ -114,15 +119,17 @@ std::vector<std::vector<float>> JaggedTensor::to_dense_weights() const {
     std::vector<std::vector<float>> out(static_cast<size_t>(batch));
     const float* p = w.data<float>();
     const int64_t* off = offsets_.data<int64_t>();
-    for (int64_t b = 0; b < batch; ++b)
+    for (int64_t b = 0; b < batch; ++b) {
         out[b].assign(p + off[b], p + off[b + 1]);
+    }
     return out;
 }
 
 JaggedTensor JaggedTensor::to(Device device) const {
     std::optional<Tensor> w;
-    if (weights_)
+    if (weights_) {
         w = weights_->to(device);
+    }
     return JaggedTensor(values_.to(device), lengths_.to(device), offsets_.to(device), std::move(w));
 }
 
@@ -153,8 +160,9 @@ void JaggedTensor::validate() const {
 }
 
 std::string JaggedTensor::str() const {
-    if (!values_.defined())
+    if (!values_.defined()) {
         return "JaggedTensor([])";
+    }
     if (values_.dim() != 1 || values_.dtype() != DType::kI64 || !values_.device().is_cpu()) {
         return fmt::format("JaggedTensor(values={}, B={})", values_.str(), num_samples());
     }

@@ -127,8 +127,9 @@ void KeyedJaggedTensor::finish_and_validate() {
     }
     if (variable_stride_) {
         stride_ = 0;
-        for (int64_t s : stride_per_key_)
+        for (int64_t s : stride_per_key_) {
             stride_ = std::max(stride_, s);
+        }
     }
     check_host_1d(lengths_, DType::kI64, "lengths");
     check_host_1d(offsets_, DType::kI64, "offsets");
@@ -204,8 +205,9 @@ void KeyedJaggedTensor::validate() const {
 std::vector<std::pair<std::string, JaggedTensor>> KeyedJaggedTensor::to_dict() const {
     std::vector<std::pair<std::string, JaggedTensor>> out;
     out.reserve(keys_.size());
-    for (size_t f = 0; f < keys_.size(); ++f)
+    for (size_t f = 0; f < keys_.size(); ++f) {
         out.emplace_back(keys_[f], (*this)[keys_[f]]);
+    }
     return out;
 }
 
@@ -219,11 +221,13 @@ JaggedTensor KeyedJaggedTensor::operator[](const std::string& key) const {
     Tensor offsets = Tensor::empty({hi - lo + 1}, DType::kI64);
     const int64_t* src = offsets_.data<int64_t>();
     int64_t* dst = offsets.data<int64_t>();
-    for (int64_t i = lo; i <= hi; ++i)
+    for (int64_t i = lo; i <= hi; ++i) {
         dst[i - lo] = src[i] - vlo;
+    }
     std::optional<Tensor> w;
-    if (weights_)
+    if (weights_) {
         w = weights_->slice(vlo, vhi);
+    }
     return JaggedTensor(values_.slice(vlo, vhi), lengths_.slice(lo, hi), std::move(offsets),
                         std::move(w));
 }
@@ -244,8 +248,9 @@ KeyedJaggedTensor KeyedJaggedTensor::permute(const std::vector<int64_t>& indices
     }
     out.lengths_ = Tensor::empty({total_lengths}, DType::kI64);
     out.values_ = Tensor::empty({total_values}, DType::kI64);
-    if (weights_)
+    if (weights_) {
         out.weights_ = Tensor::empty({total_values}, DType::kF32);
+    }
     int64_t at_len = 0;
     int64_t at_val = 0;
     for (int64_t idx : indices) {
@@ -282,8 +287,9 @@ std::vector<KeyedJaggedTensor> KeyedJaggedTensor::split(
     for (int64_t s : segments) {
         const size_t key_end = key_begin + static_cast<size_t>(s);
         std::vector<int64_t> indices;
-        for (size_t f = key_begin; f < key_end; ++f)
+        for (size_t f = key_begin; f < key_end; ++f) {
             indices.push_back(static_cast<int64_t>(f));
+        }
         out.push_back(permute(indices));
         key_begin = key_end;
     }
@@ -300,8 +306,9 @@ KeyedJaggedTensor KeyedJaggedTensor::concat(const std::vector<KeyedJaggedTensor>
     for (size_t i = 0; i < kjts.size(); ++i) {
         const KeyedJaggedTensor& k = kjts[i];
         SR_CHECK(k.values_.device().is_cpu(), "KeyedJaggedTensor::concat needs host tensors");
-        if (k.num_keys() == 0)
+        if (k.num_keys() == 0) {
             continue;
+        }
         if (first_with_keys < 0) {
             first_with_keys = static_cast<int>(i);
             common_stride = k.stride_;
@@ -319,23 +326,27 @@ KeyedJaggedTensor KeyedJaggedTensor::concat(const std::vector<KeyedJaggedTensor>
         total_values += k.values_.numel();
     }
     if (first_with_keys < 0) {
-        if (!kjts.empty())
+        if (!kjts.empty()) {
             out.stride_ = kjts[0].stride_;
+        }
         return out;
     }
     const bool weighted = kjts[first_with_keys].has_weights();
     out.lengths_ = Tensor::empty({total_lengths}, DType::kI64);
     out.values_ = Tensor::empty({total_values}, DType::kI64);
-    if (weighted)
+    if (weighted) {
         out.weights_ = Tensor::empty({total_values}, DType::kF32);
+    }
     int64_t at_len = 0;
     int64_t at_val = 0;
     for (const KeyedJaggedTensor& k : kjts) {
-        if (k.num_keys() == 0)
+        if (k.num_keys() == 0) {
             continue;
+        }
         at_len = append_range(out.lengths_, at_len, k.lengths_, 0, k.lengths_.numel());
-        if (weighted)
+        if (weighted) {
             append_range(*out.weights_, at_val, *k.weights_, 0, k.values_.numel());
+        }
         at_val = append_range(out.values_, at_val, k.values_, 0, k.values_.numel());
     }
     out.offsets_ = offsets_from_lengths(out.lengths_);
@@ -350,8 +361,9 @@ KeyedJaggedTensor KeyedJaggedTensor::to(Device device) const {
     out.values_ = values_.to(device);
     out.lengths_ = lengths_.to(device);
     out.offsets_ = offsets_.to(device);
-    if (weights_)
+    if (weights_) {
         out.weights_ = weights_->to(device);
+    }
     return out;
 }
 
@@ -361,8 +373,9 @@ std::string KeyedJaggedTensor::str() const {
     for (size_t f = 0; f < dict.size(); ++f) {
         const auto bags = dict[f].second.to_dense();
         std::vector<std::string> parts;
-        for (const auto& bag : bags)
+        for (const auto& bag : bags) {
             parts.push_back(fmt::format("[{}]", fmt::join(bag, ", ")));
+        }
         s += fmt::format("{}\"{}\": [{}]", f ? ", " : "", dict[f].first, fmt::join(parts, ", "));
     }
     return s + "})";

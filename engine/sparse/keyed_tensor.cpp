@@ -20,8 +20,9 @@ void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_c
     char* d = static_cast<char*>(dst.data_ptr()) + static_cast<size_t>(dst_col) * elem;
     const char* s = static_cast<const char*>(src.data_ptr()) + static_cast<size_t>(src_col) * elem;
     const size_t bytes = static_cast<size_t>(width) * elem;
-    if (bytes == 0)
+    if (bytes == 0) {
         return;
+    }
     for (int64_t b = 0; b < batch; ++b) {
         std::memcpy(d + static_cast<size_t>(b) * dst_row, s + static_cast<size_t>(b) * src_row,
                     bytes);
@@ -75,8 +76,9 @@ KeyedTensor KeyedTensor::from_tensor_list(std::vector<std::string> keys,
         dims.push_back(tensors[k].size(1));
     }
     int64_t total = 0;
-    for (int64_t d : dims)
+    for (int64_t d : dims) {
         total += d;
+    }
     Tensor values = Tensor::empty({tensors[0].size(0), total}, tensors[0].dtype());
     int64_t col = 0;
     for (size_t k = 0; k < tensors.size(); ++k) {
@@ -103,8 +105,9 @@ Tensor KeyedTensor::operator[](const std::string& key) const {
 std::vector<std::pair<std::string, Tensor>> KeyedTensor::to_dict() const {
     std::vector<std::pair<std::string, Tensor>> out;
     out.reserve(keys_.size());
-    for (const auto& key : keys_)
+    for (const auto& key : keys_) {
         out.emplace_back(key, (*this)[key]);
+    }
     return out;
 }
 
@@ -124,8 +127,9 @@ std::vector<Tensor> KeyedTensor::regroup(const std::vector<KeyedTensor>& keyed_t
         for (size_t t = 0; t < keyed_tensors.size(); ++t) {
             const auto& keys = keyed_tensors[t].keys_;
             const auto it = std::find(keys.begin(), keys.end(), key);
-            if (it != keys.end())
+            if (it != keys.end()) {
                 return {t, static_cast<size_t>(it - keys.begin())};
+            }
         }
         SR_CHECK(false, "KeyedTensor::regroup: no input has key '{}'", key);
         return {0, 0};
@@ -165,8 +169,9 @@ KeyedTensor KeyedTensor::concat(const std::vector<KeyedTensor>& keyed_tensors) {
         dims.insert(dims.end(), kt.length_per_key_.begin(), kt.length_per_key_.end());
     }
     int64_t total = 0;
-    for (int64_t d : dims)
+    for (int64_t d : dims) {
         total += d;
+    }
     Tensor values =
         Tensor::empty({keyed_tensors[0].batch_size(), total}, keyed_tensors[0].values_.dtype());
     int64_t col = 0;

@@ -71,8 +71,9 @@ TEST_CASE("KeyedJaggedTensor: weighted to_dict keeps weights with their ids", "[
     // 18.6 layout: F0 [[0,1],[],[2]], F1 [[3],[4],[5,6,7]], F2 [[3,4],[5,6,7],[]]. The weights
     // are distinct (w_i = i / 16) so that a misaligned slice is caught.
     std::vector<float> w;
-    for (int i = 0; i < 13; ++i)
+    for (int i = 0; i < 13; ++i) {
         w.push_back(static_cast<float>(i) / 16.0f);
+    }
     const KeyedJaggedTensor kjt = KeyedJaggedTensor::from_lengths_sync(
         {"F0", "F1", "F2"}, i64({0, 1, 2, 3, 4, 5, 6, 7, 3, 4, 5, 6, 7}),
         i64({2, 0, 1, 1, 1, 3, 2, 3, 0}), Tensor::from_vector(w));

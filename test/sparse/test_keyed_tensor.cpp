@@ -12,8 +12,9 @@ namespace {
 Tensor iota2d(int64_t rows, int64_t cols, float base = 0) {
     std::vector<float> v;
     for (int64_t b = 0; b < rows; ++b) {
-        for (int64_t c = 0; c < cols; ++c)
+        for (int64_t c = 0; c < cols; ++c) {
             v.push_back(base + 10.0f * b + c);
+        }
     }
     return Tensor::from_vector(v, {rows, cols});
 }
