@@ -1,8 +1,100 @@
 // `shardrec <subcommand>`: the one entry point. Library code throws shardrec::Error; this is the
-// only place that decides how a process dies (log on the failing rank, then MPI_Abort).
-#include <cstdio>
+// only place that decides how a process dies (log on the failing rank, then MPI_Abort so that no
+// peer is left blocked in a collective).
+#include <fmt/format.h>
 
-int main() {
-    std::printf("shardrec\n");
-    return 0;
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_env.h"
+#include "engine/core/error.h"
+#include "engine/core/log.h"
+#include "tools/cli.h"
+
+namespace shardrec::cli {
+
+const char* const kMainUsage =
+    "usage: shardrec <command> [args]\n"
+    "\n"
+    "commands:\n"
+    "  train CONFIG.yaml [--out DIR] [--set KEY=VALUE ...]   train a model\n"
+    "  validate CONFIG.yaml [--set KEY=VALUE ...]            check a config, print it resolved\n"
+    "  validate --reference                                  print every config key\n"
+    "\n"
+    "options:\n"
+    "  --version    version, commit, backends and library versions\n"
+    "  --help, -h   this text; `shardrec <command> --help` for a command's\n"
+    "\n"
+    "Launch several ranks with mpirun: mpirun -np 2 shardrec train configs/quickstart.yaml\n";
+
+bool take_set(const std::vector<std::string>& args,
+              size_t& i,
+              std::vector<std::string>& sets,
+              const char* usage) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--set=", 0) == 0) {
+        sets.push_back(arg.substr(6));
+        return true;
+    }
+    if (arg != "--set")
+        return false;
+    if (i + 1 >= args.size())
+        throw UsageError("--set needs KEY=VALUE", usage);
+    sets.push_back(args[++i]);
+    return true;
+}
+
+namespace {
+
+int dispatch(const std::vector<std::string>& args) {
+    if (args.empty())
+        throw UsageError("no command given", kMainUsage);
+    const std::string& command = args[0];
+    const std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (command == "--help" || command == "-h" || command == "help") {
+        if (comm::process_info().rank == 0)
+            std::fputs(kMainUsage, stdout);
+        return 0;
+    }
+    if (command == "--version" || command == "version")
+        return version_main();
+    if (command == "train")
+        return train_main(rest);
+    if (command == "validate")
+        return validate_main(rest);
+    throw UsageError(fmt::format("unknown command '{}'", command), kMainUsage);
+}
+
+// Logs on the failing rank, then takes every rank down: a lone exit would leave peers waiting.
+int fail(const std::string& message) {
+    log::all().error("{}", message);
+    if (comm::process_info().world_size > 1)
+        comm::abort_process(1);
+    return 1;
+}
+
+}  // namespace
+}  // namespace shardrec::cli
+
+int main(int argc, char** argv) {
+    using namespace shardrec;
+    int rc = 0;
+    try {
+        comm::init_process(&argc, &argv);
+        const std::vector<std::string> args(argv + 1, argv + argc);
+        rc = cli::dispatch(args);
+    } catch (const cli::UsageError& e) {
+        if (comm::process_info().rank == 0) {
+            fmt::print(stderr, "shardrec: {}\n\n{}", e.what(), e.usage());
+        }
+        rc = 2;
+    } catch (const Error& e) {
+        rc = cli::fail(e.what());
+    } catch (const std::exception& e) {
+        rc = cli::fail(fmt::format("{}: {}", error_context(), e.what()));
+    }
+    comm::finalize_process();
+    return rc;
 }

@@ -1,0 +1,161 @@
+// The top-level config, its train/data/runtime sections, and loading, dumping and documenting.
+// The model and optimizer sections live in model_config.cpp and optimizer_config.cpp.
+#include "engine/config/config.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+namespace shardrec {
+
+// ---- train ----
+
+void TrainConfig::visit(FieldVisitor& v) {
+    v.field(Field("steps", "optimizer steps to run").required().at_least(1), steps);
+    v.field(Field("seed", "seed of every random stream (initial weights, data)").at_least(0), seed);
+    v.field(Field("log_every", "steps between train metrics lines").at_least(1), log_every);
+    v.field(
+        Field("eval_every", "steps between evaluations; 0: only after the last step").at_least(0),
+        eval_every);
+    v.field(Field("eval_samples", "held-out samples per evaluation; 0: no evaluation").at_least(0),
+            eval_samples);
+}
+
+void TrainConfig::from_yaml(ConfigNode& node) {
+    read_fields(node, [this](FieldVisitor& v) { visit(v); });
+}
+
+YAML::Node TrainConfig::to_yaml() const {
+    TrainConfig copy = *this;
+    return write_fields([&copy](FieldVisitor& v) { copy.visit(v); });
+}
+
+// ---- data ----
+
+void DataConfig::Synthetic::visit(FieldVisitor& v) {
+    v.field(Field("zipf_alpha", "Zipf exponent of the ids of each table; 0: uniform").at_least(0),
+            zipf_alpha);
+    v.field(Field("signal_scale", "strength of the planted signal the labels follow").at_least(0),
+            signal_scale);
+}
+
+void DataConfig::visit(FieldVisitor& v) {
+    v.field(Field("type", "where samples come from").one_of({"synthetic"}), type);
+    v.field(Field("batch_size", "samples per step on each rank").required().at_least(1),
+            batch_size);
+    v.section(Field("synthetic", "the synthetic generator")
+                  .only_if(type == "synthetic", "data.type is synthetic"),
+              [this](FieldVisitor& s) { synthetic.visit(s); });
+}
+
+void DataConfig::from_yaml(ConfigNode& node) {
+    read_fields(node, [this](FieldVisitor& v) { visit(v); });
+}
+
+YAML::Node DataConfig::to_yaml() const {
+    DataConfig copy = *this;
+    return write_fields([&copy](FieldVisitor& v) { copy.visit(v); });
+}
+
+// ---- runtime ----
+
+void RuntimeConfig::visit(FieldVisitor& v) {
+    v.field(Field("device", "cpu, cuda (the node-local rank's GPU) or cuda:N"), device);
+    v.field(Field("log_level", "log level (SHARDREC_LOG_LEVEL overrides it)")
+                .one_of({"trace", "debug", "info", "warn", "error", "off"}),
+            log_level);
+    v.field(Field("threads", "CPU threads per rank; 0: all cores").at_least(0), threads);
+    v.field(Field("deterministic",
+                  "bitwise-reproducible kernels; false allows faster atomic reductions"),
+            deterministic);
+}
+
+void RuntimeConfig::resolve(ConfigNode& node) {
+    const bool cpu_or_cuda = device == "cpu" || device == "cuda";
+    bool cuda_n = device.size() > 5 && device.compare(0, 5, "cuda:") == 0;
+    for (size_t i = 5; cuda_n && i < device.size(); ++i) {
+        cuda_n = std::isdigit(static_cast<unsigned char>(device[i])) != 0;
+    }
+    if (!cpu_or_cuda && !cuda_n) {
+        node.error_at("device", fmt::format("expected cpu, cuda or cuda:N, got '{}'", device));
+    }
+}
+
+void RuntimeConfig::from_yaml(ConfigNode& node) {
+    read_fields(node, [this](FieldVisitor& v) { visit(v); });
+    resolve(node);
+}
+
+YAML::Node RuntimeConfig::to_yaml() const {
+    RuntimeConfig copy = *this;
+    return write_fields([&copy](FieldVisitor& v) { copy.visit(v); });
+}
+
+// ---- top level ----
+
+void Config::visit(FieldVisitor& v) {
+    v.section(Field("train", "the training loop"), [this](FieldVisitor& s) { train.visit(s); });
+    v.section(Field("data", "the input data"), [this](FieldVisitor& s) { data.visit(s); });
+    v.section(
+        Field("model", "the model"), [this](FieldVisitor& s) { model.visit(s); },
+        [this](ConfigNode& n) { model.resolve(n); });
+    v.section(Field("optimizer", "dense and sparse (embedding) optimizers"),
+              [this](FieldVisitor& s) { optimizer.visit(s); });
+    v.section(
+        Field("runtime", "devices, threads and logging"),
+        [this](FieldVisitor& s) { runtime.visit(s); },
+        [this](ConfigNode& n) { runtime.resolve(n); });
+}
+
+void Config::from_yaml(ConfigNode& node) {
+    read_fields(node, [this](FieldVisitor& v) { visit(v); });
+}
+
+YAML::Node Config::to_yaml() const {
+    Config copy = *this;
+    return write_fields([&copy](FieldVisitor& v) { copy.visit(v); });
+}
+
+namespace {
+
+Config read_document(ConfigDocument& doc, const std::vector<std::string>& overrides) {
+    doc.apply_overrides(overrides);
+    Config config;
+    config.source_file = doc.source_name();
+    ConfigNode root = doc.root();
+    config.from_yaml(root);
+    doc.throw_if_errors();
+    return config;
+}
+
+}  // namespace
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+    ConfigDocument doc = ConfigDocument::parse_file(path);
+    return read_document(doc, overrides);
+}
+
+Config parse_config(const std::string& text,
+                    const std::vector<std::string>& overrides,
+                    const std::string& source_name) {
+    ConfigDocument doc = ConfigDocument::parse_string(text, source_name);
+    return read_document(doc, overrides);
+}
+
+std::string dump_config(const Config& config) {
+    YAML::Emitter out;
+    out << config.to_yaml();
+    std::string text =
+        config.source_file.empty()
+            ? std::string("# shardrec resolved config\n")
+            : fmt::format("# shardrec resolved config (from {})\n", config.source_file);
+    return text + out.c_str() + "\n";
+}
+
+std::string config_reference() {
+    Config scratch;  // the documenter may add a default element to lists
+    return format_field_docs(
+        document_fields("", [&scratch](FieldVisitor& v) { scratch.visit(v); }));
+}
+
+}  // namespace shardrec

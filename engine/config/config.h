@@ -1,0 +1,174 @@
+// The configuration of one run, read strictly from one YAML file plus `--set` overrides.
+// Each struct lists its fields once, in visit() (engine/config/fields.h): that table reads,
+// writes (`dump_config`) and documents (`config_reference`) the config. Defaults are the member
+// initialisers below and nowhere else. `type:` fields are validated strings; the one factory per
+// concept (model, data) switches on them. A Config returned by load_config is resolved: derived
+// defaults are filled in (table dims, feature names) and every rule has been checked.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/config/fields.h"
+#include "engine/config/yaml.h"
+
+namespace shardrec {
+
+struct TrainConfig {
+    int64_t steps = 0;  // required
+    int64_t seed = 0;
+    int64_t log_every = 50;
+    int64_t eval_every = 0;  // 0: evaluate only after the last step
+    int64_t eval_samples = 65536;
+
+    void visit(FieldVisitor& v);
+    void from_yaml(ConfigNode& node);
+    YAML::Node to_yaml() const;
+};
+
+struct DataConfig {
+    // Planted-signal generator; ids per table follow a Zipf law.
+    struct Synthetic {
+        double zipf_alpha = 1.05;
+        double signal_scale = 1.0;
+
+        void visit(FieldVisitor& v);
+    };
+
+    std::string type = "synthetic";  // synthetic
+    int64_t batch_size = 0;          // per rank, required
+    Synthetic synthetic;             // when type == "synthetic"
+
+    void visit(FieldVisitor& v);
+    void from_yaml(ConfigNode& node);
+    YAML::Node to_yaml() const;
+};
+
+struct ModelConfig {
+    // One embedding table (TorchRec EmbeddingBagConfig).
+    struct Table {
+        std::string name;  // required, unique
+        int64_t num_embeddings = 0;
+        int64_t embedding_dim = 0;               // resolved: 0 in YAML takes model.embedding_dim
+        std::vector<std::string> feature_names;  // resolved: empty in YAML gives {"f_<name>"}
+        std::string pooling = "sum";             // sum | mean
+        double pooling_factor = 1.0;             // mean ids per sample and feature
+        std::string data_type = "f32";           // f32 | f16 | bf16 (engine DType names)
+        bool weighted = false;
+
+        void visit(FieldVisitor& v);
+    };
+
+    struct Dcn {  // model.type == "dlrm_dcn": LowRankCrossNet over concat(dense, pooled)
+        int64_t num_layers = 3;
+        int64_t low_rank = 512;
+
+        void visit(FieldVisitor& v);
+    };
+
+    struct DeepFm {  // model.type == "deepfm": the deep MLP over the concatenated embeddings
+        std::vector<int64_t> hidden = {256, 128};
+
+        void visit(FieldVisitor& v);
+    };
+
+    std::string type;  // dlrm | dlrm_dcn | deepfm, required
+    int64_t dense_in_features = 13;
+    int64_t embedding_dim = 0;  // the default of tables[].embedding_dim; 0: none
+    std::vector<Table> tables;
+    std::vector<int64_t> bottom_mlp;  // layer sizes after the dense input; last == embedding dim
+    std::vector<int64_t> top_mlp;     // layer sizes after the interaction; last == 1 (the logit)
+    Dcn dcn;                          // when type == "dlrm_dcn"
+    DeepFm deepfm;                    // when type == "deepfm"
+
+    void visit(FieldVisitor& v);
+    void from_yaml(ConfigNode& node);
+    YAML::Node to_yaml() const;
+    // Fills derived defaults and checks the rules across fields, recording errors at `node`.
+    void resolve(ConfigNode& node);
+};
+
+struct OptimizerConfig {
+    // The optimizer of the dense parameters (MLPs, cross layers) and its learning-rate schedule.
+    struct Dense {
+        std::string type = "sgd";  // sgd | adagrad | adam
+        double learning_rate = 0.01;
+        double eps = 1e-8;
+        double beta1 = 0.9;
+        double beta2 = 0.999;
+        double weight_decay = 0.0;
+        double initial_accumulator_value = 0.0;
+        int64_t warmup_steps = 0;
+        int64_t decay_start_step = 0;
+        int64_t decay_steps = 0;  // 0: no decay
+        double decay_power = 2.0;
+        double end_lr_factor = 0.0;
+
+        void visit(FieldVisitor& v);
+        void resolve(ConfigNode& node);
+    };
+
+    // The fused optimizer applied to embedding rows inside the lookup's backward.
+    struct Sparse {
+        std::string type = "sgd";  // sgd | adagrad | rowwise_adagrad | adam
+        double learning_rate = 0.01;
+        double eps = 1e-8;
+        double beta1 = 0.9;
+        double beta2 = 0.999;
+        double weight_decay = 0.0;
+        double initial_accumulator_value = 0.0;
+
+        void visit(FieldVisitor& v);
+    };
+
+    Dense dense;
+    Sparse sparse;
+
+    void visit(FieldVisitor& v);
+    void from_yaml(ConfigNode& node);
+    YAML::Node to_yaml() const;
+};
+
+struct RuntimeConfig {
+    std::string device = "cpu";  // cpu | cuda (the node-local rank's GPU) | cuda:N
+    std::string log_level = "info";
+    int64_t threads = 0;  // CPU threads per rank; 0: all cores
+    bool deterministic = true;
+
+    void visit(FieldVisitor& v);
+    void from_yaml(ConfigNode& node);
+    YAML::Node to_yaml() const;
+    void resolve(ConfigNode& node);
+};
+
+struct Config {
+    std::string source_file;  // the YAML file it was read from (not a field)
+    TrainConfig train;
+    DataConfig data;
+    ModelConfig model;
+    OptimizerConfig optimizer;
+    RuntimeConfig runtime;
+
+    void visit(FieldVisitor& v);
+    void from_yaml(ConfigNode& node);
+    YAML::Node to_yaml() const;
+};
+
+// Reads, applies `overrides` ("dotted.key=value", as `--set`), resolves and checks the config.
+// Throws one Error listing every problem found, one per line, each with its path and location.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+// The same from YAML text; `source_name` stands for the file name in messages.
+Config parse_config(const std::string& text,
+                    const std::vector<std::string>& overrides,
+                    const std::string& source_name = "<string>");
+
+// The resolved config as YAML (every field, derived defaults filled in); parses back to the same.
+std::string dump_config(const Config& config);
+
+// Every key with its type, default and doc line, as a Markdown table (`validate --reference`).
+std::string config_reference();
+
+}  // namespace shardrec

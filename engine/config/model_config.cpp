@@ -1,0 +1,161 @@
+// The model section: type, tables, MLP sizes and the per-type sub-sections, with the rules
+// that tie them together (one embedding dim for the interaction, the logit at the end).
+#include <fmt/format.h>
+
+#include <map>
+
+#include "engine/config/config.h"
+
+namespace shardrec {
+
+void ModelConfig::Table::visit(FieldVisitor& v) {
+    v.field(Field("name", "table name, unique in the model").required(), name);
+    v.field(Field("num_embeddings", "rows").required().at_least(1), num_embeddings);
+    v.field(Field("embedding_dim", "columns").at_least(1).default_doc("model.embedding_dim"),
+            embedding_dim);
+    v.field(Field("feature_names", "the sparse features looked up in this table")
+                .default_doc("[f_<name>]"),
+            feature_names);
+    v.field(Field("pooling", "how a bag of rows becomes one vector").one_of({"sum", "mean"}),
+            pooling);
+    v.field(Field("pooling_factor", "mean ids per sample and feature").greater_than(0),
+            pooling_factor);
+    v.field(Field("data_type", "storage type of the rows").one_of({"f32", "f16", "bf16"}),
+            data_type);
+    v.field(Field("weighted", "its features carry a weight per id"), weighted);
+}
+
+void ModelConfig::Dcn::visit(FieldVisitor& v) {
+    v.field(Field("num_layers", "low-rank cross layers").at_least(1), num_layers);
+    v.field(Field("low_rank", "rank of each cross layer's weight").at_least(1), low_rank);
+}
+
+void ModelConfig::DeepFm::visit(FieldVisitor& v) {
+    v.field(
+        Field("hidden", "layer sizes of the deep MLP over the embeddings").non_empty().at_least(1),
+        hidden);
+}
+
+void ModelConfig::visit(FieldVisitor& v) {
+    v.field(Field("type", "model architecture").required().one_of({"dlrm", "dlrm_dcn", "deepfm"}),
+            type);
+    v.field(Field("dense_in_features", "dense (float) features per sample").at_least(1),
+            dense_in_features);
+    v.field(Field("embedding_dim", "default embedding dim of the tables; 0: none").at_least(0),
+            embedding_dim);
+    v.section_list(Field("tables", "embedding tables").required().non_empty(),
+                   section_list_of(tables));
+    v.field(Field("bottom_mlp",
+                  "layer sizes of the dense-feature MLP; the last is the "
+                  "embedding dim")
+                .required()
+                .non_empty()
+                .at_least(1),
+            bottom_mlp);
+    v.field(Field("top_mlp", "layer sizes of the MLP after the interaction; the last is 1")
+                .required()
+                .non_empty()
+                .at_least(1),
+            top_mlp);
+    v.section(Field("dcn", "the DCNv2 cross network")
+                  .only_if(type == "dlrm_dcn", "model.type is dlrm_dcn"),
+              [this](FieldVisitor& s) { dcn.visit(s); });
+    v.section(
+        Field("deepfm", "the DeepFM deep part").only_if(type == "deepfm", "model.type is deepfm"),
+        [this](FieldVisitor& s) { deepfm.visit(s); });
+}
+
+void ModelConfig::from_yaml(ConfigNode& node) {
+    read_fields(node, [this](FieldVisitor& v) { visit(v); });
+    resolve(node);
+}
+
+YAML::Node ModelConfig::to_yaml() const {
+    ModelConfig copy = *this;
+    return write_fields([&copy](FieldVisitor& v) { copy.visit(v); });
+}
+
+namespace {
+
+// Table dims default to model.embedding_dim, feature names to "f_<name>".
+void fill_table_defaults(ModelConfig& model, ConfigNode& tables_node) {
+    for (size_t i = 0; i < model.tables.size(); ++i) {
+        ModelConfig::Table& table = model.tables[i];
+        if (table.embedding_dim == 0) {
+            if (model.embedding_dim > 0) {
+                table.embedding_dim = model.embedding_dim;
+            } else {
+                tables_node.at(i).error_at(
+                    "embedding_dim", "missing: set it on the table or as model.embedding_dim");
+            }
+        }
+        if (table.feature_names.empty() && !table.name.empty()) {
+            table.feature_names = {"f_" + table.name};
+        }
+    }
+}
+
+// Table names are unique, and each feature is looked up in exactly one table (TorchRec).
+void check_names(const ModelConfig& model, ConfigNode& tables_node) {
+    std::map<std::string, size_t> table_of_name;
+    std::map<std::string, size_t> table_of_feature;
+    for (size_t i = 0; i < model.tables.size(); ++i) {
+        const ModelConfig::Table& table = model.tables[i];
+        ConfigNode node = tables_node.at(i);
+        const auto [it, fresh] = table_of_name.emplace(table.name, i);
+        if (!fresh && !table.name.empty()) {
+            node.error_at("name", fmt::format("duplicate table name '{}' (also tables[{}])",
+                                              table.name, it->second));
+        }
+        for (const std::string& feature : table.feature_names) {
+            const auto [f_it, f_fresh] = table_of_feature.emplace(feature, i);
+            if (!f_fresh && f_it->second != i) {
+                node.error_at("feature_names",
+                              fmt::format("feature '{}' is already looked up in tables[{}] ('{}')",
+                                          feature, f_it->second, model.tables[f_it->second].name));
+            } else if (!f_fresh) {
+                node.error_at("feature_names",
+                              fmt::format("feature '{}' is listed twice", feature));
+            }
+        }
+    }
+}
+
+// DLRM's dot interaction, DCN's concatenation into square cross layers and DeepFM's pairwise
+// factorisation machine all combine the dense vector with the pooled embeddings element-wise,
+// so every table and the bottom MLP's output share one dim.
+void check_shapes(const ModelConfig& model, ConfigNode& node) {
+    if (!model.top_mlp.empty() && model.top_mlp.back() != 1) {
+        node.error_at("top_mlp", fmt::format("the last size must be 1 (the logit), got {}",
+                                             model.top_mlp.back()));
+    }
+    if (model.tables.empty() || model.tables[0].embedding_dim <= 0)
+        return;
+    const int64_t dim = model.tables[0].embedding_dim;
+    ConfigNode tables_node = node.child("tables");
+    for (size_t i = 1; i < model.tables.size(); ++i) {
+        const int64_t d = model.tables[i].embedding_dim;
+        if (d > 0 && d != dim) {
+            tables_node.at(i).error_at(
+                "embedding_dim",
+                fmt::format("{} needs one embedding dim for all tables: {} here, {} in tables[0]",
+                            model.type, d, dim));
+        }
+    }
+    if (!model.bottom_mlp.empty() && model.bottom_mlp.back() != dim) {
+        node.error_at("bottom_mlp",
+                      fmt::format("the last size must equal the embedding dim {}, got {}", dim,
+                                  model.bottom_mlp.back()));
+    }
+}
+
+}  // namespace
+
+void ModelConfig::resolve(ConfigNode& node) {
+    ConfigNode tables_node = node.child("tables");
+    fill_table_defaults(*this, tables_node);
+    check_names(*this, tables_node);
+    check_shapes(*this, node);
+}
+
+}  // namespace shardrec

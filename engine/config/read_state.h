@@ -1,0 +1,48 @@
+// The shared state behind the ConfigNodes of one ConfigDocument (internal to engine/config): the
+// source name, the overrides applied (to locate their errors at "--set ...") and the error list.
+#pragma once
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+namespace shardrec {
+
+struct ConfigReadState {
+    struct Override {
+        std::string path;     // the node it assigned, "model.tables[0].embedding_dim"
+        std::string created;  // the first map key it had to create, "" when none
+        std::string text;     // as given: "model.tables[0].embedding_dim=32"
+    };
+
+    std::string source;
+    std::vector<Override> overrides;
+    std::vector<std::string> errors;
+
+    // `path` is at or below `root` ("a.b" is below "a" and "a[2]" is below "a", "ab" is not).
+    static bool is_under(const std::string& path, const std::string& root) {
+        if (root.empty() || path.compare(0, root.size(), root) != 0)
+            return false;
+        return path.size() == root.size() || path[root.size()] == '.' || path[root.size()] == '[';
+    }
+
+    std::string location(const YAML::Mark& mark, const std::string& path) const {
+        // The latest override wins, as it does for the value.
+        for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
+            if (is_under(path, it->path) || is_under(path, it->created))
+                return "--set " + it->text;
+        }
+        if (mark.is_null())
+            return source;
+        return fmt::format("{}:{}:{}", source, mark.line + 1, mark.column + 1);
+    }
+
+    void record(const YAML::Mark& mark, const std::string& path, const std::string& message) {
+        errors.push_back(fmt::format("{}: {}: {}", location(mark, path),
+                                     path.empty() ? "(top level)" : path, message));
+    }
+};
+
+}  // namespace shardrec

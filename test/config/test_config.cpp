@@ -1,0 +1,242 @@
+// Config structs: resolved defaults, the model rules, the dump/read round trip, the reference,
+// and every shipped file in configs/.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/config/config.h"
+#include "engine/core/error.h"
+
+using namespace shardrec;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const char* const kModelHead = R"(train: {steps: 10}
+data: {batch_size: 4}
+model:
+  embedding_dim: 8
+  bottom_mlp: [16, 8]
+  top_mlp: [4, 1]
+  tables:
+    - {name: a, num_embeddings: 10}
+    - {name: b, num_embeddings: 20, feature_names: [x, y]}
+)";
+
+std::string errors_of(const std::string& text, const std::vector<std::string>& sets = {}) {
+    try {
+        parse_config(text, sets, "t.yaml");
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::filesystem::path repo_root() {
+    // This file is test/config/test_config.cpp.
+    return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+// Every dotted key of a YAML map, list elements written as "[]" ("model.tables[].name").
+void collect_keys(const YAML::Node& node, const std::string& prefix, std::set<std::string>& out) {
+    if (node.IsMap()) {
+        for (auto it = node.begin(); it != node.end(); ++it) {
+            const std::string key = prefix + it->first.Scalar();
+            out.insert(key);
+            collect_keys(it->second, key + ".", out);
+        }
+    } else if (node.IsSequence() && node.size() > 0 && node[0].IsMap()) {
+        collect_keys(node[0], prefix.substr(0, prefix.size() - 1) + "[].", out);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("Config: derived defaults are filled in when reading", "[config]") {
+    const Config c = parse_config(kModelHead, {"model.type=dlrm"}, "t.yaml");
+    REQUIRE(c.model.tables.size() == 2);
+    CHECK(c.model.tables[0].embedding_dim == 8);  // from model.embedding_dim
+    CHECK(c.model.tables[0].feature_names == std::vector<std::string>{"f_a"});
+    CHECK(c.model.tables[1].feature_names == std::vector<std::string>{"x", "y"});
+    CHECK(c.model.tables[0].pooling == "sum");
+    CHECK(c.model.tables[0].data_type == "f32");
+    CHECK(c.train.log_every == 50);
+    CHECK(c.train.eval_samples == 65536);
+    CHECK(c.data.type == "synthetic");
+    CHECK(c.data.synthetic.zipf_alpha == 1.05);
+    CHECK(c.model.dense_in_features == 13);
+    CHECK(c.runtime.device == "cpu");
+    CHECK(c.runtime.deterministic);
+}
+
+TEST_CASE("Config: model rules name the offending path", "[config]") {
+    const std::string head = kModelHead;
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.bottom_mlp=[16, 4]"}),
+               Contains("model.bottom_mlp: the last size must equal the embedding dim 8, got 4"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm_dcn", "model.top_mlp=[4, 2]"}),
+               Contains("model.top_mlp: the last size must be 1 (the logit), got 2"));
+    CHECK_THAT(errors_of(head, {"model.type=deepfm", "model.tables[1].embedding_dim=16"}),
+               Contains("model.tables[1].embedding_dim: deepfm needs one embedding dim for all "
+                        "tables: 16 here, 8 in tables[0]"));
+    std::string same_names = head;
+    same_names.replace(same_names.find("name: b"), 7, "name: a");
+    CHECK_THAT(errors_of(same_names, {"model.type=dlrm"}),
+               Contains("t.yaml:9:14: model.tables[1].name: duplicate table name 'a' (also "
+                        "tables[0])"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.tables[1].feature_names=[f_a]"}),
+               Contains("model.tables[1].feature_names: feature 'f_a' is already looked up in "
+                        "tables[0] ('a')"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.embedding_dim=0"}),
+               Contains("model.tables[0].embedding_dim: missing: set it on the table or as "
+                        "model.embedding_dim"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.tables=[]"}),
+               Contains("model.tables: needs at least one element"));
+}
+
+TEST_CASE("Config: type-specific sections are only valid for their type", "[config]") {
+    const std::string head = kModelHead;
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.dcn={num_layers: 2}"}),
+               Contains("--set model.dcn={num_layers: 2}: model.dcn: only valid when model.type "
+                        "is dlrm_dcn"));
+    CHECK_THAT(errors_of(head + "  deepfm: {hidden: [4]}\n", {"model.type=dlrm_dcn"}),
+               Contains("t.yaml:10:11: model.deepfm: only valid when model.type is deepfm"));
+    const Config dcn = parse_config(head, {"model.type=dlrm_dcn", "model.dcn.low_rank=4"}, "t");
+    CHECK(dcn.model.dcn.low_rank == 4);
+    CHECK(dcn.model.dcn.num_layers == 3);
+    const Config fm = parse_config(head, {"model.type=deepfm", "model.deepfm.hidden=[32]"}, "t");
+    CHECK(fm.model.deepfm.hidden == std::vector<int64_t>{32});
+    // The dump leaves out the sections of other types.
+    CHECK(dump_config(fm).find("dcn") == std::string::npos);
+    CHECK_THAT(dump_config(fm), Contains("deepfm:"));
+}
+
+TEST_CASE("Config: dump_config reads back to the same config", "[config]") {
+    const std::vector<std::string> sets = {"model.type=dlrm_dcn",
+                                           "model.dcn.num_layers=2",
+                                           "model.tables[1].pooling=mean",
+                                           "model.tables[1].pooling_factor=2.5",
+                                           "model.tables[0].data_type=bf16",
+                                           "model.tables[0].weighted=true",
+                                           "optimizer.dense.type=adam",
+                                           "optimizer.dense.eps=1e-8",
+                                           "optimizer.dense.learning_rate=0.004",
+                                           "optimizer.dense.warmup_steps=10",
+                                           "optimizer.dense.decay_start_step=20",
+                                           "optimizer.dense.decay_steps=30",
+                                           "optimizer.sparse.type=rowwise_adagrad",
+                                           "optimizer.sparse.learning_rate=0.1",
+                                           "train.seed=7",
+                                           "data.synthetic.zipf_alpha=0.3",
+                                           "runtime.threads=3",
+                                           "runtime.deterministic=false",
+                                           "runtime.log_level=debug"};
+    const Config c = parse_config(kModelHead, sets, "t.yaml");
+    const std::string dumped = dump_config(c);
+    const Config back = parse_config(dumped, {}, "dumped.yaml");
+    // Same text but for the source line, and the same values field by field.
+    const auto body = [](const std::string& s) { return s.substr(s.find('\n') + 1); };
+    CHECK(body(dump_config(back)) == body(dumped));
+    CHECK(back.model.type == "dlrm_dcn");
+    CHECK(back.model.dcn.num_layers == 2);
+    CHECK(back.model.tables[1].pooling == "mean");
+    CHECK(back.model.tables[1].pooling_factor == 2.5);
+    CHECK(back.model.tables[0].data_type == "bf16");
+    CHECK(back.model.tables[0].weighted);
+    CHECK(back.model.tables[0].feature_names == std::vector<std::string>{"f_a"});
+    CHECK(back.optimizer.dense.eps == 1e-8);
+    CHECK(back.optimizer.dense.learning_rate == 0.004);
+    CHECK(back.optimizer.dense.decay_steps == 30);
+    CHECK(back.optimizer.sparse.type == "rowwise_adagrad");
+    CHECK(back.train.seed == 7);
+    CHECK(back.data.synthetic.zipf_alpha == 0.3);
+    CHECK(back.runtime.threads == 3);
+    CHECK_FALSE(back.runtime.deterministic);
+    CHECK(back.runtime.log_level == "debug");
+}
+
+TEST_CASE("Config: section to_yaml and from_yaml round-trip", "[config]") {
+    ModelConfig model = parse_config(kModelHead, {"model.type=dlrm"}, "t").model;
+    model.tables[0].pooling_factor = 0.1;
+    ConfigDocument doc = ConfigDocument::from_node(model.to_yaml(), "model");
+    ConfigNode node = doc.root();
+    ModelConfig back;
+    back.from_yaml(node);
+    doc.throw_if_errors();
+    CHECK(back.tables[0].pooling_factor == 0.1);
+    CHECK(back.tables[1].num_embeddings == 20);
+    CHECK(YAML::Dump(back.to_yaml()) == YAML::Dump(model.to_yaml()));
+
+    OptimizerConfig opt;
+    opt.dense.learning_rate = 1.0 / 3.0;  // needs all 17 digits
+    ConfigDocument opt_doc = ConfigDocument::from_node(opt.to_yaml(), "optimizer");
+    ConfigNode opt_node = opt_doc.root();
+    OptimizerConfig opt_back;
+    opt_back.from_yaml(opt_node);
+    opt_doc.throw_if_errors();
+    CHECK(opt_back.dense.learning_rate == 1.0 / 3.0);
+}
+
+TEST_CASE("Config: the reference documents every key the dump writes", "[config]") {
+    const std::string reference = config_reference();
+    CHECK_THAT(reference, Contains("| `train.steps` | int | required | optimizer steps to run "
+                                   "(>= 1) |"));
+    CHECK_THAT(reference, Contains("| `model.tables[].embedding_dim` | int | model.embedding_dim"));
+    CHECK_THAT(reference, Contains("| `model.dcn.low_rank` | int | 512 |"));
+    CHECK_THAT(reference, Contains("| `optimizer.sparse.type` | one of: sgd, adagrad, "
+                                   "rowwise_adagrad, adam | sgd |"));
+    CHECK_THAT(reference, Contains("Only when model.type is deepfm"));
+    for (const std::string type : {"dlrm", "dlrm_dcn", "deepfm"}) {
+        const Config c = parse_config(kModelHead, {"model.type=" + type}, "t");
+        std::set<std::string> keys;
+        collect_keys(c.to_yaml(), "", keys);
+        for (const std::string& key : keys) {
+            INFO(key);
+            CHECK_THAT(reference, Contains("| `" + key + "` |"));
+        }
+    }
+}
+
+TEST_CASE("Config: every file in configs/ validates", "[config]") {
+    const std::filesystem::path dir = repo_root() / "configs";
+    REQUIRE(std::filesystem::is_directory(dir));
+    std::set<std::string> seen;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        if (entry.path().extension() != ".yaml")
+            continue;
+        INFO(entry.path().string());
+        Config c;
+        REQUIRE_NOTHROW(c = load_config(entry.path().string(), {}));
+        CHECK(c.source_file == entry.path().string());
+        CHECK_NOTHROW(parse_config(dump_config(c), {}, "dump"));
+        seen.insert(entry.path().filename().string());
+    }
+    for (const char* name :
+         {"quickstart.yaml", "dlrm_criteo_kaggle.yaml", "dlrm_dcnv2_mlperf.yaml", "deepfm.yaml"}) {
+        CHECK(seen.count(name) == 1);
+    }
+}
+
+TEST_CASE("Config: the MLPerf DLRM-DCNv2 config has the WORKLOADS.md shapes", "[config]") {
+    const Config c = load_config((repo_root() / "configs" / "dlrm_dcnv2_mlperf.yaml").string(), {});
+    REQUIRE(c.model.tables.size() == 26);
+    int64_t rows = 0;
+    double lookups = 0;
+    for (const auto& t : c.model.tables) {
+        rows += t.num_embeddings;
+        lookups += t.pooling_factor;
+        CHECK(t.embedding_dim == 128);
+    }
+    CHECK(rows == 204184588);
+    CHECK(lookups == 214);
+    CHECK(c.model.tables[20].pooling_factor == 100);
+    CHECK(c.model.bottom_mlp == std::vector<int64_t>{512, 256, 128});
+    CHECK(c.model.top_mlp == std::vector<int64_t>{1024, 1024, 512, 256, 1});
+    CHECK(c.model.dcn.num_layers == 3);
+    CHECK(c.model.dcn.low_rank == 512);
+    CHECK(c.optimizer.dense.type == "adagrad");
+    CHECK(c.optimizer.sparse.learning_rate == 0.004);
+    CHECK(c.optimizer.sparse.eps == 1e-8);
+    CHECK(c.data.batch_size == 6912);
+}

@@ -1,0 +1,39 @@
+// The `shardrec` subcommands. main.cpp bootstraps MPI, dispatches here and decides how a failure
+// ends the process: UsageError exits 2, shardrec::Error exits 1 (MPI_Abort with several ranks).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace shardrec::cli {
+
+// A malformed command line. The message is printed with the subcommand's usage; exit code 2.
+class UsageError : public std::runtime_error {
+public:
+    UsageError(const std::string& message, const char* usage)
+        : std::runtime_error(message), usage_(usage) {}
+
+    const char* usage() const { return usage_; }
+
+private:
+    const char* usage_;
+};
+
+extern const char* const kMainUsage;
+extern const char* const kTrainUsage;
+extern const char* const kValidateUsage;
+
+// Each takes the arguments after its own name and returns the exit code.
+int train_main(const std::vector<std::string>& args);
+int validate_main(const std::vector<std::string>& args);
+int version_main();
+
+// `--set K=V` and `--set=K=V`: true (and the value appended) when args[i] is one; advances i
+// past its value. Throws UsageError when the value is missing.
+bool take_set(const std::vector<std::string>& args,
+              size_t& i,
+              std::vector<std::string>& sets,
+              const char* usage);
+
+}  // namespace shardrec::cli
