@@ -3,8 +3,8 @@
 
 namespace shardrec::kernels {
 
-void bce_with_logits(const Tensor& logits, const Tensor& labels, Tensor& loss,
-                     Tensor& grad_logits, Stream& stream) {
+void bce_with_logits(
+    const Tensor& logits, const Tensor& labels, Tensor& loss, Tensor& grad_logits, Stream& stream) {
     SR_CHECK(logits.defined() && labels.defined() && loss.defined() && grad_logits.defined(),
              "bce_with_logits: undefined tensor");
     SR_CHECK(logits.dim() == 1 || (logits.dim() == 2 && logits.size(1) == 1),
@@ -18,8 +18,10 @@ void bce_with_logits(const Tensor& logits, const Tensor& labels, Tensor& loss,
     }
     SR_CHECK(labels.numel() == logits.numel(), "bce_with_logits: labels {} vs logits {}",
              labels.str(), logits.str());
-    SR_CHECK(grad_logits.shape() == logits.shape(), "bce_with_logits: grad_logits {} must match "
-             "logits {}", grad_logits.str(), logits.str());
+    SR_CHECK(grad_logits.shape() == logits.shape(),
+             "bce_with_logits: grad_logits {} must match "
+             "logits {}",
+             grad_logits.str(), logits.str());
     SR_CHECK(loss.shape() == Shape{1}, "bce_with_logits: loss must be [1], got {}", loss.str());
     switch (dev.type) {
         case DeviceType::kCpu:

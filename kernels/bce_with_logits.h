@@ -14,17 +14,16 @@ namespace shardrec::kernels {
 //   loss         [1]            f32, written: mean over B (summed in row order, in double on CPU)
 //   grad_logits  shape of logits, f32, written (already divided by B)
 // B >= 1. Large |x| neither overflows nor loses the loss: exp only ever sees -|x|.
-void bce_with_logits(const Tensor& logits, const Tensor& labels, Tensor& loss,
-                     Tensor& grad_logits, Stream& stream);
+void bce_with_logits(
+    const Tensor& logits, const Tensor& labels, Tensor& loss, Tensor& grad_logits, Stream& stream);
 
 namespace cpu {
-void bce_with_logits(const Tensor& logits, const Tensor& labels, Tensor& loss,
-                     Tensor& grad_logits);
+void bce_with_logits(const Tensor& logits, const Tensor& labels, Tensor& loss, Tensor& grad_logits);
 }  // namespace cpu
 
 namespace cuda {
-void bce_with_logits(const Tensor& logits, const Tensor& labels, Tensor& loss,
-                     Tensor& grad_logits, Stream& stream);
+void bce_with_logits(
+    const Tensor& logits, const Tensor& labels, Tensor& loss, Tensor& grad_logits, Stream& stream);
 }  // namespace cuda
 
 }  // namespace shardrec::kernels

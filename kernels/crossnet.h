@@ -20,8 +20,15 @@ namespace shardrec::kernels {
 //   u    [B, N]  f32, written: the saved gate W (V xl) + b that backward consumes
 //   vx   [B, r]  f32, written when v is given (the saved xl V^T), else nullptr
 // Outputs must not alias inputs. Deterministic for a fixed BLAS thread count.
-void crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w, const Tensor* v,
-                      const Tensor& bias, Tensor& out, Tensor& u, Tensor* vx, Stream& stream);
+void crossnet_forward(const Tensor& x0,
+                      const Tensor& xl,
+                      const Tensor& w,
+                      const Tensor* v,
+                      const Tensor& bias,
+                      Tensor& out,
+                      Tensor& u,
+                      Tensor* vx,
+                      Stream& stream);
 
 // Backward of one layer, given the forward's inputs, its saved u (and vx), and grad_out [B, N].
 // With gu = grad_out * x0:
@@ -31,25 +38,65 @@ void crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w, const
 //   grad_v   = (gu W)^T xl [r, N], written; nullptr exactly when v is nullptr
 //   grad_b   = sum over rows of gu [N], written, summed in row order
 // The CPU backend keeps a thread-local scratch of B*(N + r) floats.
-void crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w, const Tensor* v,
-                       const Tensor& u, const Tensor* vx, const Tensor& grad_out, Tensor& grad_x0,
-                       Tensor& grad_xl, Tensor& grad_w, Tensor* grad_v, Tensor& grad_b,
+void crossnet_backward(const Tensor& x0,
+                       const Tensor& xl,
+                       const Tensor& w,
+                       const Tensor* v,
+                       const Tensor& u,
+                       const Tensor* vx,
+                       const Tensor& grad_out,
+                       Tensor& grad_x0,
+                       Tensor& grad_xl,
+                       Tensor& grad_w,
+                       Tensor* grad_v,
+                       Tensor& grad_b,
                        Stream& stream);
 
 namespace cpu {
-void crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w, const Tensor* v,
-                      const Tensor& bias, Tensor& out, Tensor& u, Tensor* vx);
-void crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w, const Tensor* v,
-                       const Tensor& u, const Tensor* vx, const Tensor& grad_out, Tensor& grad_x0,
-                       Tensor& grad_xl, Tensor& grad_w, Tensor* grad_v, Tensor& grad_b);
+void crossnet_forward(const Tensor& x0,
+                      const Tensor& xl,
+                      const Tensor& w,
+                      const Tensor* v,
+                      const Tensor& bias,
+                      Tensor& out,
+                      Tensor& u,
+                      Tensor* vx);
+void crossnet_backward(const Tensor& x0,
+                       const Tensor& xl,
+                       const Tensor& w,
+                       const Tensor* v,
+                       const Tensor& u,
+                       const Tensor* vx,
+                       const Tensor& grad_out,
+                       Tensor& grad_x0,
+                       Tensor& grad_xl,
+                       Tensor& grad_w,
+                       Tensor* grad_v,
+                       Tensor& grad_b);
 }  // namespace cpu
 
 namespace cuda {
-void crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w, const Tensor* v,
-                      const Tensor& bias, Tensor& out, Tensor& u, Tensor* vx, Stream& stream);
-void crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w, const Tensor* v,
-                       const Tensor& u, const Tensor* vx, const Tensor& grad_out, Tensor& grad_x0,
-                       Tensor& grad_xl, Tensor& grad_w, Tensor* grad_v, Tensor& grad_b,
+void crossnet_forward(const Tensor& x0,
+                      const Tensor& xl,
+                      const Tensor& w,
+                      const Tensor* v,
+                      const Tensor& bias,
+                      Tensor& out,
+                      Tensor& u,
+                      Tensor* vx,
+                      Stream& stream);
+void crossnet_backward(const Tensor& x0,
+                       const Tensor& xl,
+                       const Tensor& w,
+                       const Tensor* v,
+                       const Tensor& u,
+                       const Tensor* vx,
+                       const Tensor& grad_out,
+                       Tensor& grad_x0,
+                       Tensor& grad_xl,
+                       Tensor& grad_w,
+                       Tensor* grad_v,
+                       Tensor& grad_b,
                        Stream& stream);
 }  // namespace cuda
 

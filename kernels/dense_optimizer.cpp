@@ -35,8 +35,13 @@ void sgd_update(Tensor& param, const Tensor& grad, float lr, float weight_decay,
     }
 }
 
-void adagrad_update(Tensor& param, const Tensor& grad, Tensor& state_sum, float lr, float eps,
-                    float weight_decay, Stream& stream) {
+void adagrad_update(Tensor& param,
+                    const Tensor& grad,
+                    Tensor& state_sum,
+                    float lr,
+                    float eps,
+                    float weight_decay,
+                    Stream& stream) {
     check_param(param, grad, lr, weight_decay);
     check_like(state_sum, "state_sum", param);
     SR_CHECK(eps > 0.0f, "adagrad: eps must be > 0, got {}", eps);
@@ -48,8 +53,12 @@ void adagrad_update(Tensor& param, const Tensor& grad, Tensor& state_sum, float 
     }
 }
 
-void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                 const AdamHyperParams& hp, Stream& stream) {
+void adam_update(Tensor& param,
+                 const Tensor& grad,
+                 Tensor& exp_avg,
+                 Tensor& exp_avg_sq,
+                 const AdamHyperParams& hp,
+                 Stream& stream) {
     check_param(param, grad, hp.lr, hp.weight_decay);
     check_like(exp_avg, "exp_avg", param);
     check_like(exp_avg_sq, "exp_avg_sq", param);

@@ -15,8 +15,13 @@ namespace shardrec::kernels {
 void sgd_update(Tensor& param, const Tensor& grad, float lr, float weight_decay, Stream& stream);
 
 // g' = g + wd * p;  state_sum += g'^2;  p -= lr * g' / (sqrt(state_sum) + eps)
-void adagrad_update(Tensor& param, const Tensor& grad, Tensor& state_sum, float lr, float eps,
-                    float weight_decay, Stream& stream);
+void adagrad_update(Tensor& param,
+                    const Tensor& grad,
+                    Tensor& state_sum,
+                    float lr,
+                    float eps,
+                    float weight_decay,
+                    Stream& stream);
 
 struct AdamHyperParams {
     float lr = 1e-3f;
@@ -29,23 +34,39 @@ struct AdamHyperParams {
 
 // g' = g + wd * p;  m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2;
 // p -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)     (t = step)
-void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                 const AdamHyperParams& hp, Stream& stream);
+void adam_update(Tensor& param,
+                 const Tensor& grad,
+                 Tensor& exp_avg,
+                 Tensor& exp_avg_sq,
+                 const AdamHyperParams& hp,
+                 Stream& stream);
 
 namespace cpu {
 void sgd_update(Tensor& param, const Tensor& grad, float lr, float weight_decay);
-void adagrad_update(Tensor& param, const Tensor& grad, Tensor& state_sum, float lr, float eps,
-                    float weight_decay);
-void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+void adagrad_update(
+    Tensor& param, const Tensor& grad, Tensor& state_sum, float lr, float eps, float weight_decay);
+void adam_update(Tensor& param,
+                 const Tensor& grad,
+                 Tensor& exp_avg,
+                 Tensor& exp_avg_sq,
                  const AdamHyperParams& hp);
 }  // namespace cpu
 
 namespace cuda {
 void sgd_update(Tensor& param, const Tensor& grad, float lr, float weight_decay, Stream& stream);
-void adagrad_update(Tensor& param, const Tensor& grad, Tensor& state_sum, float lr, float eps,
-                    float weight_decay, Stream& stream);
-void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                 const AdamHyperParams& hp, Stream& stream);
+void adagrad_update(Tensor& param,
+                    const Tensor& grad,
+                    Tensor& state_sum,
+                    float lr,
+                    float eps,
+                    float weight_decay,
+                    Stream& stream);
+void adam_update(Tensor& param,
+                 const Tensor& grad,
+                 Tensor& exp_avg,
+                 Tensor& exp_avg_sq,
+                 const AdamHyperParams& hp,
+                 Stream& stream);
 }  // namespace cuda
 
 }  // namespace shardrec::kernels

@@ -13,33 +13,50 @@
 namespace shardrec::kernels {
 
 // Column of pair (i, j), i > j, within the P interaction columns: i(i-1)/2 + j.
-inline int64_t dot_interaction_pair_index(int64_t i, int64_t j) { return i * (i - 1) / 2 + j; }
+inline int64_t dot_interaction_pair_index(int64_t i, int64_t j) {
+    return i * (i - 1) / 2 + j;
+}
 
 //   dense   [B, D]        f32
 //   sparse  [B, F * D]    f32, row b = emb_1[b, :], ..., emb_F[b, :] (a KeyedTensor's values)
 //   out     [B, D + P]    f32, written: out[b, :D] = dense[b, :], out[b, D + pair(i, j)] = T_i.T_j
 // B, D >= 1 and F >= 0 (F = 0 copies dense). Each dot sums over D in index order.
-void dot_interaction_forward(const Tensor& dense, const Tensor& sparse, Tensor& out,
+void dot_interaction_forward(const Tensor& dense,
+                             const Tensor& sparse,
+                             Tensor& out,
                              Stream& stream);
 
 // Backward: with g = grad_out[b, D + pair(i, j)],
 //   grad_dense  [B, D]      = grad_out[:, :D] + sum over pairs touching T_0 of g * T_other
 //   grad_sparse [B, F * D]  likewise for T_1..T_F; both written, not accumulated.
 // dense and sparse are the forward inputs. Per row, contributions are summed in a fixed order.
-void dot_interaction_backward(const Tensor& dense, const Tensor& sparse, const Tensor& grad_out,
-                              Tensor& grad_dense, Tensor& grad_sparse, Stream& stream);
+void dot_interaction_backward(const Tensor& dense,
+                              const Tensor& sparse,
+                              const Tensor& grad_out,
+                              Tensor& grad_dense,
+                              Tensor& grad_sparse,
+                              Stream& stream);
 
 namespace cpu {
 void dot_interaction_forward(const Tensor& dense, const Tensor& sparse, Tensor& out);
-void dot_interaction_backward(const Tensor& dense, const Tensor& sparse, const Tensor& grad_out,
-                              Tensor& grad_dense, Tensor& grad_sparse);
+void dot_interaction_backward(const Tensor& dense,
+                              const Tensor& sparse,
+                              const Tensor& grad_out,
+                              Tensor& grad_dense,
+                              Tensor& grad_sparse);
 }  // namespace cpu
 
 namespace cuda {
-void dot_interaction_forward(const Tensor& dense, const Tensor& sparse, Tensor& out,
+void dot_interaction_forward(const Tensor& dense,
+                             const Tensor& sparse,
+                             Tensor& out,
                              Stream& stream);
-void dot_interaction_backward(const Tensor& dense, const Tensor& sparse, const Tensor& grad_out,
-                              Tensor& grad_dense, Tensor& grad_sparse, Stream& stream);
+void dot_interaction_backward(const Tensor& dense,
+                              const Tensor& sparse,
+                              const Tensor& grad_out,
+                              Tensor& grad_dense,
+                              Tensor& grad_sparse,
+                              Stream& stream);
 }  // namespace cuda
 
 }  // namespace shardrec::kernels

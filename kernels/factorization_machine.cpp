@@ -32,7 +32,9 @@ void factorization_machine_forward(const Tensor& x, Tensor& out, Stream& stream)
     }
 }
 
-void factorization_machine_backward(const Tensor& x, const Tensor& grad_out, Tensor& grad_x,
+void factorization_machine_backward(const Tensor& x,
+                                    const Tensor& grad_out,
+                                    Tensor& grad_x,
                                     Stream& stream) {
     check_x(x);
     check_f32(grad_out, "grad_out", {x.size(0), 1}, x.device());

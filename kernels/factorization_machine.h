@@ -13,7 +13,9 @@ namespace shardrec::kernels {
 void factorization_machine_forward(const Tensor& x, Tensor& out, Stream& stream);
 
 // grad_x [B, N] = grad_out[b] * (sum_j x_bj - x_bi), written. grad_out is [B, 1].
-void factorization_machine_backward(const Tensor& x, const Tensor& grad_out, Tensor& grad_x,
+void factorization_machine_backward(const Tensor& x,
+                                    const Tensor& grad_out,
+                                    Tensor& grad_x,
                                     Stream& stream);
 
 namespace cpu {
@@ -23,7 +25,9 @@ void factorization_machine_backward(const Tensor& x, const Tensor& grad_out, Ten
 
 namespace cuda {
 void factorization_machine_forward(const Tensor& x, Tensor& out, Stream& stream);
-void factorization_machine_backward(const Tensor& x, const Tensor& grad_out, Tensor& grad_x,
+void factorization_machine_backward(const Tensor& x,
+                                    const Tensor& grad_out,
+                                    Tensor& grad_x,
                                     Stream& stream);
 }  // namespace cuda
 

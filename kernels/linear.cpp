@@ -19,11 +19,9 @@ struct LinearDims {
 };
 
 LinearDims check_linear_inputs(const Tensor& x, const Tensor& w) {
-    SR_CHECK(x.dim() == 2 && w.dim() == 2, "linear: x {} and w {} must be 2-D", x.str(),
-             w.str());
+    SR_CHECK(x.dim() == 2 && w.dim() == 2, "linear: x {} and w {} must be 2-D", x.str(), w.str());
     const LinearDims d{x.size(0), x.size(1), w.size(0)};
-    SR_CHECK(d.B >= 1 && d.I >= 1 && d.O >= 1, "linear: empty shape x {} w {}", x.str(),
-             w.str());
+    SR_CHECK(d.B >= 1 && d.I >= 1 && d.O >= 1, "linear: empty shape x {} w {}", x.str(), w.str());
     check_f32(x, "x", {d.B, d.I}, x.device());
     check_f32(w, "w", {d.O, d.I}, x.device());
     return d;
@@ -45,16 +43,22 @@ const char* activation_name(Activation act) {
 
 Activation activation_from_name(const std::string& name) {
     for (Activation a : {Activation::kIdentity, Activation::kRelu, Activation::kSigmoid}) {
-        if (name == activation_name(a)) return a;
+        if (name == activation_name(a))
+            return a;
     }
     SR_CHECK(false, "unknown activation '{}' (identity, relu or sigmoid)", name);
     return Activation::kIdentity;
 }
 
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act,
-                    Tensor& y, Stream& stream) {
+void linear_forward(const Tensor& x,
+                    const Tensor& w,
+                    const Tensor* bias,
+                    Activation act,
+                    Tensor& y,
+                    Stream& stream) {
     const LinearDims d = check_linear_inputs(x, w);
-    if (bias != nullptr) check_f32(*bias, "bias", {d.O}, x.device());
+    if (bias != nullptr)
+        check_f32(*bias, "bias", {d.O}, x.device());
     check_f32(y, "y", {d.B, d.O}, x.device());
     SR_CHECK(y.data_ptr() != x.data_ptr() && y.data_ptr() != w.data_ptr(),
              "linear_forward: y must not alias x or w");
@@ -66,15 +70,23 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activa
     }
 }
 
-void linear_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& grad_y,
-                     Activation act, Tensor* grad_x, Tensor& grad_w, Tensor* grad_b,
+void linear_backward(const Tensor& x,
+                     const Tensor& w,
+                     const Tensor& y,
+                     const Tensor& grad_y,
+                     Activation act,
+                     Tensor* grad_x,
+                     Tensor& grad_w,
+                     Tensor* grad_b,
                      Stream& stream) {
     const LinearDims d = check_linear_inputs(x, w);
     check_f32(y, "y", {d.B, d.O}, x.device());
     check_f32(grad_y, "grad_y", {d.B, d.O}, x.device());
-    if (grad_x != nullptr) check_f32(*grad_x, "grad_x", {d.B, d.I}, x.device());
+    if (grad_x != nullptr)
+        check_f32(*grad_x, "grad_x", {d.B, d.I}, x.device());
     check_f32(grad_w, "grad_w", {d.O, d.I}, x.device());
-    if (grad_b != nullptr) check_f32(*grad_b, "grad_b", {d.O}, x.device());
+    if (grad_b != nullptr)
+        check_f32(*grad_b, "grad_b", {d.O}, x.device());
     switch (x.device().type) {
         case DeviceType::kCpu:
             return cpu::linear_backward(x, w, y, grad_y, act, grad_x, grad_w, grad_b);
@@ -88,6 +100,8 @@ void set_blas_num_threads(int num_threads) {
     openblas_set_num_threads(num_threads);
 }
 
-int blas_num_threads() { return openblas_get_num_threads(); }
+int blas_num_threads() {
+    return openblas_get_num_threads();
+}
 
 }  // namespace shardrec::kernels

@@ -22,8 +22,12 @@ Activation activation_from_name(const std::string& name);  // throws on anything
 //   bias  [O]     f32 or nullptr (no bias)
 //   y     [B, O]  f32, written; must not alias x, w or bias
 // B, I, O >= 1. Deterministic for a fixed BLAS thread count (see set_blas_num_threads).
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act,
-                    Tensor& y, Stream& stream);
+void linear_forward(const Tensor& x,
+                    const Tensor& w,
+                    const Tensor* bias,
+                    Activation act,
+                    Tensor& y,
+                    Stream& stream);
 
 // Backward of linear_forward. With g = grad_y * act'(y) (elementwise, from the saved output y):
 //   grad_x = g w      [B, I]  (skipped when grad_x is nullptr, e.g. the first layer's input)
@@ -32,8 +36,14 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activa
 // y and grad_y are [B, O]. The CPU backend keeps a thread-local scratch of B*O floats for g
 // (grows to the largest shape seen, never shrinks), so a steady batch shape allocates nothing.
 // grad_b is summed over rows in row order, so it does not depend on thread count.
-void linear_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& grad_y,
-                     Activation act, Tensor* grad_x, Tensor& grad_w, Tensor* grad_b,
+void linear_backward(const Tensor& x,
+                     const Tensor& w,
+                     const Tensor& y,
+                     const Tensor& grad_y,
+                     Activation act,
+                     Tensor* grad_x,
+                     Tensor& grad_w,
+                     Tensor* grad_b,
                      Stream& stream);
 
 // Threads OpenBLAS uses for every GEMM of the process. OpenBLAS sgemm splits work over M and N,
@@ -43,17 +53,33 @@ void set_blas_num_threads(int num_threads);
 int blas_num_threads();
 
 namespace cpu {
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act,
-                    Tensor& y);
-void linear_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& grad_y,
-                     Activation act, Tensor* grad_x, Tensor& grad_w, Tensor* grad_b);
+void linear_forward(
+    const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y);
+void linear_backward(const Tensor& x,
+                     const Tensor& w,
+                     const Tensor& y,
+                     const Tensor& grad_y,
+                     Activation act,
+                     Tensor* grad_x,
+                     Tensor& grad_w,
+                     Tensor* grad_b);
 }  // namespace cpu
 
 namespace cuda {
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act,
-                    Tensor& y, Stream& stream);
-void linear_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& grad_y,
-                     Activation act, Tensor* grad_x, Tensor& grad_w, Tensor* grad_b,
+void linear_forward(const Tensor& x,
+                    const Tensor& w,
+                    const Tensor* bias,
+                    Activation act,
+                    Tensor& y,
+                    Stream& stream);
+void linear_backward(const Tensor& x,
+                     const Tensor& w,
+                     const Tensor& y,
+                     const Tensor& grad_y,
+                     Activation act,
+                     Tensor* grad_x,
+                     Tensor& grad_w,
+                     Tensor* grad_b,
                      Stream& stream);
 }  // namespace cuda
 

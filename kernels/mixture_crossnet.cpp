@@ -31,9 +31,12 @@ MixtureDims check_layer(const Tensor& x0, const Tensor& xl, const MixtureCrossNe
     check_f32(wt.c, "c", {d.K, d.r, d.r}, dev);
     check_f32(wt.v, "v", {d.K, d.r, d.N}, dev);
     check_f32(wt.bias, "bias", {d.N}, dev);
-    SR_CHECK((wt.gates != nullptr) == (d.K > 1), "mixture_crossnet: gates are required exactly "
-             "when K > 1 (K = {})", d.K);
-    if (wt.gates != nullptr) check_f32(wt.gates, "gates", {d.K, d.N}, dev);
+    SR_CHECK((wt.gates != nullptr) == (d.K > 1),
+             "mixture_crossnet: gates are required exactly "
+             "when K > 1 (K = {})",
+             d.K);
+    if (wt.gates != nullptr)
+        check_f32(wt.gates, "gates", {d.K, d.N}, dev);
     return d;
 }
 
@@ -41,16 +44,22 @@ void check_saved(const MixtureDims& d, const MixtureCrossNetSaved& s, Device dev
     check_f32(s.a1, "saved.a1", {d.B, d.K, d.r}, dev);
     check_f32(s.a2, "saved.a2", {d.B, d.K, d.r}, dev);
     check_f32(s.e, "saved.e", {d.B, d.K, d.N}, dev);
-    SR_CHECK((s.probs != nullptr) == (d.K > 1), "mixture_crossnet: saved.probs is required "
+    SR_CHECK((s.probs != nullptr) == (d.K > 1),
+             "mixture_crossnet: saved.probs is required "
              "exactly when K > 1");
-    if (s.probs != nullptr) check_f32(s.probs, "saved.probs", {d.B, d.K}, dev);
+    if (s.probs != nullptr)
+        check_f32(s.probs, "saved.probs", {d.B, d.K}, dev);
 }
 
 }  // namespace
 
-void mixture_crossnet_forward(const Tensor& x0, const Tensor& xl,
-                              const MixtureCrossNetWeights& weights, Activation act, Tensor& out,
-                              const MixtureCrossNetSaved& saved, Stream& stream) {
+void mixture_crossnet_forward(const Tensor& x0,
+                              const Tensor& xl,
+                              const MixtureCrossNetWeights& weights,
+                              Activation act,
+                              Tensor& out,
+                              const MixtureCrossNetSaved& saved,
+                              Stream& stream) {
     const MixtureDims d = check_layer(x0, xl, weights);
     const Device dev = x0.device();
     check_f32(&out, "out", {d.B, d.N}, dev);
@@ -65,10 +74,14 @@ void mixture_crossnet_forward(const Tensor& x0, const Tensor& xl,
     }
 }
 
-void mixture_crossnet_backward(const Tensor& x0, const Tensor& xl,
-                               const MixtureCrossNetWeights& weights, Activation act,
-                               const MixtureCrossNetSaved& saved, const Tensor& grad_out,
-                               const MixtureCrossNetGrads& grads, Stream& stream) {
+void mixture_crossnet_backward(const Tensor& x0,
+                               const Tensor& xl,
+                               const MixtureCrossNetWeights& weights,
+                               Activation act,
+                               const MixtureCrossNetSaved& saved,
+                               const Tensor& grad_out,
+                               const MixtureCrossNetGrads& grads,
+                               Stream& stream) {
     const MixtureDims d = check_layer(x0, xl, weights);
     const Device dev = x0.device();
     check_saved(d, saved, dev);
@@ -79,9 +92,11 @@ void mixture_crossnet_backward(const Tensor& x0, const Tensor& xl,
     check_f32(grads.c, "grads.c", {d.K, d.r, d.r}, dev);
     check_f32(grads.v, "grads.v", {d.K, d.r, d.N}, dev);
     check_f32(grads.bias, "grads.bias", {d.N}, dev);
-    SR_CHECK((grads.gates != nullptr) == (d.K > 1), "mixture_crossnet: grads.gates is required "
+    SR_CHECK((grads.gates != nullptr) == (d.K > 1),
+             "mixture_crossnet: grads.gates is required "
              "exactly when K > 1");
-    if (grads.gates != nullptr) check_f32(grads.gates, "grads.gates", {d.K, d.N}, dev);
+    if (grads.gates != nullptr)
+        check_f32(grads.gates, "grads.gates", {d.K, d.N}, dev);
     SR_CHECK(grads.x0->data_ptr() != grads.xl->data_ptr(),
              "mixture_crossnet_backward: grads.x0 and grads.xl must be distinct");
     switch (dev.type) {

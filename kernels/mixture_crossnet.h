@@ -44,35 +44,57 @@ struct MixtureCrossNetGrads {
 
 //   x0, xl [B, N] f32 (may be the same tensor); out [B, N] written.
 // act is kIdentity, kRelu or kSigmoid (derivatives from the saved a1, a2).
-void mixture_crossnet_forward(const Tensor& x0, const Tensor& xl,
-                              const MixtureCrossNetWeights& weights, Activation act, Tensor& out,
-                              const MixtureCrossNetSaved& saved, Stream& stream);
+void mixture_crossnet_forward(const Tensor& x0,
+                              const Tensor& xl,
+                              const MixtureCrossNetWeights& weights,
+                              Activation act,
+                              Tensor& out,
+                              const MixtureCrossNetSaved& saved,
+                              Stream& stream);
 
 // Backward from grad_out [B, N], given the forward's inputs and saved tensors. The CPU backend
 // keeps a thread-local scratch of B*(N + r + K*r + 2K) floats.
-void mixture_crossnet_backward(const Tensor& x0, const Tensor& xl,
-                               const MixtureCrossNetWeights& weights, Activation act,
-                               const MixtureCrossNetSaved& saved, const Tensor& grad_out,
-                               const MixtureCrossNetGrads& grads, Stream& stream);
+void mixture_crossnet_backward(const Tensor& x0,
+                               const Tensor& xl,
+                               const MixtureCrossNetWeights& weights,
+                               Activation act,
+                               const MixtureCrossNetSaved& saved,
+                               const Tensor& grad_out,
+                               const MixtureCrossNetGrads& grads,
+                               Stream& stream);
 
 namespace cpu {
-void mixture_crossnet_forward(const Tensor& x0, const Tensor& xl,
-                              const MixtureCrossNetWeights& weights, Activation act, Tensor& out,
+void mixture_crossnet_forward(const Tensor& x0,
+                              const Tensor& xl,
+                              const MixtureCrossNetWeights& weights,
+                              Activation act,
+                              Tensor& out,
                               const MixtureCrossNetSaved& saved);
-void mixture_crossnet_backward(const Tensor& x0, const Tensor& xl,
-                               const MixtureCrossNetWeights& weights, Activation act,
-                               const MixtureCrossNetSaved& saved, const Tensor& grad_out,
+void mixture_crossnet_backward(const Tensor& x0,
+                               const Tensor& xl,
+                               const MixtureCrossNetWeights& weights,
+                               Activation act,
+                               const MixtureCrossNetSaved& saved,
+                               const Tensor& grad_out,
                                const MixtureCrossNetGrads& grads);
 }  // namespace cpu
 
 namespace cuda {
-void mixture_crossnet_forward(const Tensor& x0, const Tensor& xl,
-                              const MixtureCrossNetWeights& weights, Activation act, Tensor& out,
-                              const MixtureCrossNetSaved& saved, Stream& stream);
-void mixture_crossnet_backward(const Tensor& x0, const Tensor& xl,
-                               const MixtureCrossNetWeights& weights, Activation act,
-                               const MixtureCrossNetSaved& saved, const Tensor& grad_out,
-                               const MixtureCrossNetGrads& grads, Stream& stream);
+void mixture_crossnet_forward(const Tensor& x0,
+                              const Tensor& xl,
+                              const MixtureCrossNetWeights& weights,
+                              Activation act,
+                              Tensor& out,
+                              const MixtureCrossNetSaved& saved,
+                              Stream& stream);
+void mixture_crossnet_backward(const Tensor& x0,
+                               const Tensor& xl,
+                               const MixtureCrossNetWeights& weights,
+                               Activation act,
+                               const MixtureCrossNetSaved& saved,
+                               const Tensor& grad_out,
+                               const MixtureCrossNetGrads& grads,
+                               Stream& stream);
 }  // namespace cuda
 
 }  // namespace shardrec::kernels

@@ -15,8 +15,10 @@ void check_f32(const Tensor& t, const char* name, const Shape& want, Device devi
 }
 
 // Returns {R, N} after checking x [R, N], gamma [N], beta [N], mean [R], rstd [R].
-std::pair<int64_t, int64_t> check_common(const Tensor& x, const Tensor& gamma,
-                                         const Tensor& beta, const Tensor& mean,
+std::pair<int64_t, int64_t> check_common(const Tensor& x,
+                                         const Tensor& gamma,
+                                         const Tensor& beta,
+                                         const Tensor& mean,
                                          const Tensor& rstd) {
     SR_CHECK(x.dim() == 2 && x.size(0) >= 1 && x.size(1) >= 1,
              "swish_layer_norm: x must be [R, N] with R, N >= 1, got {}", x.str());
@@ -32,8 +34,14 @@ std::pair<int64_t, int64_t> check_common(const Tensor& x, const Tensor& gamma,
 
 }  // namespace
 
-void swish_layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                              Tensor& y, Tensor& mean, Tensor& rstd, Stream& stream) {
+void swish_layer_norm_forward(const Tensor& x,
+                              const Tensor& gamma,
+                              const Tensor& beta,
+                              float eps,
+                              Tensor& y,
+                              Tensor& mean,
+                              Tensor& rstd,
+                              Stream& stream) {
     const auto [R, N] = check_common(x, gamma, beta, mean, rstd);
     check_f32(y, "y", {R, N}, x.device());
     SR_CHECK(eps > 0.0f, "swish_layer_norm: eps must be > 0, got {}", eps);
@@ -46,9 +54,15 @@ void swish_layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor
     }
 }
 
-void swish_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                               const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,
-                               Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta,
+void swish_layer_norm_backward(const Tensor& x,
+                               const Tensor& gamma,
+                               const Tensor& beta,
+                               const Tensor& mean,
+                               const Tensor& rstd,
+                               const Tensor& grad_y,
+                               Tensor& grad_x,
+                               Tensor& grad_gamma,
+                               Tensor& grad_beta,
                                Stream& stream) {
     const auto [R, N] = check_common(x, gamma, beta, mean, rstd);
     const Device dev = x.device();

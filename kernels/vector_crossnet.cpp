@@ -27,8 +27,13 @@ std::pair<int64_t, int64_t> check_layer(const Tensor& x0, const Tensor& xl, cons
 
 }  // namespace
 
-void vector_crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w,
-                             const Tensor& bias, Tensor& out, Tensor& s, Stream& stream) {
+void vector_crossnet_forward(const Tensor& x0,
+                             const Tensor& xl,
+                             const Tensor& w,
+                             const Tensor& bias,
+                             Tensor& out,
+                             Tensor& s,
+                             Stream& stream) {
     const auto [B, N] = check_layer(x0, xl, w);
     const Device dev = x0.device();
     check_f32(bias, "bias", {N}, dev);
@@ -44,9 +49,16 @@ void vector_crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w
     }
 }
 
-void vector_crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w,
-                              const Tensor& s, const Tensor& grad_out, Tensor& grad_x0,
-                              Tensor& grad_xl, Tensor& grad_w, Tensor& grad_b, Stream& stream) {
+void vector_crossnet_backward(const Tensor& x0,
+                              const Tensor& xl,
+                              const Tensor& w,
+                              const Tensor& s,
+                              const Tensor& grad_out,
+                              Tensor& grad_x0,
+                              Tensor& grad_xl,
+                              Tensor& grad_w,
+                              Tensor& grad_b,
+                              Stream& stream) {
     const auto [B, N] = check_layer(x0, xl, w);
     const Device dev = x0.device();
     check_f32(s, "s", {B}, dev);
@@ -62,8 +74,8 @@ void vector_crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& 
             return cpu::vector_crossnet_backward(x0, xl, w, s, grad_out, grad_x0, grad_xl, grad_w,
                                                  grad_b);
         case DeviceType::kCuda:
-            return cuda::vector_crossnet_backward(x0, xl, w, s, grad_out, grad_x0, grad_xl,
-                                                  grad_w, grad_b, stream);
+            return cuda::vector_crossnet_backward(x0, xl, w, s, grad_out, grad_x0, grad_xl, grad_w,
+                                                  grad_b, stream);
     }
 }
 

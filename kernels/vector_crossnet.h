@@ -15,32 +15,66 @@ namespace shardrec::kernels {
 //   bias [N]     f32
 //   out  [B, N]  f32, written
 //   s    [B]     f32, written: the saved dots xl . w (summed over N in index order)
-void vector_crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w,
-                             const Tensor& bias, Tensor& out, Tensor& s, Stream& stream);
+void vector_crossnet_forward(const Tensor& x0,
+                             const Tensor& xl,
+                             const Tensor& w,
+                             const Tensor& bias,
+                             Tensor& out,
+                             Tensor& s,
+                             Stream& stream);
 
 // Backward of one layer, with gs_b = grad_out_b . x0_b:
 //   grad_x0 += grad_out * s        [B, N]  ACCUMULATED (x0 feeds every layer)
 //   grad_xl  = grad_out + gs w     [B, N]  written
 //   grad_w   = sum_b gs_b xl_b     [N]     written, rows in order
 //   grad_b   = sum_b grad_out_b    [N]     written, rows in order
-void vector_crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w,
-                              const Tensor& s, const Tensor& grad_out, Tensor& grad_x0,
-                              Tensor& grad_xl, Tensor& grad_w, Tensor& grad_b, Stream& stream);
+void vector_crossnet_backward(const Tensor& x0,
+                              const Tensor& xl,
+                              const Tensor& w,
+                              const Tensor& s,
+                              const Tensor& grad_out,
+                              Tensor& grad_x0,
+                              Tensor& grad_xl,
+                              Tensor& grad_w,
+                              Tensor& grad_b,
+                              Stream& stream);
 
 namespace cpu {
-void vector_crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w,
-                             const Tensor& bias, Tensor& out, Tensor& s);
-void vector_crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w,
-                              const Tensor& s, const Tensor& grad_out, Tensor& grad_x0,
-                              Tensor& grad_xl, Tensor& grad_w, Tensor& grad_b);
+void vector_crossnet_forward(const Tensor& x0,
+                             const Tensor& xl,
+                             const Tensor& w,
+                             const Tensor& bias,
+                             Tensor& out,
+                             Tensor& s);
+void vector_crossnet_backward(const Tensor& x0,
+                              const Tensor& xl,
+                              const Tensor& w,
+                              const Tensor& s,
+                              const Tensor& grad_out,
+                              Tensor& grad_x0,
+                              Tensor& grad_xl,
+                              Tensor& grad_w,
+                              Tensor& grad_b);
 }  // namespace cpu
 
 namespace cuda {
-void vector_crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w,
-                             const Tensor& bias, Tensor& out, Tensor& s, Stream& stream);
-void vector_crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w,
-                              const Tensor& s, const Tensor& grad_out, Tensor& grad_x0,
-                              Tensor& grad_xl, Tensor& grad_w, Tensor& grad_b, Stream& stream);
+void vector_crossnet_forward(const Tensor& x0,
+                             const Tensor& xl,
+                             const Tensor& w,
+                             const Tensor& bias,
+                             Tensor& out,
+                             Tensor& s,
+                             Stream& stream);
+void vector_crossnet_backward(const Tensor& x0,
+                              const Tensor& xl,
+                              const Tensor& w,
+                              const Tensor& s,
+                              const Tensor& grad_out,
+                              Tensor& grad_x0,
+                              Tensor& grad_xl,
+                              Tensor& grad_w,
+                              Tensor& grad_b,
+                              Stream& stream);
 }  // namespace cuda
 
 }  // namespace shardrec::kernels

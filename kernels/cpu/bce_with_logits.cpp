@@ -1,12 +1,14 @@
 // BCE-with-logits on the CPU: one pass; the loss is summed in double in row order, so the mean
 // is deterministic and accurate for any batch size.
-#include <cmath>
-
 #include "kernels/bce_with_logits.h"
+
+#include <cmath>
 
 namespace shardrec::kernels::cpu {
 
-void bce_with_logits(const Tensor& logits, const Tensor& labels, Tensor& loss,
+void bce_with_logits(const Tensor& logits,
+                     const Tensor& labels,
+                     Tensor& loss,
                      Tensor& grad_logits) {
     const int64_t B = logits.numel();
     const float* xp = logits.data<float>();

@@ -9,9 +9,21 @@
 #include "kernels/cpu/linear.h"
 
 namespace shardrec::kernels::cpu {
+namespace {
 
-void crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w, const Tensor* v,
-                      const Tensor& bias, Tensor& out, Tensor& u, Tensor* vx) {
+// Rows below which the forward epilogue stays on the calling thread (rows are independent).
+constexpr int64_t kMinRowsForThreads = 64;
+
+}  // namespace
+
+void crossnet_forward(const Tensor& x0,
+                      const Tensor& xl,
+                      const Tensor& w,
+                      const Tensor* v,
+                      const Tensor& bias,
+                      Tensor& out,
+                      Tensor& u,
+                      Tensor* vx) {
     const int64_t B = x0.size(0), N = x0.size(1);
     const float* xlp = xl.data<float>();
     float* up = u.data<float>();
@@ -26,6 +38,7 @@ void crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w, const
     const float* bp = bias.data<float>();
     const float* x0p = x0.data<float>();
     float* op = out.data<float>();
+#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
     for (int64_t b = 0; b < B; ++b) {
         const int64_t row = b * N;  // row b of every [B, N] tensor
         for (int64_t n = 0; n < N; ++n) {
@@ -36,9 +49,18 @@ void crossnet_forward(const Tensor& x0, const Tensor& xl, const Tensor& w, const
     }
 }
 
-void crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w, const Tensor* v,
-                       const Tensor& u, const Tensor* vx, const Tensor& grad_out, Tensor& grad_x0,
-                       Tensor& grad_xl, Tensor& grad_w, Tensor* grad_v, Tensor& grad_b) {
+void crossnet_backward(const Tensor& x0,
+                       const Tensor& xl,
+                       const Tensor& w,
+                       const Tensor* v,
+                       const Tensor& u,
+                       const Tensor* vx,
+                       const Tensor& grad_out,
+                       Tensor& grad_x0,
+                       Tensor& grad_xl,
+                       Tensor& grad_w,
+                       Tensor* grad_v,
+                       Tensor& grad_b) {
     const int64_t B = x0.size(0), N = x0.size(1);
     const int64_t r = v != nullptr ? v->size(0) : 0;
     float* gu = scratch_floats(static_cast<size_t>(B * (N + r)));  // [B, N] then gv [B, r]
@@ -47,7 +69,8 @@ void crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w, cons
     const float* up = u.data<float>();
     float* gx0 = grad_x0.data<float>();
     float* gb = grad_b.data<float>();
-    for (int64_t n = 0; n < N; ++n) gb[n] = 0.0f;
+    for (int64_t n = 0; n < N; ++n)
+        gb[n] = 0.0f;
     for (int64_t b = 0; b < B; ++b) {
         const int64_t row = b * N;
         for (int64_t n = 0; n < N; ++n) {
@@ -69,8 +92,8 @@ void crossnet_backward(const Tensor& x0, const Tensor& xl, const Tensor& w, cons
     float* gv = gu + B * N;
     // gv [B, r] = gu W;  grad_w [N, r] = gu^T vx;  grad_v [r, N] = gv^T xl;  grad_xl += gv V
     sgemm(Trans::kNo, Trans::kNo, B, r, N, gu, N, w.data<float>(), r, 0.0f, gv, r);
-    sgemm(Trans::kYes, Trans::kNo, N, r, B, gu, N, vx->data<float>(), r, 0.0f,
-          grad_w.data<float>(), r);
+    sgemm(Trans::kYes, Trans::kNo, N, r, B, gu, N, vx->data<float>(), r, 0.0f, grad_w.data<float>(),
+          r);
     sgemm(Trans::kYes, Trans::kNo, r, N, B, gv, r, xlp, N, 0.0f, grad_v->data<float>(), N);
     sgemm(Trans::kNo, Trans::kNo, B, N, r, gv, r, v->data<float>(), N, 1.0f, gxl, N);
 }

@@ -6,6 +6,10 @@
 namespace shardrec::kernels::cpu {
 namespace {
 
+// Rows below which a call stays on the calling thread. Rows are independent, so threads never
+// change results.
+constexpr int64_t kMinRowsForThreads = 16;
+
 // T_k of row b: k = 0 is the dense vector, k >= 1 the k-th embedding.
 inline const float* vec(const float* dense_b, const float* sparse_b, int64_t k, int64_t D) {
     return k == 0 ? dense_b : sparse_b + (k - 1) * D;
@@ -18,9 +22,11 @@ inline float dot(const float* a, const float* b, int64_t n) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t d = 0;
     for (; d + 8 <= n; d += 8) {
-        for (int k = 0; k < 8; ++k) acc[k] += a[d + k] * b[d + k];
+        for (int k = 0; k < 8; ++k)
+            acc[k] += a[d + k] * b[d + k];
     }
-    for (int k = 0; d < n; ++d, ++k) acc[k] += a[d] * b[d];
+    for (int k = 0; d < n; ++d, ++k)
+        acc[k] += a[d] * b[d];
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
@@ -32,11 +38,13 @@ void dot_interaction_forward(const Tensor& dense, const Tensor& sparse, Tensor& 
     const float* dp = dense.data<float>();
     const float* sp = sparse.data<float>();
     float* op = out.data<float>();
+#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
     for (int64_t b = 0; b < B; ++b) {
         const float* dense_b = dp + b * D;       // dense[b, :], D floats
         const float* sparse_b = sp + b * F * D;  // sparse[b, :], F * D floats
         float* out_b = op + b * W;               // out[b, :], W floats
-        for (int64_t d = 0; d < D; ++d) out_b[d] = dense_b[d];
+        for (int64_t d = 0; d < D; ++d)
+            out_b[d] = dense_b[d];
         float* pairs = out_b + D;
         for (int64_t i = 1; i <= F; ++i) {
             const float* ti = vec(dense_b, sparse_b, i, D);
@@ -48,8 +56,11 @@ void dot_interaction_forward(const Tensor& dense, const Tensor& sparse, Tensor& 
     }
 }
 
-void dot_interaction_backward(const Tensor& dense, const Tensor& sparse, const Tensor& grad_out,
-                              Tensor& grad_dense, Tensor& grad_sparse) {
+void dot_interaction_backward(const Tensor& dense,
+                              const Tensor& sparse,
+                              const Tensor& grad_out,
+                              Tensor& grad_dense,
+                              Tensor& grad_sparse) {
     const int64_t B = dense.size(0), D = dense.size(1), F = sparse.size(1) / D;
     const int64_t W = D + (F + 1) * F / 2;
     const float* dp = dense.data<float>();
@@ -57,6 +68,7 @@ void dot_interaction_backward(const Tensor& dense, const Tensor& sparse, const T
     const float* gp = grad_out.data<float>();
     float* gdp = grad_dense.data<float>();
     float* gsp = grad_sparse.data<float>();
+#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
     for (int64_t b = 0; b < B; ++b) {
         const float* dense_b = dp + b * D;
         const float* sparse_b = sp + b * F * D;
@@ -65,13 +77,16 @@ void dot_interaction_backward(const Tensor& dense, const Tensor& sparse, const T
         for (int64_t i = 0; i <= F; ++i) {
             // grad T_i = [i == 0] grad_out[b, :D] + sum_{j != i} g(max(i,j), min(i,j)) T_j
             float* gi = i == 0 ? gdp + b * D : gsp + b * F * D + (i - 1) * D;
-            for (int64_t d = 0; d < D; ++d) gi[d] = i == 0 ? gout_b[d] : 0.0f;
+            for (int64_t d = 0; d < D; ++d)
+                gi[d] = i == 0 ? gout_b[d] : 0.0f;
             for (int64_t j = 0; j <= F; ++j) {
-                if (j == i) continue;
+                if (j == i)
+                    continue;
                 const float g = gpairs[i > j ? dot_interaction_pair_index(i, j)
                                              : dot_interaction_pair_index(j, i)];
                 const float* tj = vec(dense_b, sparse_b, j, D);
-                for (int64_t d = 0; d < D; ++d) gi[d] += g * tj[d];
+                for (int64_t d = 0; d < D; ++d)
+                    gi[d] += g * tj[d];
             }
         }
     }

@@ -1,12 +1,12 @@
-// Linear on the CPU: one cblas_sgemm for the product, then a bias + activation epilogue over
-// the output rows. Backward forms g = grad_y * act'(y) and grad_b in one pass over the rows,
-// then two sgemms. Letters: B rows, I inputs, O outputs.
+// Linear on the CPU: the bias is pre-written into y and one cblas_sgemm accumulates onto it,
+// then relu/sigmoid run as one elementwise pass. Backward forms g = grad_y * act'(y), sums
+// grad_b over rows in order, then runs two sgemms. Letters: B rows, I inputs, O outputs.
+#include "kernels/cpu/linear.h"
+
 #include <cblas.h>
 
-#include <cmath>
+#include <cstring>
 #include <vector>
-
-#include "kernels/cpu/linear.h"
 
 #include "engine/core/error.h"
 #include "kernels/linear.h"
@@ -14,30 +14,18 @@
 namespace shardrec::kernels::cpu {
 namespace {
 
-// Rows per epilogue block in the panel strategy: 64 rows x O floats stay in L2 (1 MiB here)
-// up to O = 4096.
-constexpr int64_t kPanelRows = 64;
+// Rows below which the elementwise passes stay on the calling thread.
+constexpr int64_t kMinRowsForThreads = 64;
 
-inline float sigmoid(float z) { return 1.0f / (1.0f + std::exp(-z)); }
-
-// y_b = act(y_b + bias) for rows [0, rows); the bias add and the activation share one pass.
-void bias_activation_epilogue(float* y, const float* bias, Activation act, int64_t rows,
-                              int64_t O) {
-    for (int64_t b = 0; b < rows; ++b) {
+// y = act(y) in place, one row per iteration; elementwise, so threads cannot change results.
+void activation_pass(float* y, Activation act, int64_t B, int64_t O) {
+    if (act == Activation::kIdentity)
+        return;
+#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
+    for (int64_t b = 0; b < B; ++b) {
         float* yb = y + b * O;  // yb is y[b, :], O floats
-        if (bias != nullptr) {
-            for (int64_t o = 0; o < O; ++o) yb[o] += bias[o];
-        }
-        switch (act) {
-            case Activation::kIdentity:
-                break;
-            case Activation::kRelu:
-                for (int64_t o = 0; o < O; ++o) yb[o] = yb[o] > 0.0f ? yb[o] : 0.0f;
-                break;
-            case Activation::kSigmoid:
-                for (int64_t o = 0; o < O; ++o) yb[o] = sigmoid(yb[o]);
-                break;
-        }
+        for (int64_t o = 0; o < O; ++o)
+            yb[o] = apply_activation(act, yb[o]);
     }
 }
 
@@ -48,8 +36,18 @@ int to_int(int64_t v) {
 
 }  // namespace
 
-void sgemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void sgemm(Trans ta,
+           Trans tb,
+           int64_t m,
+           int64_t n,
+           int64_t k,
+           const float* a,
+           int64_t lda,
+           const float* b,
+           int64_t ldb,
+           float beta,
+           float* c,
+           int64_t ldc) {
     cblas_sgemm(CblasRowMajor, ta == Trans::kYes ? CblasTrans : CblasNoTrans,
                 tb == Trans::kYes ? CblasTrans : CblasNoTrans, to_int(m), to_int(n), to_int(k),
                 1.0f, a, to_int(lda), b, to_int(ldb), beta, c, to_int(ldc));
@@ -57,21 +55,39 @@ void sgemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, const float* a, 
 
 float* scratch_floats(size_t n) {
     thread_local std::vector<float> buffer;
-    if (buffer.size() < n) buffer.resize(n);
+    if (buffer.size() < n)
+        buffer.resize(n);
     return buffer.data();
 }
 
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act,
-                    Tensor& y) {
+// The bias is written into y first and the sgemm accumulates onto it (beta = 1): OpenBLAS
+// makes a pass over C for any beta, zeroing it when beta = 0, so the bias costs no extra pass.
+// Measured at B = 2048 here: I = 13, O = 512 takes 0.7 ms this way against 1.2 ms for sgemm
+// then a bias + relu pass (panels of 32..512 rows, to keep the epilogue in L2, were no better);
+// for large I the epilogue is under 3% either way. Only relu/sigmoid need a second pass.
+void linear_forward(
+    const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y) {
     const int64_t B = x.size(0), I = x.size(1), O = w.size(0);
-    const float* bias_p = bias != nullptr ? bias->data<float>() : nullptr;
-    sgemm(Trans::kNo, Trans::kYes, B, O, I, x.data<float>(), I, w.data<float>(), I, 0.0f,
-          y.data<float>(), O);
-    bias_activation_epilogue(y.data<float>(), bias_p, act, B, O);
+    float* yp = y.data<float>();
+    if (bias != nullptr) {
+        const float* bp = bias->data<float>();
+#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
+        for (int64_t b = 0; b < B; ++b)
+            std::memcpy(yp + b * O, bp, sizeof(float) * O);
+    }
+    sgemm(Trans::kNo, Trans::kYes, B, O, I, x.data<float>(), I, w.data<float>(), I,
+          bias != nullptr ? 1.0f : 0.0f, yp, O);
+    activation_pass(yp, act, B, O);
 }
 
-void linear_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Tensor& grad_y,
-                     Activation act, Tensor* grad_x, Tensor& grad_w, Tensor* grad_b) {
+void linear_backward(const Tensor& x,
+                     const Tensor& w,
+                     const Tensor& y,
+                     const Tensor& grad_y,
+                     Activation act,
+                     Tensor* grad_x,
+                     Tensor& grad_w,
+                     Tensor* grad_b) {
     const int64_t B = x.size(0), I = x.size(1), O = w.size(0);
     const float* gy = grad_y.data<float>();
     const float* yp = y.data<float>();
@@ -79,20 +95,23 @@ void linear_backward(const Tensor& x, const Tensor& w, const Tensor& y, const Te
     const float* g = gy;
     if (act != Activation::kIdentity) {
         float* gs = scratch_floats(static_cast<size_t>(B * O));
-        for (int64_t i = 0; i < B * O; ++i) {
-            const float d = act == Activation::kRelu ? (yp[i] > 0.0f ? 1.0f : 0.0f)
-                                                     : yp[i] * (1.0f - yp[i]);
-            gs[i] = gy[i] * d;
+#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
+        for (int64_t b = 0; b < B; ++b) {
+            for (int64_t o = b * O; o < (b + 1) * O; ++o) {
+                gs[o] = gy[o] * activation_grad_from_output(act, yp[o]);
+            }
         }
         g = gs;
     }
     if (grad_b != nullptr) {
         // Rows in order: the sum does not depend on how the GEMMs are threaded.
         float* gb = grad_b->data<float>();
-        for (int64_t o = 0; o < O; ++o) gb[o] = 0.0f;
+        for (int64_t o = 0; o < O; ++o)
+            gb[o] = 0.0f;
         for (int64_t b = 0; b < B; ++b) {
             const float* gr = g + b * O;
-            for (int64_t o = 0; o < O; ++o) gb[o] += gr[o];
+            for (int64_t o = 0; o < O; ++o)
+                gb[o] += gr[o];
         }
     }
     // grad_w [O, I] = g^T [O, B] x [B, I]

@@ -39,8 +39,18 @@ enum class Trans { kNo, kYes };
 
 // C[m, n] = op(A) op(B) + beta * C, row-major, op(X) = X or X^T; lda/ldb/ldc are row strides of
 // the stored matrices. One cblas_sgemm call; sizes are checked to fit OpenBLAS's int.
-void sgemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void sgemm(Trans ta,
+           Trans tb,
+           int64_t m,
+           int64_t n,
+           int64_t k,
+           const float* a,
+           int64_t lda,
+           const float* b,
+           int64_t ldb,
+           float beta,
+           float* c,
+           int64_t ldc);
 
 // A thread-local buffer of at least n floats, reused by every call on the thread: it grows to
 // the largest request and never shrinks, so a steady batch shape allocates nothing. Valid until

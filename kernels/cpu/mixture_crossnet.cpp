@@ -3,19 +3,28 @@
 // strided column blocks of the saved [B, K, r] / [B, K, N] tensors. Gate softmax, bias, x0
 // scaling and the residual are elementwise passes. Backward mirrors this; gp of all experts is
 // gathered into [B, K r] so grad_V and the V part of grad_xl are one GEMM each.
+#include "kernels/mixture_crossnet.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/linear.h"
-#include "kernels/mixture_crossnet.h"
 
 namespace shardrec::kernels::cpu {
 namespace {
 
-void activate_inplace(Activation act, float* p, int64_t n) {
-    if (act == Activation::kIdentity) return;
-    for (int64_t i = 0; i < n; ++i) p[i] = apply_activation(act, p[i]);
+// Rows below which the elementwise passes stay on the calling thread (rows are independent).
+constexpr int64_t kMinRowsForThreads = 64;
+
+void activate_inplace(Activation act, float* p, int64_t rows, int64_t cols) {
+    if (act == Activation::kIdentity)
+        return;
+#pragma omp parallel for schedule(static) if (rows >= kMinRowsForThreads)
+    for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t j = i * cols; j < (i + 1) * cols; ++j)
+            p[j] = apply_activation(act, p[j]);
+    }
 }
 
 // Row-wise softmax of [B, K] in place: max-shifted, summed over k in order.
@@ -23,20 +32,25 @@ void softmax_rows(float* z, int64_t B, int64_t K) {
     for (int64_t b = 0; b < B; ++b) {
         float* zb = z + b * K;
         float mx = zb[0];
-        for (int64_t k = 1; k < K; ++k) mx = std::max(mx, zb[k]);
+        for (int64_t k = 1; k < K; ++k)
+            mx = std::max(mx, zb[k]);
         float sum = 0.0f;
         for (int64_t k = 0; k < K; ++k) {
             zb[k] = std::exp(zb[k] - mx);
             sum += zb[k];
         }
-        for (int64_t k = 0; k < K; ++k) zb[k] /= sum;
+        for (int64_t k = 0; k < K; ++k)
+            zb[k] /= sum;
     }
 }
 
 }  // namespace
 
-void mixture_crossnet_forward(const Tensor& x0, const Tensor& xl,
-                              const MixtureCrossNetWeights& wt, Activation act, Tensor& out,
+void mixture_crossnet_forward(const Tensor& x0,
+                              const Tensor& xl,
+                              const MixtureCrossNetWeights& wt,
+                              Activation act,
+                              Tensor& out,
                               const MixtureCrossNetSaved& saved) {
     const int64_t B = x0.size(0), N = x0.size(1), K = wt.v->size(0), r = wt.v->size(1);
     const float* xlp = xl.data<float>();
@@ -45,12 +59,12 @@ void mixture_crossnet_forward(const Tensor& x0, const Tensor& xl,
     float* e = saved.e->data<float>();    // [B, K, N]
     // a1 = g(xl V^T), all experts at once: V is [K r, N].
     sgemm(Trans::kNo, Trans::kYes, B, K * r, N, xlp, N, wt.v->data<float>(), N, 0.0f, a1, K * r);
-    activate_inplace(act, a1, B * K * r);
+    activate_inplace(act, a1, B, K * r);
     for (int64_t k = 0; k < K; ++k) {  // a2_k = a1_k C_k^T, columns [k r, (k+1) r)
         sgemm(Trans::kNo, Trans::kYes, B, r, r, a1 + k * r, K * r, wt.c->data<float>() + k * r * r,
               r, 0.0f, a2 + k * r, K * r);
     }
-    activate_inplace(act, a2, B * K * r);
+    activate_inplace(act, a2, B, K * r);
     for (int64_t k = 0; k < K; ++k) {  // e_k = a2_k U_k^T (+ b below)
         sgemm(Trans::kNo, Trans::kYes, B, N, r, a2 + k * r, K * r, wt.u->data<float>() + k * N * r,
               r, 0.0f, e + k * N, K * N);
@@ -58,16 +72,17 @@ void mixture_crossnet_forward(const Tensor& x0, const Tensor& xl,
     float* probs = nullptr;
     if (K > 1) {
         probs = saved.probs->data<float>();
-        sgemm(Trans::kNo, Trans::kYes, B, K, N, xlp, N, wt.gates->data<float>(), N, 0.0f, probs,
-              K);
+        sgemm(Trans::kNo, Trans::kYes, B, K, N, xlp, N, wt.gates->data<float>(), N, 0.0f, probs, K);
         softmax_rows(probs, B, K);
     }
     const float* bp = wt.bias->data<float>();
     const float* x0p = x0.data<float>();
     float* op = out.data<float>();
+#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
     for (int64_t b = 0; b < B; ++b) {
         float* ob = op + b * N;  // out[b, :]
-        for (int64_t n = 0; n < N; ++n) ob[n] = 0.0f;
+        for (int64_t n = 0; n < N; ++n)
+            ob[n] = 0.0f;
         for (int64_t k = 0; k < K; ++k) {
             float* ebk = e + (b * K + k) * N;  // e[b, k, :]
             const float p = probs != nullptr ? probs[b * K + k] : 1.0f;
@@ -76,7 +91,8 @@ void mixture_crossnet_forward(const Tensor& x0, const Tensor& xl,
                 ob[n] += p * (x0p[b * N + n] * ebk[n]);
             }
         }
-        for (int64_t n = 0; n < N; ++n) ob[n] += xlp[b * N + n];
+        for (int64_t n = 0; n < N; ++n)
+            ob[n] += xlp[b * N + n];
     }
 }
 
@@ -84,19 +100,30 @@ namespace {
 
 // Gate backward (K > 1): gw_bk = sum_n grad_out * x0 * e_k, gz = p (gw - sum_j p_j gw_j);
 // grad_gates += gz^T xl and grad_xl += gz G.
-void gate_backward(const float* gop, const float* x0p, const float* xlp, const float* e,
-                   const float* probs, const float* gates, int64_t B, int64_t N, int64_t K,
-                   float* gz, float* grad_gates, float* gxl) {
+void gate_backward(const float* gop,
+                   const float* x0p,
+                   const float* xlp,
+                   const float* e,
+                   const float* probs,
+                   const float* gates,
+                   int64_t B,
+                   int64_t N,
+                   int64_t K,
+                   float* gz,
+                   float* grad_gates,
+                   float* gxl) {
     for (int64_t b = 0; b < B; ++b) {
         float mean = 0.0f;
         for (int64_t k = 0; k < K; ++k) {
             const float* ebk = e + (b * K + k) * N;
             float gw = 0.0f;
-            for (int64_t n = 0; n < N; ++n) gw += gop[b * N + n] * x0p[b * N + n] * ebk[n];
+            for (int64_t n = 0; n < N; ++n)
+                gw += gop[b * N + n] * x0p[b * N + n] * ebk[n];
             gz[b * K + k] = gw;
             mean += probs[b * K + k] * gw;
         }
-        for (int64_t k = 0; k < K; ++k) gz[b * K + k] = probs[b * K + k] * (gz[b * K + k] - mean);
+        for (int64_t k = 0; k < K; ++k)
+            gz[b * K + k] = probs[b * K + k] * (gz[b * K + k] - mean);
     }
     sgemm(Trans::kYes, Trans::kNo, K, N, B, gz, K, xlp, N, 1.0f, grad_gates, N);
     sgemm(Trans::kNo, Trans::kNo, B, N, K, gz, K, gates, N, 1.0f, gxl, N);
@@ -104,15 +131,18 @@ void gate_backward(const float* gop, const float* x0p, const float* xlp, const f
 
 }  // namespace
 
-void mixture_crossnet_backward(const Tensor& x0, const Tensor& xl,
-                               const MixtureCrossNetWeights& wt, Activation act,
-                               const MixtureCrossNetSaved& saved, const Tensor& grad_out,
+void mixture_crossnet_backward(const Tensor& x0,
+                               const Tensor& xl,
+                               const MixtureCrossNetWeights& wt,
+                               Activation act,
+                               const MixtureCrossNetSaved& saved,
+                               const Tensor& grad_out,
                                const MixtureCrossNetGrads& grads) {
     const int64_t B = x0.size(0), N = x0.size(1), K = wt.v->size(0), r = wt.v->size(1);
     float* ge = scratch_floats(static_cast<size_t>(B * (N + r + K * r + 2 * K)));  // [B, N]
-    float* gq = ge + B * N;                                                       // [B, r]
-    float* gp = gq + B * r;                                                       // [B, K r]
-    float* gz = gp + B * K * r;                                                   // [B, K]
+    float* gq = ge + B * N;                                                        // [B, r]
+    float* gp = gq + B * r;                                                        // [B, K r]
+    float* gz = gp + B * K * r;                                                    // [B, K]
     const float* gop = grad_out.data<float>();
     const float* x0p = x0.data<float>();
     const float* xlp = xl.data<float>();
@@ -124,7 +154,8 @@ void mixture_crossnet_backward(const Tensor& x0, const Tensor& xl,
     float* gxl = grads.xl->data<float>();
     float* gb = grads.bias->data<float>();
     std::memcpy(gxl, gop, static_cast<size_t>(B * N) * sizeof(float));  // the residual
-    for (int64_t n = 0; n < N; ++n) gb[n] = 0.0f;
+    for (int64_t n = 0; n < N; ++n)
+        gb[n] = 0.0f;
     if (K > 1) {
         gate_backward(gop, x0p, xlp, e, probs, wt.gates->data<float>(), B, N, K, gz,
                       grads.gates->data<float>(), gxl);
@@ -157,10 +188,10 @@ void mixture_crossnet_backward(const Tensor& x0, const Tensor& xl,
               grads.c->data<float>() + k * r * r, r);
         sgemm(Trans::kNo, Trans::kNo, B, r, r, gq, r, ck, r, 0.0f, gp + k * r, K * r);
     }
-    for (int64_t i = 0; i < B * K * r; ++i) gp[i] *= activation_grad_from_output(act, a1[i]);
+    for (int64_t i = 0; i < B * K * r; ++i)
+        gp[i] *= activation_grad_from_output(act, a1[i]);
     // grad_V = gp^T xl [K r, N]; grad_xl += gp V
-    sgemm(Trans::kYes, Trans::kNo, K * r, N, B, gp, K * r, xlp, N, 0.0f, grads.v->data<float>(),
-          N);
+    sgemm(Trans::kYes, Trans::kNo, K * r, N, B, gp, K * r, xlp, N, 0.0f, grads.v->data<float>(), N);
     sgemm(Trans::kNo, Trans::kNo, B, N, K * r, gp, K * r, wt.v->data<float>(), N, 1.0f, gxl, N);
 }
 

@@ -2,29 +2,46 @@
 // squares) so a large mean does not cancel the variance. Backward recomputes xhat and the
 // sigmoid from the saved mean/rstd rather than storing them, and sums the gamma/beta gradients
 // over rows in order.
-#include <cmath>
-
 #include "kernels/swish_layer_norm.h"
 
-namespace shardrec::kernels::cpu {
+#include <cmath>
 
-void swish_layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                              Tensor& y, Tensor& mean, Tensor& rstd) {
+namespace shardrec::kernels::cpu {
+namespace {
+
+// Rows below which forward stays on the calling thread (rows are independent). Backward stays
+// serial: grad_gamma and grad_beta sum over rows in order.
+constexpr int64_t kMinRowsForThreads = 64;
+
+}  // namespace
+
+void swish_layer_norm_forward(const Tensor& x,
+                              const Tensor& gamma,
+                              const Tensor& beta,
+                              float eps,
+                              Tensor& y,
+                              Tensor& mean,
+                              Tensor& rstd) {
     const int64_t R = x.size(0), N = x.size(1);
     const float* xp = x.data<float>();
     const float* gp = gamma.data<float>();
     const float* bp = beta.data<float>();
     float* yp = y.data<float>();
+    float* mp = mean.data<float>();
+    float* rp = rstd.data<float>();
+#pragma omp parallel for schedule(static) if (R >= kMinRowsForThreads)
     for (int64_t i = 0; i < R; ++i) {
         const float* xr = xp + i * N;  // x[i, :], N floats
         float sum = 0.0f;
-        for (int64_t n = 0; n < N; ++n) sum += xr[n];
+        for (int64_t n = 0; n < N; ++n)
+            sum += xr[n];
         const float mu = sum / static_cast<float>(N);
         float sq = 0.0f;
-        for (int64_t n = 0; n < N; ++n) sq += (xr[n] - mu) * (xr[n] - mu);
+        for (int64_t n = 0; n < N; ++n)
+            sq += (xr[n] - mu) * (xr[n] - mu);
         const float rs = 1.0f / std::sqrt(sq / static_cast<float>(N) + eps);
-        mean.data<float>()[i] = mu;
-        rstd.data<float>()[i] = rs;
+        mp[i] = mu;
+        rp[i] = rs;
         float* yr = yp + i * N;
         for (int64_t n = 0; n < N; ++n) {
             const float z = gp[n] * ((xr[n] - mu) * rs) + bp[n];
@@ -33,9 +50,15 @@ void swish_layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor
     }
 }
 
-void swish_layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                               const Tensor& mean, const Tensor& rstd, const Tensor& grad_y,
-                               Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
+void swish_layer_norm_backward(const Tensor& x,
+                               const Tensor& gamma,
+                               const Tensor& beta,
+                               const Tensor& mean,
+                               const Tensor& rstd,
+                               const Tensor& grad_y,
+                               Tensor& grad_x,
+                               Tensor& grad_gamma,
+                               Tensor& grad_beta) {
     const int64_t R = x.size(0), N = x.size(1);
     const float* xp = x.data<float>();
     const float* gp = gamma.data<float>();

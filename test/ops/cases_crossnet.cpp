@@ -1,0 +1,210 @@
+// Backend-ops cases of one cross layer (kernels/crossnet.h), full rank and low rank, forward and
+// backward, at odd sizes, with x0 and xl the same tensor (layer 0) or distinct, plus the MLPerf
+// DLRM-DCN layer (N = 3456, r = 512, B = 2048) as a bench-only case.
+#include "engine/core/rng.h"
+#include "engine/core/stream.h"
+#include "kernels/crossnet.h"
+#include "test/ops/op_case.h"
+#include "test/reference/crossnet.h"
+
+namespace shardrec::test {
+namespace {
+
+using kernels::OpKind;
+
+Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream) {
+    rng::Rng r(seed, stream);
+    Tensor t = Tensor::empty(shape, DType::kF32);
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+        p[i] = r.uniform(-1.f, 1.f);
+    return t;
+}
+
+RefOutput ref_output(const char* name, ref::DenseValues v) {
+    return RefOutput{name, std::move(v.value), std::move(v.mag)};
+}
+
+struct CrossShape {
+    int64_t B, N, r;  // r = 0: full rank
+    bool same_input;  // x0 and xl are one tensor (the first layer)
+    bool bench;
+
+    std::string vars() const {
+        return fmt::format("B={},N={},r={},x0_is_xl={}", B, N, r == 0 ? "full" : std::to_string(r),
+                           same_input ? 1 : 0);
+    }
+
+    Shape w_shape() const { return r == 0 ? Shape{N, N} : Shape{N, r}; }
+};
+
+// Inputs shared by the forward and backward cases.
+struct CrossInputs {
+    Tensor x0, xl, w, v, bias;
+
+    void make(const CrossShape& s, uint64_t seed) {
+        x0 = random_f32({s.B, s.N}, seed, 1);
+        xl = s.same_input ? x0 : random_f32({s.B, s.N}, seed, 2);
+        w = random_f32(s.w_shape(), seed, 3);
+        v = s.r > 0 ? random_f32({s.r, s.N}, seed, 4) : Tensor();
+        bias = random_f32({s.N}, seed, 5);
+    }
+
+    const Tensor* v_ptr() const { return v.defined() ? &v : nullptr; }
+
+    std::vector<double> v_values() const {
+        return v.defined() ? to_double(v) : std::vector<double>{};
+    }
+};
+
+class CrossNetForwardCase : public OpCase {
+public:
+    explicit CrossNetForwardCase(CrossShape s) : s_(s) {}
+
+    OpKind kind() const override { return OpKind::kCrossNetForward; }
+
+    std::string vars() const override { return s_.vars(); }
+
+    bool bench_only() const override { return s_.bench; }
+
+    void make_inputs(uint64_t seed) override { in_.make(s_, seed); }
+
+    std::vector<RefOutput> reference() const override {
+        ref::CrossNetForward f =
+            ref::crossnet_forward(to_double(in_.x0), to_double(in_.xl), to_double(in_.w),
+                                  in_.v_values(), to_double(in_.bias), s_.B, s_.N, s_.r);
+        std::vector<RefOutput> out{ref_output("out", std::move(f.out)),
+                                   ref_output("u", std::move(f.u))};
+        if (s_.r > 0)
+            out.push_back(ref_output("vx", std::move(f.vx)));
+        return out;
+    }
+
+    std::vector<Tensor> run(Device /*device*/) override {
+        Tensor out = make_output({s_.B, s_.N});
+        Tensor u = make_output({s_.B, s_.N});
+        Tensor vx = s_.r > 0 ? make_output({s_.B, s_.r}) : Tensor();
+        kernels::crossnet_forward(in_.x0, in_.xl, in_.w, in_.v_ptr(), in_.bias, out, u,
+                                  s_.r > 0 ? &vx : nullptr, Stream::cpu());
+        if (s_.r > 0)
+            return {out, u, vx};
+        return {out, u};
+    }
+
+    // vx: N products; u: + r products (low rank) and the bias; out: * x0, + xl.
+    int64_t terms(size_t output) const override {
+        if (output == 2)
+            return s_.N;
+        return s_.N + s_.r + 1 + (output == 0 ? 2 : 0);
+    }
+
+    double flops() const override {
+        const auto b = static_cast<double>(s_.B), n = static_cast<double>(s_.N);
+        return s_.r == 0 ? 2 * b * n * n : 4 * b * n * static_cast<double>(s_.r);
+    }
+
+    std::vector<Gemm> gemms() const override {
+        if (s_.r == 0)
+            return {{s_.B, s_.N, s_.N}};
+        return {{s_.B, s_.r, s_.N}, {s_.B, s_.N, s_.r}};
+    }
+
+private:
+    CrossShape s_;
+    CrossInputs in_;
+};
+
+class CrossNetBackwardCase : public OpCase {
+public:
+    explicit CrossNetBackwardCase(CrossShape s) : s_(s) {}
+
+    OpKind kind() const override { return OpKind::kCrossNetBackward; }
+
+    std::string vars() const override { return s_.vars(); }
+
+    bool bench_only() const override { return s_.bench; }
+
+    // u, vx are saved-forward values: any f32 data of the right shape.
+    void make_inputs(uint64_t seed) override {
+        in_.make(s_, seed);
+        u_ = random_f32({s_.B, s_.N}, seed, 6);
+        vx_ = s_.r > 0 ? random_f32({s_.B, s_.r}, seed, 7) : Tensor();
+        grad_out_ = random_f32({s_.B, s_.N}, seed, 8);
+        grad_x0_init_ = random_f32({s_.B, s_.N}, seed, 9);
+    }
+
+    std::vector<RefOutput> reference() const override {
+        ref::CrossNetGrads g = ref::crossnet_backward(
+            to_double(in_.x0), to_double(in_.xl), to_double(in_.w), in_.v_values(), to_double(u_),
+            s_.r > 0 ? to_double(vx_) : std::vector<double>{}, to_double(grad_out_),
+            to_double(grad_x0_init_), s_.B, s_.N, s_.r);
+        std::vector<RefOutput> out{ref_output("grad_x0", std::move(g.grad_x0)),
+                                   ref_output("grad_xl", std::move(g.grad_xl)),
+                                   ref_output("grad_w", std::move(g.grad_w)),
+                                   ref_output("grad_b", std::move(g.grad_b))};
+        if (s_.r > 0)
+            out.push_back(ref_output("grad_v", std::move(g.grad_v)));
+        return out;
+    }
+
+    std::vector<Tensor> run(Device /*device*/) override {
+        Tensor gx0 = make_output_like(grad_x0_init_);
+        Tensor gxl = make_output({s_.B, s_.N});
+        Tensor gw = make_output(s_.w_shape());
+        Tensor gb = make_output({s_.N});
+        Tensor gv = s_.r > 0 ? make_output({s_.r, s_.N}) : Tensor();
+        kernels::crossnet_backward(in_.x0, in_.xl, in_.w, in_.v_ptr(), u_,
+                                   s_.r > 0 ? &vx_ : nullptr, grad_out_, gx0, gxl, gw,
+                                   s_.r > 0 ? &gv : nullptr, gb, Stream::cpu());
+        if (s_.r > 0)
+            return {gx0, gxl, gw, gb, gv};
+        return {gx0, gxl, gw, gb};
+    }
+
+    // grad_x0: one product and the accumulate; grad_xl: gu, then N (+ r) products, + grad_out;
+    // grad_w, grad_b: gu, then B terms; grad_v: gv (N terms), then B terms.
+    int64_t terms(size_t output) const override {
+        switch (output) {
+            case 0:
+                return 2;
+            case 1:
+                return s_.N + s_.r + 3;
+            case 4:
+                return s_.B + s_.N + 2;
+            default:
+                return s_.B + 2;
+        }
+    }
+
+    double flops() const override {
+        const auto b = static_cast<double>(s_.B), n = static_cast<double>(s_.N);
+        return s_.r == 0 ? 4 * b * n * n : 8 * b * n * static_cast<double>(s_.r);
+    }
+
+    std::vector<Gemm> gemms() const override {
+        if (s_.r == 0)
+            return {{s_.N, s_.N, s_.B}, {s_.B, s_.N, s_.N}};
+        return {{s_.B, s_.r, s_.N}, {s_.N, s_.r, s_.B}, {s_.r, s_.N, s_.B}, {s_.B, s_.N, s_.r}};
+    }
+
+private:
+    CrossShape s_;
+    CrossInputs in_;
+    Tensor u_, vx_, grad_out_, grad_x0_init_;
+};
+
+const RegisterOpCases kRegister([] {
+    std::vector<std::unique_ptr<OpCase>> cases;
+    const std::vector<CrossShape> shapes = {{1, 13, 0, true, false},       {3, 10, 0, true, false},
+                                            {17, 33, 0, false, false},     {3, 10, 1, true, false},
+                                            {17, 33, 4, false, false},     {5, 13, 3, false, false},
+                                            {2048, 3456, 512, false, true}};
+    for (const CrossShape& s : shapes) {
+        cases.push_back(std::make_unique<CrossNetForwardCase>(s));
+        cases.push_back(std::make_unique<CrossNetBackwardCase>(s));
+    }
+    return cases;
+});
+
+}  // namespace
+}  // namespace shardrec::test

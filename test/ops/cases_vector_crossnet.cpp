@@ -1,0 +1,161 @@
+// Backend-ops cases of one VectorCrossNet layer (kernels/vector_crossnet.h), forward and
+// backward, at odd sizes, with x0 and xl the same tensor (layer 0) or distinct.
+#include "engine/core/rng.h"
+#include "engine/core/stream.h"
+#include "kernels/vector_crossnet.h"
+#include "test/ops/op_case.h"
+#include "test/reference/vector_crossnet.h"
+
+namespace shardrec::test {
+namespace {
+
+using kernels::OpKind;
+
+Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream) {
+    rng::Rng r(seed, stream);
+    Tensor t = Tensor::empty(shape, DType::kF32);
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+        p[i] = r.uniform(-1.f, 1.f);
+    return t;
+}
+
+RefOutput ref_output(const char* name, ref::DenseValues v) {
+    return RefOutput{name, std::move(v.value), std::move(v.mag)};
+}
+
+struct VectorShape {
+    int64_t B, N;
+    bool same_input;
+    bool bench;
+
+    std::string vars() const {
+        return fmt::format("B={},N={},x0_is_xl={}", B, N, same_input ? 1 : 0);
+    }
+};
+
+struct VectorInputs {
+    Tensor x0, xl, w, bias;
+
+    void make(const VectorShape& s, uint64_t seed) {
+        x0 = random_f32({s.B, s.N}, seed, 1);
+        xl = s.same_input ? x0 : random_f32({s.B, s.N}, seed, 2);
+        w = random_f32({s.N}, seed, 3);
+        bias = random_f32({s.N}, seed, 4);
+    }
+};
+
+class VectorCrossNetForwardCase : public OpCase {
+public:
+    explicit VectorCrossNetForwardCase(VectorShape s) : s_(s) {}
+
+    OpKind kind() const override { return OpKind::kVectorCrossNetForward; }
+
+    std::string vars() const override { return s_.vars(); }
+
+    bool bench_only() const override { return s_.bench; }
+
+    void make_inputs(uint64_t seed) override { in_.make(s_, seed); }
+
+    std::vector<RefOutput> reference() const override {
+        ref::VectorCrossNetForward f =
+            ref::vector_crossnet_forward(to_double(in_.x0), to_double(in_.xl), to_double(in_.w),
+                                         to_double(in_.bias), s_.B, s_.N);
+        return {ref_output("out", std::move(f.out)), ref_output("s", std::move(f.s))};
+    }
+
+    std::vector<Tensor> run(Device /*device*/) override {
+        Tensor out = make_output({s_.B, s_.N});
+        Tensor dots = make_output({s_.B});
+        kernels::vector_crossnet_forward(in_.x0, in_.xl, in_.w, in_.bias, out, dots, Stream::cpu());
+        return {out, dots};
+    }
+
+    // s: N products; out: * x0, + b, + xl.
+    int64_t terms(size_t output) const override { return output == 0 ? s_.N + 3 : s_.N; }
+
+    // Reads x0, xl (once when shared), w, bias; writes out and s.
+    double bytes() const override {
+        const auto bn = static_cast<double>(s_.B * s_.N);
+        return 4.0 * ((s_.same_input ? 2 : 3) * bn + 2.0 * static_cast<double>(s_.N) +
+                      static_cast<double>(s_.B));
+    }
+
+private:
+    VectorShape s_;
+    VectorInputs in_;
+};
+
+class VectorCrossNetBackwardCase : public OpCase {
+public:
+    explicit VectorCrossNetBackwardCase(VectorShape s) : s_(s) {}
+
+    OpKind kind() const override { return OpKind::kVectorCrossNetBackward; }
+
+    std::string vars() const override { return s_.vars(); }
+
+    bool bench_only() const override { return s_.bench; }
+
+    void make_inputs(uint64_t seed) override {
+        in_.make(s_, seed);
+        s_saved_ = random_f32({s_.B}, seed, 5);
+        grad_out_ = random_f32({s_.B, s_.N}, seed, 6);
+        grad_x0_init_ = random_f32({s_.B, s_.N}, seed, 7);
+    }
+
+    std::vector<RefOutput> reference() const override {
+        ref::VectorCrossNetGrads g = ref::vector_crossnet_backward(
+            to_double(in_.x0), to_double(in_.xl), to_double(in_.w), to_double(s_saved_),
+            to_double(grad_out_), to_double(grad_x0_init_), s_.B, s_.N);
+        return {ref_output("grad_x0", std::move(g.grad_x0)),
+                ref_output("grad_xl", std::move(g.grad_xl)),
+                ref_output("grad_w", std::move(g.grad_w)),
+                ref_output("grad_b", std::move(g.grad_b))};
+    }
+
+    std::vector<Tensor> run(Device /*device*/) override {
+        Tensor gx0 = make_output_like(grad_x0_init_);
+        Tensor gxl = make_output({s_.B, s_.N});
+        Tensor gw = make_output({s_.N});
+        Tensor gb = make_output({s_.N});
+        kernels::vector_crossnet_backward(in_.x0, in_.xl, in_.w, s_saved_, grad_out_, gx0, gxl, gw,
+                                          gb, Stream::cpu());
+        return {gx0, gxl, gw, gb};
+    }
+
+    // grad_x0: product + accumulate; grad_xl: gs (N terms), * w, + grad_out; grad_w: gs, then B
+    // terms; grad_b: B terms.
+    int64_t terms(size_t output) const override {
+        switch (output) {
+            case 0:
+                return 2;
+            case 1:
+                return s_.N + 2;
+            case 2:
+                return s_.N + s_.B + 1;
+            default:
+                return s_.B;
+        }
+    }
+
+private:
+    VectorShape s_;
+    VectorInputs in_;
+    Tensor s_saved_, grad_out_, grad_x0_init_;
+};
+
+const RegisterOpCases kRegister([] {
+    std::vector<std::unique_ptr<OpCase>> cases;
+    const std::vector<VectorShape> shapes = {{1, 13, true, false},
+                                             {3, 10, true, false},
+                                             {17, 33, false, false},
+                                             {2048, 3456, false, true}};
+    for (const VectorShape& s : shapes) {
+        cases.push_back(std::make_unique<VectorCrossNetForwardCase>(s));
+        cases.push_back(std::make_unique<VectorCrossNetBackwardCase>(s));
+    }
+    return cases;
+});
+
+}  // namespace
+}  // namespace shardrec::test
