@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/stream.h"
 #include "engine/core/tensor.h"
 
 namespace shardrec {
@@ -28,6 +29,30 @@ public:
     virtual ~Module() = default;
     // Dense parameters (not embedding tables, which own their fused optimizer), in a fixed order.
     virtual std::vector<Parameter*> parameters() { return {}; }
+};
+
+// A module from one dense tensor to another (Perceptron, MLP, the cross nets, SwishLayerNorm,
+// FactorizationMachine): what DeepFM and the models compose. Public entries are non-virtual and
+// call the *_impl of the concrete module (tiny-cuda-nn).
+class DenseModule : public Module {
+public:
+    // Output valid until the next forward; its buffer is reused while the input shape is
+    // unchanged.
+    const Tensor& forward(const Tensor& x, Stream& stream = Stream::cpu()) {
+        return forward_impl(x, stream);
+    }
+
+    // d loss / d input of the latest forward, from d loss / d output; writes every
+    // Parameter::grad (not accumulated).
+    const Tensor& backward(const Tensor& grad_out, Stream& stream = Stream::cpu()) {
+        return backward_impl(grad_out, stream);
+    }
+
+    virtual int64_t out_features() const = 0;
+
+protected:
+    virtual const Tensor& forward_impl(const Tensor& x, Stream& stream) = 0;
+    virtual const Tensor& backward_impl(const Tensor& grad_out, Stream& stream) = 0;
 };
 
 // Prefixes every parameter name of `children` with `prefix.` and appends them to `out`.
