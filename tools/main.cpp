@@ -38,10 +38,12 @@ bool take_set(const std::vector<std::string>& args,
         sets.push_back(arg.substr(6));
         return true;
     }
-    if (arg != "--set")
+    if (arg != "--set") {
         return false;
-    if (i + 1 >= args.size())
+    }
+    if (i + 1 >= args.size()) {
         throw UsageError("--set needs KEY=VALUE", usage);
+    }
     sets.push_back(args[++i]);
     return true;
 }
@@ -49,29 +51,35 @@ bool take_set(const std::vector<std::string>& args,
 namespace {
 
 int dispatch(const std::vector<std::string>& args) {
-    if (args.empty())
+    if (args.empty()) {
         throw UsageError("no command given", kMainUsage);
+    }
     const std::string& command = args[0];
     const std::vector<std::string> rest(args.begin() + 1, args.end());
     if (command == "--help" || command == "-h" || command == "help") {
-        if (comm::process_info().rank == 0)
+        if (comm::process_info().rank == 0) {
             std::fputs(kMainUsage, stdout);
+        }
         return 0;
     }
-    if (command == "--version" || command == "version")
+    if (command == "--version" || command == "version") {
         return version_main();
-    if (command == "train")
+    }
+    if (command == "train") {
         return train_main(rest);
-    if (command == "validate")
+    }
+    if (command == "validate") {
         return validate_main(rest);
+    }
     throw UsageError(fmt::format("unknown command '{}'", command), kMainUsage);
 }
 
 // Logs on the failing rank, then takes every rank down: a lone exit would leave peers waiting.
 int fail(const std::string& message) {
     log::all().error("{}", message);
-    if (comm::process_info().world_size > 1)
+    if (comm::process_info().world_size > 1) {
         comm::abort_process(1);
+    }
     return 1;
 }
 

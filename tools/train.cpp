@@ -31,11 +31,13 @@ int train_main(const std::vector<std::string>& args) {
     std::vector<std::string> sets;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
-        if (take_set(args, i, sets, kTrainUsage))
+        if (take_set(args, i, sets, kTrainUsage)) {
             continue;
+        }
         if (arg == "--help" || arg == "-h") {
-            if (comm::process_info().rank == 0)
+            if (comm::process_info().rank == 0) {
                 std::fputs(kTrainUsage, stdout);
+            }
             return 0;
         }
         if (arg == "--out" || arg.rfind("--out=", 0) == 0) {
@@ -51,13 +53,15 @@ int train_main(const std::vector<std::string>& args) {
             throw UsageError(fmt::format("unexpected argument '{}'", arg), kTrainUsage);
         }
     }
-    if (path.empty())
+    if (path.empty()) {
         throw UsageError("train needs a CONFIG.yaml", kTrainUsage);
+    }
 
     const Config config = load_config(path, sets);
     // The environment wins so that one run can be made verbose without editing its config.
-    if (std::getenv("SHARDREC_LOG_LEVEL") == nullptr)
+    if (std::getenv("SHARDREC_LOG_LEVEL") == nullptr) {
         log::set_level(config.runtime.log_level);
+    }
     const std::string run_dir = train::create_run_dir(out, config);
     const comm::ProcessInfo& info = comm::process_info();
     log::root().info("shardrec {} ({}): {} on {} rank(s), run directory {}", SHARDREC_VERSION,

@@ -27,11 +27,13 @@ int validate_main(const std::vector<std::string>& args) {
     bool reference = false;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
-        if (take_set(args, i, sets, kValidateUsage))
+        if (take_set(args, i, sets, kValidateUsage)) {
             continue;
+        }
         if (arg == "--help" || arg == "-h") {
-            if (comm::process_info().rank == 0)
+            if (comm::process_info().rank == 0) {
                 std::fputs(kValidateUsage, stdout);
+            }
             return 0;
         }
         if (arg == "--reference") {
@@ -45,16 +47,19 @@ int validate_main(const std::vector<std::string>& args) {
         }
     }
     const bool rank0 = comm::process_info().rank == 0;
-    if (reference && rank0)
+    if (reference && rank0) {
         std::fputs(config_reference().c_str(), stdout);
+    }
     if (path.empty()) {
-        if (reference)
+        if (reference) {
             return 0;
+        }
         throw UsageError("validate needs a CONFIG.yaml", kValidateUsage);
     }
     const Config config = load_config(path, sets);
-    if (rank0)
+    if (rank0) {
         std::fputs(dump_config(config).c_str(), stdout);
+    }
     return 0;
 }
 

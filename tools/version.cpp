@@ -19,8 +19,9 @@ namespace {
 std::string first_line(const std::string& s) {
     const size_t end = s.find_first_of("\r\n");
     std::string line = end == std::string::npos ? s : s.substr(0, end);
-    while (!line.empty() && (line.back() == ' ' || line.back() == ','))
+    while (!line.empty() && (line.back() == ' ' || line.back() == ',')) {
         line.pop_back();
+    }
     return line;
 }
 
@@ -35,8 +36,9 @@ std::string backends() {
 std::string nccl_version() {
 #if defined(SHARDREC_WITH_NCCL) && SHARDREC_WITH_NCCL
     int code = 0;
-    if (ncclGetVersion(&code) != ncclSuccess)
+    if (ncclGetVersion(&code) != ncclSuccess) {
         return "unknown";
+    }
     // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
     return fmt::format("{}.{}.{}", code / 10000, (code / 100) % 100, code % 100);
 #else
@@ -47,8 +49,9 @@ std::string nccl_version() {
 }  // namespace
 
 int version_main() {
-    if (comm::process_info().rank != 0)
+    if (comm::process_info().rank != 0) {
         return 0;
+    }
     fmt::print("shardrec {} (commit {})\n", SHARDREC_VERSION, SHARDREC_GIT_COMMIT);
     fmt::print("backends: {}\n", backends());
     fmt::print("blas:     {}\n", first_line(openblas_get_config()));

@@ -21,8 +21,9 @@ namespace {
 
 std::string bounds_text(const Field& f) {
     std::string s;
-    if (f.min)
+    if (f.min) {
         s += fmt::format("{} {}", f.min_exclusive ? ">" : ">=", *f.min);
+    }
     if (f.max) {
         s += fmt::format("{}{} {}", s.empty() ? "" : ", ", f.max_exclusive ? "<" : "<=", *f.max);
     }
@@ -40,15 +41,17 @@ public:
     void field(const Field& f, double& value) override { read_number(f, value); }
 
     void field(const Field& f, bool& value) override {
-        if (auto node = present(f))
+        if (auto node = present(f)) {
             node->read(value);
+        }
     }
 
     void field(const Field& f, std::string& value) override {
         auto node = present(f);
         std::string s;
-        if (!node || !node->read(s))
+        if (!node || !node->read(s)) {
             return;
+        }
         if (!f.choices.empty() &&
             std::find(f.choices.begin(), f.choices.end(), s) == f.choices.end()) {
             const std::string guess = closest_match(s, f.choices);
@@ -71,28 +74,34 @@ public:
         }
         // An absent section is read as empty, so its required fields are reported by path.
         ConfigNode node = node_.child(f.key);
-        if (!node.is_defined() && f.is_required)
+        if (!node.is_defined() && f.is_required) {
             node_.error_missing(f.key);
-        if (!node.expect_map())
+        }
+        if (!node.expect_map()) {
             return;
+        }
         FieldReader reader(node);
         fields(reader);
         node.finish();
-        if (resolve)
+        if (resolve) {
             resolve(node);
+        }
     }
 
     void section_list(const Field& f, const SectionList& list) override {
         auto node = present(f);
-        if (!node || !node->expect_sequence())
+        if (!node || !node->expect_sequence()) {
             return;
-        if (f.is_non_empty && node->size() == 0)
+        }
+        if (f.is_non_empty && node->size() == 0) {
             node->error("needs at least one element");
+        }
         list.resize(node->size());
         for (size_t i = 0; i < node->size(); ++i) {
             ConfigNode element = node->at(i);
-            if (!element.expect_map())
+            if (!element.expect_map()) {
                 continue;
+            }
             FieldReader reader(element);
             list.visit(i, reader);
             element.finish();
@@ -104,13 +113,15 @@ private:
     std::optional<ConfigNode> present(const Field& f) {
         const bool has = node_.has(f.key);
         if (!f.active) {
-            if (has)
+            if (has) {
                 node_.error_at(f.key, fmt::format("only valid when {}", f.condition));
+            }
             return std::nullopt;
         }
         if (!has) {
-            if (f.is_required)
+            if (f.is_required) {
                 node_.error_missing(f.key);
+            }
             return std::nullopt;
         }
         return node_.child(f.key);
@@ -119,8 +130,9 @@ private:
     static bool in_bounds(const Field& f, ConfigNode& node, double x) {
         const bool low_ok = !f.min || (f.min_exclusive ? x > *f.min : x >= *f.min);
         const bool high_ok = !f.max || (f.max_exclusive ? x < *f.max : x <= *f.max);
-        if (low_ok && high_ok)
+        if (low_ok && high_ok) {
             return true;
+        }
         node.error(fmt::format("must be {}, got {}", bounds_text(f), node.describe()));
         return false;
     }
@@ -129,18 +141,21 @@ private:
     void read_number(const Field& f, T& value) {
         auto node = present(f);
         T x{};
-        if (!node || !node->read(x))
+        if (!node || !node->read(x)) {
             return;
-        if (in_bounds(f, *node, static_cast<double>(x)))
+        }
+        if (in_bounds(f, *node, static_cast<double>(x))) {
             value = x;
+        }
     }
 
     template <typename T>
     void read_list(const Field& f, std::vector<T>& value) {
         auto node = present(f);
         std::vector<T> items;
-        if (!node || !node->read(items))
+        if (!node || !node->read(items)) {
             return;
+        }
         bool ok = true;
         if (f.is_non_empty && items.empty()) {
             node->error("needs at least one element");
@@ -152,8 +167,9 @@ private:
                 ok = in_bounds(f, element, static_cast<double>(items[i])) && ok;
             }
         }
-        if (ok)
+        if (ok) {
             value = std::move(items);
+        }
     }
 
     ConfigNode& node_;
@@ -175,16 +191,18 @@ public:
 
     void field(const Field& f, std::vector<int64_t>& value) override {
         std::vector<std::string> items;
-        for (int64_t x : value)
+        for (int64_t x : value) {
             items.push_back(std::to_string(x));
+        }
         put_list(f, items);
     }
 
     void field(const Field& f, std::vector<std::string>& value) override { put_list(f, value); }
 
     void section(const Field& f, const Fields& fields, const Resolve&) override {
-        if (!f.active)
+        if (!f.active) {
             return;
+        }
         YAML::Node map(YAML::NodeType::Map);
         FieldWriter writer(map);
         fields(writer);
@@ -192,8 +210,9 @@ public:
     }
 
     void section_list(const Field& f, const SectionList& list) override {
-        if (!f.active)
+        if (!f.active) {
             return;
+        }
         YAML::Node seq(YAML::NodeType::Sequence);
         for (size_t i = 0; i < list.size(); ++i) {
             YAML::Node map(YAML::NodeType::Map);
@@ -207,16 +226,19 @@ public:
 
 private:
     void put(const Field& f, const std::string& text) {
-        if (f.active)
+        if (f.active) {
             out_[f.key] = text;
+        }
     }
 
     void put_list(const Field& f, const std::vector<std::string>& items) {
-        if (!f.active)
+        if (!f.active) {
             return;
+        }
         YAML::Node seq(YAML::NodeType::Sequence);
-        for (const std::string& item : items)
+        for (const std::string& item : items) {
             seq.push_back(item);
+        }
         seq.SetStyle(YAML::EmitterStyle::Flow);
         out_[f.key] = seq;
     }
@@ -258,8 +280,9 @@ public:
     void section_list(const Field& f, const SectionList& list) override {
         add(f, "list of maps", "");
         // Documents a default element: the caller walks a scratch copy of its config.
-        if (list.size() == 0)
+        if (list.size() == 0) {
             list.resize(1);
+        }
         FieldDocumenter inner(prefix_ + f.key + "[].", out_);
         list.visit(0, inner);
     }
@@ -273,13 +296,20 @@ private:
                           : !f.default_text.empty() ? f.default_text
                                                     : default_value;
         d.doc = f.doc;
+        std::vector<std::string> rules;
+        if (f.is_non_empty) {
+            rules.push_back("not empty");
+        }
         const std::string bounds = bounds_text(f);
-        if (!bounds.empty())
-            d.doc += fmt::format(" ({})", bounds);
-        if (f.is_non_empty)
-            d.doc += " (not empty)";
-        if (!f.condition.empty())
+        if (!bounds.empty()) {
+            rules.push_back(type.rfind("list", 0) == 0 ? "each " + bounds : bounds);
+        }
+        if (!rules.empty()) {
+            d.doc += fmt::format(" ({})", fmt::join(rules, "; "));
+        }
+        if (!f.condition.empty()) {
             d.doc += fmt::format(". Only when {}", f.condition);
+        }
         out_.push_back(std::move(d));
     }
 
@@ -290,8 +320,9 @@ private:
 std::string escape_cell(const std::string& s) {
     std::string out;
     for (char c : s) {
-        if (c == '|')
+        if (c == '|') {
             out += '\\';
+        }
         out += c;
     }
     return out;
@@ -300,8 +331,9 @@ std::string escape_cell(const std::string& s) {
 }  // namespace
 
 void read_fields(ConfigNode& node, const FieldVisitor::Fields& fields) {
-    if (!node.expect_map())
+    if (!node.expect_map()) {
         return;
+    }
     FieldReader reader(node);
     fields(reader);
     node.finish();

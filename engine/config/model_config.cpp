@@ -129,8 +129,9 @@ void check_shapes(const ModelConfig& model, ConfigNode& node) {
         node.error_at("top_mlp", fmt::format("the last size must be 1 (the logit), got {}",
                                              model.top_mlp.back()));
     }
-    if (model.tables.empty() || model.tables[0].embedding_dim <= 0)
+    if (model.tables.empty() || model.tables[0].embedding_dim <= 0) {
         return;
+    }
     const int64_t dim = model.tables[0].embedding_dim;
     ConfigNode tables_node = node.child("tables");
     for (size_t i = 1; i < model.tables.size(); ++i) {

@@ -19,7 +19,9 @@ void OptimizerConfig::Dense::visit(FieldVisitor& v) {
     v.field(
         Field("warmup_steps", "steps of linear warmup up to learning_rate; 0: none").at_least(0),
         warmup_steps);
-    v.field(Field("decay_start_step", "step where the polynomial decay starts").at_least(0),
+    v.field(Field("decay_start_step",
+                  "step where the polynomial decay starts; >= warmup_steps when decaying")
+                .at_least(0),
             decay_start_step);
     v.field(Field("decay_steps", "steps of polynomial decay; 0: no decay").at_least(0),
             decay_steps);

@@ -23,42 +23,50 @@ std::optional<std::vector<PathStep>> parse_path(const std::string& path) {
     size_t i = 0;
     while (i < path.size()) {
         size_t end = i;
-        while (end < path.size() && path[end] != '.' && path[end] != '[')
+        while (end < path.size() && path[end] != '.' && path[end] != '[') {
             ++end;
-        if (end == i)
+        }
+        if (end == i) {
             return std::nullopt;  // an empty key: "a..b", ".a" or "[0]" first
+        }
         steps.push_back(PathStep{false, path.substr(i, end - i), 0});
         i = end;
         while (i < path.size() && path[i] == '[') {
             const size_t close = path.find(']', i);
-            if (close == std::string::npos || close == i + 1)
+            if (close == std::string::npos || close == i + 1) {
                 return std::nullopt;
+            }
             size_t index = 0;
             for (size_t k = i + 1; k < close; ++k) {
-                if (!std::isdigit(static_cast<unsigned char>(path[k])))
+                if (!std::isdigit(static_cast<unsigned char>(path[k]))) {
                     return std::nullopt;
+                }
                 index = index * 10 + static_cast<size_t>(path[k] - '0');
             }
             steps.push_back(PathStep{true, "", index});
             i = close + 1;
         }
         if (i < path.size()) {
-            if (path[i] != '.' || i + 1 == path.size())
+            if (path[i] != '.' || i + 1 == path.size()) {
                 return std::nullopt;
+            }
             ++i;
         }
     }
-    if (steps.empty())
+    if (steps.empty()) {
         return std::nullopt;
+    }
     return steps;
 }
 
 bool has_key(const YAML::Node& map, const std::string& key) {
-    if (!map.IsMap())
+    if (!map.IsMap()) {
         return false;
+    }
     for (auto it = map.begin(); it != map.end(); ++it) {
-        if (it->first.IsScalar() && it->first.Scalar() == key)
+        if (it->first.IsScalar() && it->first.Scalar() == key) {
             return true;
+        }
     }
     return false;
 }
@@ -71,11 +79,13 @@ void ConfigDocument::apply_override(const std::string& text) {
         state.errors.push_back(fmt::format("--set {}: {}", text, message));
     };
     const size_t eq = text.find('=');
-    if (eq == std::string::npos)
+    if (eq == std::string::npos) {
         return fail("expected KEY=VALUE (e.g. train.steps=100)");
+    }
     const auto steps = parse_path(text.substr(0, eq));
-    if (!steps)
+    if (!steps) {
         return fail("malformed key (expected dotted.names with optional [index])");
+    }
     YAML::Node value;
     try {
         value = YAML::Load(text.substr(eq + 1));
@@ -90,8 +100,9 @@ void ConfigDocument::apply_override(const std::string& text) {
         const PathStep& step = (*steps)[s];
         const bool last = s + 1 == steps->size();
         if (step.is_index) {
-            if (!cur.IsSequence())
+            if (!cur.IsSequence()) {
                 return fail(fmt::format("{} is not a list", walked));
+            }
             if (step.index >= cur.size()) {
                 return fail(
                     fmt::format("{} has {} elements, no [{}]", walked, cur.size(), step.index));
@@ -110,13 +121,15 @@ void ConfigDocument::apply_override(const std::string& text) {
         }
         walked = walked.empty() ? step.key : walked + "." + step.key;
         const bool present = has_key(cur, step.key);
-        if (!present && created.empty())
+        if (!present && created.empty()) {
             created = walked;
+        }
         if (last) {
             cur[step.key] = value;
         } else {
-            if (!present)
+            if (!present) {
                 cur[step.key] = YAML::Node(YAML::NodeType::Map);
+            }
             YAML::Node next = cur[step.key];
             cur.reset(next);
         }

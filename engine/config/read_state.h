@@ -23,19 +23,22 @@ struct ConfigReadState {
 
     // `path` is at or below `root` ("a.b" is below "a" and "a[2]" is below "a", "ab" is not).
     static bool is_under(const std::string& path, const std::string& root) {
-        if (root.empty() || path.compare(0, root.size(), root) != 0)
+        if (root.empty() || path.compare(0, root.size(), root) != 0) {
             return false;
+        }
         return path.size() == root.size() || path[root.size()] == '.' || path[root.size()] == '[';
     }
 
     std::string location(const YAML::Mark& mark, const std::string& path) const {
         // The latest override wins, as it does for the value.
         for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {
-            if (is_under(path, it->path) || is_under(path, it->created))
+            if (is_under(path, it->path) || is_under(path, it->created)) {
                 return "--set " + it->text;
+            }
         }
-        if (mark.is_null())
+        if (mark.is_null()) {
             return source;
+        }
         return fmt::format("{}:{}:{}", source, mark.line + 1, mark.column + 1);
     }
 

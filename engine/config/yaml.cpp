@@ -22,25 +22,14 @@ std::string lower(std::string s) {
     return s;
 }
 
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    for (size_t i = 0; i <= s.size(); ++i) {
-        if (i == s.size() || s[i] == sep) {
-            parts.push_back(s.substr(start, i - start));
-            start = i + 1;
-        }
-    }
-    return parts;
-}
-
 // The first entry of map `node` whose key is the scalar `key` (yaml-cpp keeps duplicates).
 bool find_entry(const YAML::Node& node,
                 const std::string& key,
                 YAML::Node* value,
                 YAML::Mark* key_mark) {
-    if (!node.IsMap())
+    if (!node.IsMap()) {
         return false;
+    }
     for (auto it = node.begin(); it != node.end(); ++it) {
         if (it->first.IsScalar() && it->first.Scalar() == key) {
             *value = it->second;
@@ -52,53 +41,6 @@ bool find_entry(const YAML::Node& node,
 }
 
 }  // namespace
-
-// ---- did you mean ----
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-    const size_t n = a.size();
-    const size_t m = b.size();
-    std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1, 0));
-    for (size_t i = 0; i <= n; ++i)
-        d[i][0] = i;
-    for (size_t j = 0; j <= m; ++j)
-        d[0][j] = j;
-    for (size_t i = 1; i <= n; ++i) {
-        for (size_t j = 1; j <= m; ++j) {
-            const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-            }
-        }
-    }
-    return d[n][m];
-}
-
-std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
-    const std::string w = lower(word);
-    // Short words only tolerate one edit: "lr" is not a typo of "id".
-    const size_t threshold = w.size() <= 2 ? 1 : std::max<size_t>(2, w.size() / 4);
-    std::string best;
-    size_t best_score = threshold + 1;
-    for (const std::string& candidate : candidates) {
-        const std::string c = lower(candidate);
-        size_t score = edit_distance(w, c);
-        const std::vector<std::string> parts = split(c, '_');
-        if (parts.size() > 1) {
-            // A typo of one part of a compound key ("dimm" for "embedding_dim") costs one more.
-            for (const std::string& part : parts) {
-                if (!part.empty())
-                    score = std::min(score, edit_distance(w, part) + 1);
-            }
-        }
-        if (score < best_score) {
-            best_score = score;
-            best = candidate;
-        }
-    }
-    return best;
-}
 
 // ---- ConfigNode ----
 
@@ -134,14 +76,18 @@ void ConfigNode::error_at(const std::string& key, const std::string& message) {
 }
 
 std::string ConfigNode::describe() const {
-    if (!node_.IsDefined())
+    if (!node_.IsDefined()) {
         return "nothing";
-    if (node_.IsNull())
+    }
+    if (node_.IsNull()) {
         return "nothing (null)";
-    if (node_.IsMap())
+    }
+    if (node_.IsMap()) {
         return "a map";
-    if (node_.IsSequence())
+    }
+    if (node_.IsSequence()) {
         return "a list";
+    }
     const std::string& s = node_.Scalar();
     return s.size() <= 40 ? "'" + s + "'" : "'" + s.substr(0, 37) + "...'";
 }
@@ -172,15 +118,17 @@ ConfigNode ConfigNode::child(const std::string& key) {
 }
 
 bool ConfigNode::expect_map() {
-    if (!node_.IsDefined() || node_.IsNull() || node_.IsMap())
+    if (!node_.IsDefined() || node_.IsNull() || node_.IsMap()) {
         return true;
+    }
     error(fmt::format("expected a map, got {}", describe()));
     return false;
 }
 
 void ConfigNode::finish() {
-    if (!node_.IsMap())
+    if (!node_.IsMap()) {
         return;
+    }
     const std::vector<std::string> candidates(known_.begin(), known_.end());
     std::map<std::string, int> first_line;
     for (auto it = node_.begin(); it != node_.end(); ++it) {
@@ -198,8 +146,9 @@ void ConfigNode::finish() {
             continue;
         }
         first_line[key] = key_mark.line + 1;
-        if (known_.count(key))
+        if (known_.count(key)) {
             continue;
+        }
         const std::string suggestion = closest_match(key, candidates);
         state_->record(key_mark, path,
                        suggestion.empty()
@@ -209,8 +158,9 @@ void ConfigNode::finish() {
 }
 
 bool ConfigNode::expect_sequence() {
-    if (node_.IsSequence())
+    if (node_.IsSequence()) {
         return true;
+    }
     error(fmt::format("expected a list, got {}", describe()));
     return false;
 }
@@ -233,15 +183,17 @@ ConfigNode ConfigNode::at(size_t index) {
 // ---- typed reads ----
 
 bool ConfigNode::expect_scalar(const char* expected) {
-    if (node_.IsScalar())
+    if (node_.IsScalar()) {
         return true;
+    }
     error(fmt::format("expected {}, got {}", expected, describe()));
     return false;
 }
 
 bool ConfigNode::read(int64_t& out) {
-    if (!expect_scalar("an integer"))
+    if (!expect_scalar("an integer")) {
         return false;
+    }
     const std::string& s = node_.Scalar();
     const size_t skip = !s.empty() && s[0] == '+' ? 1 : 0;
     int64_t value = 0;
@@ -258,8 +210,9 @@ bool ConfigNode::read(int64_t& out) {
 }
 
 bool ConfigNode::read(double& out) {
-    if (!expect_scalar("a number"))
+    if (!expect_scalar("a number")) {
         return false;
+    }
     const std::string& s = node_.Scalar();
     char* end = nullptr;
     const double value = std::strtod(s.c_str(), &end);
@@ -272,8 +225,9 @@ bool ConfigNode::read(double& out) {
 }
 
 bool ConfigNode::read(bool& out) {
-    if (!expect_scalar("true or false"))
+    if (!expect_scalar("true or false")) {
         return false;
+    }
     const std::string s = lower(node_.Scalar());
     if (s != "true" && s != "false") {
         error(fmt::format("expected true or false, got {}", describe()));
@@ -284,8 +238,9 @@ bool ConfigNode::read(bool& out) {
 }
 
 bool ConfigNode::read(std::string& out) {
-    if (!expect_scalar("a string"))
+    if (!expect_scalar("a string")) {
         return false;
+    }
     out = node_.Scalar();
     return true;
 }
@@ -294,14 +249,17 @@ namespace {
 
 template <typename T>
 bool read_list(ConfigNode& node, std::vector<T>& out) {
-    if (!node.expect_sequence())
+    if (!node.expect_sequence()) {
         return false;
+    }
     std::vector<T> values(node.size());
     bool ok = true;
-    for (size_t i = 0; i < values.size(); ++i)
+    for (size_t i = 0; i < values.size(); ++i) {
         ok = node.at(i).read(values[i]) && ok;
-    if (ok)
+    }
+    if (ok) {
         out = std::move(values);
+    }
     return ok;
 }
 
@@ -372,16 +330,18 @@ const std::vector<std::string>& ConfigDocument::errors() const {
 
 void ConfigDocument::throw_if_errors() const {
     const auto& errors = state_->errors;
-    if (errors.empty())
+    if (errors.empty()) {
         return;
+    }
     throw Error(fmt::format("{}: invalid config '{}' ({} error{}):\n  {}", error_context(),
                             state_->source, errors.size(), errors.size() == 1 ? "" : "s",
                             fmt::join(errors, "\n  ")));
 }
 
 void ConfigDocument::apply_overrides(const std::vector<std::string>& overrides) {
-    for (const std::string& text : overrides)
+    for (const std::string& text : overrides) {
         apply_override(text);
+    }
 }
 
 }  // namespace shardrec

@@ -17,16 +17,19 @@ constexpr int kBarWidth = 30;
 
 // 45123 -> "45.1k", 2.1e6 -> "2.10M": three significant digits fit the bar's fixed width.
 std::string short_rate(double x) {
-    if (x >= 1e6)
+    if (x >= 1e6) {
         return fmt::format("{:.2f}M", x / 1e6);
-    if (x >= 1e3)
+    }
+    if (x >= 1e3) {
         return fmt::format("{:.1f}k", x / 1e3);
+    }
     return fmt::format("{:.0f}", x);
 }
 
 Progress::Mode default_mode() {
-    if (comm::process_info().rank != 0)
+    if (comm::process_info().rank != 0) {
         return Progress::Mode::kOff;
+    }
     return isatty(STDERR_FILENO) ? Progress::Mode::kBar : Progress::Mode::kLines;
 }
 
@@ -70,8 +73,9 @@ void Progress::update(int64_t step, double loss, double samples_per_s) {
         }
         return;
     }
-    if (mode_ != Mode::kBar)
+    if (mode_ != Mode::kBar) {
         return;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (step == total_steps_ || !drawn_ || now - last_draw_ >= kRedrawInterval) {
         last_draw_ = now;
@@ -94,8 +98,9 @@ void Progress::message(const std::string& text) {
         std::fflush(stderr);
     }
     log::root().info("{}", text);
-    if (mode_ == Mode::kBar && drawn_)
+    if (mode_ == Mode::kBar && drawn_) {
         draw();
+    }
 }
 
 void Progress::finish() {

@@ -18,8 +18,9 @@ namespace {
 
 // Rank 0's string on every rank. Raw MPI because this runs before any ProcessGroup exists.
 std::string broadcast_from_rank0(std::string text) {
-    if (comm::process_info().world_size <= 1)
+    if (comm::process_info().world_size <= 1) {
         return text;
+    }
     int64_t size = static_cast<int64_t>(text.size());
     SR_MPI_CHECK(MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
     text.resize(static_cast<size_t>(size));
@@ -47,8 +48,9 @@ std::string default_run_dir(const std::string& parent) {
     std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
     const std::filesystem::path base = std::filesystem::path(parent) / stamp;
     std::filesystem::path dir = base;
-    for (int n = 2; std::filesystem::exists(dir); ++n)
+    for (int n = 2; std::filesystem::exists(dir); ++n) {
         dir = base.string() + fmt::format("-{}", n);
+    }
     return dir.string();
 }
 
@@ -75,39 +77,44 @@ MetricsWriter::MetricsWriter(const std::string& run_dir)
 
 MetricsWriter::MetricsWriter(const std::string& run_dir, bool enabled)
     : path_((std::filesystem::path(run_dir) / "metrics.jsonl").string()) {
-    if (!enabled)
+    if (!enabled) {
         return;
+    }
     // Append: a resumed run continues the same log.
     file_.reset(std::fopen(path_.c_str(), "a"));
     SR_CHECK(file_ != nullptr, "cannot open '{}': {}", path_, std::strerror(errno));
 }
 
 void MetricsWriter::write_line(const std::string& line) {
-    if (!file_)
+    if (!file_) {
         return;
+    }
     const bool ok = std::fputs(line.c_str(), file_.get()) >= 0 &&
                     std::fputc('\n', file_.get()) != EOF && std::fflush(file_.get()) == 0;
     SR_CHECK(ok, "cannot write '{}': {}", path_, std::strerror(errno));
 }
 
 void MetricsWriter::train(int64_t step, double loss, double lr, double samples_per_s) {
-    if (!file_)
+    if (!file_) {
         return;
+    }
     write_line(fmt::format(R"({{"kind":"train","step":{},"loss":{},"lr":{},"samples_per_s":{}}})",
                            step, json_number(loss), json_number(lr), json_number(samples_per_s)));
 }
 
 void MetricsWriter::eval(int64_t step, double loss, double auc, double ne, double accuracy) {
-    if (!file_)
+    if (!file_) {
         return;
+    }
     write_line(
         fmt::format(R"({{"kind":"eval","step":{},"loss":{},"auc":{},"ne":{},"accuracy":{}}})", step,
                     json_number(loss), json_number(auc), json_number(ne), json_number(accuracy)));
 }
 
 void MetricsWriter::done(int64_t steps, int64_t samples, double wall_s) {
-    if (!file_)
+    if (!file_) {
         return;
+    }
     write_line(fmt::format(R"({{"kind":"done","steps":{},"samples":{},"wall_s":{}}})", steps,
                            samples, json_number(wall_s)));
 }

@@ -203,8 +203,9 @@ TEST_CASE("Config: every file in configs/ validates", "[config]") {
     REQUIRE(std::filesystem::is_directory(dir));
     std::set<std::string> seen;
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-        if (entry.path().extension() != ".yaml")
+        if (entry.path().extension() != ".yaml") {
             continue;
+        }
         INFO(entry.path().string());
         Config c;
         REQUIRE_NOTHROW(c = load_config(entry.path().string(), {}));
