@@ -1,7 +1,7 @@
-// EmbeddingBagCollection: table-batched groups, KJT packing per group, and the fused or dense
-// backward (see the header). Packing copies each group's keys out of the KJT (8 bytes per id)
-// unless the KJT holds exactly the group's keys in order, in which case its tensors are used as
-// they are. Buffers grow and are reused: a step of a batch shape already seen allocates nothing.
+// EmbeddingBagCollection: table-batched groups, KJT packing per group (KjtFeaturePacker), and
+// the fused or dense backward (see the header). With one group the kernel writes the KT values
+// directly; several groups write their own [B, F_g * D] and are scattered by column. Buffers
+// are reused: a step of a batch shape already seen allocates nothing.
 #include "engine/modules/embedding_bag_collection.h"
 
 #include <algorithm>
@@ -10,15 +10,6 @@
 
 namespace shardrec {
 namespace {
-
-// A prefix view [n] of a 1-D buffer that only grows (by 1.5x, so varying N settles quickly).
-Tensor prefix(Tensor& buffer, int64_t n, DType dtype) {
-    if (!buffer.defined() || buffer.numel() < n) {
-        const int64_t grown = buffer.defined() ? buffer.numel() * 3 / 2 : 0;
-        buffer = Tensor::empty({std::max<int64_t>({n, grown, 1})}, dtype);
-    }
-    return buffer.slice(0, n);
-}
 
 // An f32 tensor reused while its shape is unchanged.
 Tensor& reuse(Tensor& t, const Shape& shape) {
@@ -116,6 +107,9 @@ void EmbeddingBagCollection::build_groups(uint64_t seed) {
             feature_table.push_back(static_cast<int32_t>(
                 std::find(g.tables.begin(), g.tables.end(), t) - g.tables.begin()));
         }
+        std::vector<std::string> names;
+        for (int64_t f : g.features) names.push_back(features_[static_cast<size_t>(f)].name);
+        g.packer = KjtFeaturePacker("EmbeddingBagCollection", std::move(names));
         g.table_offsets = Tensor::from_vector(offsets);
         g.feature_table = Tensor::from_vector(feature_table);
         // One group holds every key in output order, so its kernel output is the KT values.
@@ -145,65 +139,7 @@ void EmbeddingBagCollection::build_groups(uint64_t seed) {
 
 // ---- forward ----
 
-void EmbeddingBagCollection::locate_features(const KeyedJaggedTensor& kjt) {
-    SR_CHECK(!kjt.variable_stride_per_key(),
-             "EmbeddingBagCollection: a KJT with a variable batch per key is not supported");
-    SR_CHECK(kjt.values().device().is_cpu(), "EmbeddingBagCollection: the KJT must be on the cpu");
-    SR_CHECK(!is_weighted_ || kjt.has_weights(),
-             "EmbeddingBagCollection is weighted but the KJT has no weights");
-    const std::vector<std::string>& keys = kjt.keys();
-    for (FeatureSlot& slot : features_) {
-        const auto it = std::find(keys.begin(), keys.end(), slot.name);
-        SR_CHECK(it != keys.end(), "EmbeddingBagCollection: feature '{}' (table '{}') is not in the "
-                 "KJT keys [{}]", slot.name, tables_[static_cast<size_t>(slot.table)].name,
-                 fmt::join(keys, ", "));
-        const auto k = static_cast<size_t>(it - keys.begin());
-        slot.kjt_key = static_cast<int64_t>(k);
-        slot.kjt_begin = kjt.offset_per_key()[k];
-        slot.kjt_count = kjt.length_per_key()[k];
-        slot.kjt_lengths = kjt.lengths_offset_per_key()[k];
-    }
-}
-
-void EmbeddingBagCollection::pack_group(Group& g, const KeyedJaggedTensor& kjt) {
-    const auto num_features = static_cast<int64_t>(g.features.size());
-    g.kjt_direct = kjt.num_keys() == num_features;
-    for (int64_t i = 0; i < num_features && g.kjt_direct; ++i) {
-        g.kjt_direct = features_[static_cast<size_t>(g.features[static_cast<size_t>(i)])].kjt_key == i;
-    }
-    if (g.kjt_direct) {
-        g.ids = kjt.values();
-        g.offsets = kjt.offsets();
-        g.psw = is_weighted_ ? kjt.weights() : Tensor();
-        return;
-    }
-    const int64_t batch = kjt.stride();
-    int64_t num_ids = 0;
-    for (int64_t f : g.features) num_ids += features_[static_cast<size_t>(f)].kjt_count;
-    g.ids = prefix(g.ids_buffer, num_ids, DType::kI64);
-    g.offsets = prefix(g.offsets_buffer, num_features * batch + 1, DType::kI64);
-    if (is_weighted_) g.psw = prefix(g.psw_buffer, num_ids, DType::kF32);
-    const int64_t* kjt_offsets = kjt.offsets().data<int64_t>();
-    int64_t* ids = g.ids.data<int64_t>();
-    int64_t* offsets = g.offsets.data<int64_t>();
-    int64_t base = 0;
-    for (int64_t i = 0; i < num_features; ++i) {
-        const FeatureSlot& s = features_[static_cast<size_t>(g.features[static_cast<size_t>(i)])];
-        const int64_t* key_offsets = kjt_offsets + s.kjt_lengths;  // this key's bags
-        for (int64_t b = 0; b < batch; ++b) offsets[i * batch + b] = base + key_offsets[b] - key_offsets[0];
-        std::memcpy(ids + base, kjt.values().data<int64_t>() + s.kjt_begin,
-                    static_cast<size_t>(s.kjt_count) * sizeof(int64_t));
-        if (is_weighted_) {
-            std::memcpy(g.psw.data<float>() + base, kjt.weights().data<float>() + s.kjt_begin,
-                        static_cast<size_t>(s.kjt_count) * sizeof(float));
-        }
-        base += s.kjt_count;
-    }
-    offsets[num_features * batch] = base;
-}
-
 KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& features, Stream& stream) {
-    locate_features(features);
     const int64_t batch = features.stride();
     if (batch != batch_) {
         values_ = Tensor::empty({batch, sum_dims_}, DType::kF32);
@@ -211,15 +147,16 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& features, S
     }
     kjt_num_values_ = features.values().numel();
     for (Group& g : groups_) {
-        pack_group(g, features);
+        g.packer.pack(features, is_weighted_);
         const auto num_features = static_cast<int64_t>(g.features.size());
         if (g.direct_output) {
             g.out = values_;
         } else {
             reuse(g.out, {batch, num_features * g.dim});
         }
-        kernels::embedding_bag_forward(g.weights, g.table_offsets, g.feature_table, g.ids,
-                                       g.offsets, is_weighted_ ? &g.psw : nullptr, g.pooling,
+        kernels::embedding_bag_forward(g.weights, g.table_offsets, g.feature_table,
+                                       g.packer.ids(), g.packer.offsets(),
+                                       is_weighted_ ? &g.packer.weights() : nullptr, g.pooling,
                                        g.out, stream);
         if (g.direct_output) continue;
         for (int64_t i = 0; i < num_features; ++i) {
@@ -254,39 +191,37 @@ void EmbeddingBagCollection::backward(const Tensor& grad_values, Stream& stream)
              "EmbeddingBagCollection::backward: grad_values must be f32[{}, {}], got {}", batch_,
              sum_dims_, grad_values.str());
     if (is_weighted_) {
-        grad_psw_ = prefix(grad_psw_buffer_, kjt_num_values_, DType::kF32);
+        grad_psw_ = grow_prefix(grad_psw_buffer_, kjt_num_values_, DType::kF32);
         grad_psw_.zero_();  // keys this module does not read get 0
     }
     for (Group& g : groups_) {
         gather_group_grad(g, grad_values);
+        const KjtFeaturePacker& in = g.packer;
         Tensor* grad_psw = nullptr;
         if (is_weighted_) {
-            g.grad_psw = g.kjt_direct ? grad_psw_ : prefix(g.grad_psw_buffer, g.ids.numel(), DType::kF32);
+            g.grad_psw = in.is_direct() ? grad_psw_
+                                        : grow_prefix(g.grad_psw_buffer, in.ids().numel(), DType::kF32);
             grad_psw = &g.grad_psw;
         }
-        const Tensor* psw = is_weighted_ ? &g.psw : nullptr;
+        const Tensor* psw = is_weighted_ ? &in.weights() : nullptr;
         if (fused_) {
             if (grad_psw != nullptr) {  // before the rows change
                 kernels::embedding_bag_backward(g.grad_out, g.weights, g.table_offsets,
-                                                g.feature_table, g.ids, g.offsets, psw, g.pooling,
-                                                nullptr, grad_psw, g.workspace, stream);
+                                                g.feature_table, in.ids(), in.offsets(), psw,
+                                                g.pooling, nullptr, grad_psw, g.workspace, stream);
             }
             kernels::embedding_bag_backward_fused(
-                g.grad_out, g.table_offsets, g.feature_table, g.ids, g.offsets, psw, g.pooling,
-                *fused_, g.weights, g.state1.defined() ? &g.state1 : nullptr,
+                g.grad_out, g.table_offsets, g.feature_table, in.ids(), in.offsets(), psw,
+                g.pooling, *fused_, g.weights, g.state1.defined() ? &g.state1 : nullptr,
                 g.state2.defined() ? &g.state2 : nullptr, g.workspace, stream);
         } else {
             kernels::embedding_bag_backward(g.grad_out, g.weights, g.table_offsets,
-                                            g.feature_table, g.ids, g.offsets, psw, g.pooling,
-                                            &g.grad_weights, grad_psw, g.workspace, stream);
+                                            g.feature_table, in.ids(), in.offsets(), psw,
+                                            g.pooling, &g.grad_weights, grad_psw, g.workspace,
+                                            stream);
         }
-        if (grad_psw == nullptr || g.kjt_direct) continue;
-        int64_t base = 0;
-        for (int64_t f : g.features) {
-            const FeatureSlot& s = features_[static_cast<size_t>(f)];
-            std::memcpy(grad_psw_.data<float>() + s.kjt_begin, g.grad_psw.data<float>() + base,
-                        static_cast<size_t>(s.kjt_count) * sizeof(float));
-            base += s.kjt_count;
+        if (grad_psw != nullptr && !in.is_direct()) {
+            in.scatter_to_kjt_order(g.grad_psw.data<float>(), grad_psw_.data<float>());
         }
     }
     if (fused_) ++fused_->step;

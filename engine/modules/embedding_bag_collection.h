@@ -94,29 +94,20 @@ private:
         Tensor state1, state2;          // fused optimizer state, f32
         Tensor grad_weights;            // dense mode: [sum E, D] f32
         kernels::EmbeddingBackwardWorkspace workspace;
-        // The latest batch in group feature order: views of the KJT's own tensors when the KJT
-        // holds exactly this group's keys in order, else of the packed buffers below.
-        Tensor ids, offsets, psw, grad_psw;
-        Tensor ids_buffer, offsets_buffer, psw_buffer, grad_psw_buffer;
+        KjtFeaturePacker packer;  // the latest batch's ids/offsets/weights in group order
+        Tensor grad_psw, grad_psw_buffer;
         Tensor out, grad_out;  // [B, F_g * D]; out is values_ itself when direct_output
         bool direct_output = false;
-        bool kjt_direct = false;  // ids/offsets/psw are the latest KJT's own tensors
     };
 
     struct FeatureSlot {
         std::string name;
         int64_t table = 0;
         int64_t group = 0;
-        int64_t column = 0;       // first column in values
-        int64_t kjt_key = 0;      // index of this key in the latest KJT
-        int64_t kjt_begin = 0;    // the latest KJT's values of this key: [begin, begin + count)
-        int64_t kjt_count = 0;
-        int64_t kjt_lengths = 0;  // where its lengths start in the KJT (key * B)
+        int64_t column = 0;  // first column in values
     };
 
     void build_groups(uint64_t seed);
-    void locate_features(const KeyedJaggedTensor& kjt);
-    void pack_group(Group& g, const KeyedJaggedTensor& kjt);
     void gather_group_grad(Group& g, const Tensor& grad_values);
 
     std::vector<EmbeddingBagConfig> tables_;

@@ -1,7 +1,9 @@
 // Deterministic embedding row initialisation (see embedding_config.h).
 #include "engine/modules/embedding_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "engine/core/rng.h"
 
@@ -37,6 +39,83 @@ void init_embedding_rows(Tensor& rows, uint64_t seed, int64_t table_index, int64
             }
         }
     });
+}
+
+// ---- KJT packing ----
+
+Tensor grow_prefix(Tensor& buffer, int64_t n, DType dtype) {
+    if (!buffer.defined() || buffer.numel() < n || buffer.dtype() != dtype) {
+        const int64_t grown = buffer.defined() ? buffer.numel() * 3 / 2 : 0;
+        buffer = Tensor::empty({std::max<int64_t>({n, grown, 1})}, dtype);
+    }
+    return buffer.slice(0, n);
+}
+
+KjtFeaturePacker::KjtFeaturePacker(std::string module, std::vector<std::string> feature_names)
+    : module_(std::move(module)),
+      names_(std::move(feature_names)),
+      packed_begin_(names_.size()),
+      kjt_begin_(names_.size()),
+      count_(names_.size()),
+      kjt_lengths_(names_.size()) {}
+
+void KjtFeaturePacker::pack(const KeyedJaggedTensor& kjt, bool weighted) {
+    SR_CHECK(!kjt.variable_stride_per_key(), "{}: a KJT with a variable batch per key is not "
+             "supported", module_);
+    SR_CHECK(kjt.values().device().is_cpu(), "{}: the KJT must be on the cpu", module_);
+    SR_CHECK(!weighted || kjt.has_weights(), "{} is weighted but the KJT has no weights", module_);
+    const std::vector<std::string>& keys = kjt.keys();
+    batch_ = kjt.stride();
+    direct_ = keys.size() == names_.size();
+    for (size_t i = 0; i < names_.size(); ++i) {
+        const auto it = std::find(keys.begin(), keys.end(), names_[i]);
+        SR_CHECK(it != keys.end(), "{}: feature '{}' is not in the KJT keys [{}]", module_,
+                 names_[i], fmt::join(keys, ", "));
+        const auto k = static_cast<size_t>(it - keys.begin());
+        direct_ = direct_ && k == i;
+        kjt_begin_[i] = kjt.offset_per_key()[k];
+        count_[i] = kjt.length_per_key()[k];
+        kjt_lengths_[i] = kjt.lengths_offset_per_key()[k];
+    }
+    if (direct_) {
+        ids_ = kjt.values();
+        offsets_ = kjt.offsets();
+        weights_ = weighted ? kjt.weights() : Tensor();
+        packed_begin_ = kjt_begin_;
+        return;
+    }
+    int64_t num_ids = 0;
+    for (int64_t c : count_) num_ids += c;
+    const auto num_features = static_cast<int64_t>(names_.size());
+    ids_ = grow_prefix(ids_buffer_, num_ids, DType::kI64);
+    offsets_ = grow_prefix(offsets_buffer_, num_features * batch_ + 1, DType::kI64);
+    weights_ = weighted ? grow_prefix(weights_buffer_, num_ids, DType::kF32) : Tensor();
+    const int64_t* kjt_offsets = kjt.offsets().data<int64_t>();
+    int64_t* offsets = offsets_.data<int64_t>();
+    int64_t base = 0;
+    for (size_t i = 0; i < names_.size(); ++i) {
+        const int64_t* key_offsets = kjt_offsets + kjt_lengths_[i];  // this key's B + 1 bounds
+        const auto f = static_cast<int64_t>(i);
+        for (int64_t b = 0; b < batch_; ++b) {
+            offsets[f * batch_ + b] = base + key_offsets[b] - key_offsets[0];
+        }
+        std::memcpy(ids_.data<int64_t>() + base, kjt.values().data<int64_t>() + kjt_begin_[i],
+                    static_cast<size_t>(count_[i]) * sizeof(int64_t));
+        if (weighted) {
+            std::memcpy(weights_.data<float>() + base, kjt.weights().data<float>() + kjt_begin_[i],
+                        static_cast<size_t>(count_[i]) * sizeof(float));
+        }
+        packed_begin_[i] = base;
+        base += count_[i];
+    }
+    offsets[num_features * batch_] = base;
+}
+
+void KjtFeaturePacker::scatter_to_kjt_order(const float* packed, float* kjt_order) const {
+    for (size_t i = 0; i < names_.size(); ++i) {
+        std::memmove(kjt_order + kjt_begin_[i], packed + packed_begin_[i],
+                     static_cast<size_t>(count_[i]) * sizeof(float));
+    }
 }
 
 }  // namespace shardrec
