@@ -91,8 +91,6 @@ void crossnet_backward(const Tensor& x0,
     if (grad_v != nullptr)
         check_f32(*grad_v, "grad_v", {d.r, d.N}, dev);
     check_f32(grad_b, "grad_b", {d.N}, dev);
-    SR_CHECK(grad_x0.data_ptr() != grad_xl.data_ptr(),
-             "crossnet_backward: grad_x0 and grad_xl must be distinct");
     switch (dev.type) {
         case DeviceType::kCpu:
             return cpu::crossnet_backward(x0, xl, w, v, u, vx, grad_out, grad_x0, grad_xl, grad_w,

@@ -37,6 +37,8 @@ void crossnet_forward(const Tensor& x0,
 //   grad_w   = gu^T xl [N, N] (full) or gu^T vx [N, r]                         written
 //   grad_v   = (gu W)^T xl [r, N], written; nullptr exactly when v is nullptr
 //   grad_b   = sum over rows of gu [N], written, summed in row order
+// grad_xl may be the same tensor as grad_x0 (layer 0, where xl is x0): it then ends holding
+// grad_x0 + grad_out * u + grad_xl, the layer-0 input's whole gradient.
 // The CPU backend keeps a thread-local scratch of B*(N + r) floats.
 void crossnet_backward(const Tensor& x0,
                        const Tensor& xl,

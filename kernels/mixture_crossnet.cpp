@@ -97,8 +97,6 @@ void mixture_crossnet_backward(const Tensor& x0,
              "exactly when K > 1");
     if (grads.gates != nullptr)
         check_f32(grads.gates, "grads.gates", {d.K, d.N}, dev);
-    SR_CHECK(grads.x0->data_ptr() != grads.xl->data_ptr(),
-             "mixture_crossnet_backward: grads.x0 and grads.xl must be distinct");
     switch (dev.type) {
         case DeviceType::kCpu:
             return cpu::mixture_crossnet_backward(x0, xl, weights, act, saved, grad_out, grads);

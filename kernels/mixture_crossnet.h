@@ -31,7 +31,8 @@ struct MixtureCrossNetSaved {
 };
 
 // Gradients of one layer. grad_x0 and grad_gates are ACCUMULATED (+=): x0 and the gates feed
-// every layer, so the caller zeroes them once per backward. The others are written.
+// every layer, so the caller zeroes them once per backward. The others are written. xl may be
+// the same tensor as x0 (layer 0, where xl is x0): it then ends holding the sum of both.
 struct MixtureCrossNetGrads {
     Tensor* x0;     // [B, N]     +=
     Tensor* xl;     // [B, N]     written

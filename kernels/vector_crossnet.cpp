@@ -67,8 +67,6 @@ void vector_crossnet_backward(const Tensor& x0,
     check_f32(grad_xl, "grad_xl", {B, N}, dev);
     check_f32(grad_w, "grad_w", {N}, dev);
     check_f32(grad_b, "grad_b", {N}, dev);
-    SR_CHECK(grad_x0.data_ptr() != grad_xl.data_ptr(),
-             "vector_crossnet_backward: grad_x0 and grad_xl must be distinct");
     switch (dev.type) {
         case DeviceType::kCpu:
             return cpu::vector_crossnet_backward(x0, xl, w, s, grad_out, grad_x0, grad_xl, grad_w,

@@ -28,6 +28,8 @@ void vector_crossnet_forward(const Tensor& x0,
 //   grad_xl  = grad_out + gs w     [B, N]  written
 //   grad_w   = sum_b gs_b xl_b     [N]     written, rows in order
 //   grad_b   = sum_b grad_out_b    [N]     written, rows in order
+// grad_xl may be the same tensor as grad_x0 (layer 0, where xl is x0): it then ends holding
+// grad_x0 + grad_out * s + grad_xl.
 void vector_crossnet_backward(const Tensor& x0,
                               const Tensor& xl,
                               const Tensor& w,

@@ -82,7 +82,12 @@ void crossnet_backward(const Tensor& x0,
     }
     const float* xlp = xl.data<float>();
     float* gxl = grad_xl.data<float>();
-    std::memcpy(gxl, gop, static_cast<size_t>(B * N) * sizeof(float));
+    if (gxl == gx0) {  // layer 0: the residual adds onto the accumulated grad_x0
+        for (int64_t i = 0; i < B * N; ++i)
+            gxl[i] += gop[i];
+    } else {
+        std::memcpy(gxl, gop, static_cast<size_t>(B * N) * sizeof(float));
+    }
     if (v == nullptr) {
         // grad_w [N, N] = gu^T xl;  grad_xl += gu W
         sgemm(Trans::kYes, Trans::kNo, N, N, B, gu, N, xlp, N, 0.0f, grad_w.data<float>(), N);

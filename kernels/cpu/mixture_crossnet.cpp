@@ -153,7 +153,12 @@ void mixture_crossnet_backward(const Tensor& x0,
     float* gx0 = grads.x0->data<float>();
     float* gxl = grads.xl->data<float>();
     float* gb = grads.bias->data<float>();
-    std::memcpy(gxl, gop, static_cast<size_t>(B * N) * sizeof(float));  // the residual
+    if (gxl == gx0) {  // layer 0: the residual adds onto the accumulated grad_x0
+        for (int64_t i = 0; i < B * N; ++i)
+            gxl[i] += gop[i];
+    } else {
+        std::memcpy(gxl, gop, static_cast<size_t>(B * N) * sizeof(float));  // the residual
+    }
     for (int64_t n = 0; n < N; ++n)
         gb[n] = 0.0f;
     if (K > 1) {

@@ -66,8 +66,14 @@ void vector_crossnet_backward(const Tensor& x0,
             gs += gop[row + n] * x0p[row + n];
         for (int64_t n = 0; n < N; ++n) {
             const float g = gop[row + n];
-            gx0[row + n] += g * sp[b];
-            gxl[row + n] = g + gs * wp[n];
+            const float gx0_new = gx0[row + n] + g * sp[b];
+            const float gxl_new = g + gs * wp[n];
+            if (gxl == gx0) {  // layer 0: one tensor takes both
+                gx0[row + n] = gx0_new + gxl_new;
+            } else {
+                gx0[row + n] = gx0_new;
+                gxl[row + n] = gxl_new;
+            }
             gw[n] += gs * xlp[row + n];
             gb[n] += g;
         }

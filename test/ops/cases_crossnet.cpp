@@ -114,13 +114,15 @@ private:
     CrossInputs in_;
 };
 
+// With alias, grad_xl is the grad_x0 tensor (as the module passes it at layer 0) and the one
+// output holds grad_x0 + grad_xl.
 class CrossNetBackwardCase : public OpCase {
 public:
-    explicit CrossNetBackwardCase(CrossShape s) : s_(s) {}
+    CrossNetBackwardCase(CrossShape s, bool alias) : s_(s), alias_(alias) {}
 
     OpKind kind() const override { return OpKind::kCrossNetBackward; }
 
-    std::string vars() const override { return s_.vars(); }
+    std::string vars() const override { return s_.vars() + (alias_ ? ",grad_xl=grad_x0" : ""); }
 
     bool bench_only() const override { return s_.bench; }
 
@@ -138,37 +140,54 @@ public:
             to_double(in_.x0), to_double(in_.xl), to_double(in_.w), in_.v_values(), to_double(u_),
             s_.r > 0 ? to_double(vx_) : std::vector<double>{}, to_double(grad_out_),
             to_double(grad_x0_init_), s_.B, s_.N, s_.r);
-        std::vector<RefOutput> out{ref_output("grad_x0", std::move(g.grad_x0)),
-                                   ref_output("grad_xl", std::move(g.grad_xl)),
-                                   ref_output("grad_w", std::move(g.grad_w)),
-                                   ref_output("grad_b", std::move(g.grad_b))};
-        if (s_.r > 0)
+        std::vector<RefOutput> out;
+        if (alias_) {
+            out.push_back(ref_output("grad_x0+grad_xl", ref::add(g.grad_x0, g.grad_xl)));
+        } else {
+            out.push_back(ref_output("grad_x0", std::move(g.grad_x0)));
+            out.push_back(ref_output("grad_xl", std::move(g.grad_xl)));
+        }
+        out.push_back(ref_output("grad_w", std::move(g.grad_w)));
+        out.push_back(ref_output("grad_b", std::move(g.grad_b)));
+        if (s_.r > 0) {
             out.push_back(ref_output("grad_v", std::move(g.grad_v)));
+        }
         return out;
     }
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor gx0 = make_output_like(grad_x0_init_);
-        Tensor gxl = make_output({s_.B, s_.N});
+        Tensor gxl = alias_ ? gx0 : make_output({s_.B, s_.N});
         Tensor gw = make_output(s_.w_shape());
         Tensor gb = make_output({s_.N});
         Tensor gv = s_.r > 0 ? make_output({s_.r, s_.N}) : Tensor();
         kernels::crossnet_backward(in_.x0, in_.xl, in_.w, in_.v_ptr(), u_,
                                    s_.r > 0 ? &vx_ : nullptr, grad_out_, gx0, gxl, gw,
                                    s_.r > 0 ? &gv : nullptr, gb, Stream::cpu());
-        if (s_.r > 0)
-            return {gx0, gxl, gw, gb, gv};
-        return {gx0, gxl, gw, gb};
+        std::vector<Tensor> out{gx0};
+        if (!alias_) {
+            out.push_back(gxl);
+        }
+        out.push_back(gw);
+        out.push_back(gb);
+        if (s_.r > 0) {
+            out.push_back(gv);
+        }
+        return out;
     }
 
     // grad_x0: one product and the accumulate; grad_xl: gu, then N (+ r) products, + grad_out;
     // grad_w, grad_b: gu, then B terms; grad_v: gv (N terms), then B terms.
+    // With alias the first output takes both chains plus the final add.
     int64_t terms(size_t output) const override {
+        if (alias_) {
+            output = output == 0 ? 1 : output + 1;
+        }
         switch (output) {
             case 0:
                 return 2;
             case 1:
-                return s_.N + s_.r + 3;
+                return s_.N + s_.r + 3 + (alias_ ? 2 : 0);
             case 4:
                 return s_.B + s_.N + 2;
             default:
@@ -189,6 +208,7 @@ public:
 
 private:
     CrossShape s_;
+    bool alias_;
     CrossInputs in_;
     Tensor u_, vx_, grad_out_, grad_x0_init_;
 };
@@ -201,7 +221,10 @@ const RegisterOpCases kRegister([] {
                                             {2048, 3456, 512, false, true}};
     for (const CrossShape& s : shapes) {
         cases.push_back(std::make_unique<CrossNetForwardCase>(s));
-        cases.push_back(std::make_unique<CrossNetBackwardCase>(s));
+        cases.push_back(std::make_unique<CrossNetBackwardCase>(s, false));
+        if (s.same_input) {
+            cases.push_back(std::make_unique<CrossNetBackwardCase>(s, true));
+        }
     }
     return cases;
 });

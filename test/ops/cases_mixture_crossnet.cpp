@@ -180,13 +180,15 @@ Tensor random_softmax(int64_t B, int64_t K, uint64_t seed, uint64_t stream) {
     return t;
 }
 
+// With alias, grads.xl is the grads.x0 tensor (as the module passes it at layer 0) and the one
+// output holds their sum.
 class MixtureCrossNetBackwardCase : public OpCase {
 public:
-    explicit MixtureCrossNetBackwardCase(MixtureShape s) : s_(s) {}
+    MixtureCrossNetBackwardCase(MixtureShape s, bool alias) : s_(s), alias_(alias) {}
 
     OpKind kind() const override { return OpKind::kMixtureCrossNetBackward; }
 
-    std::string vars() const override { return s_.vars(); }
+    std::string vars() const override { return s_.vars() + (alias_ ? ",grad_xl=grad_x0" : ""); }
 
     bool bench_only() const override { return s_.bench; }
 
@@ -209,18 +211,26 @@ public:
             in_.params(s_), to_double(in_.x0), to_double(in_.xl), saved, to_double(grad_out_),
             to_double(grad_x0_init_),
             s_.K > 1 ? to_double(grad_gates_init_) : std::vector<double>{});
-        std::vector<RefOutput> out{
-            ref_output("grad_x0", std::move(g.x0)), ref_output("grad_xl", std::move(g.xl)),
-            ref_output("grad_u", std::move(g.u)),   ref_output("grad_c", std::move(g.c)),
-            ref_output("grad_v", std::move(g.v)),   ref_output("grad_bias", std::move(g.bias))};
-        if (s_.K > 1)
+        std::vector<RefOutput> out;
+        if (alias_) {
+            out.push_back(ref_output("grad_x0+grad_xl", ref::add(g.x0, g.xl)));
+        } else {
+            out.push_back(ref_output("grad_x0", std::move(g.x0)));
+            out.push_back(ref_output("grad_xl", std::move(g.xl)));
+        }
+        out.push_back(ref_output("grad_u", std::move(g.u)));
+        out.push_back(ref_output("grad_c", std::move(g.c)));
+        out.push_back(ref_output("grad_v", std::move(g.v)));
+        out.push_back(ref_output("grad_bias", std::move(g.bias)));
+        if (s_.K > 1) {
             out.push_back(ref_output("grad_gates", std::move(g.gates)));
+        }
         return out;
     }
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor gx0 = make_output_like(grad_x0_init_);
-        Tensor gxl = make_output({s_.B, s_.N});
+        Tensor gxl = alias_ ? gx0 : make_output({s_.B, s_.N});
         Tensor gu = make_output({s_.K, s_.N, s_.r});
         Tensor gc = make_output({s_.K, s_.r, s_.r});
         Tensor gv = make_output({s_.K, s_.r, s_.N});
@@ -230,9 +240,16 @@ public:
         kernels::mixture_crossnet_backward(
             in_.x0, in_.xl, in_.weights(), s_.act, saved, grad_out_,
             {&gx0, &gxl, &gu, &gc, &gv, &gb, s_.K > 1 ? &gg : nullptr}, Stream::cpu());
-        if (s_.K > 1)
-            return {gx0, gxl, gu, gc, gv, gb, gg};
-        return {gx0, gxl, gu, gc, gv, gb};
+        std::vector<Tensor> out{gx0};
+        if (!alias_) {
+            out.push_back(gxl);
+        }
+        for (const Tensor& t : {gu, gc, gv, gb})
+            out.push_back(t);
+        if (s_.K > 1) {
+            out.push_back(gg);
+        }
+        return out;
     }
 
     // One bound for every gradient, from the longest chain (grad_xl / grad_v: grad_out * p * x0,
@@ -250,6 +267,7 @@ public:
 
 private:
     MixtureShape s_;
+    bool alias_;
     MixtureInputs in_;
     Tensor a1_, a2_, e_, probs_, grad_out_, grad_x0_init_, grad_gates_init_;
 };
@@ -264,7 +282,10 @@ const RegisterOpCases kRegister([] {
                                               {2048, 512, 4, 64, Activation::kRelu, false, true}};
     for (const MixtureShape& s : shapes) {
         cases.push_back(std::make_unique<MixtureCrossNetForwardCase>(s));
-        cases.push_back(std::make_unique<MixtureCrossNetBackwardCase>(s));
+        cases.push_back(std::make_unique<MixtureCrossNetBackwardCase>(s, false));
+        if (s.same_input) {
+            cases.push_back(std::make_unique<MixtureCrossNetBackwardCase>(s, true));
+        }
     }
     return cases;
 });

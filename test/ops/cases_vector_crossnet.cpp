@@ -86,13 +86,15 @@ private:
     VectorInputs in_;
 };
 
+// With alias, grad_xl is the grad_x0 tensor (as the module passes it at layer 0) and the one
+// output holds grad_x0 + grad_xl.
 class VectorCrossNetBackwardCase : public OpCase {
 public:
-    explicit VectorCrossNetBackwardCase(VectorShape s) : s_(s) {}
+    VectorCrossNetBackwardCase(VectorShape s, bool alias) : s_(s), alias_(alias) {}
 
     OpKind kind() const override { return OpKind::kVectorCrossNetBackward; }
 
-    std::string vars() const override { return s_.vars(); }
+    std::string vars() const override { return s_.vars() + (alias_ ? ",grad_xl=grad_x0" : ""); }
 
     bool bench_only() const override { return s_.bench; }
 
@@ -107,6 +109,11 @@ public:
         ref::VectorCrossNetGrads g = ref::vector_crossnet_backward(
             to_double(in_.x0), to_double(in_.xl), to_double(in_.w), to_double(s_saved_),
             to_double(grad_out_), to_double(grad_x0_init_), s_.B, s_.N);
+        if (alias_) {
+            return {ref_output("grad_x0+grad_xl", ref::add(g.grad_x0, g.grad_xl)),
+                    ref_output("grad_w", std::move(g.grad_w)),
+                    ref_output("grad_b", std::move(g.grad_b))};
+        }
         return {ref_output("grad_x0", std::move(g.grad_x0)),
                 ref_output("grad_xl", std::move(g.grad_xl)),
                 ref_output("grad_w", std::move(g.grad_w)),
@@ -115,22 +122,28 @@ public:
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor gx0 = make_output_like(grad_x0_init_);
-        Tensor gxl = make_output({s_.B, s_.N});
+        Tensor gxl = alias_ ? gx0 : make_output({s_.B, s_.N});
         Tensor gw = make_output({s_.N});
         Tensor gb = make_output({s_.N});
         kernels::vector_crossnet_backward(in_.x0, in_.xl, in_.w, s_saved_, grad_out_, gx0, gxl, gw,
                                           gb, Stream::cpu());
+        if (alias_) {
+            return {gx0, gw, gb};
+        }
         return {gx0, gxl, gw, gb};
     }
 
     // grad_x0: product + accumulate; grad_xl: gs (N terms), * w, + grad_out; grad_w: gs, then B
     // terms; grad_b: B terms.
     int64_t terms(size_t output) const override {
+        if (alias_) {
+            output = output == 0 ? 1 : output + 1;
+        }
         switch (output) {
             case 0:
                 return 2;
             case 1:
-                return s_.N + 2;
+                return s_.N + 2 + (alias_ ? 2 : 0);
             case 2:
                 return s_.N + s_.B + 1;
             default:
@@ -140,6 +153,7 @@ public:
 
 private:
     VectorShape s_;
+    bool alias_;
     VectorInputs in_;
     Tensor s_saved_, grad_out_, grad_x0_init_;
 };
@@ -152,7 +166,10 @@ const RegisterOpCases kRegister([] {
                                              {2048, 3456, false, true}};
     for (const VectorShape& s : shapes) {
         cases.push_back(std::make_unique<VectorCrossNetForwardCase>(s));
-        cases.push_back(std::make_unique<VectorCrossNetBackwardCase>(s));
+        cases.push_back(std::make_unique<VectorCrossNetBackwardCase>(s, false));
+        if (s.same_input) {
+            cases.push_back(std::make_unique<VectorCrossNetBackwardCase>(s, true));
+        }
     }
     return cases;
 });
