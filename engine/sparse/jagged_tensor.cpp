@@ -126,6 +126,9 @@ std::vector<std::vector<float>> JaggedTensor::to_dense_weights() const {
 }
 
 JaggedTensor JaggedTensor::to(Device device) const {
+    if (!values_.defined()) {
+        return *this;  // the empty JaggedTensor has nothing to move
+    }
     std::optional<Tensor> w;
     if (weights_) {
         w = weights_->to(device);

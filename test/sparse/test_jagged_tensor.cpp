@@ -46,6 +46,7 @@ TEST_CASE("JaggedTensor: weights follow their values bag by bag", "[sparse]") {
     CHECK(jt.weights().to_vector<float>() == std::vector<float>{0.5f, 0.25f, 1.0f});
     const JaggedTensor copy = jt.to(Device::cpu());
     CHECK(copy.to_dense_weights() == w);
+    CHECK(JaggedTensor().to(Device::cpu()).num_samples() == 0);
 }
 
 TEST_CASE("JaggedTensor: validation names the offending sample", "[sparse]") {
