@@ -191,6 +191,7 @@ public:
 
     void field(const Field& f, std::vector<int64_t>& value) override {
         std::vector<std::string> items;
+        items.reserve(value.size());
         for (int64_t x : value) {
             items.push_back(std::to_string(x));
         }

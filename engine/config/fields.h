@@ -113,6 +113,11 @@ public:
     // Runs after a section was read: derived defaults and rules across fields, recorded at node.
     using Resolve = std::function<void(ConfigNode&)>;
 
+    FieldVisitor() = default;
+    FieldVisitor(const FieldVisitor&) = delete;
+    FieldVisitor& operator=(const FieldVisitor&) = delete;
+    FieldVisitor(FieldVisitor&&) = delete;
+    FieldVisitor& operator=(FieldVisitor&&) = delete;
     virtual ~FieldVisitor() = default;
 
     virtual void field(const Field& f, int64_t& value) = 0;

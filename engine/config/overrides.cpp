@@ -119,7 +119,10 @@ void ConfigDocument::apply_override(const std::string& text) {
         if (!cur.IsMap() && !cur.IsNull()) {
             return fail(fmt::format("{} is not a map", walked.empty() ? "the document" : walked));
         }
-        walked = walked.empty() ? step.key : walked + "." + step.key;
+        if (!walked.empty()) {
+            walked += '.';
+        }
+        walked += step.key;
         const bool present = has_key(cur, step.key);
         if (!present && created.empty()) {
             created = walked;

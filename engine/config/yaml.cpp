@@ -44,12 +44,12 @@ bool find_entry(const YAML::Node& node,
 
 // ---- ConfigNode ----
 
-ConfigNode::ConfigNode(YAML::Node node,
+ConfigNode::ConfigNode(const YAML::Node& node,
                        YAML::Mark mark,
                        YAML::Mark key_mark,
                        std::string path,
                        std::shared_ptr<ConfigReadState> state)
-    : node_(std::move(node)),
+    : node_(node),
       mark_(mark),
       key_mark_(key_mark),
       path_(std::move(path)),
@@ -275,8 +275,8 @@ bool ConfigNode::read(std::vector<std::string>& out) {
 
 // ---- ConfigDocument ----
 
-ConfigDocument::ConfigDocument(YAML::Node root, std::shared_ptr<ConfigReadState> state)
-    : root_(std::move(root)), state_(std::move(state)) {}
+ConfigDocument::ConfigDocument(const YAML::Node& root, std::shared_ptr<ConfigReadState> state)
+    : root_(root), state_(std::move(state)) {}
 
 ConfigDocument ConfigDocument::parse_file(const std::string& path) {
     try {

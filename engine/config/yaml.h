@@ -64,7 +64,7 @@ public:
 private:
     friend class ConfigDocument;
 
-    ConfigNode(YAML::Node node,
+    ConfigNode(const YAML::Node& node,
                YAML::Mark mark,
                YAML::Mark key_mark,
                std::string path,
@@ -101,7 +101,7 @@ public:
     void throw_if_errors() const;
 
 private:
-    ConfigDocument(YAML::Node root, std::shared_ptr<ConfigReadState> state);
+    ConfigDocument(const YAML::Node& root, std::shared_ptr<ConfigReadState> state);
     void apply_override(const std::string& text);
 
     YAML::Node root_;
