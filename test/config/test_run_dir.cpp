@@ -41,6 +41,8 @@ struct ScratchDir {
 
     ScratchDir(const ScratchDir&) = delete;
     ScratchDir& operator=(const ScratchDir&) = delete;
+    ScratchDir(ScratchDir&&) = delete;
+    ScratchDir& operator=(ScratchDir&&) = delete;
 
     std::filesystem::path path;
 };
