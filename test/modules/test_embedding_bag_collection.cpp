@@ -1,0 +1,373 @@
+// EmbeddingBagCollection and PositionWeightedModule: TorchRec's worked examples (seed_inventory
+// 18.5, 18.6, 18.8), KJT key handling, shared tables, pooling modes, deterministic init, the fused
+// optimizer (touched rows only, duplicates aggregated, row-wise Adagrad against the float64
+// reference), dense mode, determinism and no allocation in a repeated step.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/core/allocator.h"
+#include "engine/core/rng.h"
+#include "engine/modules/embedding_bag_collection.h"
+#include "engine/modules/position_weighted.h"
+#include "test/reference/embedding_bag.h"
+#include "test/support/compare.h"
+
+using namespace shardrec;
+using kernels::FusedOptimizerParams;
+using kernels::OptimType;
+
+namespace {
+
+std::vector<double> doubles(const Tensor& t) {  // f32 tensor as float64
+    const std::vector<float> v = t.to_vector<float>();
+    return std::vector<double>(v.begin(), v.end());
+}
+
+KeyedJaggedTensor kjt(std::vector<std::string> keys, std::vector<int64_t> values,
+                      std::vector<int64_t> lengths, std::vector<float> weights = {}) {
+    std::optional<Tensor> w;
+    if (!weights.empty()) w = Tensor::from_vector(weights);
+    return KeyedJaggedTensor::from_lengths_sync(std::move(keys), Tensor::from_vector(values),
+                                                Tensor::from_vector(lengths), w);
+}
+
+EmbeddingBagConfig table(std::string name, int64_t rows, int64_t dim,
+                         std::vector<std::string> features, PoolingMode pooling = PoolingMode::kSum,
+                         DType dtype = DType::kF32) {
+    return EmbeddingBagConfig{std::move(name), rows, dim, std::move(features), pooling, dtype};
+}
+
+FusedOptimizerParams optimizer(OptimType type, float lr) {
+    FusedOptimizerParams o;
+    o.type = type;
+    o.learning_rate = lr;
+    return o;
+}
+
+std::vector<float> row(const Tensor& weight, int64_t r) {
+    const int64_t dim = weight.size(1);
+    const float* p = weight.data<float>() + r * dim;
+    return std::vector<float>(p, p + dim);
+}
+
+std::vector<float> column_block(const KeyedTensor& kt, int64_t b, int64_t key) {
+    const int64_t cols = kt.values().size(1);
+    const float* p = kt.values().data<float>() + b * cols + kt.offset_per_key()[static_cast<size_t>(key)];
+    return std::vector<float>(p, p + kt.length_per_key()[static_cast<size_t>(key)]);
+}
+
+std::vector<float> sum_rows(const Tensor& w, const std::vector<int64_t>& rows) {
+    std::vector<float> s(static_cast<size_t>(w.size(1)), 0.f);
+    for (int64_t r : rows) {
+        for (size_t d = 0; d < s.size(); ++d) s[d] += row(w, r)[d];
+    }
+    return s;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+    return a.nbytes() == b.nbytes() && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("EmbeddingBagCollection: TorchRec example 18.5 pools two tables into [3, 7]",
+          "[modules]") {
+    EmbeddingBagCollection ebc({table("t1", 10, 3, {"f1"}), table("t2", 10, 4, {"f2"})}, false,
+                               7, std::nullopt);
+    // f1: [0,1], [], [2]; f2: [3], [4], [5,6,7]
+    const KeyedTensor kt = ebc.forward(kjt({"f1", "f2"}, {0, 1, 2, 3, 4, 5, 6, 7}, {2, 0, 1, 1, 1, 3}));
+    REQUIRE(kt.values().shape() == Shape{3, 7});
+    CHECK(kt.keys() == std::vector<std::string>{"f1", "f2"});
+    CHECK(kt.offset_per_key() == std::vector<int64_t>{0, 3, 7});
+    CHECK(column_block(kt, 1, 0) == std::vector<float>{0, 0, 0});  // the empty bag
+    CHECK(column_block(kt, 0, 0) == sum_rows(ebc.weight(0), {0, 1}));
+    CHECK(column_block(kt, 2, 0) == sum_rows(ebc.weight(0), {2}));
+    CHECK(column_block(kt, 2, 1) == sum_rows(ebc.weight(1), {5, 6, 7}));
+}
+
+TEST_CASE("EmbeddingBagCollection: keys are matched by name and a missing feature is an error",
+          "[modules]") {
+    EmbeddingBagCollection ebc({table("t1", 10, 3, {"f1"}), table("t2", 10, 3, {"f2"})}, false,
+                               7, std::nullopt);
+    const Tensor a = ebc.forward(kjt({"f1", "f2"}, {0, 1, 2, 3}, {1, 1, 1, 1})).values().clone();
+    const Tensor b =
+        ebc.forward(kjt({"x", "f2", "f1"}, {9, 2, 3, 0, 1}, {1, 0, 1, 1, 1, 1})).values().clone();
+    CHECK(bitwise_equal(a, b));
+    CHECK_THROWS_WITH(ebc.forward(kjt({"f1"}, {0}, {1})), Catch::Contains("'f2'"));
+    CHECK_THROWS_WITH(ebc.forward(kjt({"f1", "f2"}, {0, 10}, {1, 1})),
+                      Catch::Contains("id 10 out of range [0, 10)"));
+}
+
+TEST_CASE("EmbeddingBagCollection: a shared table pools each of its features separately",
+          "[modules]") {
+    EmbeddingBagCollection ebc({table("t", 20, 4, {"a", "b"}), table("u", 5, 4, {"c"})}, false,
+                               3, std::nullopt);
+    // a: [4, 7], []; b: [], [4, 7, 9]; c: [], [1]
+    const KeyedTensor kt =
+        ebc.forward(kjt({"a", "b", "c"}, {4, 7, 4, 7, 9, 1}, {2, 0, 0, 3, 0, 1}));
+    CHECK(kt.keys() == std::vector<std::string>{"a", "b", "c"});
+    CHECK(column_block(kt, 0, 0) == sum_rows(ebc.weight(0), {4, 7}));
+    CHECK(column_block(kt, 1, 1) == sum_rows(ebc.weight(0), {4, 7, 9}));
+    CHECK(column_block(kt, 1, 0) == std::vector<float>(4, 0.f));
+    CHECK(column_block(kt, 1, 2) == sum_rows(ebc.weight(1), {1}));
+}
+
+TEST_CASE("EmbeddingBagCollection: MEAN matches nn.EmbeddingBag's example 18.8, weighted sums",
+          "[modules]") {
+    EmbeddingBagCollection ebc({table("t", 4, 4, {"f"}, PoolingMode::kMean)}, false, 1,
+                               std::nullopt);
+    const float r1[] = {0.3904f, 0.6009f, 0.2566f, 0.7936f}, r3[] = {0.8694f, 0.5677f, 0.7411f, 0.4294f};
+    Tensor w = ebc.weight(0);
+    std::memcpy(w.data<float>() + 4, r1, sizeof(r1));
+    std::memcpy(w.data<float>() + 12, r3, sizeof(r3));
+    const KeyedTensor kt = ebc.forward(kjt({"f"}, {1, 3}, {2}));
+    const float expected[] = {0.6299f, 0.5843f, 0.4988f, 0.6115f};
+    for (int d = 0; d < 4; ++d) CHECK(std::fabs(kt.values().data<float>()[d] - expected[d]) < 1e-4);
+
+    EmbeddingBagCollection weighted({table("t", 4, 2, {"f"})}, true, 1, std::nullopt);
+    const KeyedTensor s = weighted.forward(kjt({"f"}, {1, 3}, {2}, {0.5f, 2.f}));
+    for (int d = 0; d < 2; ++d) {
+        const float want = 0.f + 0.5f * row(weighted.weight(0), 1)[static_cast<size_t>(d)] +
+                           2.f * row(weighted.weight(0), 3)[static_cast<size_t>(d)];
+        CHECK(s.values().data<float>()[d] == want);
+    }
+    CHECK_THROWS_WITH(weighted.forward(kjt({"f"}, {1}, {1})), Catch::Contains("no weights"));
+}
+
+TEST_CASE("EmbeddingBagCollection: rows depend only on (seed, table index, row)", "[modules]") {
+    EmbeddingBagCollection two({table("a", 50, 8, {"fa"}), table("b", 30, 8, {"fb"})}, false, 5,
+                               std::nullopt);
+    EmbeddingBagCollection one({table("a", 50, 8, {"fa"})}, false, 5, std::nullopt);
+    EmbeddingBagCollection other_seed({table("a", 50, 8, {"fa"})}, false, 6, std::nullopt);
+    CHECK(bitwise_equal(two.weight(0), one.weight(0)));
+    CHECK_FALSE(bitwise_equal(one.weight(0), other_seed.weight(0)));
+    const float bound = std::sqrt(1.f / 30.f);
+    for (int64_t r = 0; r < 30; ++r) {
+        for (int64_t c = 0; c < 8; ++c) {
+            const float v = two.weight(1).data<float>()[r * 8 + c];
+            CHECK(v == embedding_init_value(5, 1, r, c, 30));
+            CHECK(std::fabs(v) <= bound);
+        }
+    }
+}
+
+TEST_CASE("EmbeddingBagCollection: fused SGD changes exactly the touched rows", "[modules]") {
+    EmbeddingBagCollection ebc({table("t", 16, 4, {"f"}), table("u", 8, 2, {"g"})}, false, 2,
+                               optimizer(OptimType::kSgd, 0.5f));
+    const Tensor before = ebc.weight(0).clone();
+    const Tensor before_u = ebc.weight(1).clone();
+    ebc.forward(kjt({"f", "g"}, {3, 9, 3}, {2, 1, 0, 0}));  // f: [3, 9], [3]; g: empty
+    Tensor grad = Tensor::zeros({2, 6}, DType::kF32);
+    for (int64_t i = 0; i < 12; ++i) grad.data<float>()[i] = static_cast<float>(i % 6 + 1);
+    ebc.backward(grad);
+    CHECK(bitwise_equal(ebc.weight(1), before_u));  // no id of g: untouched
+    for (int64_t r = 0; r < 16; ++r) {
+        const std::vector<float> now = row(ebc.weight(0), r), was = row(before, r);
+        for (size_t d = 0; d < 4; ++d) {
+            const float g = static_cast<float>(d + 1);
+            const float want = r == 3 ? was[d] - 0.5f * (g + g) : r == 9 ? was[d] - 0.5f * g : was[d];
+            CHECK(now[d] == want);
+        }
+    }
+    CHECK(ebc.fused_optimizer().step == 2);
+}
+
+TEST_CASE("EmbeddingBagCollection: two equal ids in a bag update like one id of weight 2",
+          "[modules]") {
+    EmbeddingBagCollection twice({table("t", 10, 5, {"f"})}, true, 4,
+                                 optimizer(OptimType::kSgd, 0.25f));
+    EmbeddingBagCollection doubled({table("t", 10, 5, {"f"})}, true, 4,
+                                   optimizer(OptimType::kSgd, 0.25f));
+    Tensor grad = Tensor::from_vector<float>({0.3f, -1.1f, 0.7f, 2.f, -0.25f}, {1, 5});
+    twice.forward(kjt({"f"}, {6, 6}, {2}, {1.f, 1.f}));
+    twice.backward(grad);
+    doubled.forward(kjt({"f"}, {6}, {1}, {2.f}));
+    doubled.backward(grad);
+    CHECK(bitwise_equal(twice.weight(0), doubled.weight(0)));
+}
+
+TEST_CASE("EmbeddingBagCollection: fused row-wise Adagrad matches the float64 reference",
+          "[modules]") {
+    // Two groups (dims 6 and 3), a shared table, MEAN and weighted, a hot row.
+    std::vector<EmbeddingBagConfig> tables{table("a", 40, 6, {"fa", "fb"}, PoolingMode::kMean),
+                                           table("b", 25, 3, {"fc"}), table("c", 30, 6, {"fd"}, PoolingMode::kMean)};
+    FusedOptimizerParams o = optimizer(OptimType::kExactRowWiseAdagrad, 0.05f);
+    o.eps = 1e-3f;
+    EmbeddingBagCollection ebc(tables, true, 11, o);
+    rng::Rng r(test::test_seed(), 5);
+    const int64_t batch = 16;
+    std::vector<int64_t> values, lengths;
+    std::vector<float> weights;
+    for (int64_t f = 0; f < 4; ++f) {
+        for (int64_t b = 0; b < batch; ++b) {
+            const int64_t length = r.randint(0, 5);
+            lengths.push_back(length);
+            for (int64_t i = 0; i < length; ++i) {
+                values.push_back(i == 0 ? 7 : r.randint(0, 25));
+                weights.push_back(r.uniform(0.5f, 1.5f));
+            }
+        }
+    }
+    const KeyedJaggedTensor features = kjt({"fd", "fa", "fc", "fb"}, values, lengths, weights);
+    std::vector<std::vector<double>> w0, s0;
+    for (int64_t t = 0; t < 3; ++t) {
+        w0.push_back(doubles(ebc.weight(t)));
+        s0.push_back(doubles(ebc.optimizer_state(t)[0]));
+    }
+    ebc.forward(features);
+    Tensor grad = Tensor::empty({batch, 21}, DType::kF32);
+    for (int64_t i = 0; i < grad.numel(); ++i) grad.data<float>()[i] = r.uniform(-1.f, 1.f);
+    ebc.backward(grad);
+    // Reference per table: its features' bags and grad columns (KT columns fa 0, fb 6, fc 12, fd 15).
+    const std::vector<std::vector<std::pair<std::string, int64_t>>> table_features{
+        {{"fa", 0}, {"fb", 6}}, {{"fc", 12}}, {{"fd", 15}}};
+    for (int64_t t = 0; t < 3; ++t) {
+        const int64_t dim = tables[static_cast<size_t>(t)].embedding_dim;
+        ref::EmbeddingLookup a;
+        a.dim = dim;
+        a.table_offsets = {0, tables[static_cast<size_t>(t)].num_embeddings};
+        a.offsets = {0};
+        std::vector<double> g;
+        for (const auto& [name, column] : table_features[static_cast<size_t>(t)]) {
+            const JaggedTensor jt = features[name];
+            a.feature_table.push_back(0);
+            for (int64_t n = 0; n < jt.num_values(); ++n) {
+                a.ids.push_back(jt.values().data<int64_t>()[n]);
+                a.per_sample_weights.push_back(jt.weights().data<float>()[n]);
+            }
+            for (int64_t b = 0; b < batch; ++b) a.offsets.push_back(a.offsets.back() + jt.lengths().data<int64_t>()[b]);
+        }
+        for (int64_t b = 0; b < batch; ++b) {
+            for (const auto& [name, column] : table_features[static_cast<size_t>(t)]) {
+                for (int64_t d = 0; d < dim; ++d) g.push_back(grad.data<float>()[b * 21 + column + d]);
+            }
+        }
+        const ref::RowGradients rg = ref::embedding_bag_row_gradients(
+            a, g, tables[static_cast<size_t>(t)].pooling);
+        const ref::OptimizerUpdate u = ref::fused_optimizer_update(rg, o, dim, w0[static_cast<size_t>(t)],
+                                                                   s0[static_cast<size_t>(t)], {});
+        test::Tolerance tol;
+        tol.terms = rg.max_count + 2 + 8 + dim;
+        const auto cw = test::compare(ebc.weight(t), u.weights.value, u.weights.mag, tol);
+        INFO("table " << t << " weights: " << cw.report);
+        CHECK(cw.ok);
+        const auto cs = test::compare(ebc.optimizer_state(t)[0], u.state1.value, u.state1.mag, tol);
+        INFO("table " << t << " state: " << cs.report);
+        CHECK(cs.ok);
+    }
+}
+
+TEST_CASE("EmbeddingBagCollection: steps are bitwise deterministic and allocate nothing when "
+          "the shape repeats", "[modules]") {
+    auto make = [] {
+        return EmbeddingBagCollection({table("a", 100, 8, {"x", "y"}), table("b", 60, 4, {"z"})},
+                                      true, 9, optimizer(OptimType::kAdam, 0.01f));
+    };
+    EmbeddingBagCollection first = make(), second = make();
+    Tensor grad = Tensor::empty({4, 20}, DType::kF32);
+    for (int64_t i = 0; i < grad.numel(); ++i) grad.data<float>()[i] = std::sin(0.37f * static_cast<float>(i));
+    auto batch = [](int64_t shift) {
+        const std::vector<int64_t> ids{1, 5, 5, 9, 2, 7, 3, 3, 40, 50, 1, 2};
+        std::vector<int64_t> v;
+        for (int64_t id : ids) v.push_back((id + shift) % 60);
+        return kjt({"z", "y", "x"}, v, {1, 0, 2, 1, 1, 2, 0, 1, 1, 1, 1, 1},
+                   {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+    };
+    auto step = [&](EmbeddingBagCollection& ebc, const KeyedJaggedTensor& features) {
+        ebc.forward(features);
+        ebc.backward(grad);
+    };
+    const KeyedJaggedTensor batch0 = batch(0), batch1 = batch(3);
+    step(first, batch0);
+    step(second, batch0);
+    const int64_t allocs = cpu_alloc_stats().num_allocs;
+    step(first, batch1);  // same shape, other ids
+    CHECK(cpu_alloc_stats().num_allocs == allocs);
+    step(second, batch1);
+    for (int64_t t = 0; t < 2; ++t) {
+        CHECK(bitwise_equal(first.weight(t), second.weight(t)));
+        CHECK(bitwise_equal(first.optimizer_state(t)[1], second.optimizer_state(t)[1]));
+    }
+}
+
+TEST_CASE("EmbeddingBagCollection: dense mode writes the reference gradient per table",
+          "[modules]") {
+    EmbeddingBagCollection ebc({table("t", 12, 3, {"a", "b"})}, false, 1, std::nullopt);
+    REQUIRE(ebc.parameters().size() == 1);
+    CHECK(ebc.parameters()[0]->name == "embedding_bags.t.weight");
+    ebc.forward(kjt({"a", "b"}, {1, 1, 4, 11, 1}, {2, 1, 0, 2}));
+    Tensor grad = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 6});
+    ebc.backward(grad);
+    ref::EmbeddingLookup a;
+    a.dim = 3;
+    a.table_offsets = {0, 12};
+    a.feature_table = {0, 0};
+    a.ids = {1, 1, 4, 11, 1};
+    a.offsets = {0, 2, 3, 3, 5};
+    const ref::Values want = ref::embedding_bag_backward(a, doubles(grad), PoolingMode::kSum);
+    test::Tolerance exact;
+    exact.exact = true;  // integer gradients: the sums are exact
+    const auto c = test::compare(ebc.weight_grad(0), want.value, want.mag, exact);
+    INFO(c.report);
+    CHECK(c.ok);
+    CHECK(bitwise_equal(ebc.parameters()[0]->grad, ebc.weight_grad(0)));
+}
+
+TEST_CASE("PositionWeightedModule: TorchRec example 18.6 starts every weight at 1", "[modules]") {
+    PositionWeightedModule pw({{"F0", 3}, {"F1", 3}, {"F2", 3}});
+    const KeyedJaggedTensor out =
+        pw.forward(kjt({"F0", "F1", "F2"}, {0, 1, 2, 3, 4, 5, 6, 7, 3, 4, 5, 6, 7},
+                       {2, 0, 1, 1, 1, 3, 2, 3, 0}));
+    REQUIRE(out.has_weights());
+    CHECK(out.weights().to_vector<float>() == std::vector<float>(13, 1.f));
+    CHECK(out.lengths().to_vector<int64_t>() == std::vector<int64_t>{2, 0, 1, 1, 1, 3, 2, 3, 0});
+    CHECK(pw.parameters().size() == 3);
+    CHECK(pw.parameters()[1]->name == "position_weights.F1");
+    CHECK_THROWS_WITH(pw.forward(kjt({"F0"}, {1, 2, 3, 4}, {4})), Catch::Contains("max length 3"));
+}
+
+TEST_CASE("PositionWeightedModule: position-weight gradients through a weighted EBC",
+          "[modules]") {
+    PositionWeightedModule pw({{"a", 3}});
+    float* p = pw.parameters()[0]->value.data<float>();
+    p[1] = 0.5f;
+    p[2] = -2.f;
+    // B = 2. b: [3], []; a: [2, 5, 5], [1]. Only a is position weighted (b keeps weight 1).
+    const KeyedJaggedTensor in = pw.forward(kjt({"b", "a"}, {3, 2, 5, 5, 1}, {1, 0, 3, 1}));
+    CHECK(in.weights().to_vector<float>() == std::vector<float>{1, 1, 0.5f, -2, 1});
+    std::vector<float> dense_grad;
+    for (const bool fused : {false, true}) {
+        auto opt = fused ? std::optional(optimizer(OptimType::kSgd, 1.f)) : std::nullopt;
+        EmbeddingBagCollection ebc({table("t", 8, 4, {"a"}, PoolingMode::kMean)}, true, 3, opt);
+        const Tensor rows = ebc.weight(0).clone();
+        ebc.forward(in);
+        const Tensor grad = Tensor::from_vector<float>({1, -2, 3, 0.5f, -1, 4, 2, 1}, {2, 4});
+        ebc.backward(grad);
+        // d loss / d w_n = dot(grad of n's bag, row(id_n)) / L; value 0 belongs to b: 0.
+        const std::vector<float> got = ebc.grad_per_sample_weights().to_vector<float>();
+        REQUIRE(got.size() == 5);
+        CHECK(got[0] == 0.f);
+        const int64_t id[] = {2, 5, 5, 1}, sample[] = {0, 0, 0, 1}, length[] = {3, 1};
+        for (size_t n = 0; n < 4; ++n) {
+            double dot = 0;
+            for (int64_t d = 0; d < 4; ++d) {
+                dot += static_cast<double>(grad.data<float>()[sample[n] * 4 + d]) *
+                       rows.data<float>()[id[n] * 4 + d];
+            }
+            const double want = dot / static_cast<double>(length[sample[n]]);
+            CHECK(std::fabs(got[n + 1] - want) <= 1e-6 * (1 + std::fabs(want)));
+        }
+        if (fused) {
+            CHECK(got == dense_grad);  // computed before the fused update moved the rows
+        } else {
+            dense_grad = got;
+        }
+        pw.backward(ebc.grad_per_sample_weights());
+        const std::vector<float> pg = pw.parameters()[0]->grad.to_vector<float>();
+        CHECK(pg[0] == got[1] + got[4]);  // position 0 of both bags
+        CHECK(pg[1] == got[2]);
+        CHECK(pg[2] == got[3]);
+    }
+}
