@@ -21,7 +21,7 @@ Activation activation_from_name(const std::string& name);  // throws on anything
 //   w     [O, I]  f32 (PyTorch nn.Linear layout)
 //   bias  [O]     f32 or nullptr (no bias)
 //   y     [B, O]  f32, written; must not alias x, w or bias
-// B, I, O >= 1. Deterministic for a fixed BLAS thread count (see set_blas_num_threads).
+// B, I, O >= 1. Bitwise repeatable for a fixed BLAS thread count (see set_blas_num_threads).
 void linear_forward(const Tensor& x,
                     const Tensor& w,
                     const Tensor* bias,
@@ -46,9 +46,11 @@ void linear_backward(const Tensor& x,
                      Tensor* grad_b,
                      Stream& stream);
 
-// Threads OpenBLAS uses for every GEMM of the process. OpenBLAS sgemm splits work over M and N,
-// never over the K reduction, so results are bitwise the same for any thread count (checked by
-// test_backend_ops); the trainer still sets this once at startup so timings are reproducible.
+// Threads OpenBLAS uses for every GEMM of the process, set once from one place (the trainer at
+// startup). OpenBLAS sgemm is bitwise repeatable for a fixed thread count but NOT across counts:
+// measured with OpenBLAS 0.3.21 (Zen), 1 and 2 threads differ in the last bit on 3-7% of the
+// elements, so every run that must reproduce another uses the same count. The other dense CPU
+// kernels are independent of their (OpenMP) thread count.
 void set_blas_num_threads(int num_threads);
 int blas_num_threads();
 
