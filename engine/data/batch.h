@@ -7,7 +7,8 @@
 #include "engine/core/tensor.h"
 #include "engine/sparse/keyed_jagged_tensor.h"
 
-namespace shardrec::data {
+// In namespace shardrec, like Tensor and KeyedJaggedTensor: every layer from modules up uses it.
+namespace shardrec {
 
 struct Batch {
     Tensor dense;              // [B, num_dense] f32
@@ -22,4 +23,4 @@ struct Batch {
     }
 };
 
-}  // namespace shardrec::data
+}  // namespace shardrec
