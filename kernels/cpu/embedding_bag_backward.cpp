@@ -39,7 +39,7 @@ detail::RowContributions gather_pooled(const Tensor& table_offsets, const Tensor
     return c;
 }
 
-// grad_psw[n] = dot(grad_out bag, row(id_n)) (/ L for MEAN), fp32 over d in order.
+// grad_psw[n] = dot(grad_out bag, row(id_n)) (/ L for MEAN), fp32 in a fixed order.
 template <typename Weight>
 void per_sample_weight_grad(const Tensor& grad_out, const Weight* weights,
                             const Tensor& table_offsets, const Tensor& feature_table,
@@ -62,8 +62,7 @@ void per_sample_weight_grad(const Tensor& grad_out, const Weight* weights,
         const auto length = static_cast<float>(off[j + 1] - off[j]);
         for (int64_t n = off[j]; n < off[j + 1]; ++n) {
             const Weight* row = table + id[n] * dim;
-            float dot = 0.f;
-            for (int64_t d = 0; d < dim; ++d) dot += gb[d] * to_float(row[d]);
+            const float dot = detail::dot_lanes(gb, row, dim);
             grad_psw[n] = mode == PoolingMode::kMean ? dot / length : dot;
         }
     }

@@ -24,8 +24,6 @@ enum Slot : size_t {
     kScales,
     kSortKeysA,
     kSortKeysB,
-    kSortOrderA,
-    kSortOrderB,
     kSegmentBegin,
     kAccumulators,
 };
@@ -39,10 +37,8 @@ T* slot_buffer(EmbeddingBackwardWorkspace& ws, Slot slot, int64_t count) {
     return static_cast<T*>(ws.buffer(slot, count * static_cast<int64_t>(sizeof(T)), Device::cpu()));
 }
 
-// Stable counting-sort pass on one digit: (keys_in, order_in) -> (keys_out, order_out).
-// order_in == nullptr means the identity permutation.
-void radix_pass(int64_t n, int shift, uint64_t mask, const uint64_t* keys_in,
-                const int64_t* order_in, uint64_t* keys_out, int64_t* order_out) {
+// Stable counting-sort pass on the digit of `keys_in` at `shift`.
+void radix_pass(int64_t n, int shift, uint64_t mask, const uint64_t* keys_in, uint64_t* keys_out) {
     std::array<int64_t, (size_t{1} << kMaxDigitBits)> count{};
     for (int64_t i = 0; i < n; ++i) ++count[(keys_in[i] >> shift) & mask];
     int64_t sum = 0;
@@ -51,14 +47,15 @@ void radix_pass(int64_t n, int shift, uint64_t mask, const uint64_t* keys_in,
         count[d] = sum;
         sum += c;
     }
-    for (int64_t i = 0; i < n; ++i) {
-        const int64_t pos = count[(keys_in[i] >> shift) & mask]++;
-        keys_out[pos] = keys_in[i];
-        order_out[pos] = order_in ? order_in[i] : i;
-    }
+    for (int64_t i = 0; i < n; ++i) keys_out[count[(keys_in[i] >> shift) & mask]++] = keys_in[i];
 }
 
-void prefetch_row(const void* p, int64_t bytes) {
+int bits_for(int64_t max_value) {  // bits to represent [0, max_value]
+    return max_value > 0 ? 64 - __builtin_clzll(static_cast<uint64_t>(max_value)) : 1;
+}
+
+// Always inlined: GCC deems a function that only prefetches pure, and deletes calls to it.
+[[gnu::always_inline]] inline void prefetch_row(const void* p, int64_t bytes) {
     const char* c = static_cast<const char*>(p);
     for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 1, 1);
 }
@@ -68,7 +65,7 @@ inline void reduce_segment(const RowContributions& c, const RowSegments& sg, int
                            const float* grad, int64_t dim, float* __restrict acc) {
     for (int64_t d = 0; d < dim; ++d) acc[d] = 0.f;
     for (int64_t k = sg.begin[s]; k < sg.begin[s + 1]; ++k) {
-        const int64_t n = sg.order[k];
+        const int64_t n = sg.index(k);
         const float* __restrict g = grad + c.grad_offsets[n];  // g is grad_out's row for id n
         const float scale = c.scales[n];
         for (int64_t d = 0; d < dim; ++d) acc[d] += scale * g[d];
@@ -97,9 +94,7 @@ void update_row(Weight* __restrict w, float* __restrict s1, float* __restrict s2
             w[d] = from_float<Weight>(to_float(w[d]) - k.lr * g[d] / (std::sqrt(sum_sq) + k.eps));
         }
     } else if constexpr (kOpt == OptimType::kExactRowWiseAdagrad) {
-        float sq = 0.f;
-        for (int64_t d = 0; d < dim; ++d) sq += g[d] * g[d];
-        const float sum_sq = s1[0] + sq / static_cast<float>(dim);
+        const float sum_sq = s1[0] + dot_lanes(g, g, dim) / static_cast<float>(dim);
         s1[0] = sum_sq;
         const float step = k.lr / (std::sqrt(sum_sq) + k.eps);
         for (int64_t d = 0; d < dim; ++d) w[d] = from_float<Weight>(to_float(w[d]) - step * g[d]);
@@ -133,13 +128,19 @@ void apply_fused_update_typed(const RowContributions& c, const RowSegments& sg, 
 #endif
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < num_segments; ++s) {
+            // Prefetch what a later segment reads: its weight and state rows and gradient rows
+            // (written out here: GCC deletes calls to a helper that only loads and prefetches).
             if (s + kPrefetchSegments < num_segments) {
-                const int64_t ahead = static_cast<int64_t>(sg.rows_sorted[sg.begin[s + kPrefetchSegments]]);
-                prefetch_row(weights + ahead * dim, dim * static_cast<int64_t>(sizeof(Weight)));
-                if (state1) prefetch_row(state1 + ahead * state_dim, state_dim * 4);
-                if (state2) prefetch_row(state2 + ahead * state_dim, state_dim * 4);
+                const int64_t ahead = s + kPrefetchSegments;
+                const int64_t r = sg.row(sg.begin[ahead]);
+                prefetch_row(weights + r * dim, dim * static_cast<int64_t>(sizeof(Weight)));
+                if (state1) prefetch_row(state1 + r * state_dim, state_dim * 4);
+                if (state2) prefetch_row(state2 + r * state_dim, state_dim * 4);
+                for (int64_t k = sg.begin[ahead]; k < sg.begin[ahead + 1]; ++k) {
+                    prefetch_row(grad + c.grad_offsets[sg.index(k)], dim * 4);
+                }
             }
-            const int64_t row = static_cast<int64_t>(sg.rows_sorted[sg.begin[s]]);
+            const int64_t row = sg.row(sg.begin[s]);
             reduce_segment(c, sg, s, grad, dim, acc);
             update_row<Weight, kOpt>(weights + row * dim, state1 ? state1 + row * state_dim : nullptr,
                                      state2 ? state2 + row * state_dim : nullptr, acc, dim, k);
@@ -169,29 +170,34 @@ RowContributions alloc_contributions(int64_t count, EmbeddingBackwardWorkspace& 
 RowSegments sort_by_row(const RowContributions& c, int64_t num_rows,
                         EmbeddingBackwardWorkspace& workspace) {
     const int64_t n = c.count;
+    const int index_bits = bits_for(n - 1);
+    const int row_bits = bits_for(num_rows - 1);
+    // 2^64 rows * ids is far beyond any batch; the packing relies on it.
+    SR_CHECK(index_bits + row_bits <= 64, "embedding backward: {} rows and {} ids do not pack in "
+             "64 bits", num_rows, n);
     uint64_t* keys[2] = {slot_buffer<uint64_t>(workspace, kSortKeysA, n),
                          slot_buffer<uint64_t>(workspace, kSortKeysB, n)};
-    int64_t* order[2] = {slot_buffer<int64_t>(workspace, kSortOrderA, n),
-                         slot_buffer<int64_t>(workspace, kSortOrderB, n)};
-    // Passes of at most kMaxDigitBits over the bits of the largest row: 2 passes for 1M rows.
-    const int bits = num_rows > 1 ? 64 - __builtin_clzll(static_cast<uint64_t>(num_rows - 1)) : 1;
-    const int passes = (bits + kMaxDigitBits - 1) / kMaxDigitBits;
-    const int digit_bits = (bits + passes - 1) / passes;
-    const uint64_t mask = (uint64_t{1} << digit_bits) - 1;
-    const uint64_t* keys_in = reinterpret_cast<const uint64_t*>(c.rows);
-    const int64_t* order_in = nullptr;
-    for (int p = 0; p < passes; ++p) {
-        radix_pass(n, p * digit_bits, mask, keys_in, order_in, keys[p & 1], order[p & 1]);
-        keys_in = keys[p & 1];
-        order_in = order[p & 1];
+    for (int64_t i = 0; i < n; ++i) {
+        keys[1][i] = (static_cast<uint64_t>(c.rows[i]) << index_bits) | static_cast<uint64_t>(i);
     }
+    // Passes of at most kMaxDigitBits over the row bits only: 2 passes for 1M rows. The index
+    // bits start in ascending order, and every pass is stable.
+    const int passes = (row_bits + kMaxDigitBits - 1) / kMaxDigitBits;
+    const int digit_bits = (row_bits + passes - 1) / passes;
+    const uint64_t mask = (uint64_t{1} << digit_bits) - 1;
+    for (int p = 0; p < passes; ++p) {
+        radix_pass(n, index_bits + p * digit_bits, mask, keys[(p + 1) & 1], keys[p & 1]);
+    }
+    const uint64_t* sorted = keys[(passes + 1) & 1];
     int64_t* begin = slot_buffer<int64_t>(workspace, kSegmentBegin, n + 1);
     int64_t num_segments = 0;
     for (int64_t i = 0; i < n; ++i) {
-        if (i == 0 || keys_in[i] != keys_in[i - 1]) begin[num_segments++] = i;
+        if (i == 0 || (sorted[i] >> index_bits) != (sorted[i - 1] >> index_bits)) {
+            begin[num_segments++] = i;
+        }
     }
     begin[num_segments] = n;
-    return RowSegments{num_segments, begin, order_in, keys_in};
+    return RowSegments{num_segments, begin, sorted, index_bits};
 }
 
 void apply_fused_update(const RowContributions& c, const RowSegments& segments, const float* grad,
@@ -243,8 +249,7 @@ void write_dense_gradient(const RowContributions& c, const RowSegments& sg, cons
     }
 #pragma omp parallel for schedule(static) if (sg.num_segments >= 2 * kMinRowsPerThread)
     for (int64_t s = 0; s < sg.num_segments; ++s) {
-        const int64_t row = static_cast<int64_t>(sg.rows_sorted[sg.begin[s]]);
-        reduce_segment(c, sg, s, grad, dim, out + row * dim);
+        reduce_segment(c, sg, s, grad, dim, out + sg.row(sg.begin[s]) * dim);
     }
 }
 

@@ -1,7 +1,8 @@
 // CPU internals shared by the embedding backwards (pooled and sequence), so there is one
 // implementation of "aggregate duplicates, then update each touched row once": every id becomes
 // a contribution (global row, where its gradient row starts, scale); contributions are sorted by
-// row (stable LSD radix sort, so duplicates keep id order); each touched row is then reduced in
+// row (LSD radix sort of (row, id index) packed in 64 bits, so duplicates keep id order); each
+// touched row is then reduced in
 // id order by one thread and either written as a dense gradient or updated by the fused
 // optimizer. Deterministic whatever the thread count.
 #pragma once
@@ -21,16 +22,36 @@ struct RowContributions {
     float* scales = nullptr;
 };
 
-// Contributions sorted by row: segment s covers order[begin[s] : begin[s+1]] (indices into the
-// contributions, ascending within a segment) and updates row rows_sorted[begin[s]].
+// Contributions sorted by row, each packed as (row << index_bits) | contribution index:
+// segment s covers sorted[begin[s] : begin[s+1]], one row, contribution indices ascending.
 struct RowSegments {
     int64_t num_segments = 0;
     const int64_t* begin = nullptr;
-    const int64_t* order = nullptr;
-    const uint64_t* rows_sorted = nullptr;
+    const uint64_t* sorted = nullptr;
+    int index_bits = 0;
+
+    int64_t row(int64_t k) const { return static_cast<int64_t>(sorted[k] >> index_bits); }
+
+    int64_t index(int64_t k) const {
+        return static_cast<int64_t>(sorted[k] & ((uint64_t{1} << index_bits) - 1));
+    }
 };
 
 int max_threads();
+
+// dot(a, b) over D in 8 independent partial sums combined pairwise: vectorisable (one running
+// sum is a serial chain of D dependent adds) and still one fixed order, so deterministic.
+template <typename T>
+inline float dot_lanes(const float* __restrict a, const T* __restrict b, int64_t dim) {
+    constexpr int64_t kLanes = 8;
+    float lane[kLanes] = {};
+    int64_t d = 0;
+    for (; d + kLanes <= dim; d += kLanes) {
+        for (int64_t j = 0; j < kLanes; ++j) lane[j] += a[d + j] * to_float(b[d + j]);
+    }
+    for (int64_t j = 0; d < dim; ++d, ++j) lane[j] += a[d] * to_float(b[d]);
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+}
 
 RowContributions alloc_contributions(int64_t count, EmbeddingBackwardWorkspace& workspace);
 
