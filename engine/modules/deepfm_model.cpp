@@ -1,0 +1,85 @@
+#include "engine/modules/deepfm_model.h"
+
+#include "engine/modules/interaction.h"
+
+namespace shardrec {
+namespace {
+
+void ensure(Tensor& t, const Shape& shape) {
+    if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape, DType::kF32);
+}
+
+}  // namespace
+
+DeepFMModel::DeepFMModel(const ModelConfig& model, uint64_t seed,
+                         const kernels::FusedOptimizerParams& sparse_optimizer) {
+    sparse_arch_ = make_embedding_bag_collection(model, seed, sparse_optimizer);
+    D_ = model.tables.front().embedding_dim;
+    F_ = 0;
+    for (const auto& t : model.tables) F_ += static_cast<int64_t>(t.feature_names.size());
+    dense_arch_ = std::make_unique<Perceptron>("dense_arch.linear", model.dense_in_features, D_,
+                                               kernels::Activation::kRelu, seed);
+    deep_ = std::make_unique<MLP>("inter_arch.deep_fm.dense_module", (F_ + 1) * D_,
+                                  model.deepfm.hidden, kernels::Activation::kRelu, seed);
+    deep_out_ = deep_->out_features();
+    fm_ = std::make_unique<FactorizationMachine>();
+    over_arch_ = std::make_unique<Perceptron>("over_arch.linear", D_ + deep_out_ + 1, 1,
+                                              kernels::Activation::kIdentity, seed);
+}
+
+const Tensor& DeepFMModel::forward(const Batch& batch) {
+    const int64_t B = batch.batch_size();
+    const Tensor& dense = dense_arch_->forward(batch.dense);
+    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse);
+    ensure(combined_, {B, (F_ + 1) * D_});
+    copy_into_columns(combined_, 0, dense);
+    copy_into_columns(combined_, D_, pooled.values());
+    const Tensor& deep = deep_->forward(combined_);
+    const Tensor& fm = fm_->forward(combined_);
+    ensure(over_in_, {B, D_ + deep_out_ + 1});
+    copy_into_columns(over_in_, 0, dense);
+    copy_into_columns(over_in_, D_, deep);
+    copy_into_columns(over_in_, D_ + deep_out_, fm);
+    const Tensor& out = over_arch_->forward(over_in_);
+    logits_ = out.view({B});
+    return logits_;
+}
+
+void DeepFMModel::backward(const Tensor& grad_logits) {
+    const int64_t B = grad_logits.numel();
+    // over_in = [dense | deep | fm]: split its gradient and send each part back.
+    const Tensor& g_over_in = over_arch_->backward(grad_logits.view({B, 1}));
+    ensure(grad_dense_, {B, D_});
+    copy_from_columns(grad_dense_, g_over_in, 0);
+    ensure(grad_deep_, {B, deep_out_});
+    ensure(grad_fm_, {B, 1});
+    copy_from_columns(grad_deep_, g_over_in, D_);
+    copy_from_columns(grad_fm_, g_over_in, D_ + deep_out_);
+    const Tensor& g_combined_deep = deep_->backward(grad_deep_);
+    const Tensor& g_combined_fm = fm_->backward(grad_fm_);
+    ensure(grad_combined_, {B, (F_ + 1) * D_});
+    const float* a = g_combined_deep.data<float>();
+    const float* b = g_combined_fm.data<float>();
+    float* g = grad_combined_.data<float>();
+    for (int64_t i = 0; i < grad_combined_.numel(); ++i) g[i] = a[i] + b[i];
+    // combined = [dense | pooled]; dense also fed over_in directly.
+    ensure(grad_pooled_, {B, F_ * D_});
+    copy_from_columns(grad_pooled_, grad_combined_, D_);
+    ensure(grad_dense_combined_, {B, D_});
+    copy_from_columns(grad_dense_combined_, grad_combined_, 0);
+    float* gd = grad_dense_.data<float>();
+    const float* gc = grad_dense_combined_.data<float>();
+    for (int64_t i = 0; i < grad_dense_.numel(); ++i) gd[i] += gc[i];
+    dense_arch_->backward(grad_dense_);
+    sparse_arch_->backward(grad_pooled_);
+}
+
+std::vector<Parameter*> DeepFMModel::parameters() {
+    std::vector<Parameter*> out;
+    append_parameters(out, *dense_arch_);
+    append_parameters(out, *deep_);
+    append_parameters(out, *over_arch_);
+    return out;
+}
+
+}  // namespace shardrec

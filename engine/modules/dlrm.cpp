@@ -1,0 +1,68 @@
+#include "engine/modules/dlrm.h"
+
+namespace shardrec {
+
+DLRM::DLRM(const ModelConfig& model, uint64_t seed,
+           const kernels::FusedOptimizerParams& sparse_optimizer, Interaction interaction)
+    : interaction_kind_(interaction) {
+    sparse_arch_ = make_embedding_bag_collection(model, seed, sparse_optimizer);
+    const int64_t D = model.tables.front().embedding_dim;
+    int64_t F = 0;
+    for (const auto& t : model.tables) F += static_cast<int64_t>(t.feature_names.size());
+    dense_arch_ = std::make_unique<MLP>("dense_arch.model", model.dense_in_features,
+                                        model.bottom_mlp, kernels::Activation::kRelu, seed);
+    int64_t over_in = 0;
+    if (interaction == Interaction::kDot) {
+        dot_ = std::make_unique<InteractionArch>(F, D);
+        over_in = D + F * (F + 1) / 2;
+    } else {
+        dcn_ = std::make_unique<InteractionDCNArch>("inter_arch.crossnet", F, D,
+                                                    model.dcn.num_layers, model.dcn.low_rank,
+                                                    seed);
+        over_in = D * (F + 1);
+    }
+    std::vector<int64_t> hidden(model.top_mlp.begin(), model.top_mlp.end() - 1);
+    if (!hidden.empty()) {
+        over_arch_ = std::make_unique<MLP>("over_arch.model", over_in, hidden,
+                                           kernels::Activation::kRelu, seed);
+    }
+    const int64_t last_in = hidden.empty() ? over_in : hidden.back();
+    over_final_ = std::make_unique<Perceptron>("over_arch.final", last_in, 1,
+                                               kernels::Activation::kIdentity, seed);
+}
+
+const Tensor& DLRM::forward(const Batch& batch) {
+    const Tensor& dense = dense_arch_->forward(batch.dense);
+    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse);
+    const Tensor& inter = interaction_kind_ == Interaction::kDot
+                              ? dot_->forward(dense, pooled.values())
+                              : dcn_->forward(dense, pooled.values());
+    const Tensor& out = over_final_->forward(over_arch_ ? over_arch_->forward(inter) : inter);
+    logits_ = out.view({out.size(0)});
+    return logits_;
+}
+
+void DLRM::backward(const Tensor& grad_logits) {
+    const Tensor& g_hidden = over_final_->backward(grad_logits.view({grad_logits.numel(), 1}));
+    const Tensor& g_inter = over_arch_ ? over_arch_->backward(g_hidden) : g_hidden;
+    if (interaction_kind_ == Interaction::kDot) {
+        dot_->backward(g_inter);
+        dense_arch_->backward(dot_->grad_dense());
+        sparse_arch_->backward(dot_->grad_sparse());
+    } else {
+        dcn_->backward(g_inter);
+        dense_arch_->backward(dcn_->grad_dense());
+        sparse_arch_->backward(dcn_->grad_sparse());
+    }
+}
+
+std::vector<Parameter*> DLRM::parameters() {
+    std::vector<Parameter*> out;
+    append_parameters(out, *dense_arch_);
+    if (dcn_) append_parameters(out, *dcn_);
+    if (over_arch_) append_parameters(out, *over_arch_);
+    append_parameters(out, *over_final_);
+    return out;
+}
+
+}  // namespace shardrec

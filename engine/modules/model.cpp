@@ -1,0 +1,63 @@
+#include "engine/modules/model.h"
+
+#include "engine/modules/deepfm_model.h"
+#include "engine/modules/dlrm.h"
+
+namespace shardrec {
+
+kernels::FusedOptimizerParams sparse_optimizer_params(const OptimizerConfig::Sparse& sparse) {
+    kernels::FusedOptimizerParams p;
+    if (sparse.type == "sgd") {
+        p.type = kernels::OptimType::kSgd;
+    } else if (sparse.type == "adagrad") {
+        p.type = kernels::OptimType::kExactAdagrad;
+    } else if (sparse.type == "rowwise_adagrad") {
+        p.type = kernels::OptimType::kExactRowWiseAdagrad;
+    } else if (sparse.type == "adam") {
+        p.type = kernels::OptimType::kAdam;
+    } else {
+        SR_CHECK(false, "optimizer.sparse.type: unknown optimizer '{}'", sparse.type);
+    }
+    p.learning_rate = static_cast<float>(sparse.learning_rate);
+    p.eps = static_cast<float>(sparse.eps);
+    p.beta1 = static_cast<float>(sparse.beta1);
+    p.beta2 = static_cast<float>(sparse.beta2);
+    p.weight_decay = static_cast<float>(sparse.weight_decay);
+    return p;
+}
+
+std::unique_ptr<EmbeddingBagCollection> make_embedding_bag_collection(
+    const ModelConfig& model, uint64_t seed, const kernels::FusedOptimizerParams& sparse_optimizer) {
+    std::vector<EmbeddingBagConfig> tables;
+    bool weighted = false;
+    for (const auto& t : model.tables) {
+        EmbeddingBagConfig c;
+        c.name = t.name;
+        c.num_embeddings = t.num_embeddings;
+        c.embedding_dim = t.embedding_dim;
+        c.feature_names = t.feature_names;
+        c.pooling = t.pooling == "mean" ? PoolingMode::kMean : PoolingMode::kSum;
+        c.data_type = dtype_from_name(t.data_type);
+        tables.push_back(std::move(c));
+        weighted = weighted || t.weighted;
+    }
+    return std::make_unique<EmbeddingBagCollection>(std::move(tables), weighted, seed,
+                                                    sparse_optimizer);
+}
+
+std::unique_ptr<RecModel> make_model(const ModelConfig& model, uint64_t seed,
+                                     const kernels::FusedOptimizerParams& sparse_optimizer) {
+    if (model.type == "dlrm") {
+        return std::make_unique<DLRM>(model, seed, sparse_optimizer, DLRM::Interaction::kDot);
+    }
+    if (model.type == "dlrm_dcn") {
+        return std::make_unique<DLRM>(model, seed, sparse_optimizer, DLRM::Interaction::kDcn);
+    }
+    if (model.type == "deepfm") {
+        return std::make_unique<DeepFMModel>(model, seed, sparse_optimizer);
+    }
+    SR_CHECK(false, "model.type: unknown model '{}' (dlrm, dlrm_dcn, deepfm)", model.type);
+    return nullptr;
+}
+
+}  // namespace shardrec

@@ -1,0 +1,27 @@
+// Helpers for end-to-end tests: run the real `shardrec` binary (SHARDREC_BIN, set by ctest) on
+// real files in a fresh temporary directory, and read the metrics.jsonl it writes.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace shardrec::test {
+
+std::filesystem::path repo_root();
+std::filesystem::path fresh_dir(const std::string& name);  // under the system temp directory
+
+struct RunResult {
+    int exit_code = 0;
+    std::string output;  // stdout and stderr together
+};
+
+// Runs `prefix shardrec args...` (prefix: e.g. "mpirun -np 2 ..." or empty).
+RunResult run_shardrec(const std::vector<std::string>& args, const std::string& prefix = "");
+
+// One metrics.jsonl line as key -> raw value text (numbers unparsed, strings unquoted).
+using JsonRecord = std::map<std::string, std::string>;
+std::vector<JsonRecord> read_metrics(const std::filesystem::path& run_dir);
+
+}  // namespace shardrec::test
