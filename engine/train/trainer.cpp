@@ -2,16 +2,14 @@
 #include "engine/train/trainer.h"
 
 #include <chrono>
+#include <cmath>
+#include <thread>
 
 #include "comm/mpi_env.h"
 #include "engine/core/log.h"
-#include "engine/data/synthetic.h"
-#include "engine/optim/lr_schedule.h"
-#include "engine/train/metrics.h"
 #include "engine/train/progress.h"
 #include "engine/train/run_dir.h"
-#include "engine/train/train_pipeline_base.h"
-#include "kernels/linear.h"
+#include "kernels/threads.h"
 
 namespace shardrec::train {
 namespace {
@@ -65,88 +63,113 @@ LrScheduleConfig lr_schedule_config(const OptimizerConfig::Dense& d) {
     return s;
 }
 
-Metrics evaluate(TrainPipelineBase& pipeline,
-                 const data::SyntheticDataset& dataset,
-                 int64_t num_samples,
-                 int64_t batch_size,
-                 MetricsAccumulator& acc) {
-    acc.reset();
-    for (int64_t start = 0; start < num_samples; start += batch_size) {
-        const int64_t n = std::min(batch_size, num_samples - start);
-        const Batch batch = dataset.batch(start, n, data::Split::kEval);
-        acc.add(pipeline.predict(batch), batch.labels);
-    }
-    return acc.compute();
-}
-
-}  // namespace
-
-TrainSummary run(const Config& config, const std::string& run_dir) {
+void check_supported(const Config& config) {
     const comm::ProcessInfo& proc = comm::process_info();
     SR_CHECK(proc.world_size == 1,
              "training on {} ranks needs model-parallel sharding, which this build does not have "
              "yet: run with one process (mpirun -np 1)",
              proc.world_size);
-    SR_CHECK(config.data.type == "synthetic", "data.type '{}' is not supported", config.data.type);
+    SR_CHECK(config.data.type == "synthetic", "data.type '{}' is not supported",
+             config.data.type);
     SR_CHECK(config.runtime.device == "cpu", "runtime.device '{}': this build trains on the CPU",
              config.runtime.device);
-    if (config.runtime.threads > 0) {
-        kernels::set_blas_num_threads(static_cast<int>(config.runtime.threads));
+}
+
+}  // namespace
+
+int configure_threads(const Config& config) {
+    int threads = static_cast<int>(config.runtime.threads);
+    if (threads <= 0) {
+        const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        threads = std::max(1, cores / std::max(1, comm::process_info().local_size));
     }
+    kernels::set_cpu_threads(threads);
+    return threads;
+}
 
-    const data::SyntheticDataset dataset(synthetic_spec(config));
-    const auto sparse_params = sparse_optimizer_params(config.optimizer.sparse);
-    std::unique_ptr<RecModel> model =
-        make_model(config.model, static_cast<uint64_t>(config.train.seed), sparse_params);
-    std::unique_ptr<DenseOptimizer> optimizer =
-        make_dense_optimizer(dense_optimizer_config(config.optimizer.dense));
-    const LrScheduleConfig schedule = lr_schedule_config(config.optimizer.dense);
-    TrainPipelineBase pipeline(*model, *optimizer);
+Trainer::Trainer(const Config& config)
+    : config_((check_supported(config), config)),
+      dataset_(synthetic_spec(config)),
+      model_(make_model(config.model, static_cast<uint64_t>(config.train.seed),
+                        sparse_optimizer_params(config.optimizer.sparse))),
+      optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
+      schedule_(lr_schedule_config(config.optimizer.dense)),
+      pipeline_(*model_, *optimizer_) {}
 
-    MetricsWriter writer(run_dir, proc.rank == 0);
+int64_t Trainer::global_batch_size() const {
+    return config_.data.batch_size * comm::process_info().world_size;
+}
+
+Batch Trainer::train_batch(int64_t step) const {
+    const int64_t B = config_.data.batch_size;
+    return dataset_.batch(step * global_batch_size() + comm::process_info().rank * B, B,
+                          data::Split::kTrain);
+}
+
+float Trainer::dense_lr(int64_t step) const { return lr_at(schedule_, step); }
+
+// The sparse learning rate follows the dense schedule's warmup and decay factor.
+float Trainer::sparse_lr(int64_t step) const {
+    const float factor = schedule_.base_lr > 0 ? dense_lr(step) / schedule_.base_lr : 1.0f;
+    return static_cast<float>(config_.optimizer.sparse.learning_rate) * factor;
+}
+
+StepResult Trainer::train_step(const Batch& batch, int64_t step) {
+    const StepResult r = pipeline_.progress(batch, dense_lr(step), sparse_lr(step));
+    SR_CHECK(std::isfinite(r.loss), "loss is {} at step {}", r.loss, step + 1);
+    return r;
+}
+
+Metrics Trainer::evaluate() {
+    eval_acc_.reset();
+    const int64_t B = config_.data.batch_size;
+    const int64_t total = config_.train.eval_samples;
+    for (int64_t start = 0; start < total; start += B) {
+        const int64_t n = std::min(B, total - start);
+        const Batch batch = dataset_.batch(start, n, data::Split::kEval);
+        eval_acc_.add(pipeline_.predict(batch), batch.labels);
+    }
+    return eval_acc_.compute();
+}
+
+TrainSummary run(const Config& config, const std::string& run_dir) {
+    const int threads = configure_threads(config);
+    Trainer trainer(config);
+    const bool rank0 = comm::process_info().rank == 0;
+    MetricsWriter writer(run_dir, rank0);
     Progress progress(config.train.steps, config.train.log_every);
-    MetricsAccumulator eval_acc;
-    const int64_t B = config.data.batch_size;
-    const int64_t global_batch = B * proc.world_size;
-    const int64_t eval_samples = config.train.eval_samples;
-    log::root().info("training {} ({} tables, {} dense parameters) for {} steps, batch {} per rank",
-                     config.model.type, config.model.tables.size(), model->parameters().size(),
-                     config.train.steps, B);
+    log::root().info("training {} ({} tables) for {} steps, batch {} per rank, {} threads",
+                     config.model.type, config.model.tables.size(), config.train.steps,
+                     config.data.batch_size, threads);
 
     TrainSummary summary;
     const auto t0 = Clock::now();
     auto window_t0 = t0;
     int64_t window_samples = 0;
     for (int64_t step = 0; step < config.train.steps; ++step) {
-        const Batch batch =
-            dataset.batch(step * global_batch + proc.rank * B, B, data::Split::kTrain);
-        const float lr = lr_at(schedule, step);
-        const float sparse_lr = static_cast<float>(config.optimizer.sparse.learning_rate) *
-                                (schedule.base_lr > 0 ? lr / schedule.base_lr : 1.0f);
-        const StepResult r = pipeline.progress(batch, lr, sparse_lr);
-        SR_CHECK(std::isfinite(r.loss), "loss is {} at step {}", r.loss, step + 1);
-        window_samples += global_batch;
+        const StepResult r = trainer.train_step(trainer.train_batch(step), step);
+        window_samples += trainer.global_batch_size();
         const int64_t done = step + 1;
         if (done % config.train.log_every == 0 || done == config.train.steps) {
             const double sps = static_cast<double>(window_samples) / seconds_since(window_t0);
-            writer.train(done, r.loss, lr, sps);
+            writer.train(done, r.loss, trainer.dense_lr(step), sps);
             progress.update(done, r.loss, sps);
             window_t0 = Clock::now();
             window_samples = 0;
         }
         const bool last = done == config.train.steps;
         if (last || (config.train.eval_every > 0 && done % config.train.eval_every == 0)) {
-            const Metrics m = evaluate(pipeline, dataset, eval_samples, B, eval_acc);
+            const Metrics m = trainer.evaluate();
             writer.eval(done, m.loss, m.auc, m.ne, m.accuracy);
-            progress.message(
-                fmt::format("eval step {}: loss {:.5f} auc {:.5f} ne {:.5f} acc {:.4f}", done,
-                            m.loss, m.auc, m.ne, m.accuracy));
+            progress.message(fmt::format("eval step {}: loss {:.5f} auc {:.5f} ne {:.5f} acc {:.4f}",
+                                         done, m.loss, m.auc, m.ne, m.accuracy));
             summary.last_eval_auc = m.auc;
             summary.last_eval_loss = m.loss;
+            window_t0 = Clock::now();  // evaluation time is not training throughput
         }
     }
     summary.steps = config.train.steps;
-    summary.samples = config.train.steps * global_batch;
+    summary.samples = config.train.steps * trainer.global_batch_size();
     summary.wall_s = seconds_since(t0);
     writer.done(summary.steps, summary.samples, summary.wall_s);
     progress.finish();

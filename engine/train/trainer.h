@@ -1,13 +1,47 @@
-// The training loop behind `shardrec train`: builds the model and data from a resolved config,
-// trains on the TrainPipelineBase schedule, evaluates on the held-out split, and writes
-// metrics.jsonl into the run directory.
+// The training loop behind `shardrec train`: a Trainer builds data, model and optimizers from a
+// resolved config and steps them on the TrainPipelineBase schedule; run() adds evaluation on the
+// held-out split, metrics.jsonl and progress. `shardrec bench` and the tests drive a Trainer too.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "engine/config/config.h"
+#include "engine/data/synthetic.h"
+#include "engine/optim/lr_schedule.h"
+#include "engine/train/metrics.h"
+#include "engine/train/train_pipeline_base.h"
 
 namespace shardrec::train {
+
+class Trainer {
+public:
+    explicit Trainer(const Config& config);
+
+    // The per-rank slice of global batch `step` (0-based) of the train split.
+    Batch train_batch(int64_t step) const;
+    // One step: forward, loss, backward, fused sparse update, dense step at the scheduled lr.
+    StepResult train_step(const Batch& batch, int64_t step);
+    // Loss, AUC, NE and accuracy over train.eval_samples samples of the eval split.
+    Metrics evaluate();
+
+    RecModel& model() { return *model_; }
+
+    DenseOptimizer& dense_optimizer() { return *optimizer_; }
+
+    float dense_lr(int64_t step) const;
+    float sparse_lr(int64_t step) const;
+    int64_t global_batch_size() const;
+
+private:
+    const Config& config_;
+    data::SyntheticDataset dataset_;
+    std::unique_ptr<RecModel> model_;
+    std::unique_ptr<DenseOptimizer> optimizer_;
+    LrScheduleConfig schedule_;
+    TrainPipelineBase pipeline_;
+    MetricsAccumulator eval_acc_;
+};
 
 struct TrainSummary {
     int64_t steps = 0;
@@ -18,5 +52,9 @@ struct TrainSummary {
 };
 
 TrainSummary run(const Config& config, const std::string& run_dir);
+
+// CPU threads per rank: runtime.threads, or the cores shared evenly by the node's ranks. Applied
+// to OpenMP and OpenBLAS.
+int configure_threads(const Config& config);
 
 }  // namespace shardrec::train
