@@ -15,8 +15,8 @@ void check_vector(const Tensor& t, const char* name, DType dtype, Device device)
              device.str());
 }
 
-void check_f32_matrix(const Tensor& t, const char* name, int64_t rows, int64_t cols,
-                      Device device) {
+void check_f32_matrix(
+    const Tensor& t, const char* name, int64_t rows, int64_t cols, Device device) {
     SR_CHECK(t.defined(), "{} is undefined", name);
     SR_CHECK(t.dtype() == DType::kF32 && t.shape() == Shape({rows, cols}),
              "{} must be f32[{}, {}], got {}", name, rows, cols, t.str());
@@ -25,8 +25,11 @@ void check_f32_matrix(const Tensor& t, const char* name, int64_t rows, int64_t c
 }
 
 // The values of the index tensors; only possible where they are host-readable.
-void check_index_values(const Tensor& weights, const Tensor& table_offsets,
-                        const Tensor& feature_table, const Tensor& ids, const Tensor& offsets) {
+void check_index_values(const Tensor& weights,
+                        const Tensor& table_offsets,
+                        const Tensor& feature_table,
+                        const Tensor& ids,
+                        const Tensor& offsets) {
     const int64_t num_tables = table_offsets.numel() - 1;
     const int64_t num_features = feature_table.numel();
     const int64_t batch = (offsets.numel() - 1) / num_features;
@@ -68,9 +71,12 @@ int64_t batch_size(const Tensor& feature_table, const Tensor& offsets) {
 
 }  // namespace
 
-void check_embedding_lookup_args(const Tensor& weights, const Tensor& table_offsets,
-                                 const Tensor& feature_table, const Tensor& ids,
-                                 const Tensor& offsets, const Tensor* per_sample_weights) {
+void check_embedding_lookup_args(const Tensor& weights,
+                                 const Tensor& table_offsets,
+                                 const Tensor& feature_table,
+                                 const Tensor& ids,
+                                 const Tensor& offsets,
+                                 const Tensor* per_sample_weights) {
     SR_CHECK(weights.defined() && weights.dim() == 2 && is_floating(weights.dtype()),
              "weights must be a [sum E, D] f32/f16/bf16 tensor, got {}",
              weights.defined() ? weights.str() : "undefined");
@@ -93,15 +99,19 @@ void check_embedding_lookup_args(const Tensor& weights, const Tensor& table_offs
                  ids.numel());
     }
     // On CUDA the index values stay on the device; the kernels report bad ids per bag there.
-    if (device.is_cpu()) check_index_values(weights, table_offsets, feature_table, ids, offsets);
+    if (device.is_cpu()) {
+        check_index_values(weights, table_offsets, feature_table, ids, offsets);
+    }
 }
 
-void check_fused_optimizer_args(const FusedOptimizerParams& optim, const Tensor& weights,
-                                const Tensor* state1, const Tensor* state2) {
-    SR_CHECK(std::isfinite(optim.learning_rate) && std::isfinite(optim.weight_decay) &&
-                 optim.eps >= 0.f,
-             "fused optimizer: bad hyper-parameters lr={} eps={} weight_decay={}",
-             optim.learning_rate, optim.eps, optim.weight_decay);
+void check_fused_optimizer_args(const FusedOptimizerParams& optim,
+                                const Tensor& weights,
+                                const Tensor* state1,
+                                const Tensor* state2) {
+    SR_CHECK(
+        std::isfinite(optim.learning_rate) && std::isfinite(optim.weight_decay) && optim.eps >= 0.f,
+        "fused optimizer: bad hyper-parameters lr={} eps={} weight_decay={}", optim.learning_rate,
+        optim.eps, optim.weight_decay);
     const int64_t rows = weights.size(0);
     const int64_t dim = weights.size(1);
     const int num_states = optim_num_states(optim.type);
@@ -109,18 +119,21 @@ void check_fused_optimizer_args(const FusedOptimizerParams& optim, const Tensor&
     SR_CHECK((state1 != nullptr) == (num_states >= 1) && (state2 != nullptr) == (num_states >= 2),
              "fused optimizer {} takes {} state tensors", name, num_states);
     auto check_state = [&](const Tensor* s, const Shape& shape) {
-        SR_CHECK(s->dtype() == DType::kF32 && s->shape() == shape && s->device() == weights.device(),
-                 "fused optimizer {}: state must be f32{} on {}, got {}", name, shape_str(shape),
-                 weights.device().str(), s->str());
+        SR_CHECK(
+            s->dtype() == DType::kF32 && s->shape() == shape && s->device() == weights.device(),
+            "fused optimizer {}: state must be f32{} on {}, got {}", name, shape_str(shape),
+            weights.device().str(), s->str());
     };
-    if (optim.type == OptimType::kExactRowWiseAdagrad) check_state(state1, {rows});
+    if (optim.type == OptimType::kExactRowWiseAdagrad) {
+        check_state(state1, {rows});
+    }
     if (optim.type == OptimType::kExactAdagrad || optim.type == OptimType::kAdam) {
         check_state(state1, {rows, dim});
     }
     if (optim.type == OptimType::kAdam) {
         check_state(state2, {rows, dim});
-        SR_CHECK(optim.step >= 1 && optim.beta1 >= 0.f && optim.beta1 < 1.f &&
-                     optim.beta2 >= 0.f && optim.beta2 < 1.f,
+        SR_CHECK(optim.step >= 1 && optim.beta1 >= 0.f && optim.beta1 < 1.f && optim.beta2 >= 0.f &&
+                     optim.beta2 < 1.f,
                  "fused adam: step must be >= 1 and betas in [0, 1), got step={} b1={} b2={}",
                  optim.step, optim.beta1, optim.beta2);
     }
@@ -128,9 +141,14 @@ void check_fused_optimizer_args(const FusedOptimizerParams& optim, const Tensor&
 
 // ---- entries ----
 
-void embedding_bag_forward(const Tensor& weights, const Tensor& table_offsets,
-                           const Tensor& feature_table, const Tensor& ids, const Tensor& offsets,
-                           const Tensor* per_sample_weights, PoolingMode mode, Tensor& out,
+void embedding_bag_forward(const Tensor& weights,
+                           const Tensor& table_offsets,
+                           const Tensor& feature_table,
+                           const Tensor& ids,
+                           const Tensor& offsets,
+                           const Tensor* per_sample_weights,
+                           PoolingMode mode,
+                           Tensor& out,
                            Stream& stream) {
     check_embedding_lookup_args(weights, table_offsets, feature_table, ids, offsets,
                                 per_sample_weights);
@@ -146,12 +164,18 @@ void embedding_bag_forward(const Tensor& weights, const Tensor& table_offsets,
     }
 }
 
-void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
-                            const Tensor& table_offsets, const Tensor& feature_table,
-                            const Tensor& ids, const Tensor& offsets,
-                            const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
-                            EmbeddingBackwardWorkspace& workspace, Stream& stream) {
+void embedding_bag_backward(const Tensor& grad_out,
+                            const Tensor& weights,
+                            const Tensor& table_offsets,
+                            const Tensor& feature_table,
+                            const Tensor& ids,
+                            const Tensor& offsets,
+                            const Tensor* per_sample_weights,
+                            PoolingMode mode,
+                            Tensor* grad_weights,
+                            Tensor* grad_per_sample_weights,
+                            EmbeddingBackwardWorkspace& workspace,
+                            Stream& stream) {
     check_embedding_lookup_args(weights, table_offsets, feature_table, ids, offsets,
                                 per_sample_weights);
     const Device device = weights.device();
@@ -173,19 +197,25 @@ void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
                                                offsets, per_sample_weights, mode, grad_weights,
                                                grad_per_sample_weights, workspace);
         case DeviceType::kCuda:
-            return cuda::embedding_bag_backward(grad_out, weights, table_offsets, feature_table,
-                                                ids, offsets, per_sample_weights, mode,
-                                                grad_weights, grad_per_sample_weights, workspace,
-                                                stream);
+            return cuda::embedding_bag_backward(
+                grad_out, weights, table_offsets, feature_table, ids, offsets, per_sample_weights,
+                mode, grad_weights, grad_per_sample_weights, workspace, stream);
     }
 }
 
-void embedding_bag_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
-                                  const Tensor& feature_table, const Tensor& ids,
-                                  const Tensor& offsets, const Tensor* per_sample_weights,
-                                  PoolingMode mode, const FusedOptimizerParams& optim,
-                                  Tensor& weights, Tensor* state1, Tensor* state2,
-                                  EmbeddingBackwardWorkspace& workspace, Stream& stream) {
+void embedding_bag_backward_fused(const Tensor& grad_out,
+                                  const Tensor& table_offsets,
+                                  const Tensor& feature_table,
+                                  const Tensor& ids,
+                                  const Tensor& offsets,
+                                  const Tensor* per_sample_weights,
+                                  PoolingMode mode,
+                                  const FusedOptimizerParams& optim,
+                                  Tensor& weights,
+                                  Tensor* state1,
+                                  Tensor* state2,
+                                  EmbeddingBackwardWorkspace& workspace,
+                                  Stream& stream) {
     check_embedding_lookup_args(weights, table_offsets, feature_table, ids, offsets,
                                 per_sample_weights);
     check_fused_optimizer_args(optim, weights, state1, state2);

@@ -35,7 +35,9 @@ class EmbeddingBackwardWorkspace {
 public:
     // Buffer `slot` of at least `bytes` bytes on `device`, 64-byte aligned; contents undefined.
     void* buffer(size_t slot, int64_t bytes, Device device) {
-        if (slot >= buffers_.size()) buffers_.resize(slot + 1);
+        if (slot >= buffers_.size()) {
+            buffers_.resize(slot + 1);
+        }
         Tensor& b = buffers_[slot];
         if (!b.defined() || b.numel() < bytes || b.device() != device) {
             const int64_t grown = b.defined() ? std::max(bytes, b.numel() + b.numel() / 2) : bytes;
@@ -46,7 +48,9 @@ public:
 
     int64_t bytes() const {
         int64_t total = 0;
-        for (const Tensor& b : buffers_) total += b.defined() ? b.numel() : 0;
+        for (const Tensor& b : buffers_) {
+            total += b.defined() ? b.numel() : 0;
+        }
         return total;
     }
 
@@ -56,15 +60,23 @@ private:
 
 // Validates the layout above (shapes, dtypes, devices, offsets monotone, and on the CPU every id
 // in range). Every dispatcher of this file and of sequence_embedding.h calls it once.
-void check_embedding_lookup_args(const Tensor& weights, const Tensor& table_offsets,
-                                 const Tensor& feature_table, const Tensor& ids,
-                                 const Tensor& offsets, const Tensor* per_sample_weights);
+void check_embedding_lookup_args(const Tensor& weights,
+                                 const Tensor& table_offsets,
+                                 const Tensor& feature_table,
+                                 const Tensor& ids,
+                                 const Tensor& offsets,
+                                 const Tensor* per_sample_weights);
 
 // out [B, F*D] f32: out[b, f*D + d] = pool over bag f*B + b of w_i * weights[row(id_i), d], w_i = 1
 // when per_sample_weights is null. SUM, or MEAN = SUM / L. Empty bags (L = 0) give zeros.
-void embedding_bag_forward(const Tensor& weights, const Tensor& table_offsets,
-                           const Tensor& feature_table, const Tensor& ids, const Tensor& offsets,
-                           const Tensor* per_sample_weights, PoolingMode mode, Tensor& out,
+void embedding_bag_forward(const Tensor& weights,
+                           const Tensor& table_offsets,
+                           const Tensor& feature_table,
+                           const Tensor& ids,
+                           const Tensor& offsets,
+                           const Tensor* per_sample_weights,
+                           PoolingMode mode,
+                           Tensor& out,
                            Stream& stream);
 
 // Dense gradient. grad_out [B, F*D] f32 -> grad_weights [sum E, D] f32 (optional), fully
@@ -74,68 +86,117 @@ void embedding_bag_forward(const Tensor& weights, const Tensor& table_offsets,
 // for MEAN), defined whether or not per_sample_weights is given; weights is read only for it.
 // With grad_weights null this is the per-sample-weight gradient alone, which a fused-optimizer
 // caller computes before embedding_bag_backward_fused changes the rows.
-void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
-                            const Tensor& table_offsets, const Tensor& feature_table,
-                            const Tensor& ids, const Tensor& offsets,
-                            const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
-                            EmbeddingBackwardWorkspace& workspace, Stream& stream);
+void embedding_bag_backward(const Tensor& grad_out,
+                            const Tensor& weights,
+                            const Tensor& table_offsets,
+                            const Tensor& feature_table,
+                            const Tensor& ids,
+                            const Tensor& offsets,
+                            const Tensor* per_sample_weights,
+                            PoolingMode mode,
+                            Tensor* grad_weights,
+                            Tensor* grad_per_sample_weights,
+                            EmbeddingBackwardWorkspace& workspace,
+                            Stream& stream);
 
 // Fused backward: the same per-row gradient as embedding_bag_backward, never materialised; each
 // touched row of `weights` (in place) and of the optimizer state is updated once with the rule
 // of `optim` (kernels/embedding_optimizer.h). State: state1/state2 as optim_num_states(type)
 // needs, f32, [sum E, D] (Adagrad; Adam m and v) or [sum E] (row-wise Adagrad); pass nullptr for
 // unused ones. f16/bf16 weights are upcast, updated in fp32 and rounded to nearest even.
-void embedding_bag_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
-                                  const Tensor& feature_table, const Tensor& ids,
-                                  const Tensor& offsets, const Tensor* per_sample_weights,
-                                  PoolingMode mode, const FusedOptimizerParams& optim,
-                                  Tensor& weights, Tensor* state1, Tensor* state2,
-                                  EmbeddingBackwardWorkspace& workspace, Stream& stream);
+void embedding_bag_backward_fused(const Tensor& grad_out,
+                                  const Tensor& table_offsets,
+                                  const Tensor& feature_table,
+                                  const Tensor& ids,
+                                  const Tensor& offsets,
+                                  const Tensor* per_sample_weights,
+                                  PoolingMode mode,
+                                  const FusedOptimizerParams& optim,
+                                  Tensor& weights,
+                                  Tensor* state1,
+                                  Tensor* state2,
+                                  EmbeddingBackwardWorkspace& workspace,
+                                  Stream& stream);
 
 // Checks the optimizer state tensors against optim.type and weights [sum E, D] (shared with
 // sequence_embedding_backward_fused).
-void check_fused_optimizer_args(const FusedOptimizerParams& optim, const Tensor& weights,
-                                const Tensor* state1, const Tensor* state2);
+void check_fused_optimizer_args(const FusedOptimizerParams& optim,
+                                const Tensor& weights,
+                                const Tensor* state1,
+                                const Tensor* state2);
 
 namespace cpu {
 
-void embedding_bag_forward(const Tensor& weights, const Tensor& table_offsets,
-                           const Tensor& feature_table, const Tensor& ids, const Tensor& offsets,
-                           const Tensor* per_sample_weights, PoolingMode mode, Tensor& out);
-void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
-                            const Tensor& table_offsets, const Tensor& feature_table,
-                            const Tensor& ids, const Tensor& offsets,
-                            const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
+void embedding_bag_forward(const Tensor& weights,
+                           const Tensor& table_offsets,
+                           const Tensor& feature_table,
+                           const Tensor& ids,
+                           const Tensor& offsets,
+                           const Tensor* per_sample_weights,
+                           PoolingMode mode,
+                           Tensor& out);
+void embedding_bag_backward(const Tensor& grad_out,
+                            const Tensor& weights,
+                            const Tensor& table_offsets,
+                            const Tensor& feature_table,
+                            const Tensor& ids,
+                            const Tensor& offsets,
+                            const Tensor* per_sample_weights,
+                            PoolingMode mode,
+                            Tensor* grad_weights,
+                            Tensor* grad_per_sample_weights,
                             EmbeddingBackwardWorkspace& workspace);
-void embedding_bag_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
-                                  const Tensor& feature_table, const Tensor& ids,
-                                  const Tensor& offsets, const Tensor* per_sample_weights,
-                                  PoolingMode mode, const FusedOptimizerParams& optim,
-                                  Tensor& weights, Tensor* state1, Tensor* state2,
+void embedding_bag_backward_fused(const Tensor& grad_out,
+                                  const Tensor& table_offsets,
+                                  const Tensor& feature_table,
+                                  const Tensor& ids,
+                                  const Tensor& offsets,
+                                  const Tensor* per_sample_weights,
+                                  PoolingMode mode,
+                                  const FusedOptimizerParams& optim,
+                                  Tensor& weights,
+                                  Tensor* state1,
+                                  Tensor* state2,
                                   EmbeddingBackwardWorkspace& workspace);
 
 }  // namespace cpu
 
 namespace cuda {
 
-void embedding_bag_forward(const Tensor& weights, const Tensor& table_offsets,
-                           const Tensor& feature_table, const Tensor& ids, const Tensor& offsets,
-                           const Tensor* per_sample_weights, PoolingMode mode, Tensor& out,
+void embedding_bag_forward(const Tensor& weights,
+                           const Tensor& table_offsets,
+                           const Tensor& feature_table,
+                           const Tensor& ids,
+                           const Tensor& offsets,
+                           const Tensor* per_sample_weights,
+                           PoolingMode mode,
+                           Tensor& out,
                            Stream& stream);
-void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
-                            const Tensor& table_offsets, const Tensor& feature_table,
-                            const Tensor& ids, const Tensor& offsets,
-                            const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
-                            EmbeddingBackwardWorkspace& workspace, Stream& stream);
-void embedding_bag_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
-                                  const Tensor& feature_table, const Tensor& ids,
-                                  const Tensor& offsets, const Tensor* per_sample_weights,
-                                  PoolingMode mode, const FusedOptimizerParams& optim,
-                                  Tensor& weights, Tensor* state1, Tensor* state2,
-                                  EmbeddingBackwardWorkspace& workspace, Stream& stream);
+void embedding_bag_backward(const Tensor& grad_out,
+                            const Tensor& weights,
+                            const Tensor& table_offsets,
+                            const Tensor& feature_table,
+                            const Tensor& ids,
+                            const Tensor& offsets,
+                            const Tensor* per_sample_weights,
+                            PoolingMode mode,
+                            Tensor* grad_weights,
+                            Tensor* grad_per_sample_weights,
+                            EmbeddingBackwardWorkspace& workspace,
+                            Stream& stream);
+void embedding_bag_backward_fused(const Tensor& grad_out,
+                                  const Tensor& table_offsets,
+                                  const Tensor& feature_table,
+                                  const Tensor& ids,
+                                  const Tensor& offsets,
+                                  const Tensor* per_sample_weights,
+                                  PoolingMode mode,
+                                  const FusedOptimizerParams& optim,
+                                  Tensor& weights,
+                                  Tensor* state1,
+                                  Tensor* state2,
+                                  EmbeddingBackwardWorkspace& workspace,
+                                  Stream& stream);
 
 }  // namespace cuda
 

@@ -53,7 +53,8 @@ struct FusedOptimizerParams {
     float beta1 = 0.9f;
     float beta2 = 0.999f;
     float weight_decay = 0.f;
-    int64_t step = 1;  // Adam bias correction: the 1-based count of updates, incremented by the caller
+    int64_t step =
+        1;  // Adam bias correction: the 1-based count of updates, incremented by the caller
 };
 
 }  // namespace shardrec::kernels

@@ -11,42 +11,70 @@ namespace shardrec::kernels {
 
 // out [N, D] f32: out[n, :] = weights[table_offsets[t(n)] + ids[n], :], upcast to f32, where
 // t(n) is the table of the feature whose bags hold id n.
-void sequence_embedding_forward(const Tensor& weights, const Tensor& table_offsets,
-                                const Tensor& feature_table, const Tensor& ids,
-                                const Tensor& offsets, Tensor& out, Stream& stream);
+void sequence_embedding_forward(const Tensor& weights,
+                                const Tensor& table_offsets,
+                                const Tensor& feature_table,
+                                const Tensor& ids,
+                                const Tensor& offsets,
+                                Tensor& out,
+                                Stream& stream);
 
 // grad_out [N, D] f32 (one gradient row per id). Duplicate ids are summed in id order and each
 // touched row of `weights` and of the optimizer state is updated once, exactly as
 // embedding_bag_backward_fused does (same state shapes and rules, same implementation).
-void sequence_embedding_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
-                                       const Tensor& feature_table, const Tensor& ids,
-                                       const Tensor& offsets, const FusedOptimizerParams& optim,
-                                       Tensor& weights, Tensor* state1, Tensor* state2,
-                                       EmbeddingBackwardWorkspace& workspace, Stream& stream);
+void sequence_embedding_backward_fused(const Tensor& grad_out,
+                                       const Tensor& table_offsets,
+                                       const Tensor& feature_table,
+                                       const Tensor& ids,
+                                       const Tensor& offsets,
+                                       const FusedOptimizerParams& optim,
+                                       Tensor& weights,
+                                       Tensor* state1,
+                                       Tensor* state2,
+                                       EmbeddingBackwardWorkspace& workspace,
+                                       Stream& stream);
 
 namespace cpu {
 
-void sequence_embedding_forward(const Tensor& weights, const Tensor& table_offsets,
-                                const Tensor& feature_table, const Tensor& ids,
-                                const Tensor& offsets, Tensor& out);
-void sequence_embedding_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
-                                       const Tensor& feature_table, const Tensor& ids,
-                                       const Tensor& offsets, const FusedOptimizerParams& optim,
-                                       Tensor& weights, Tensor* state1, Tensor* state2,
+void sequence_embedding_forward(const Tensor& weights,
+                                const Tensor& table_offsets,
+                                const Tensor& feature_table,
+                                const Tensor& ids,
+                                const Tensor& offsets,
+                                Tensor& out);
+void sequence_embedding_backward_fused(const Tensor& grad_out,
+                                       const Tensor& table_offsets,
+                                       const Tensor& feature_table,
+                                       const Tensor& ids,
+                                       const Tensor& offsets,
+                                       const FusedOptimizerParams& optim,
+                                       Tensor& weights,
+                                       Tensor* state1,
+                                       Tensor* state2,
                                        EmbeddingBackwardWorkspace& workspace);
 
 }  // namespace cpu
 
 namespace cuda {
 
-void sequence_embedding_forward(const Tensor& weights, const Tensor& table_offsets,
-                                const Tensor& feature_table, const Tensor& ids,
-                                const Tensor& offsets, Tensor& out, Stream& stream);
-void sequence_embedding_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
-                                       const Tensor& feature_table, const Tensor& ids,
-                                       const Tensor& offsets, const FusedOptimizerParams& optim,
-                                       Tensor& weights, Tensor* state1, Tensor* state2,
-                                       EmbeddingBackwardWorkspace& workspace, Stream& stream);
+void sequence_embedding_forward(const Tensor& weights,
+                                const Tensor& table_offsets,
+                                const Tensor& feature_table,
+                                const Tensor& ids,
+                                const Tensor& offsets,
+                                Tensor& out,
+                                Stream& stream);
+void sequence_embedding_backward_fused(const Tensor& grad_out,
+                                       const Tensor& table_offsets,
+                                       const Tensor& feature_table,
+                                       const Tensor& ids,
+                                       const Tensor& offsets,
+                                       const FusedOptimizerParams& optim,
+                                       Tensor& weights,
+                                       Tensor* state1,
+                                       Tensor* state2,
+                                       EmbeddingBackwardWorkspace& workspace,
+                                       Stream& stream);
 
 }  // namespace cuda
 

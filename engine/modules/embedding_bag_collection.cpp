@@ -13,13 +13,21 @@ namespace {
 
 // An f32 tensor reused while its shape is unchanged.
 Tensor& reuse(Tensor& t, const Shape& shape) {
-    if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape, DType::kF32);
+    if (!t.defined() || t.shape() != shape) {
+        t = Tensor::empty(shape, DType::kF32);
+    }
     return t;
 }
 
 // Copies columns [src_col, src_col + width) of src [B, src_cols] to dst [B, dst_cols].
-void copy_columns(const float* src, int64_t src_cols, int64_t src_col, float* dst,
-                  int64_t dst_cols, int64_t dst_col, int64_t batch, int64_t width) {
+void copy_columns(const float* src,
+                  int64_t src_cols,
+                  int64_t src_col,
+                  float* dst,
+                  int64_t dst_cols,
+                  int64_t dst_col,
+                  int64_t batch,
+                  int64_t width) {
     for (int64_t b = 0; b < batch; ++b) {
         std::memcpy(dst + b * dst_cols + dst_col, src + b * src_cols + src_col,
                     static_cast<size_t>(width) * sizeof(float));
@@ -29,8 +37,11 @@ void copy_columns(const float* src, int64_t src_cols, int64_t src_col, float* ds
 }  // namespace
 
 EmbeddingBagCollection::EmbeddingBagCollection(
-    std::vector<EmbeddingBagConfig> tables, bool is_weighted, uint64_t seed,
-    std::optional<kernels::FusedOptimizerParams> fused_optimizer, Device device)
+    std::vector<EmbeddingBagConfig> tables,
+    bool is_weighted,
+    uint64_t seed,
+    std::optional<kernels::FusedOptimizerParams> fused_optimizer,
+    Device device)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
       fused_(fused_optimizer),
@@ -85,46 +96,12 @@ void EmbeddingBagCollection::build_groups(uint64_t seed) {
     }
     for (size_t f = 0; f < features_.size(); ++f) {
         features_[f].group = group_of_table[static_cast<size_t>(features_[f].table)];
-        groups_[static_cast<size_t>(features_[f].group)].features.push_back(static_cast<int64_t>(f));
+        groups_[static_cast<size_t>(features_[f].group)].features.push_back(
+            static_cast<int64_t>(f));
     }
     table_location_.resize(tables_.size());
-    for (size_t gi = 0; gi < groups_.size(); ++gi) {
-        Group& g = groups_[gi];
-        std::vector<int64_t> offsets{0};
-        for (int64_t t : g.tables) {
-            table_location_[static_cast<size_t>(t)] = {static_cast<int64_t>(gi), offsets.back()};
-            offsets.push_back(offsets.back() + tables_[static_cast<size_t>(t)].num_embeddings);
-        }
-        g.weights = Tensor::empty({offsets.back(), g.dim}, g.dtype);
-        for (size_t i = 0; i < g.tables.size(); ++i) {
-            Tensor rows = g.weights.slice(offsets[i], offsets[i + 1]);
-            init_embedding_rows(rows, seed, g.tables[i], 0, 0,
-                                tables_[static_cast<size_t>(g.tables[i])].num_embeddings);
-        }
-        std::vector<int32_t> feature_table;
-        for (int64_t f : g.features) {
-            const int64_t t = features_[static_cast<size_t>(f)].table;
-            feature_table.push_back(static_cast<int32_t>(
-                std::find(g.tables.begin(), g.tables.end(), t) - g.tables.begin()));
-        }
-        std::vector<std::string> names;
-        for (int64_t f : g.features) names.push_back(features_[static_cast<size_t>(f)].name);
-        g.packer = KjtFeaturePacker("EmbeddingBagCollection", std::move(names));
-        g.table_offsets = Tensor::from_vector(offsets);
-        g.feature_table = Tensor::from_vector(feature_table);
-        // One group holds every key in output order, so its kernel output is the KT values.
-        g.direct_output = groups_.size() == 1;
-        const int64_t rows = offsets.back();
-        const kernels::OptimType type = fused_ ? fused_->type : kernels::OptimType::kSgd;
-        if (fused_ && type == kernels::OptimType::kExactRowWiseAdagrad) {
-            g.state1 = Tensor::zeros({rows}, DType::kF32);
-        } else if (fused_ && kernels::optim_num_states(type) >= 1) {
-            g.state1 = Tensor::zeros({rows, g.dim}, DType::kF32);
-        }
-        if (fused_ && kernels::optim_num_states(type) >= 2) {
-            g.state2 = Tensor::zeros({rows, g.dim}, DType::kF32);
-        }
-        if (!fused_) g.grad_weights = Tensor::zeros({rows, g.dim}, DType::kF32);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+        init_group(static_cast<int64_t>(g), seed);
     }
     if (!fused_) {
         for (size_t t = 0; t < tables_.size(); ++t) {
@@ -134,6 +111,48 @@ void EmbeddingBagCollection::build_groups(uint64_t seed) {
             p.grad = weight_grad(static_cast<int64_t>(t));
             dense_parameters_.push_back(std::move(p));
         }
+    }
+}
+
+void EmbeddingBagCollection::init_group(int64_t index, uint64_t seed) {
+    Group& g = groups_[static_cast<size_t>(index)];
+    std::vector<int64_t> offsets{0};
+    for (int64_t t : g.tables) {
+        table_location_[static_cast<size_t>(t)] = {index, offsets.back()};
+        offsets.push_back(offsets.back() + tables_[static_cast<size_t>(t)].num_embeddings);
+    }
+    const int64_t rows = offsets.back();
+    g.weights = Tensor::empty({rows, g.dim}, g.dtype);
+    for (size_t i = 0; i < g.tables.size(); ++i) {
+        Tensor view = g.weights.slice(offsets[i], offsets[i + 1]);
+        init_embedding_rows(view, seed, g.tables[i], 0, 0,
+                            tables_[static_cast<size_t>(g.tables[i])].num_embeddings);
+    }
+    std::vector<int32_t> feature_table;
+    std::vector<std::string> names;
+    for (int64_t f : g.features) {
+        const FeatureSlot& slot = features_[static_cast<size_t>(f)];
+        feature_table.push_back(static_cast<int32_t>(
+            std::find(g.tables.begin(), g.tables.end(), slot.table) - g.tables.begin()));
+        names.push_back(slot.name);
+    }
+    g.packer = KjtFeaturePacker("EmbeddingBagCollection", std::move(names));
+    g.table_offsets = Tensor::from_vector(offsets);
+    g.feature_table = Tensor::from_vector(feature_table);
+    // One group holds every key in output order, so its kernel output is the KT values.
+    g.direct_output = groups_.size() == 1;
+    if (!fused_) {
+        g.grad_weights = Tensor::zeros({rows, g.dim}, DType::kF32);
+        return;
+    }
+    const int num_states = kernels::optim_num_states(fused_->type);
+    if (fused_->type == kernels::OptimType::kExactRowWiseAdagrad) {
+        g.state1 = Tensor::zeros({rows}, DType::kF32);
+    } else if (num_states >= 1) {
+        g.state1 = Tensor::zeros({rows, g.dim}, DType::kF32);
+    }
+    if (num_states >= 2) {
+        g.state2 = Tensor::zeros({rows, g.dim}, DType::kF32);
     }
 }
 
@@ -154,11 +173,12 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& features, S
         } else {
             reuse(g.out, {batch, num_features * g.dim});
         }
-        kernels::embedding_bag_forward(g.weights, g.table_offsets, g.feature_table,
-                                       g.packer.ids(), g.packer.offsets(),
-                                       is_weighted_ ? &g.packer.weights() : nullptr, g.pooling,
-                                       g.out, stream);
-        if (g.direct_output) continue;
+        kernels::embedding_bag_forward(
+            g.weights, g.table_offsets, g.feature_table, g.packer.ids(), g.packer.offsets(),
+            is_weighted_ ? &g.packer.weights() : nullptr, g.pooling, g.out, stream);
+        if (g.direct_output) {
+            continue;
+        }
         for (int64_t i = 0; i < num_features; ++i) {
             copy_columns(g.out.data<float>(), num_features * g.dim, i * g.dim,
                          values_.data<float>(), sum_dims_,
@@ -187,9 +207,10 @@ void EmbeddingBagCollection::gather_group_grad(Group& g, const Tensor& grad_valu
 
 void EmbeddingBagCollection::backward(const Tensor& grad_values, Stream& stream) {
     SR_CHECK(batch_ >= 0, "EmbeddingBagCollection::backward before any forward");
-    SR_CHECK(grad_values.dtype() == DType::kF32 && grad_values.shape() == Shape({batch_, sum_dims_}),
-             "EmbeddingBagCollection::backward: grad_values must be f32[{}, {}], got {}", batch_,
-             sum_dims_, grad_values.str());
+    SR_CHECK(
+        grad_values.dtype() == DType::kF32 && grad_values.shape() == Shape({batch_, sum_dims_}),
+        "EmbeddingBagCollection::backward: grad_values must be f32[{}, {}], got {}", batch_,
+        sum_dims_, grad_values.str());
     if (is_weighted_) {
         grad_psw_ = grow_prefix(grad_psw_buffer_, kjt_num_values_, DType::kF32);
         grad_psw_.zero_();  // keys this module does not read get 0
@@ -199,8 +220,9 @@ void EmbeddingBagCollection::backward(const Tensor& grad_values, Stream& stream)
         const KjtFeaturePacker& in = g.packer;
         Tensor* grad_psw = nullptr;
         if (is_weighted_) {
-            g.grad_psw = in.is_direct() ? grad_psw_
-                                        : grow_prefix(g.grad_psw_buffer, in.ids().numel(), DType::kF32);
+            g.grad_psw = in.is_direct()
+                             ? grad_psw_
+                             : grow_prefix(g.grad_psw_buffer, in.ids().numel(), DType::kF32);
             grad_psw = &g.grad_psw;
         }
         const Tensor* psw = is_weighted_ ? &in.weights() : nullptr;
@@ -215,16 +237,17 @@ void EmbeddingBagCollection::backward(const Tensor& grad_values, Stream& stream)
                 g.pooling, *fused_, g.weights, g.state1.defined() ? &g.state1 : nullptr,
                 g.state2.defined() ? &g.state2 : nullptr, g.workspace, stream);
         } else {
-            kernels::embedding_bag_backward(g.grad_out, g.weights, g.table_offsets,
-                                            g.feature_table, in.ids(), in.offsets(), psw,
-                                            g.pooling, &g.grad_weights, grad_psw, g.workspace,
-                                            stream);
+            kernels::embedding_bag_backward(g.grad_out, g.weights, g.table_offsets, g.feature_table,
+                                            in.ids(), in.offsets(), psw, g.pooling, &g.grad_weights,
+                                            grad_psw, g.workspace, stream);
         }
         if (grad_psw != nullptr && !in.is_direct()) {
             in.scatter_to_kjt_order(g.grad_psw.data<float>(), grad_psw_.data<float>());
         }
     }
-    if (fused_) ++fused_->step;
+    if (fused_) {
+        ++fused_->step;
+    }
 }
 
 // ---- accessors ----
@@ -258,8 +281,12 @@ std::vector<Tensor> EmbeddingBagCollection::optimizer_state(int64_t table) const
     const int64_t end = row + tables_[static_cast<size_t>(table)].num_embeddings;
     const Group& group = groups_[static_cast<size_t>(g)];
     std::vector<Tensor> state;
-    if (group.state1.defined()) state.push_back(group.state1.slice(row, end));
-    if (group.state2.defined()) state.push_back(group.state2.slice(row, end));
+    if (group.state1.defined()) {
+        state.push_back(group.state1.slice(row, end));
+    }
+    if (group.state2.defined()) {
+        state.push_back(group.state2.slice(row, end));
+    }
     return state;
 }
 
@@ -273,28 +300,38 @@ Tensor EmbeddingBagCollection::weight_grad(int64_t table) const {
 
 int64_t EmbeddingBagCollection::num_parameters() const {
     int64_t n = 0;
-    for (const Group& g : groups_) n += g.weights.numel();
+    for (const Group& g : groups_) {
+        n += g.weights.numel();
+    }
     return n;
 }
 
 int64_t EmbeddingBagCollection::parameter_bytes() const {
     int64_t n = 0;
-    for (const Group& g : groups_) n += static_cast<int64_t>(g.weights.nbytes());
+    for (const Group& g : groups_) {
+        n += static_cast<int64_t>(g.weights.nbytes());
+    }
     return n;
 }
 
 int64_t EmbeddingBagCollection::optimizer_state_bytes() const {
     int64_t n = 0;
     for (const Group& g : groups_) {
-        if (g.state1.defined()) n += static_cast<int64_t>(g.state1.nbytes());
-        if (g.state2.defined()) n += static_cast<int64_t>(g.state2.nbytes());
+        if (g.state1.defined()) {
+            n += static_cast<int64_t>(g.state1.nbytes());
+        }
+        if (g.state2.defined()) {
+            n += static_cast<int64_t>(g.state2.nbytes());
+        }
     }
     return n;
 }
 
 std::vector<Parameter*> EmbeddingBagCollection::parameters() {
     std::vector<Parameter*> out;
-    for (Parameter& p : dense_parameters_) out.push_back(&p);
+    for (Parameter& p : dense_parameters_) {
+        out.push_back(&p);
+    }
     return out;
 }
 

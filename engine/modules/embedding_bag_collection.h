@@ -24,7 +24,8 @@ class EmbeddingBagCollection : public Module {
 public:
     // fused_optimizer: the optimizer applied inside backward; nullopt selects dense mode.
     // is_weighted: features carry per-sample weights (KJT weights, e.g. PositionWeightedModule).
-    EmbeddingBagCollection(std::vector<EmbeddingBagConfig> tables, bool is_weighted,
+    EmbeddingBagCollection(std::vector<EmbeddingBagConfig> tables,
+                           bool is_weighted,
                            uint64_t seed,
                            std::optional<kernels::FusedOptimizerParams> fused_optimizer,
                            Device device = Device::cpu());
@@ -68,6 +69,7 @@ public:
     // {G [E, D]} (Adagrad), {G [E]} (row-wise Adagrad), {m [E, D], v [E, D]} (Adam).
     std::vector<Tensor> optimizer_state(int64_t table) const;
     Tensor weight_grad(int64_t table) const;  // dense mode: [E, D] f32 of the latest backward
+
     // d loss / d KJT weights [N] f32, in the latest forward KJT's value order (0 for keys this
     // module does not read). Defined after backward when is_weighted.
     const Tensor& grad_per_sample_weights() const { return grad_psw_; }
@@ -108,6 +110,7 @@ private:
     };
 
     void build_groups(uint64_t seed);
+    void init_group(int64_t index, uint64_t seed);  // storage, init, optimizer state
     void gather_group_grad(Group& g, const Tensor& grad_values);
 
     std::vector<EmbeddingBagConfig> tables_;

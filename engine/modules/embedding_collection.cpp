@@ -8,7 +8,8 @@
 
 namespace shardrec {
 
-EmbeddingCollection::EmbeddingCollection(std::vector<EmbeddingConfig> tables, uint64_t seed,
+EmbeddingCollection::EmbeddingCollection(std::vector<EmbeddingConfig> tables,
+                                         uint64_t seed,
                                          kernels::FusedOptimizerParams fused_optimizer,
                                          Device device)
     : tables_(std::move(tables)), optim_(fused_optimizer) {
@@ -29,8 +30,9 @@ EmbeddingCollection::EmbeddingCollection(std::vector<EmbeddingConfig> tables, ui
         // TorchRec: the sequence all-to-all does not support mixed dimensions.
         SR_CHECK(c.embedding_dim == dim_ && c.data_type == tables_[0].data_type,
                  "EmbeddingCollection: table '{}' has dim {} {}, table '{}' dim {} {}; all tables "
-                 "must share embedding_dim and data_type", c.name, c.embedding_dim,
-                 dtype_name(c.data_type), tables_[0].name, dim_, dtype_name(tables_[0].data_type));
+                 "must share embedding_dim and data_type",
+                 c.name, c.embedding_dim, dtype_name(c.data_type), tables_[0].name, dim_,
+                 dtype_name(tables_[0].data_type));
         for (const std::string& f : c.feature_names) {
             SR_CHECK(seen_features.insert(f).second, "feature '{}' is listed twice", f);
             names_.push_back(f);
@@ -51,7 +53,9 @@ EmbeddingCollection::EmbeddingCollection(std::vector<EmbeddingConfig> tables, ui
     } else if (kernels::optim_num_states(optim_.type) >= 1) {
         state1_ = Tensor::zeros({rows, dim_}, DType::kF32);
     }
-    if (kernels::optim_num_states(optim_.type) >= 2) state2_ = Tensor::zeros({rows, dim_}, DType::kF32);
+    if (kernels::optim_num_states(optim_.type) >= 2) {
+        state2_ = Tensor::zeros({rows, dim_}, DType::kF32);
+    }
     packer_ = KjtFeaturePacker("EmbeddingCollection", names_);
 }
 
@@ -77,8 +81,10 @@ std::vector<std::pair<std::string, JaggedTensor>> EmbeddingCollection::forward(
 void EmbeddingCollection::backward(const std::vector<std::pair<std::string, Tensor>>& grads,
                                    Stream& stream) {
     SR_CHECK(out_.defined(), "EmbeddingCollection::backward before any forward");
-    SR_CHECK(grads.size() == names_.size(), "EmbeddingCollection::backward: {} gradients for {} "
-             "features", grads.size(), names_.size());
+    SR_CHECK(grads.size() == names_.size(),
+             "EmbeddingCollection::backward: {} gradients for {} "
+             "features",
+             grads.size(), names_.size());
     const int64_t num_ids = out_.size(0);
     Tensor grad = grow_prefix(grad_buffer_, num_ids * dim_, DType::kF32).view({num_ids, dim_});
     for (size_t i = 0; i < names_.size(); ++i) {
@@ -88,15 +94,15 @@ void EmbeddingCollection::backward(const std::vector<std::pair<std::string, Tens
                  names_[i]);
         const Tensor& g = it->second;
         SR_CHECK(g.dtype() == DType::kF32 && g.shape() == Shape({packer_.count(i), dim_}),
-                 "EmbeddingCollection::backward: feature '{}' needs f32[{}, {}], got {}",
-                 names_[i], packer_.count(i), dim_, g.str());
+                 "EmbeddingCollection::backward: feature '{}' needs f32[{}, {}], got {}", names_[i],
+                 packer_.count(i), dim_, g.str());
         std::memcpy(grad.data<float>() + packer_.packed_begin(i) * dim_, g.data<float>(),
                     g.nbytes());
     }
     kernels::sequence_embedding_backward_fused(
         grad, table_offsets_, feature_table_, packer_.ids(), packer_.offsets(), optim_, weights_,
-        state1_.defined() ? &state1_ : nullptr, state2_.defined() ? &state2_ : nullptr,
-        workspace_, stream);
+        state1_.defined() ? &state1_ : nullptr, state2_.defined() ? &state2_ : nullptr, workspace_,
+        stream);
     ++optim_.step;
 }
 
@@ -116,8 +122,12 @@ std::vector<Tensor> EmbeddingCollection::optimizer_state(int64_t table) const {
     const int64_t begin = table_row_offsets_[static_cast<size_t>(table)];
     const int64_t end = table_row_offsets_[static_cast<size_t>(table) + 1];
     std::vector<Tensor> state;
-    if (state1_.defined()) state.push_back(state1_.slice(begin, end));
-    if (state2_.defined()) state.push_back(state2_.slice(begin, end));
+    if (state1_.defined()) {
+        state.push_back(state1_.slice(begin, end));
+    }
+    if (state2_.defined()) {
+        state.push_back(state2_.slice(begin, end));
+    }
     return state;
 }
 

@@ -21,7 +21,8 @@ namespace shardrec {
 
 class EmbeddingCollection : public Module {
 public:
-    EmbeddingCollection(std::vector<EmbeddingConfig> tables, uint64_t seed,
+    EmbeddingCollection(std::vector<EmbeddingConfig> tables,
+                        uint64_t seed,
                         kernels::FusedOptimizerParams fused_optimizer,
                         Device device = Device::cpu());
 

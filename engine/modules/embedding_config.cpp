@@ -15,16 +15,20 @@ constexpr uint64_t kEmbeddingInitSalt = 0x656d625f696e6974ull;  // "emb_init"
 
 }  // namespace
 
-float embedding_init_value(uint64_t seed, int64_t table_index, int64_t row, int64_t col,
-                           int64_t num_embeddings) {
+float embedding_init_value(
+    uint64_t seed, int64_t table_index, int64_t row, int64_t col, int64_t num_embeddings) {
     const double bound = std::sqrt(1.0 / static_cast<double>(num_embeddings));
     const double u = rng::uniform(seed ^ kEmbeddingInitSalt, static_cast<uint64_t>(table_index),
                                   static_cast<uint64_t>(row), static_cast<uint64_t>(col));
     return static_cast<float>((2.0 * u - 1.0) * bound);
 }
 
-void init_embedding_rows(Tensor& rows, uint64_t seed, int64_t table_index, int64_t row_begin,
-                         int64_t col_begin, int64_t num_embeddings) {
+void init_embedding_rows(Tensor& rows,
+                         uint64_t seed,
+                         int64_t table_index,
+                         int64_t row_begin,
+                         int64_t col_begin,
+                         int64_t num_embeddings) {
     SR_CHECK(rows.device().is_cpu() && rows.dim() == 2 && is_floating(rows.dtype()),
              "init_embedding_rows: need a host [R, C] float tensor, got {}", rows.str());
     SR_CHECK(num_embeddings > 0, "init_embedding_rows: num_embeddings must be > 0");
@@ -60,8 +64,10 @@ KjtFeaturePacker::KjtFeaturePacker(std::string module, std::vector<std::string> 
       kjt_lengths_(names_.size()) {}
 
 void KjtFeaturePacker::pack(const KeyedJaggedTensor& kjt, bool weighted) {
-    SR_CHECK(!kjt.variable_stride_per_key(), "{}: a KJT with a variable batch per key is not "
-             "supported", module_);
+    SR_CHECK(!kjt.variable_stride_per_key(),
+             "{}: a KJT with a variable batch per key is not "
+             "supported",
+             module_);
     SR_CHECK(kjt.values().device().is_cpu(), "{}: the KJT must be on the cpu", module_);
     SR_CHECK(!weighted || kjt.has_weights(), "{} is weighted but the KJT has no weights", module_);
     const std::vector<std::string>& keys = kjt.keys();
@@ -85,7 +91,9 @@ void KjtFeaturePacker::pack(const KeyedJaggedTensor& kjt, bool weighted) {
         return;
     }
     int64_t num_ids = 0;
-    for (int64_t c : count_) num_ids += c;
+    for (int64_t c : count_) {
+        num_ids += c;
+    }
     const auto num_features = static_cast<int64_t>(names_.size());
     ids_ = grow_prefix(ids_buffer_, num_ids, DType::kI64);
     offsets_ = grow_prefix(offsets_buffer_, num_features * batch_ + 1, DType::kI64);

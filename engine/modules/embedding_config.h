@@ -37,13 +37,17 @@ struct EmbeddingConfig {
 
 // TorchRec's default init: uniform in [-sqrt(1/num_embeddings), +sqrt(1/num_embeddings)], here
 // drawn from rng::uniform(seed, table_index, row, col).
-float embedding_init_value(uint64_t seed, int64_t table_index, int64_t row, int64_t col,
-                           int64_t num_embeddings);
+float embedding_init_value(
+    uint64_t seed, int64_t table_index, int64_t row, int64_t col, int64_t num_embeddings);
 
 // Fills rows [R, C] (f32/f16/bf16, host) with the values of table rows [row_begin, row_begin + R)
 // and columns [col_begin, col_begin + C), rounded to nearest in the storage dtype.
-void init_embedding_rows(Tensor& rows, uint64_t seed, int64_t table_index, int64_t row_begin,
-                         int64_t col_begin, int64_t num_embeddings);
+void init_embedding_rows(Tensor& rows,
+                         uint64_t seed,
+                         int64_t table_index,
+                         int64_t row_begin,
+                         int64_t col_begin,
+                         int64_t num_embeddings);
 
 // Gathers the bags of some KJT keys, in a fixed order, into the layout of kernels/embedding_bag.h:
 // ids [N] i64, offsets [F*B + 1] i64 (bag f*B + b), weights [N] f32. When the KJT holds exactly

@@ -47,23 +47,26 @@ KeyedJaggedTensor PositionWeightedModule::forward(const KeyedJaggedTensor& featu
     const int64_t* offsets = features.offsets().data<int64_t>();
     for (int64_t k = 0; k < features.num_keys(); ++k) {
         const int64_t p = find_index(features_, features.keys()[static_cast<size_t>(k)]);
-        if (p < 0) continue;
+        if (p < 0) {
+            continue;
+        }
         const Tensor& pw = weights_[static_cast<size_t>(p)].value;
         const int64_t first = features.lengths_offset_per_key()[static_cast<size_t>(k)];
         const int64_t last = features.lengths_offset_per_key()[static_cast<size_t>(k) + 1];
         for (int64_t bag = first; bag < last; ++bag) {
             const int64_t length = offsets[bag + 1] - offsets[bag];
-            SR_CHECK(length <= pw.numel(), "PositionWeightedModule: feature '{}' sample {} has {} "
-                     "ids, more than its max length {}", features_[static_cast<size_t>(p)],
-                     bag - first, length, pw.numel());
+            SR_CHECK(length <= pw.numel(),
+                     "PositionWeightedModule: feature '{}' sample {} has {} "
+                     "ids, more than its max length {}",
+                     features_[static_cast<size_t>(p)], bag - first, length, pw.numel());
             std::copy(pw.data<float>(), pw.data<float>() + length, out + offsets[bag]);
         }
     }
     last_ = features;
     if (features.variable_stride_per_key()) {
-        return KeyedJaggedTensor::from_lengths_variable_stride(
-            features.keys(), features.values(), features.lengths(), features.stride_per_key(),
-            weights);
+        return KeyedJaggedTensor::from_lengths_variable_stride(features.keys(), features.values(),
+                                                               features.lengths(),
+                                                               features.stride_per_key(), weights);
     }
     return KeyedJaggedTensor::from_offsets_sync(features.keys(), features.values(),
                                                 features.offsets(), weights, features.stride());
@@ -76,22 +79,30 @@ void PositionWeightedModule::backward(const Tensor& grad_weights) {
              last_.values().numel(), grad_weights.str());
     const float* g = grad_weights.data<float>();
     const int64_t* offsets = last_.offsets().data<int64_t>();
-    for (Parameter& p : weights_) p.grad.zero_();
+    for (Parameter& p : weights_) {
+        p.grad.zero_();
+    }
     for (int64_t k = 0; k < last_.num_keys(); ++k) {
         const int64_t p = find_index(features_, last_.keys()[static_cast<size_t>(k)]);
-        if (p < 0) continue;
+        if (p < 0) {
+            continue;
+        }
         float* grad = weights_[static_cast<size_t>(p)].grad.data<float>();
         const int64_t first = last_.lengths_offset_per_key()[static_cast<size_t>(k)];
         const int64_t last = last_.lengths_offset_per_key()[static_cast<size_t>(k) + 1];
         for (int64_t bag = first; bag < last; ++bag) {
-            for (int64_t n = offsets[bag]; n < offsets[bag + 1]; ++n) grad[n - offsets[bag]] += g[n];
+            for (int64_t n = offsets[bag]; n < offsets[bag + 1]; ++n) {
+                grad[n - offsets[bag]] += g[n];
+            }
         }
     }
 }
 
 std::vector<Parameter*> PositionWeightedModule::parameters() {
     std::vector<Parameter*> out;
-    for (Parameter& p : weights_) out.push_back(&p);
+    for (Parameter& p : weights_) {
+        out.push_back(&p);
+    }
     return out;
 }
 

@@ -16,7 +16,8 @@ namespace shardrec {
 class PositionWeightedModule : public Module {
 public:
     // feature -> max bag length (TorchRec's truncation size), in parameter order.
-    explicit PositionWeightedModule(std::vector<std::pair<std::string, int64_t>> max_feature_lengths);
+    explicit PositionWeightedModule(
+        std::vector<std::pair<std::string, int64_t>> max_feature_lengths);
 
     // The input with weights [N] f32 set: pw[f][j] for the j-th id of each bag of a
     // position-weighted key, 1.0 for keys without position weights (existing weights are

@@ -8,7 +8,7 @@ namespace shardrec::kernels::cpu {
 namespace {
 
 constexpr int64_t kPrefetchIds = 8;
-constexpr int64_t kBlock = 32;  // columns kept in registers: 8 SSE vectors
+constexpr int64_t kBlock = 32;                   // columns kept in registers: 8 SSE vectors
 constexpr int64_t kMinWorkForThreads = 1 << 14;  // ids * D below which one thread is faster
 
 // Always inlined: GCC deems a function that only prefetches pure, and deletes calls to it.
@@ -16,7 +16,9 @@ template <typename Weight>
 [[gnu::always_inline]] inline void prefetch_row(const Weight* row, int64_t dim) {
     const char* p = reinterpret_cast<const char*>(row);
     const int64_t bytes = dim * static_cast<int64_t>(sizeof(Weight));
-    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 0);
+    for (int64_t b = 0; b < bytes; b += 64) {
+        __builtin_prefetch(p + b, 0, 0);
+    }
 }
 
 struct Lookup {
@@ -32,8 +34,12 @@ struct Lookup {
 // registers over the whole bag (a row block is read once, an output written once); the last
 // D % kBlock columns accumulate in place. Each element still sums in id order from 0.
 template <typename Weight, bool kWeighted>
-void pool_bag(const Lookup& a, const Weight* table, int64_t begin, int64_t end,
-              int64_t prefetch_end, float* __restrict o) {
+void pool_bag(const Lookup& a,
+              const Weight* table,
+              int64_t begin,
+              int64_t end,
+              int64_t prefetch_end,
+              float* __restrict o) {
     const int64_t dim = a.dim;
     auto scale = [&](int64_t n) { return kWeighted ? a.per_sample_weights[n] : 1.f; };
     int64_t c0 = 0;
@@ -49,17 +55,25 @@ void pool_bag(const Lookup& a, const Weight* table, int64_t begin, int64_t end,
                 acc[j] += kWeighted ? w * to_float(row[j]) : to_float(row[j]);
             }
         }
-        for (int64_t j = 0; j < kBlock; ++j) o[c0 + j] = acc[j];
+        for (int64_t j = 0; j < kBlock; ++j) {
+            o[c0 + j] = acc[j];
+        }
     }
-    if (c0 == dim) return;
-    for (int64_t d = c0; d < dim; ++d) o[d] = 0.f;
+    if (c0 == dim) {
+        return;
+    }
+    for (int64_t d = c0; d < dim; ++d) {
+        o[d] = 0.f;
+    }
     for (int64_t n = begin; n < end; ++n) {
         if (c0 == 0 && n + kPrefetchIds < prefetch_end) {
             prefetch_row(table + a.ids[n + kPrefetchIds] * dim, dim);
         }
         const Weight* __restrict row = table + a.ids[n] * dim;
         const float w = scale(n);
-        for (int64_t d = c0; d < dim; ++d) o[d] += kWeighted ? w * to_float(row[d]) : to_float(row[d]);
+        for (int64_t d = c0; d < dim; ++d) {
+            o[d] += kWeighted ? w * to_float(row[d]) : to_float(row[d]);
+        }
     }
 }
 
@@ -73,7 +87,7 @@ void forward_typed(const Lookup& a, const Weight* weights, float* out) {
         const int64_t f = j / a.batch;
         const int64_t b = j % a.batch;
         const Weight* table = weights + a.table_offsets[a.feature_table[f]] * dim;
-        const int64_t feature_end = a.offsets[(f + 1) * a.batch];  // prefetch stays in the table
+        const int64_t feature_end = a.offsets[(f + 1) * a.batch];    // prefetch stays in the table
         float* __restrict o = out + (b * a.num_features + f) * dim;  // out[b, f*D : (f+1)*D]
         const int64_t begin = a.offsets[j];
         const int64_t end = a.offsets[j + 1];
@@ -81,7 +95,9 @@ void forward_typed(const Lookup& a, const Weight* weights, float* out) {
         if constexpr (kMode == PoolingMode::kMean) {
             if (end > begin) {
                 const auto length = static_cast<float>(end - begin);
-                for (int64_t d = 0; d < dim; ++d) o[d] /= length;
+                for (int64_t d = 0; d < dim; ++d) {
+                    o[d] /= length;
+                }
             }
         }
     }
@@ -89,9 +105,14 @@ void forward_typed(const Lookup& a, const Weight* weights, float* out) {
 
 }  // namespace
 
-void embedding_bag_forward(const Tensor& weights, const Tensor& table_offsets,
-                           const Tensor& feature_table, const Tensor& ids, const Tensor& offsets,
-                           const Tensor* per_sample_weights, PoolingMode mode, Tensor& out) {
+void embedding_bag_forward(const Tensor& weights,
+                           const Tensor& table_offsets,
+                           const Tensor& feature_table,
+                           const Tensor& ids,
+                           const Tensor& offsets,
+                           const Tensor* per_sample_weights,
+                           PoolingMode mode,
+                           Tensor& out) {
     const int64_t num_features = feature_table.numel();
     const Lookup a{table_offsets.data<int64_t>(),
                    feature_table.data<int32_t>(),

@@ -9,10 +9,14 @@ namespace {
 constexpr int64_t kMinBagsForThreads = 256;
 
 // One contribution per id, in id order (OpenMP over bags; every id is written once).
-detail::RowContributions gather_pooled(const Tensor& table_offsets, const Tensor& feature_table,
-                                       const Tensor& ids, const Tensor& offsets,
-                                       const Tensor* per_sample_weights, PoolingMode mode,
-                                       int64_t dim, EmbeddingBackwardWorkspace& workspace) {
+detail::RowContributions gather_pooled(const Tensor& table_offsets,
+                                       const Tensor& feature_table,
+                                       const Tensor& ids,
+                                       const Tensor& offsets,
+                                       const Tensor* per_sample_weights,
+                                       PoolingMode mode,
+                                       int64_t dim,
+                                       EmbeddingBackwardWorkspace& workspace) {
     const int64_t num_features = feature_table.numel();
     const int64_t batch = (offsets.numel() - 1) / num_features;
     const int64_t* toff = table_offsets.data<int64_t>();
@@ -41,10 +45,15 @@ detail::RowContributions gather_pooled(const Tensor& table_offsets, const Tensor
 
 // grad_psw[n] = dot(grad_out bag, row(id_n)) (/ L for MEAN), fp32 in a fixed order.
 template <typename Weight>
-void per_sample_weight_grad(const Tensor& grad_out, const Weight* weights,
-                            const Tensor& table_offsets, const Tensor& feature_table,
-                            const Tensor& ids, const Tensor& offsets, PoolingMode mode,
-                            int64_t dim, float* grad_psw) {
+void per_sample_weight_grad(const Tensor& grad_out,
+                            const Weight* weights,
+                            const Tensor& table_offsets,
+                            const Tensor& feature_table,
+                            const Tensor& ids,
+                            const Tensor& offsets,
+                            PoolingMode mode,
+                            int64_t dim,
+                            float* grad_psw) {
     const int64_t num_features = feature_table.numel();
     const int64_t batch = (offsets.numel() - 1) / num_features;
     const int64_t* toff = table_offsets.data<int64_t>();
@@ -70,16 +79,21 @@ void per_sample_weight_grad(const Tensor& grad_out, const Weight* weights,
 
 }  // namespace
 
-void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
-                            const Tensor& table_offsets, const Tensor& feature_table,
-                            const Tensor& ids, const Tensor& offsets,
-                            const Tensor* per_sample_weights, PoolingMode mode,
-                            Tensor* grad_weights, Tensor* grad_per_sample_weights,
+void embedding_bag_backward(const Tensor& grad_out,
+                            const Tensor& weights,
+                            const Tensor& table_offsets,
+                            const Tensor& feature_table,
+                            const Tensor& ids,
+                            const Tensor& offsets,
+                            const Tensor* per_sample_weights,
+                            PoolingMode mode,
+                            Tensor* grad_weights,
+                            Tensor* grad_per_sample_weights,
                             EmbeddingBackwardWorkspace& workspace) {
     const int64_t dim = weights.size(1);
     if (grad_weights != nullptr) {
-        const detail::RowContributions c = gather_pooled(
-            table_offsets, feature_table, ids, offsets, per_sample_weights, mode, dim, workspace);
+        const detail::RowContributions c = gather_pooled(table_offsets, feature_table, ids, offsets,
+                                                         per_sample_weights, mode, dim, workspace);
         const detail::RowSegments segments = detail::sort_by_row(c, weights.size(0), workspace);
         detail::write_dense_gradient(c, segments, grad_out.data<float>(), *grad_weights);
     }
@@ -92,11 +106,17 @@ void embedding_bag_backward(const Tensor& grad_out, const Tensor& weights,
     }
 }
 
-void embedding_bag_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
-                                  const Tensor& feature_table, const Tensor& ids,
-                                  const Tensor& offsets, const Tensor* per_sample_weights,
-                                  PoolingMode mode, const FusedOptimizerParams& optim,
-                                  Tensor& weights, Tensor* state1, Tensor* state2,
+void embedding_bag_backward_fused(const Tensor& grad_out,
+                                  const Tensor& table_offsets,
+                                  const Tensor& feature_table,
+                                  const Tensor& ids,
+                                  const Tensor& offsets,
+                                  const Tensor* per_sample_weights,
+                                  PoolingMode mode,
+                                  const FusedOptimizerParams& optim,
+                                  Tensor& weights,
+                                  Tensor* state1,
+                                  Tensor* state2,
                                   EmbeddingBackwardWorkspace& workspace) {
     const detail::RowContributions c =
         gather_pooled(table_offsets, feature_table, ids, offsets, per_sample_weights, mode,

@@ -40,14 +40,18 @@ T* slot_buffer(EmbeddingBackwardWorkspace& ws, Slot slot, int64_t count) {
 // Stable counting-sort pass on the digit of `keys_in` at `shift`.
 void radix_pass(int64_t n, int shift, uint64_t mask, const uint64_t* keys_in, uint64_t* keys_out) {
     std::array<int64_t, (size_t{1} << kMaxDigitBits)> count{};
-    for (int64_t i = 0; i < n; ++i) ++count[(keys_in[i] >> shift) & mask];
+    for (int64_t i = 0; i < n; ++i) {
+        ++count[(keys_in[i] >> shift) & mask];
+    }
     int64_t sum = 0;
     for (uint64_t d = 0; d <= mask; ++d) {
         const int64_t c = count[d];
         count[d] = sum;
         sum += c;
     }
-    for (int64_t i = 0; i < n; ++i) keys_out[count[(keys_in[i] >> shift) & mask]++] = keys_in[i];
+    for (int64_t i = 0; i < n; ++i) {
+        keys_out[count[(keys_in[i] >> shift) & mask]++] = keys_in[i];
+    }
 }
 
 int bits_for(int64_t max_value) {  // bits to represent [0, max_value]
@@ -57,18 +61,28 @@ int bits_for(int64_t max_value) {  // bits to represent [0, max_value]
 // Always inlined: GCC deems a function that only prefetches pure, and deletes calls to it.
 [[gnu::always_inline]] inline void prefetch_row(const void* p, int64_t bytes) {
     const char* c = static_cast<const char*>(p);
-    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 1, 1);
+    for (int64_t b = 0; b < bytes; b += 64) {
+        __builtin_prefetch(c + b, 1, 1);
+    }
 }
 
 // Sum of the contributions of segment s into acc[0:D], in id order.
-inline void reduce_segment(const RowContributions& c, const RowSegments& sg, int64_t s,
-                           const float* grad, int64_t dim, float* __restrict acc) {
-    for (int64_t d = 0; d < dim; ++d) acc[d] = 0.f;
+inline void reduce_segment(const RowContributions& c,
+                           const RowSegments& sg,
+                           int64_t s,
+                           const float* grad,
+                           int64_t dim,
+                           float* __restrict acc) {
+    for (int64_t d = 0; d < dim; ++d) {
+        acc[d] = 0.f;
+    }
     for (int64_t k = sg.begin[s]; k < sg.begin[s + 1]; ++k) {
         const int64_t n = sg.index(k);
         const float* __restrict g = grad + c.grad_offsets[n];  // g is grad_out's row for id n
         const float scale = c.scales[n];
-        for (int64_t d = 0; d < dim; ++d) acc[d] += scale * g[d];
+        for (int64_t d = 0; d < dim; ++d) {
+            acc[d] += scale * g[d];
+        }
     }
 }
 
@@ -80,13 +94,21 @@ struct UpdateConstants {
 };
 
 template <typename Weight, OptimType kOpt>
-void update_row(Weight* __restrict w, float* __restrict s1, float* __restrict s2,
-                float* __restrict g, int64_t dim, const UpdateConstants& k) {
+void update_row(Weight* __restrict w,
+                float* __restrict s1,
+                float* __restrict s2,
+                float* __restrict g,
+                int64_t dim,
+                const UpdateConstants& k) {
     if (k.weight_decay != 0.f) {
-        for (int64_t d = 0; d < dim; ++d) g[d] += k.weight_decay * to_float(w[d]);
+        for (int64_t d = 0; d < dim; ++d) {
+            g[d] += k.weight_decay * to_float(w[d]);
+        }
     }
     if constexpr (kOpt == OptimType::kSgd) {
-        for (int64_t d = 0; d < dim; ++d) w[d] = from_float<Weight>(to_float(w[d]) - k.lr * g[d]);
+        for (int64_t d = 0; d < dim; ++d) {
+            w[d] = from_float<Weight>(to_float(w[d]) - k.lr * g[d]);
+        }
     } else if constexpr (kOpt == OptimType::kExactAdagrad) {
         for (int64_t d = 0; d < dim; ++d) {
             const float sum_sq = s1[d] + g[d] * g[d];
@@ -97,7 +119,9 @@ void update_row(Weight* __restrict w, float* __restrict s1, float* __restrict s2
         const float sum_sq = s1[0] + dot_lanes(g, g, dim) / static_cast<float>(dim);
         s1[0] = sum_sq;
         const float step = k.lr / (std::sqrt(sum_sq) + k.eps);
-        for (int64_t d = 0; d < dim; ++d) w[d] = from_float<Weight>(to_float(w[d]) - step * g[d]);
+        for (int64_t d = 0; d < dim; ++d) {
+            w[d] = from_float<Weight>(to_float(w[d]) - step * g[d]);
+        }
     } else {
         static_assert(kOpt == OptimType::kAdam);
         for (int64_t d = 0; d < dim; ++d) {
@@ -113,9 +137,16 @@ void update_row(Weight* __restrict w, float* __restrict s1, float* __restrict s2
 }
 
 template <typename Weight, OptimType kOpt>
-void apply_fused_update_typed(const RowContributions& c, const RowSegments& sg, const float* grad,
-                              const UpdateConstants& k, Weight* weights, float* state1,
-                              float* state2, int64_t dim, float* accumulators, int64_t acc_stride) {
+void apply_fused_update_typed(const RowContributions& c,
+                              const RowSegments& sg,
+                              const float* grad,
+                              const UpdateConstants& k,
+                              Weight* weights,
+                              float* state1,
+                              float* state2,
+                              int64_t dim,
+                              float* accumulators,
+                              int64_t acc_stride) {
     // State row stride: row-wise Adagrad keeps one float per row, the others D.
     const int64_t state_dim = kOpt == OptimType::kExactRowWiseAdagrad ? 1 : dim;
     const int64_t num_segments = sg.num_segments;
@@ -134,15 +165,20 @@ void apply_fused_update_typed(const RowContributions& c, const RowSegments& sg, 
                 const int64_t ahead = s + kPrefetchSegments;
                 const int64_t r = sg.row(sg.begin[ahead]);
                 prefetch_row(weights + r * dim, dim * static_cast<int64_t>(sizeof(Weight)));
-                if (state1) prefetch_row(state1 + r * state_dim, state_dim * 4);
-                if (state2) prefetch_row(state2 + r * state_dim, state_dim * 4);
-                for (int64_t k = sg.begin[ahead]; k < sg.begin[ahead + 1]; ++k) {
-                    prefetch_row(grad + c.grad_offsets[sg.index(k)], dim * 4);
+                if (state1) {
+                    prefetch_row(state1 + r * state_dim, state_dim * 4);
+                }
+                if (state2) {
+                    prefetch_row(state2 + r * state_dim, state_dim * 4);
+                }
+                for (int64_t i = sg.begin[ahead]; i < sg.begin[ahead + 1]; ++i) {
+                    prefetch_row(grad + c.grad_offsets[sg.index(i)], dim * 4);
                 }
             }
             const int64_t row = sg.row(sg.begin[s]);
             reduce_segment(c, sg, s, grad, dim, acc);
-            update_row<Weight, kOpt>(weights + row * dim, state1 ? state1 + row * state_dim : nullptr,
+            update_row<Weight, kOpt>(weights + row * dim,
+                                     state1 ? state1 + row * state_dim : nullptr,
                                      state2 ? state2 + row * state_dim : nullptr, acc, dim, k);
         }
     }
@@ -167,14 +203,17 @@ RowContributions alloc_contributions(int64_t count, EmbeddingBackwardWorkspace& 
     return c;
 }
 
-RowSegments sort_by_row(const RowContributions& c, int64_t num_rows,
+RowSegments sort_by_row(const RowContributions& c,
+                        int64_t num_rows,
                         EmbeddingBackwardWorkspace& workspace) {
     const int64_t n = c.count;
     const int index_bits = bits_for(n - 1);
     const int row_bits = bits_for(num_rows - 1);
     // 2^64 rows * ids is far beyond any batch; the packing relies on it.
-    SR_CHECK(index_bits + row_bits <= 64, "embedding backward: {} rows and {} ids do not pack in "
-             "64 bits", num_rows, n);
+    SR_CHECK(index_bits + row_bits <= 64,
+             "embedding backward: {} rows and {} ids do not pack in "
+             "64 bits",
+             num_rows, n);
     uint64_t* keys[2] = {slot_buffer<uint64_t>(workspace, kSortKeysA, n),
                          slot_buffer<uint64_t>(workspace, kSortKeysB, n)};
     for (int64_t i = 0; i < n; ++i) {
@@ -200,20 +239,26 @@ RowSegments sort_by_row(const RowContributions& c, int64_t num_rows,
     return RowSegments{num_segments, begin, sorted, index_bits};
 }
 
-void apply_fused_update(const RowContributions& c, const RowSegments& segments, const float* grad,
-                        const FusedOptimizerParams& optim, Tensor& weights, Tensor* state1,
-                        Tensor* state2, EmbeddingBackwardWorkspace& workspace) {
+void apply_fused_update(const RowContributions& c,
+                        const RowSegments& segments,
+                        const float* grad,
+                        const FusedOptimizerParams& optim,
+                        Tensor& weights,
+                        Tensor* state1,
+                        Tensor* state2,
+                        EmbeddingBackwardWorkspace& workspace) {
     const int64_t dim = weights.size(1);
     const int64_t acc_stride = (dim + 15) / 16 * 16;  // a cache line apart: no false sharing
     float* acc = slot_buffer<float>(workspace, kAccumulators, acc_stride * max_threads());
     const auto step = static_cast<double>(optim.step);
-    const UpdateConstants k{optim.learning_rate,
-                            optim.eps,
-                            optim.beta1,
-                            optim.beta2,
-                            optim.weight_decay,
-                            static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta1), step)),
-                            static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta2), step))};
+    const UpdateConstants k{
+        optim.learning_rate,
+        optim.eps,
+        optim.beta1,
+        optim.beta2,
+        optim.weight_decay,
+        static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta1), step)),
+        static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta2), step))};
     float* s1 = state1 ? state1->data<float>() : nullptr;
     float* s2 = state2 ? state2->data<float>() : nullptr;
     visit_float_dtype(weights.dtype(), [&](auto tag) {
@@ -236,7 +281,9 @@ void apply_fused_update(const RowContributions& c, const RowSegments& segments, 
     });
 }
 
-void write_dense_gradient(const RowContributions& c, const RowSegments& sg, const float* grad,
+void write_dense_gradient(const RowContributions& c,
+                          const RowSegments& sg,
+                          const float* grad,
                           Tensor& grad_weights) {
     const int64_t dim = grad_weights.size(1);
     const int64_t rows = grad_weights.size(0);

@@ -47,25 +47,38 @@ inline float dot_lanes(const float* __restrict a, const T* __restrict b, int64_t
     float lane[kLanes] = {};
     int64_t d = 0;
     for (; d + kLanes <= dim; d += kLanes) {
-        for (int64_t j = 0; j < kLanes; ++j) lane[j] += a[d + j] * to_float(b[d + j]);
+        for (int64_t j = 0; j < kLanes; ++j) {
+            lane[j] += a[d + j] * to_float(b[d + j]);
+        }
     }
-    for (int64_t j = 0; d < dim; ++d, ++j) lane[j] += a[d] * to_float(b[d]);
-    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    for (int64_t j = 0; d < dim; ++d, ++j) {
+        lane[j] += a[d] * to_float(b[d]);
+    }
+    return ((lane[0] + lane[4]) + (lane[1] + lane[5])) +
+           ((lane[2] + lane[6]) + (lane[3] + lane[7]));
 }
 
 RowContributions alloc_contributions(int64_t count, EmbeddingBackwardWorkspace& workspace);
 
 // num_rows bounds every row (sum E); it sets the number of radix passes.
-RowSegments sort_by_row(const RowContributions& c, int64_t num_rows,
+RowSegments sort_by_row(const RowContributions& c,
+                        int64_t num_rows,
                         EmbeddingBackwardWorkspace& workspace);
 
 // Fused optimizer update of every touched row of weights [sum E, D] (and its state).
-void apply_fused_update(const RowContributions& c, const RowSegments& segments, const float* grad,
-                        const FusedOptimizerParams& optim, Tensor& weights, Tensor* state1,
-                        Tensor* state2, EmbeddingBackwardWorkspace& workspace);
+void apply_fused_update(const RowContributions& c,
+                        const RowSegments& segments,
+                        const float* grad,
+                        const FusedOptimizerParams& optim,
+                        Tensor& weights,
+                        Tensor* state1,
+                        Tensor* state2,
+                        EmbeddingBackwardWorkspace& workspace);
 
 // grad_weights [sum E, D] f32: zeros, then the aggregated gradient of every touched row.
-void write_dense_gradient(const RowContributions& c, const RowSegments& segments,
-                          const float* grad, Tensor& grad_weights);
+void write_dense_gradient(const RowContributions& c,
+                          const RowSegments& segments,
+                          const float* grad,
+                          Tensor& grad_weights);
 
 }  // namespace shardrec::kernels::cpu::detail

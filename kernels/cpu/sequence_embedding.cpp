@@ -1,8 +1,9 @@
 // Sequence embedding lookup, CPU: forward copies (upcasts) one row per id, OpenMP over bags; the
 // fused backward builds one contribution per id (scale 1, gradient row n) and reuses the pooled
 // backward's aggregate-and-update internals (embedding_bag_update.h).
-#include "kernels/cpu/embedding_bag_update.h"
 #include "kernels/sequence_embedding.h"
+
+#include "kernels/cpu/embedding_bag_update.h"
 
 namespace shardrec::kernels::cpu {
 namespace {
@@ -17,18 +18,27 @@ struct SequenceLayout {
     int64_t num_features, batch;
 };
 
-SequenceLayout layout_of(const Tensor& table_offsets, const Tensor& feature_table,
-                         const Tensor& ids, const Tensor& offsets) {
+SequenceLayout layout_of(const Tensor& table_offsets,
+                         const Tensor& feature_table,
+                         const Tensor& ids,
+                         const Tensor& offsets) {
     const int64_t num_features = feature_table.numel();
-    return {table_offsets.data<int64_t>(), feature_table.data<int32_t>(), ids.data<int64_t>(),
-            offsets.data<int64_t>(),       num_features, (offsets.numel() - 1) / num_features};
+    return {table_offsets.data<int64_t>(),
+            feature_table.data<int32_t>(),
+            ids.data<int64_t>(),
+            offsets.data<int64_t>(),
+            num_features,
+            (offsets.numel() - 1) / num_features};
 }
 
 }  // namespace
 
-void sequence_embedding_forward(const Tensor& weights, const Tensor& table_offsets,
-                                const Tensor& feature_table, const Tensor& ids,
-                                const Tensor& offsets, Tensor& out) {
+void sequence_embedding_forward(const Tensor& weights,
+                                const Tensor& table_offsets,
+                                const Tensor& feature_table,
+                                const Tensor& ids,
+                                const Tensor& offsets,
+                                Tensor& out) {
     const SequenceLayout a = layout_of(table_offsets, feature_table, ids, offsets);
     const int64_t dim = weights.size(1);
     const int64_t num_bags = a.num_features * a.batch;
@@ -42,16 +52,23 @@ void sequence_embedding_forward(const Tensor& weights, const Tensor& table_offse
             for (int64_t n = a.offsets[j]; n < a.offsets[j + 1]; ++n) {
                 const Weight* __restrict row = table + a.ids[n] * dim;
                 float* __restrict on = o + n * dim;  // out[n, :]
-                for (int64_t d = 0; d < dim; ++d) on[d] = to_float(row[d]);
+                for (int64_t d = 0; d < dim; ++d) {
+                    on[d] = to_float(row[d]);
+                }
             }
         }
     });
 }
 
-void sequence_embedding_backward_fused(const Tensor& grad_out, const Tensor& table_offsets,
-                                       const Tensor& feature_table, const Tensor& ids,
-                                       const Tensor& offsets, const FusedOptimizerParams& optim,
-                                       Tensor& weights, Tensor* state1, Tensor* state2,
+void sequence_embedding_backward_fused(const Tensor& grad_out,
+                                       const Tensor& table_offsets,
+                                       const Tensor& feature_table,
+                                       const Tensor& ids,
+                                       const Tensor& offsets,
+                                       const FusedOptimizerParams& optim,
+                                       Tensor& weights,
+                                       Tensor* state1,
+                                       Tensor* state2,
                                        EmbeddingBackwardWorkspace& workspace) {
     const SequenceLayout a = layout_of(table_offsets, feature_table, ids, offsets);
     const int64_t dim = weights.size(1);

@@ -3,7 +3,6 @@
 // optimizer (touched rows only, duplicates aggregated, row-wise Adagrad against the float64
 // reference), dense mode, determinism and no allocation in a repeated step.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 
@@ -25,16 +24,23 @@ std::vector<double> doubles(const Tensor& t) {  // f32 tensor as float64
     return std::vector<double>(v.begin(), v.end());
 }
 
-KeyedJaggedTensor kjt(std::vector<std::string> keys, std::vector<int64_t> values,
-                      std::vector<int64_t> lengths, std::vector<float> weights = {}) {
+KeyedJaggedTensor kjt(std::vector<std::string> keys,
+                      std::vector<int64_t> values,
+                      std::vector<int64_t> lengths,
+                      std::vector<float> weights = {}) {
     std::optional<Tensor> w;
-    if (!weights.empty()) w = Tensor::from_vector(weights);
+    if (!weights.empty()) {
+        w = Tensor::from_vector(weights);
+    }
     return KeyedJaggedTensor::from_lengths_sync(std::move(keys), Tensor::from_vector(values),
                                                 Tensor::from_vector(lengths), w);
 }
 
-EmbeddingBagConfig table(std::string name, int64_t rows, int64_t dim,
-                         std::vector<std::string> features, PoolingMode pooling = PoolingMode::kSum,
+EmbeddingBagConfig table(std::string name,
+                         int64_t rows,
+                         int64_t dim,
+                         std::vector<std::string> features,
+                         PoolingMode pooling = PoolingMode::kSum,
                          DType dtype = DType::kF32) {
     return EmbeddingBagConfig{std::move(name), rows, dim, std::move(features), pooling, dtype};
 }
@@ -54,14 +60,17 @@ std::vector<float> row(const Tensor& weight, int64_t r) {
 
 std::vector<float> column_block(const KeyedTensor& kt, int64_t b, int64_t key) {
     const int64_t cols = kt.values().size(1);
-    const float* p = kt.values().data<float>() + b * cols + kt.offset_per_key()[static_cast<size_t>(key)];
+    const float* p =
+        kt.values().data<float>() + b * cols + kt.offset_per_key()[static_cast<size_t>(key)];
     return std::vector<float>(p, p + kt.length_per_key()[static_cast<size_t>(key)]);
 }
 
 std::vector<float> sum_rows(const Tensor& w, const std::vector<int64_t>& rows) {
     std::vector<float> s(static_cast<size_t>(w.size(1)), 0.f);
     for (int64_t r : rows) {
-        for (size_t d = 0; d < s.size(); ++d) s[d] += row(w, r)[d];
+        for (size_t d = 0; d < s.size(); ++d) {
+            s[d] += row(w, r)[d];
+        }
     }
     return s;
 }
@@ -70,14 +79,49 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
     return a.nbytes() == b.nbytes() && std::memcmp(a.data_ptr(), b.data_ptr(), a.nbytes()) == 0;
 }
 
+// The float64 reference's view of one table of a (weighted) EBC batch: the bags of `features`
+// (name, first KT column) in that order, and in grad_out their [B, F*D] gradient columns.
+ref::EmbeddingLookup table_lookup(const KeyedJaggedTensor& kjt_in,
+                                  const std::vector<std::pair<std::string, int64_t>>& features,
+                                  int64_t dim,
+                                  int64_t rows,
+                                  const Tensor& grad_values,
+                                  std::vector<double>& grad_out) {
+    ref::EmbeddingLookup a;
+    a.dim = dim;
+    a.table_offsets = {0, rows};
+    a.offsets = {0};
+    const int64_t batch = kjt_in.stride(), cols = grad_values.size(1);
+    for (const auto& [name, column] : features) {
+        const JaggedTensor jt = kjt_in[name];
+        a.feature_table.push_back(0);
+        for (int64_t n = 0; n < jt.num_values(); ++n) {
+            a.ids.push_back(jt.values().data<int64_t>()[n]);
+            a.per_sample_weights.push_back(jt.weights().data<float>()[n]);
+        }
+        for (int64_t b = 0; b < batch; ++b) {
+            a.offsets.push_back(a.offsets.back() + jt.lengths().data<int64_t>()[b]);
+        }
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+        for (const auto& [name, column] : features) {
+            for (int64_t d = 0; d < dim; ++d) {
+                grad_out.push_back(grad_values.data<float>()[b * cols + column + d]);
+            }
+        }
+    }
+    return a;
+}
+
 }  // namespace
 
 TEST_CASE("EmbeddingBagCollection: TorchRec example 18.5 pools two tables into [3, 7]",
           "[modules]") {
-    EmbeddingBagCollection ebc({table("t1", 10, 3, {"f1"}), table("t2", 10, 4, {"f2"})}, false,
-                               7, std::nullopt);
+    EmbeddingBagCollection ebc({table("t1", 10, 3, {"f1"}), table("t2", 10, 4, {"f2"})}, false, 7,
+                               std::nullopt);
     // f1: [0,1], [], [2]; f2: [3], [4], [5,6,7]
-    const KeyedTensor kt = ebc.forward(kjt({"f1", "f2"}, {0, 1, 2, 3, 4, 5, 6, 7}, {2, 0, 1, 1, 1, 3}));
+    const KeyedTensor kt =
+        ebc.forward(kjt({"f1", "f2"}, {0, 1, 2, 3, 4, 5, 6, 7}, {2, 0, 1, 1, 1, 3}));
     REQUIRE(kt.values().shape() == Shape{3, 7});
     CHECK(kt.keys() == std::vector<std::string>{"f1", "f2"});
     CHECK(kt.offset_per_key() == std::vector<int64_t>{0, 3, 7});
@@ -89,8 +133,8 @@ TEST_CASE("EmbeddingBagCollection: TorchRec example 18.5 pools two tables into [
 
 TEST_CASE("EmbeddingBagCollection: keys are matched by name and a missing feature is an error",
           "[modules]") {
-    EmbeddingBagCollection ebc({table("t1", 10, 3, {"f1"}), table("t2", 10, 3, {"f2"})}, false,
-                               7, std::nullopt);
+    EmbeddingBagCollection ebc({table("t1", 10, 3, {"f1"}), table("t2", 10, 3, {"f2"})}, false, 7,
+                               std::nullopt);
     const Tensor a = ebc.forward(kjt({"f1", "f2"}, {0, 1, 2, 3}, {1, 1, 1, 1})).values().clone();
     const Tensor b =
         ebc.forward(kjt({"x", "f2", "f1"}, {9, 2, 3, 0, 1}, {1, 0, 1, 1, 1, 1})).values().clone();
@@ -102,8 +146,8 @@ TEST_CASE("EmbeddingBagCollection: keys are matched by name and a missing featur
 
 TEST_CASE("EmbeddingBagCollection: a shared table pools each of its features separately",
           "[modules]") {
-    EmbeddingBagCollection ebc({table("t", 20, 4, {"a", "b"}), table("u", 5, 4, {"c"})}, false,
-                               3, std::nullopt);
+    EmbeddingBagCollection ebc({table("t", 20, 4, {"a", "b"}), table("u", 5, 4, {"c"})}, false, 3,
+                               std::nullopt);
     // a: [4, 7], []; b: [], [4, 7, 9]; c: [], [1]
     const KeyedTensor kt =
         ebc.forward(kjt({"a", "b", "c"}, {4, 7, 4, 7, 9, 1}, {2, 0, 0, 3, 0, 1}));
@@ -118,13 +162,16 @@ TEST_CASE("EmbeddingBagCollection: MEAN matches nn.EmbeddingBag's example 18.8, 
           "[modules]") {
     EmbeddingBagCollection ebc({table("t", 4, 4, {"f"}, PoolingMode::kMean)}, false, 1,
                                std::nullopt);
-    const float r1[] = {0.3904f, 0.6009f, 0.2566f, 0.7936f}, r3[] = {0.8694f, 0.5677f, 0.7411f, 0.4294f};
+    const float r1[] = {0.3904f, 0.6009f, 0.2566f, 0.7936f},
+                r3[] = {0.8694f, 0.5677f, 0.7411f, 0.4294f};
     Tensor w = ebc.weight(0);
     std::memcpy(w.data<float>() + 4, r1, sizeof(r1));
     std::memcpy(w.data<float>() + 12, r3, sizeof(r3));
     const KeyedTensor kt = ebc.forward(kjt({"f"}, {1, 3}, {2}));
     const float expected[] = {0.6299f, 0.5843f, 0.4988f, 0.6115f};
-    for (int d = 0; d < 4; ++d) CHECK(std::fabs(kt.values().data<float>()[d] - expected[d]) < 1e-4);
+    for (int d = 0; d < 4; ++d) {
+        CHECK(std::fabs(kt.values().data<float>()[d] - expected[d]) < 1e-4);
+    }
 
     EmbeddingBagCollection weighted({table("t", 4, 2, {"f"})}, true, 1, std::nullopt);
     const KeyedTensor s = weighted.forward(kjt({"f"}, {1, 3}, {2}, {0.5f, 2.f}));
@@ -160,14 +207,18 @@ TEST_CASE("EmbeddingBagCollection: fused SGD changes exactly the touched rows", 
     const Tensor before_u = ebc.weight(1).clone();
     ebc.forward(kjt({"f", "g"}, {3, 9, 3}, {2, 1, 0, 0}));  // f: [3, 9], [3]; g: empty
     Tensor grad = Tensor::zeros({2, 6}, DType::kF32);
-    for (int64_t i = 0; i < 12; ++i) grad.data<float>()[i] = static_cast<float>(i % 6 + 1);
+    for (int64_t i = 0; i < 12; ++i) {
+        grad.data<float>()[i] = static_cast<float>(i % 6 + 1);
+    }
     ebc.backward(grad);
     CHECK(bitwise_equal(ebc.weight(1), before_u));  // no id of g: untouched
     for (int64_t r = 0; r < 16; ++r) {
         const std::vector<float> now = row(ebc.weight(0), r), was = row(before, r);
         for (size_t d = 0; d < 4; ++d) {
             const float g = static_cast<float>(d + 1);
-            const float want = r == 3 ? was[d] - 0.5f * (g + g) : r == 9 ? was[d] - 0.5f * g : was[d];
+            const float want = r == 3   ? was[d] - 0.5f * (g + g)
+                               : r == 9 ? was[d] - 0.5f * g
+                                        : was[d];
             CHECK(now[d] == want);
         }
     }
@@ -192,7 +243,8 @@ TEST_CASE("EmbeddingBagCollection: fused row-wise Adagrad matches the float64 re
           "[modules]") {
     // Two groups (dims 6 and 3), a shared table, MEAN and weighted, a hot row.
     std::vector<EmbeddingBagConfig> tables{table("a", 40, 6, {"fa", "fb"}, PoolingMode::kMean),
-                                           table("b", 25, 3, {"fc"}), table("c", 30, 6, {"fd"}, PoolingMode::kMean)};
+                                           table("b", 25, 3, {"fc"}),
+                                           table("c", 30, 6, {"fd"}, PoolingMode::kMean)};
     FusedOptimizerParams o = optimizer(OptimType::kExactRowWiseAdagrad, 0.05f);
     o.eps = 1e-3f;
     EmbeddingBagCollection ebc(tables, true, 11, o);
@@ -218,36 +270,23 @@ TEST_CASE("EmbeddingBagCollection: fused row-wise Adagrad matches the float64 re
     }
     ebc.forward(features);
     Tensor grad = Tensor::empty({batch, 21}, DType::kF32);
-    for (int64_t i = 0; i < grad.numel(); ++i) grad.data<float>()[i] = r.uniform(-1.f, 1.f);
+    for (int64_t i = 0; i < grad.numel(); ++i) {
+        grad.data<float>()[i] = r.uniform(-1.f, 1.f);
+    }
     ebc.backward(grad);
-    // Reference per table: its features' bags and grad columns (KT columns fa 0, fb 6, fc 12, fd 15).
+    // Reference per table: its features' bags and KT columns (fa 0, fb 6, fc 12, fd 15).
     const std::vector<std::vector<std::pair<std::string, int64_t>>> table_features{
         {{"fa", 0}, {"fb", 6}}, {{"fc", 12}}, {{"fd", 15}}};
     for (int64_t t = 0; t < 3; ++t) {
         const int64_t dim = tables[static_cast<size_t>(t)].embedding_dim;
-        ref::EmbeddingLookup a;
-        a.dim = dim;
-        a.table_offsets = {0, tables[static_cast<size_t>(t)].num_embeddings};
-        a.offsets = {0};
         std::vector<double> g;
-        for (const auto& [name, column] : table_features[static_cast<size_t>(t)]) {
-            const JaggedTensor jt = features[name];
-            a.feature_table.push_back(0);
-            for (int64_t n = 0; n < jt.num_values(); ++n) {
-                a.ids.push_back(jt.values().data<int64_t>()[n]);
-                a.per_sample_weights.push_back(jt.weights().data<float>()[n]);
-            }
-            for (int64_t b = 0; b < batch; ++b) a.offsets.push_back(a.offsets.back() + jt.lengths().data<int64_t>()[b]);
-        }
-        for (int64_t b = 0; b < batch; ++b) {
-            for (const auto& [name, column] : table_features[static_cast<size_t>(t)]) {
-                for (int64_t d = 0; d < dim; ++d) g.push_back(grad.data<float>()[b * 21 + column + d]);
-            }
-        }
-        const ref::RowGradients rg = ref::embedding_bag_row_gradients(
-            a, g, tables[static_cast<size_t>(t)].pooling);
-        const ref::OptimizerUpdate u = ref::fused_optimizer_update(rg, o, dim, w0[static_cast<size_t>(t)],
-                                                                   s0[static_cast<size_t>(t)], {});
+        const ref::EmbeddingLookup a =
+            table_lookup(features, table_features[static_cast<size_t>(t)], dim,
+                         tables[static_cast<size_t>(t)].num_embeddings, grad, g);
+        const ref::RowGradients rg =
+            ref::embedding_bag_row_gradients(a, g, tables[static_cast<size_t>(t)].pooling);
+        const ref::OptimizerUpdate u = ref::fused_optimizer_update(
+            rg, o, dim, w0[static_cast<size_t>(t)], s0[static_cast<size_t>(t)], {});
         test::Tolerance tol;
         tol.terms = rg.max_count + 2 + 8 + dim;
         const auto cw = test::compare(ebc.weight(t), u.weights.value, u.weights.mag, tol);
@@ -259,19 +298,25 @@ TEST_CASE("EmbeddingBagCollection: fused row-wise Adagrad matches the float64 re
     }
 }
 
-TEST_CASE("EmbeddingBagCollection: steps are bitwise deterministic and allocate nothing when "
-          "the shape repeats", "[modules]") {
+TEST_CASE(
+    "EmbeddingBagCollection: steps are bitwise deterministic and allocate nothing when "
+    "the shape repeats",
+    "[modules]") {
     auto make = [] {
         return EmbeddingBagCollection({table("a", 100, 8, {"x", "y"}), table("b", 60, 4, {"z"})},
                                       true, 9, optimizer(OptimType::kAdam, 0.01f));
     };
     EmbeddingBagCollection first = make(), second = make();
     Tensor grad = Tensor::empty({4, 20}, DType::kF32);
-    for (int64_t i = 0; i < grad.numel(); ++i) grad.data<float>()[i] = std::sin(0.37f * static_cast<float>(i));
+    for (int64_t i = 0; i < grad.numel(); ++i) {
+        grad.data<float>()[i] = std::sin(0.37f * static_cast<float>(i));
+    }
     auto batch = [](int64_t shift) {
         const std::vector<int64_t> ids{1, 5, 5, 9, 2, 7, 3, 3, 40, 50, 1, 2};
         std::vector<int64_t> v;
-        for (int64_t id : ids) v.push_back((id + shift) % 60);
+        for (int64_t id : ids) {
+            v.push_back((id + shift) % 60);
+        }
         return kjt({"z", "y", "x"}, v, {1, 0, 2, 1, 1, 2, 0, 1, 1, 1, 1, 1},
                    {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
     };
@@ -317,9 +362,8 @@ TEST_CASE("EmbeddingBagCollection: dense mode writes the reference gradient per 
 
 TEST_CASE("PositionWeightedModule: TorchRec example 18.6 starts every weight at 1", "[modules]") {
     PositionWeightedModule pw({{"F0", 3}, {"F1", 3}, {"F2", 3}});
-    const KeyedJaggedTensor out =
-        pw.forward(kjt({"F0", "F1", "F2"}, {0, 1, 2, 3, 4, 5, 6, 7, 3, 4, 5, 6, 7},
-                       {2, 0, 1, 1, 1, 3, 2, 3, 0}));
+    const KeyedJaggedTensor out = pw.forward(kjt(
+        {"F0", "F1", "F2"}, {0, 1, 2, 3, 4, 5, 6, 7, 3, 4, 5, 6, 7}, {2, 0, 1, 1, 1, 3, 2, 3, 0}));
     REQUIRE(out.has_weights());
     CHECK(out.weights().to_vector<float>() == std::vector<float>(13, 1.f));
     CHECK(out.lengths().to_vector<int64_t>() == std::vector<int64_t>{2, 0, 1, 1, 1, 3, 2, 3, 0});
@@ -328,8 +372,7 @@ TEST_CASE("PositionWeightedModule: TorchRec example 18.6 starts every weight at 
     CHECK_THROWS_WITH(pw.forward(kjt({"F0"}, {1, 2, 3, 4}, {4})), Catch::Contains("max length 3"));
 }
 
-TEST_CASE("PositionWeightedModule: position-weight gradients through a weighted EBC",
-          "[modules]") {
+TEST_CASE("PositionWeightedModule: position-weight gradients through a weighted EBC", "[modules]") {
     PositionWeightedModule pw({{"a", 3}});
     float* p = pw.parameters()[0]->value.data<float>();
     p[1] = 0.5f;

@@ -2,7 +2,6 @@
 // fused update of touched rows with duplicates aggregated, and row-wise Adagrad against the
 // float64 reference.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
 #include "engine/core/rng.h"
@@ -21,7 +20,8 @@ std::vector<double> doubles(const Tensor& t) {  // f32 tensor as float64
     return std::vector<double>(v.begin(), v.end());
 }
 
-KeyedJaggedTensor kjt(std::vector<std::string> keys, std::vector<int64_t> values,
+KeyedJaggedTensor kjt(std::vector<std::string> keys,
+                      std::vector<int64_t> values,
                       std::vector<int64_t> lengths) {
     return KeyedJaggedTensor::from_lengths_sync(std::move(keys), Tensor::from_vector(values),
                                                 Tensor::from_vector(lengths));
@@ -95,7 +95,9 @@ TEST_CASE("EmbeddingCollection: fused row-wise Adagrad matches the float64 refer
     for (int64_t f = 0; f < 3; ++f) {
         for (int64_t b = 0; b < batch; ++b) {
             lengths.push_back(r.randint(0, 4));
-            for (int64_t i = 0; i < lengths.back(); ++i) values.push_back(i == 0 ? 3 : r.randint(0, 20));
+            for (int64_t i = 0; i < lengths.back(); ++i) {
+                values.push_back(i == 0 ? 3 : r.randint(0, 20));
+            }
         }
     }
     const KeyedJaggedTensor features = kjt({"x", "y", "z"}, values, lengths);
@@ -104,7 +106,9 @@ TEST_CASE("EmbeddingCollection: fused row-wise Adagrad matches the float64 refer
     std::vector<std::pair<std::string, Tensor>> grads;
     for (const auto& [name, jt] : out) {
         Tensor g = Tensor::empty(jt.values().shape(), DType::kF32);
-        for (int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = r.uniform(-1.f, 1.f);
+        for (int64_t i = 0; i < g.numel(); ++i) {
+            g.data<float>()[i] = r.uniform(-1.f, 1.f);
+        }
         grads.emplace_back(name, g);
     }
     ec.backward(grads);
@@ -115,7 +119,9 @@ TEST_CASE("EmbeddingCollection: fused row-wise Adagrad matches the float64 refer
     a.feature_table = {0, 0, 1};
     a.ids = values;
     a.offsets = {0};
-    for (int64_t l : lengths) a.offsets.push_back(a.offsets.back() + l);
+    for (int64_t l : lengths) {
+        a.offsets.push_back(a.offsets.back() + l);
+    }
     std::vector<double> g;
     for (const auto& kv : grads) {
         const std::vector<double> part = doubles(kv.second);

@@ -2,7 +2,6 @@
 // backward (with the per-sample-weight gradient) and fused backward for every optimizer, over
 // FBGEMM's property space (embedding_inputs.h), plus large bench-only cases for bench_ops.
 #include "kernels/embedding_bag.h"
-
 #include "test/ops/embedding_inputs.h"
 #include "test/ops/op_case.h"
 
@@ -43,17 +42,15 @@ public:
 
     OpKind kind() const override { return OpKind::kEmbeddingBagForward; }
 
-    std::string vars() const override {
-        return spec_.vars() + ",mode=" + pooling_mode_name(mode_);
-    }
+    std::string vars() const override { return spec_.vars() + ",mode=" + pooling_mode_name(mode_); }
 
     bool bench_only() const override { return bench_; }
 
     void make_inputs(uint64_t seed) override { in_ = make_embedding_inputs(spec_, seed); }
 
     std::vector<RefOutput> reference() const override {
-        return {ref_output("out", ref::embedding_bag_forward(in_.lookup, to_double(in_.weights),
-                                                             mode_))};
+        return {ref_output("out",
+                           ref::embedding_bag_forward(in_.lookup, to_double(in_.weights), mode_))};
     }
 
     std::vector<Tensor> run(Device /*device*/) override {
@@ -102,8 +99,8 @@ public:
 
     void make_inputs(uint64_t seed) override {
         in_ = make_embedding_inputs(spec_, seed);
-        grad_out_ = random_tensor({spec_.batch, in_.feature_table.numel() * spec_.dim},
-                                  DType::kF32, seed, 3, spec_.exact, -1.f, 1.f);
+        grad_out_ = random_tensor({spec_.batch, in_.feature_table.numel() * spec_.dim}, DType::kF32,
+                                  seed, 3, spec_.exact, -1.f, 1.f);
     }
 
     std::vector<RefOutput> reference() const override {
@@ -125,7 +122,9 @@ public:
                                         in_.feature_table, in_.ids, in_.offsets, in_.psw(), mode_,
                                         &grad_weights, psw_grad_ ? &grad_psw : nullptr, workspace_,
                                         Stream::cpu());
-        if (!psw_grad_) return {grad_weights};
+        if (!psw_grad_) {
+            return {grad_weights};
+        }
         return {grad_weights, grad_psw};
     }
 
@@ -145,7 +144,9 @@ public:
         const auto d = static_cast<double>(spec_.dim);
         double b = n * (4 * d + 8) + 8.0 * static_cast<double>(in_.offsets.numel()) +
                    4.0 * static_cast<double>(in_.weights.numel());
-        if (psw_grad_) b += n * (d * static_cast<double>(dtype_size(spec_.dtype)) + 4);
+        if (psw_grad_) {
+            b += n * (d * static_cast<double>(dtype_size(spec_.dtype)) + 4);
+        }
         return b;
     }
 
@@ -162,24 +163,25 @@ private:
 
 class EmbeddingBagBackwardFusedCase : public OpCase {
 public:
-    EmbeddingBagBackwardFusedCase(EmbeddingInputSpec spec, PoolingMode mode,
-                                  FusedOptimizerParams optim, bool bench = false)
+    EmbeddingBagBackwardFusedCase(EmbeddingInputSpec spec,
+                                  PoolingMode mode,
+                                  FusedOptimizerParams optim,
+                                  bool bench = false)
         : spec_(std::move(spec)), mode_(mode), optim_(optim), bench_(bench) {}
 
     OpKind kind() const override { return OpKind::kEmbeddingBagBackwardFused; }
 
     std::string vars() const override {
         return fmt::format("{},mode={},opt={},lr={},wd={}", spec_.vars(), pooling_mode_name(mode_),
-                           optim_type_name(optim_.type), optim_.learning_rate,
-                           optim_.weight_decay);
+                           optim_type_name(optim_.type), optim_.learning_rate, optim_.weight_decay);
     }
 
     bool bench_only() const override { return bench_; }
 
     void make_inputs(uint64_t seed) override {
         in_ = make_embedding_inputs(spec_, seed);
-        grad_out_ = random_tensor({spec_.batch, in_.feature_table.numel() * spec_.dim},
-                                  DType::kF32, seed, 3, spec_.exact, -1.f, 1.f);
+        grad_out_ = random_tensor({spec_.batch, in_.feature_table.numel() * spec_.dim}, DType::kF32,
+                                  seed, 3, spec_.exact, -1.f, 1.f);
         const int64_t rows = in_.weights.size(0);
         state1_ = state2_ = Tensor();
         // Adagrad sums start positive; Adam moments small, v >= 0.
@@ -202,8 +204,12 @@ public:
         ref::OptimizerUpdate u = ref::fused_optimizer_update(
             g, optim_, spec_.dim, to_double(in_.weights), state(state1_), state(state2_));
         std::vector<RefOutput> out{ref_output("weights", std::move(u.weights))};
-        if (state1_.defined()) out.push_back(ref_output("state1", std::move(u.state1)));
-        if (state2_.defined()) out.push_back(ref_output("state2", std::move(u.state2)));
+        if (state1_.defined()) {
+            out.push_back(ref_output("state1", std::move(u.state1)));
+        }
+        if (state2_.defined()) {
+            out.push_back(ref_output("state2", std::move(u.state2)));
+        }
         return out;
     }
 
@@ -215,19 +221,27 @@ public:
         Tensor s1 = state1_.defined() ? (bench_ ? state1_ : make_output_like(state1_)) : Tensor();
         Tensor s2 = state2_.defined() ? (bench_ ? state2_ : make_output_like(state2_)) : Tensor();
         kernels::embedding_bag_backward_fused(
-            grad_out_, in_.table_offsets, in_.feature_table, in_.ids, in_.offsets, in_.psw(),
-            mode_, optim_, w, s1.defined() ? &s1 : nullptr, s2.defined() ? &s2 : nullptr,
-            workspace_, Stream::cpu());
+            grad_out_, in_.table_offsets, in_.feature_table, in_.ids, in_.offsets, in_.psw(), mode_,
+            optim_, w, s1.defined() ? &s1 : nullptr, s2.defined() ? &s2 : nullptr, workspace_,
+            Stream::cpu());
         std::vector<Tensor> out{w};
-        if (s1.defined()) out.push_back(s1);
-        if (s2.defined()) out.push_back(s2);
+        if (s1.defined()) {
+            out.push_back(s1);
+        }
+        if (s2.defined()) {
+            out.push_back(s2);
+        }
         return out;
     }
 
     Tolerance tolerance(size_t output) const override {
-        if (spec_.exact) return exact_tolerance();
+        if (spec_.exact) {
+            return exact_tolerance();
+        }
         Tolerance t = OpCase::tolerance(output);
-        if (output == 0) t.u_out = unit_roundoff(spec_.dtype);
+        if (output == 0) {
+            t.u_out = unit_roundoff(spec_.dtype);
+        }
         return t;
     }
 
@@ -246,9 +260,15 @@ public:
         const auto d = static_cast<double>(spec_.dim);
         const auto u = static_cast<double>(in_.touched_rows);
         double state_floats = 0;
-        if (optim_.type == OptimType::kExactRowWiseAdagrad) state_floats = 1;
-        if (optim_.type == OptimType::kExactAdagrad) state_floats = d;
-        if (optim_.type == OptimType::kAdam) state_floats = 2 * d;
+        if (optim_.type == OptimType::kExactRowWiseAdagrad) {
+            state_floats = 1;
+        }
+        if (optim_.type == OptimType::kExactAdagrad) {
+            state_floats = d;
+        }
+        if (optim_.type == OptimType::kAdam) {
+            state_floats = 2 * d;
+        }
         return n * (4 * d + 8) + 8.0 * static_cast<double>(in_.offsets.numel()) +
                2 * u * (d * static_cast<double>(dtype_size(spec_.dtype)) + 4 * state_floats);
     }
@@ -265,8 +285,13 @@ private:
 
 // ---- the cases ----
 
-EmbeddingInputSpec spec(std::vector<int64_t> rows, std::vector<int32_t> features, int64_t batch,
-                        int64_t dim, int64_t max_length, bool weighted, DType dtype) {
+EmbeddingInputSpec spec(std::vector<int64_t> rows,
+                        std::vector<int32_t> features,
+                        int64_t batch,
+                        int64_t dim,
+                        int64_t max_length,
+                        bool weighted,
+                        DType dtype) {
     EmbeddingInputSpec s;
     s.table_rows = std::move(rows);
     s.feature_table = std::move(features);
@@ -359,8 +384,8 @@ void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     EmbeddingInputSpec exact = spec({16, 16}, {0, 1, 0}, 64, 33, 10, true, DType::kF32);
     exact.exact = true;
     exact.hot_row = true;
-    v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
-        exact, kSum, optimizer(OptimType::kSgd, 0.25f)));
+    v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(exact, kSum,
+                                                                optimizer(OptimType::kSgd, 0.25f)));
     v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
         bench_spec(), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f), true));
 }

@@ -2,7 +2,6 @@
 // every weight dtype, and the fused backward for every optimizer, hot rows and exact mode
 // (inputs from embedding_inputs.h, shared with the pooled cases).
 #include "kernels/sequence_embedding.h"
-
 #include "test/ops/embedding_inputs.h"
 #include "test/ops/op_case.h"
 #include "test/reference/sequence_embedding.h"
@@ -18,8 +17,12 @@ RefOutput ref_output(const char* name, ref::Values v) {
     return RefOutput{name, std::move(v.value), std::move(v.mag)};
 }
 
-EmbeddingInputSpec spec(std::vector<int64_t> rows, std::vector<int32_t> features, int64_t batch,
-                        int64_t dim, int64_t max_length, DType dtype) {
+EmbeddingInputSpec spec(std::vector<int64_t> rows,
+                        std::vector<int32_t> features,
+                        int64_t batch,
+                        int64_t dim,
+                        int64_t max_length,
+                        DType dtype) {
     EmbeddingInputSpec s;
     s.table_rows = std::move(rows);
     s.feature_table = std::move(features);
@@ -43,8 +46,8 @@ public:
     void make_inputs(uint64_t seed) override { in_ = make_embedding_inputs(spec_, seed); }
 
     std::vector<RefOutput> reference() const override {
-        return {ref_output("out", ref::sequence_embedding_forward(in_.lookup,
-                                                                  to_double(in_.weights)))};
+        return {
+            ref_output("out", ref::sequence_embedding_forward(in_.lookup, to_double(in_.weights)))};
     }
 
     std::vector<Tensor> run(Device /*device*/) override {
@@ -112,8 +115,12 @@ public:
         ref::OptimizerUpdate u = ref::fused_optimizer_update(
             g, optim_, spec_.dim, to_double(in_.weights), state(state1_), state(state2_));
         std::vector<RefOutput> out{ref_output("weights", std::move(u.weights))};
-        if (state1_.defined()) out.push_back(ref_output("state1", std::move(u.state1)));
-        if (state2_.defined()) out.push_back(ref_output("state2", std::move(u.state2)));
+        if (state1_.defined()) {
+            out.push_back(ref_output("state1", std::move(u.state1)));
+        }
+        if (state2_.defined()) {
+            out.push_back(ref_output("state2", std::move(u.state2)));
+        }
         return out;
     }
 
@@ -123,19 +130,26 @@ public:
         Tensor s2 = state2_.defined() ? make_output_like(state2_) : Tensor();
         kernels::sequence_embedding_backward_fused(
             grad_out_, in_.table_offsets, in_.feature_table, in_.ids, in_.offsets, optim_, w,
-            s1.defined() ? &s1 : nullptr, s2.defined() ? &s2 : nullptr, workspace_,
-            Stream::cpu());
+            s1.defined() ? &s1 : nullptr, s2.defined() ? &s2 : nullptr, workspace_, Stream::cpu());
         std::vector<Tensor> out{w};
-        if (s1.defined()) out.push_back(s1);
-        if (s2.defined()) out.push_back(s2);
+        if (s1.defined()) {
+            out.push_back(s1);
+        }
+        if (s2.defined()) {
+            out.push_back(s2);
+        }
         return out;
     }
 
     Tolerance tolerance(size_t output) const override {
         Tolerance t = OpCase::tolerance(output);
         t.exact = spec_.exact;
-        if (output == 0 && spec_.dtype == DType::kF16) t.u_out = 0x1.0p-11;
-        if (output == 0 && spec_.dtype == DType::kBF16) t.u_out = 0x1.0p-8;
+        if (output == 0 && spec_.dtype == DType::kF16) {
+            t.u_out = 0x1.0p-11;
+        }
+        if (output == 0 && spec_.dtype == DType::kBF16) {
+            t.u_out = 0x1.0p-8;
+        }
         return t;
     }
 
@@ -151,13 +165,13 @@ public:
     double bytes() const override {
         const auto n = static_cast<double>(in_.ids.numel());
         const auto d = static_cast<double>(spec_.dim);
-        const double state_floats = optim_.type == OptimType::kSgd                 ? 0
+        const double state_floats = optim_.type == OptimType::kSgd                   ? 0
                                     : optim_.type == OptimType::kExactRowWiseAdagrad ? 1
-                                    : optim_.type == OptimType::kAdam               ? 2 * d
-                                                                                    : d;
-        return n * (4 * d + 8) + 2 * static_cast<double>(in_.touched_rows) *
-                                     (d * static_cast<double>(dtype_size(spec_.dtype)) +
-                                      4 * state_floats);
+                                    : optim_.type == OptimType::kAdam                ? 2 * d
+                                                                                     : d;
+        return n * (4 * d + 8) +
+               2 * static_cast<double>(in_.touched_rows) *
+                   (d * static_cast<double>(dtype_size(spec_.dtype)) + 4 * state_floats);
     }
 
 private:
@@ -170,7 +184,8 @@ private:
 
 const RegisterOpCases kRegister([] {
     std::vector<std::unique_ptr<OpCase>> v;
-    v.push_back(std::make_unique<SequenceEmbeddingForwardCase>(spec({5}, {0}, 1, 1, 3, DType::kF32)));
+    v.push_back(
+        std::make_unique<SequenceEmbeddingForwardCase>(spec({5}, {0}, 1, 1, 3, DType::kF32)));
     v.push_back(std::make_unique<SequenceEmbeddingForwardCase>(
         spec({10, 6}, {0, 1, 0}, 7, 3, 5, DType::kF32)));
     v.push_back(std::make_unique<SequenceEmbeddingForwardCase>(

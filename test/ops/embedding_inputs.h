@@ -18,7 +18,7 @@
 namespace shardrec::test {
 
 struct EmbeddingInputSpec {
-    std::vector<int64_t> table_rows;    // E_t per table
+    std::vector<int64_t> table_rows;     // E_t per table
     std::vector<int32_t> feature_table;  // table of each feature
     int64_t batch = 1;
     int64_t dim = 1;
@@ -42,16 +42,23 @@ struct EmbeddingInputSpec {
 
 // Uniform value for element i of stream `stream`: in [lo, hi), or an integer in [lo, hi] when
 // exact. Rounded to the storage dtype by the caller, and read back from there by the reference.
-inline float random_value(uint64_t seed, uint64_t stream, int64_t i, bool exact, float lo,
-                          float hi) {
+inline float random_value(
+    uint64_t seed, uint64_t stream, int64_t i, bool exact, float lo, float hi) {
     const double u = rng::uniform(seed, stream, static_cast<uint64_t>(i));
-    if (exact) return std::floor(lo + static_cast<float>(u) * (hi - lo + 1.f));
+    if (exact) {
+        return std::floor(lo + static_cast<float>(u) * (hi - lo + 1.f));
+    }
     return lo + static_cast<float>(u) * (hi - lo);
 }
 
 // A [rows, cols] tensor of `dtype` filled with random_value.
-inline Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed, uint64_t stream,
-                            bool exact, float lo, float hi) {
+inline Tensor random_tensor(const Shape& shape,
+                            DType dtype,
+                            uint64_t seed,
+                            uint64_t stream,
+                            bool exact,
+                            float lo,
+                            float hi) {
     Tensor t = Tensor::empty(shape, dtype);
     visit_float_dtype(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -72,7 +79,9 @@ struct EmbeddingInputs {
     int64_t max_row_count = 0;  // most ids on one row (K of the backward)
     int64_t touched_rows = 0;   // distinct rows looked up (U)
 
-    const Tensor* psw() const { return per_sample_weights.defined() ? &per_sample_weights : nullptr; }
+    const Tensor* psw() const {
+        return per_sample_weights.defined() ? &per_sample_weights : nullptr;
+    }
 };
 
 inline EmbeddingInputs make_embedding_inputs(const EmbeddingInputSpec& s, uint64_t seed) {
@@ -80,19 +89,26 @@ inline EmbeddingInputs make_embedding_inputs(const EmbeddingInputSpec& s, uint64
     ref::EmbeddingLookup& a = in.lookup;
     a.dim = s.dim;
     a.table_offsets = {0};
-    for (int64_t rows : s.table_rows) a.table_offsets.push_back(a.table_offsets.back() + rows);
+    for (int64_t rows : s.table_rows) {
+        a.table_offsets.push_back(a.table_offsets.back() + rows);
+    }
     a.feature_table = s.feature_table;
     a.offsets = {0};
     rng::Rng r(seed, 11);
     const auto num_features = static_cast<int64_t>(s.feature_table.size());
     for (int64_t f = 0; f < num_features; ++f) {
-        const int64_t rows = s.table_rows[static_cast<size_t>(s.feature_table[static_cast<size_t>(f)])];
+        const int64_t rows =
+            s.table_rows[static_cast<size_t>(s.feature_table[static_cast<size_t>(f)])];
         int64_t first = -1, last = -1;  // first and last non-empty bag of this feature
         for (int64_t b = 0; b < s.batch; ++b) {
             const int64_t length = r.randint(s.min_length, s.max_length + 1);
             const auto begin = static_cast<int64_t>(a.ids.size());
-            for (int64_t i = 0; i < length; ++i) a.ids.push_back(r.randint(0, rows));
-            if (length > 0 && s.hot_row) a.ids[static_cast<size_t>(begin)] = rows / 2;
+            for (int64_t i = 0; i < length; ++i) {
+                a.ids.push_back(r.randint(0, rows));
+            }
+            if (length > 0 && s.hot_row) {
+                a.ids[static_cast<size_t>(begin)] = rows / 2;
+            }
             if (length > 0) {
                 first = first < 0 ? begin : first;
                 last = begin + length - 1;

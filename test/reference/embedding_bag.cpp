@@ -11,7 +11,9 @@ namespace {
 
 using kernels::OptimType;
 
-size_t at(int64_t i) { return static_cast<size_t>(i); }
+size_t at(int64_t i) {
+    return static_cast<size_t>(i);
+}
 
 // s_i of id n in bag j: w_n (1 when unweighted), divided by L for MEAN.
 double scale_of(const EmbeddingLookup& a, int64_t n, int64_t j, PoolingMode mode) {
@@ -26,7 +28,8 @@ int64_t EmbeddingLookup::batch() const {
     return (static_cast<int64_t>(offsets.size()) - 1) / num_features();
 }
 
-Values embedding_bag_forward(const EmbeddingLookup& a, const std::vector<double>& weights,
+Values embedding_bag_forward(const EmbeddingLookup& a,
+                             const std::vector<double>& weights,
                              PoolingMode mode) {
     const int64_t F = a.num_features(), B = a.batch(), D = a.dim;
     Values out{std::vector<double>(at(B * F * D), 0.0), std::vector<double>(at(B * F * D), 0.0)};
@@ -48,7 +51,8 @@ Values embedding_bag_forward(const EmbeddingLookup& a, const std::vector<double>
 }
 
 RowGradients embedding_bag_row_gradients(const EmbeddingLookup& a,
-                                         const std::vector<double>& grad_out, PoolingMode mode) {
+                                         const std::vector<double>& grad_out,
+                                         PoolingMode mode) {
     const int64_t F = a.num_features(), B = a.batch(), D = a.dim;
     std::map<int64_t, std::vector<double>> grad, mag;  // row -> [D]
     std::map<int64_t, int64_t> count;
@@ -81,7 +85,8 @@ RowGradients embedding_bag_row_gradients(const EmbeddingLookup& a,
     return r;
 }
 
-Values embedding_bag_backward(const EmbeddingLookup& a, const std::vector<double>& grad_out,
+Values embedding_bag_backward(const EmbeddingLookup& a,
+                              const std::vector<double>& grad_out,
                               PoolingMode mode) {
     const int64_t D = a.dim;
     const RowGradients r = embedding_bag_row_gradients(a, grad_out, mode);
@@ -129,8 +134,8 @@ Values embedding_bag_backward_per_sample_weights(const EmbeddingLookup& a,
 //   SGD:      w' = w - lr g                     mag |w| + lr gm
 //   Adagrad:  G' = G + g^2                      mag G + g^2 + 2|g| gm
 //   row-wise: G' = G + mean_d g_d^2             mag G + mean_d (g_d^2 + 2|g_d| gm_d)
-//             w' = w - lr g / (sqrt(G') + eps)  mag |w| + lr (gm + |g| magG / (2 G')) / (sqrt(G')+eps)
-//             (a relative error r of G' moves sqrt(G') by r/2: the second term)
+//             w' = w - lr g / (sqrt(G') + eps)  mag |w| + lr (gm + |g| magG / (2 G')) /
+//             (sqrt(G')+eps) (a relative error r of G' moves sqrt(G') by r/2: the second term)
 //   Adam:     m' = b1 m + (1-b1) g              mag b1 |m| + (1-b1) gm
 //             v' = b2 v + (1-b2) g^2            mag b2 v + (1-b2) (g^2 + 2|g| gm)
 //             w' = w - lr mh / (sqrt(vh) + eps) mag |w| + lr (magm/c1 + |mh| magv / (2 v')) /
@@ -148,8 +153,11 @@ struct RowUpdate {
     double* s2_mag;
 };
 
-void update_row(const kernels::FusedOptimizerParams& o, int64_t D, const double* g_in,
-                const double* gm_in, const RowUpdate& r) {
+void update_row(const kernels::FusedOptimizerParams& o,
+                int64_t D,
+                const double* g_in,
+                const double* gm_in,
+                const RowUpdate& r) {
     const double lr = o.learning_rate, eps = o.eps, wd = o.weight_decay;
     std::vector<double> g(at(D)), gm(at(D));
     for (int64_t d = 0; d < D; ++d) {
@@ -206,14 +214,17 @@ void update_row(const kernels::FusedOptimizerParams& o, int64_t D, const double*
 
 Values with_abs_mag(const std::vector<double>& v) {
     Values out{v, v};
-    for (double& x : out.mag) x = std::fabs(x);
+    for (double& x : out.mag) {
+        x = std::fabs(x);
+    }
     return out;
 }
 
 }  // namespace
 
 OptimizerUpdate fused_optimizer_update(const RowGradients& grads,
-                                       const kernels::FusedOptimizerParams& optim, int64_t dim,
+                                       const kernels::FusedOptimizerParams& optim,
+                                       int64_t dim,
                                        const std::vector<double>& weights,
                                        const std::vector<double>& state1,
                                        const std::vector<double>& state2) {
@@ -223,12 +234,10 @@ OptimizerUpdate fused_optimizer_update(const RowGradients& grads,
         const int64_t row = grads.rows[u];
         const size_t s = at(row * state_dim);
         const bool has1 = !state1.empty(), has2 = !state2.empty();
-        const RowUpdate r{&out.weights.value[at(row * dim)],
-                          &out.weights.mag[at(row * dim)],
-                          has1 ? &out.state1.value[s] : nullptr,
-                          has1 ? &out.state1.mag[s] : nullptr,
-                          has2 ? &out.state2.value[s] : nullptr,
-                          has2 ? &out.state2.mag[s] : nullptr};
+        const RowUpdate r{
+            &out.weights.value[at(row * dim)],     &out.weights.mag[at(row * dim)],
+            has1 ? &out.state1.value[s] : nullptr, has1 ? &out.state1.mag[s] : nullptr,
+            has2 ? &out.state2.value[s] : nullptr, has2 ? &out.state2.mag[s] : nullptr};
         update_row(optim, dim, &grads.grad[u * at(dim)], &grads.mag[u * at(dim)], r);
     }
     return out;

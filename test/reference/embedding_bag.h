@@ -17,11 +17,11 @@ namespace shardrec::ref {
 // The table-batched layout of kernels/embedding_bag.h, as plain vectors.
 struct EmbeddingLookup {
     int64_t dim = 0;
-    std::vector<int64_t> table_offsets;       // [T+1]
-    std::vector<int32_t> feature_table;       // [F]
-    std::vector<int64_t> ids;                 // [N], local to the feature's table
-    std::vector<int64_t> offsets;             // [F*B+1], bag f*B + b
-    std::vector<double> per_sample_weights;   // [N], or empty when unweighted
+    std::vector<int64_t> table_offsets;      // [T+1]
+    std::vector<int32_t> feature_table;      // [F]
+    std::vector<int64_t> ids;                // [N], local to the feature's table
+    std::vector<int64_t> offsets;            // [F*B+1], bag f*B + b
+    std::vector<double> per_sample_weights;  // [N], or empty when unweighted
 
     int64_t num_features() const { return static_cast<int64_t>(feature_table.size()); }
 
@@ -42,7 +42,8 @@ struct Values {
 
 // out [B, F*D]: out[b, f*D + d] = sum_i s_i * weights[row_i, d], s_i = w_i (/ L for MEAN).
 // weights [sum E, D].
-Values embedding_bag_forward(const EmbeddingLookup& a, const std::vector<double>& weights,
+Values embedding_bag_forward(const EmbeddingLookup& a,
+                             const std::vector<double>& weights,
                              PoolingMode mode);
 
 // The aggregated gradient of every touched row, rows ascending: grad/mag are [U, D].
@@ -55,10 +56,12 @@ struct RowGradients {
 
 // Contributions s_i * grad_out[b, f*D : (f+1)*D] summed per row. grad_out [B, F*D].
 RowGradients embedding_bag_row_gradients(const EmbeddingLookup& a,
-                                         const std::vector<double>& grad_out, PoolingMode mode);
+                                         const std::vector<double>& grad_out,
+                                         PoolingMode mode);
 
 // grad_weights [sum E, D] (zero rows where nothing was looked up).
-Values embedding_bag_backward(const EmbeddingLookup& a, const std::vector<double>& grad_out,
+Values embedding_bag_backward(const EmbeddingLookup& a,
+                              const std::vector<double>& grad_out,
                               PoolingMode mode);
 
 // d loss / d per_sample_weights [N] = dot(grad_out bag, row) (/ L for MEAN).
@@ -78,7 +81,8 @@ struct OptimizerUpdate {
 };
 
 OptimizerUpdate fused_optimizer_update(const RowGradients& grads,
-                                       const kernels::FusedOptimizerParams& optim, int64_t dim,
+                                       const kernels::FusedOptimizerParams& optim,
+                                       int64_t dim,
                                        const std::vector<double>& weights,
                                        const std::vector<double>& state1,
                                        const std::vector<double>& state2);

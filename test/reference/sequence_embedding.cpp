@@ -8,13 +8,16 @@
 namespace shardrec::ref {
 namespace {
 
-size_t at(int64_t i) { return static_cast<size_t>(i); }
+size_t at(int64_t i) {
+    return static_cast<size_t>(i);
+}
 
 }  // namespace
 
 Values sequence_embedding_forward(const EmbeddingLookup& a, const std::vector<double>& weights) {
     const int64_t F = a.num_features(), B = a.batch(), D = a.dim;
-    Values out{std::vector<double>(a.ids.size() * at(D)), std::vector<double>(a.ids.size() * at(D))};
+    Values out{std::vector<double>(a.ids.size() * at(D)),
+               std::vector<double>(a.ids.size() * at(D))};
     for (int64_t f = 0; f < F; ++f) {
         for (int64_t n = a.offsets[at(f * B)]; n < a.offsets[at((f + 1) * B)]; ++n) {
             for (int64_t d = 0; d < D; ++d) {

@@ -2,7 +2,6 @@
 // of their own forwards, against TorchRec's worked example (seed_inventory 18.8), and the fused
 // optimizer rules against hand-derived values.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "engine/core/rng.h"
@@ -19,7 +18,9 @@ namespace {
 std::vector<double> random_values(size_t n, uint64_t stream) {
     rng::Rng r(test::test_seed(), stream);
     std::vector<double> v(n);
-    for (double& x : v) x = r.uniform(-1.f, 1.f);
+    for (double& x : v) {
+        x = r.uniform(-1.f, 1.f);
+    }
     return v;
 }
 
@@ -32,7 +33,9 @@ EmbeddingLookup small_lookup(bool weighted) {
     a.feature_table = {0, 1, 0};
     a.offsets = {0, 2, 2, 3, 5, 6, 8, 9, 11, 13};
     a.ids = {0, 3, 1, 2, 0, 2, 1, 1, 3, 3, 0, 2, 2};
-    if (weighted) a.per_sample_weights = random_values(a.ids.size(), 7);
+    if (weighted) {
+        a.per_sample_weights = random_values(a.ids.size(), 7);
+    }
     return a;
 }
 
@@ -54,7 +57,9 @@ TEST_CASE("embedding_bag reference: backward matches finite differences of the f
                 const Values analytic = embedding_bag_backward(a, upstream, mode);
                 CHECK(max_rel_diff(analytic.value, numeric) < 1e-8);
 
-                if (!weighted) a.per_sample_weights.assign(a.ids.size(), 1.0);
+                if (!weighted) {
+                    a.per_sample_weights.assign(a.ids.size(), 1.0);
+                }
                 const auto numeric_psw = numerical_gradient(
                     [&](const std::vector<double>& psw) {
                         EmbeddingLookup b = a;
@@ -88,11 +93,12 @@ TEST_CASE("embedding_bag reference: mean of rows 1 and 3 matches TorchRec's work
     }
     const Values out = embedding_bag_forward(a, w, PoolingMode::kMean);
     const double expected[] = {0.6299, 0.5843, 0.4988, 0.6115};
-    for (int d = 0; d < 4; ++d) CHECK(std::fabs(out.value[d] - expected[d]) < 1e-4);
+    for (int d = 0; d < 4; ++d) {
+        CHECK(std::fabs(out.value[d] - expected[d]) < 1e-4);
+    }
 }
 
-TEST_CASE("sequence_embedding reference: row gradients match finite differences",
-          "[reference]") {
+TEST_CASE("sequence_embedding reference: row gradients match finite differences", "[reference]") {
     const EmbeddingLookup a = small_lookup(false);
     const std::vector<double> weights = random_values(7 * 3, 3);
     const std::vector<double> upstream = random_values(a.ids.size() * 3, 4);
