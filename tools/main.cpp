@@ -22,6 +22,7 @@ const char* const kMainUsage =
     "  train CONFIG.yaml [--out DIR] [--set KEY=VALUE ...]   train a model\n"
     "  validate CONFIG.yaml [--set KEY=VALUE ...]            check a config, print it resolved\n"
     "  validate --reference                                  print every config key\n"
+    "  bench CONFIG.yaml [--steps N] [--json FILE]           time training steps of a config\n"
     "\n"
     "options:\n"
     "  --version    version, commit, backends and library versions\n"
@@ -70,6 +71,9 @@ int dispatch(const std::vector<std::string>& args) {
     }
     if (command == "validate") {
         return validate_main(rest);
+    }
+    if (command == "bench") {
+        return bench_main(rest);
     }
     throw UsageError(fmt::format("unknown command '{}'", command), kMainUsage);
 }

@@ -1,0 +1,155 @@
+// `shardrec bench CONFIG.yaml [--steps N] [--warmup N] [--json FILE] [--set K=V ...]`: end-to-end
+// training throughput of a config on this machine, with its ceilings. Steps run on batches made
+// before timing, so the data generator is not measured. Reports the median step time and
+// samples/s, the host memory copy bandwidth (the ceiling of the embedding lookups), peak memory
+// against the bytes the model and its optimizer state need, and the number of allocations per step
+// after warm-up (the training loop must make none). Kernel-level rates against their ceilings come
+// from bench_ops over the backend-ops cases (scripts/bench.sh runs both).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "comm/mpi_env.h"
+#include "engine/config/config.h"
+#include "engine/core/allocator.h"
+#include "engine/core/log.h"
+#include "engine/train/trainer.h"
+#include "tools/cli.h"
+
+namespace shardrec::cli {
+
+const char* const kBenchUsage =
+    "usage: shardrec bench CONFIG.yaml [--steps N] [--warmup N] [--json FILE] [--set K=V ...]\n"
+    "\n"
+    "Times training steps of CONFIG.yaml on synthetic batches made before timing.\n"
+    "\n"
+    "  --steps N        timed steps (default 50)\n"
+    "  --warmup N       untimed steps first (default 5)\n"
+    "  --json FILE      also write the results as one JSON object\n"
+    "  --set KEY=VALUE  override one config key (repeatable)\n";
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// memcpy of 256 MiB, counted as bytes read plus bytes written.
+double copy_bandwidth_gbps() {
+    const size_t n = size_t{256} << 20;
+    std::vector<char> a(n, 1), b(n, 2);
+    std::vector<double> s;
+    for (int r = 0; r < 6; ++r) {
+        const auto t0 = Clock::now();
+        std::memcpy(b.data(), a.data(), n);
+        s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::sort(s.begin(), s.end());
+    return 2.0 * static_cast<double>(n) / s[s.size() / 2] / 1e9;
+}
+
+int64_t dense_bytes(RecModel& model, DenseOptimizer& optimizer) {
+    int64_t bytes = 0;
+    for (Parameter* p : model.parameters()) bytes += 2 * static_cast<int64_t>(p->value.nbytes());
+    for (auto& [name, t] : optimizer.state()) bytes += static_cast<int64_t>(t->nbytes());
+    return bytes;
+}
+
+}  // namespace
+
+int bench_main(const std::vector<std::string>& args) {
+    std::string path, json;
+    int64_t steps = 50, warmup = 5;
+    std::vector<std::string> sets;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (take_set(args, i, sets, kBenchUsage)) continue;
+        const bool has_value = i + 1 < args.size();
+        if (a == "--steps" && has_value) {
+            steps = std::stoll(args[++i]);
+        } else if (a == "--warmup" && has_value) {
+            warmup = std::stoll(args[++i]);
+        } else if (a == "--json" && has_value) {
+            json = args[++i];
+        } else if (a == "--help" || a == "-h") {
+            std::fputs(kBenchUsage, stdout);
+            return 0;
+        } else if (!a.empty() && a[0] != '-' && path.empty()) {
+            path = a;
+        } else {
+            throw UsageError(fmt::format("unexpected argument '{}'", a), kBenchUsage);
+        }
+    }
+    if (path.empty()) throw UsageError("bench needs a CONFIG.yaml", kBenchUsage);
+    if (steps < 1 || warmup < 1) throw UsageError("--steps and --warmup must be >= 1", kBenchUsage);
+
+    const Config config = load_config(path, sets);
+    const int threads = train::configure_threads(config);
+    const double copy_gbps = copy_bandwidth_gbps();
+    train::Trainer trainer(config);
+    std::vector<Batch> batches;
+    const auto data_t0 = Clock::now();
+    for (int64_t s = 0; s < std::min<int64_t>(warmup + steps, 16); ++s) {
+        batches.push_back(trainer.train_batch(s));
+    }
+    const double data_ms = std::chrono::duration<double>(Clock::now() - data_t0).count() * 1e3 /
+                           static_cast<double>(batches.size());
+    auto batch_of = [&](int64_t s) -> const Batch& {
+        return batches[static_cast<size_t>(s) % batches.size()];
+    };
+    for (int64_t s = 0; s < warmup; ++s) (void)trainer.train_step(batch_of(s), s);
+
+    const AllocStats before = cpu_alloc_stats();
+    std::vector<double> step_s;
+    for (int64_t s = warmup; s < warmup + steps; ++s) {
+        const auto t0 = Clock::now();
+        (void)trainer.train_step(batch_of(s), s);
+        step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    const AllocStats after = cpu_alloc_stats();
+    std::sort(step_s.begin(), step_s.end());
+    const double med = step_s[step_s.size() / 2];
+    const double p10 = step_s[step_s.size() / 10];
+    const double p90 = step_s[step_s.size() * 9 / 10];
+    const double sps = static_cast<double>(trainer.global_batch_size()) / med;
+    EmbeddingBagCollection& ebc = trainer.model().sparse_arch();
+    const int64_t table_bytes = ebc.parameter_bytes();
+    const int64_t state_bytes = ebc.optimizer_state_bytes();
+    const int64_t dense = dense_bytes(trainer.model(), trainer.dense_optimizer());
+    const double allocs_per_step =
+        static_cast<double>(after.num_allocs - before.num_allocs) / static_cast<double>(steps);
+
+    std::printf("config            %s (%s, %zu tables, batch %ld per rank, %d threads)\n",
+                path.c_str(), config.model.type.c_str(), config.model.tables.size(),
+                static_cast<long>(config.data.batch_size), threads);
+    std::printf("step time         median %.3f ms (p10 %.3f, p90 %.3f)\n", med * 1e3, p10 * 1e3,
+                p90 * 1e3);
+    std::printf("throughput        %.0f samples/s\n", sps);
+    std::printf("data generation   %.3f ms per batch (synthetic, not in the step time)\n", data_ms);
+    std::printf("ceiling           host memcpy %.2f GB/s (read + write)\n", copy_gbps);
+    std::printf("model bytes       tables %.1f MiB + fused optimizer state %.1f MiB + dense %.1f MiB\n",
+                table_bytes / 1048576.0, state_bytes / 1048576.0, dense / 1048576.0);
+    std::printf("peak host memory  %.1f MiB tracked (%.2fx the model bytes)\n",
+                after.peak_bytes / 1048576.0,
+                static_cast<double>(after.peak_bytes) /
+                    static_cast<double>(std::max<int64_t>(1, table_bytes + state_bytes + dense)));
+    std::printf("allocations/step  %.2f after warm-up\n", allocs_per_step);
+    if (!json.empty() && comm::process_info().rank == 0) {
+        std::ofstream out(json);
+        out << fmt::format(
+            "{{\"config\":\"{}\",\"model\":\"{}\",\"batch_size\":{},\"threads\":{},"
+            "\"step_ms\":{:.4f},\"step_ms_p10\":{:.4f},\"step_ms_p90\":{:.4f},"
+            "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"table_bytes\":{},"
+            "\"optimizer_state_bytes\":{},\"dense_bytes\":{},\"peak_bytes\":{},"
+            "\"allocs_per_step\":{:.3f},\"data_ms_per_batch\":{:.4f}}}\n",
+            path, config.model.type, config.data.batch_size, threads, med * 1e3, p10 * 1e3,
+            p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense, after.peak_bytes,
+            allocs_per_step, data_ms);
+    }
+    return 0;
+}
+
+}  // namespace shardrec::cli
