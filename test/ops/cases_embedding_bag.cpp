@@ -137,12 +137,14 @@ public:
         return output == 0 ? in_.max_row_count + 2 : spec_.dim + 1;
     }
 
-    // Reads one grad row (4D) and 8 bytes of ids per id, 8(F*B+1) of offsets; writes the whole
-    // [sum E, D] f32 gradient. The per-sample-weight gradient adds N rows of W and 4N written.
+    // Reads grad_out once (4*B*F*D: a bag's grad row serves its L ids from cache), 8N of ids
+    // (+4N weights) and 8(F*B+1) of offsets; writes the whole [sum E, D] f32 gradient. The
+    // per-sample-weight gradient adds N rows of W read and 4N written.
     double bytes() const override {
         const auto n = static_cast<double>(in_.ids.numel());
         const auto d = static_cast<double>(spec_.dim);
-        double b = n * (4 * d + 8) + 8.0 * static_cast<double>(in_.offsets.numel()) +
+        double b = 4.0 * static_cast<double>(grad_out_.numel()) + 8 * n +
+                   (spec_.weighted ? 4 * n : 0) + 8.0 * static_cast<double>(in_.offsets.numel()) +
                    4.0 * static_cast<double>(in_.weights.numel());
         if (psw_grad_) {
             b += n * (d * static_cast<double>(dtype_size(spec_.dtype)) + 4);
@@ -253,8 +255,9 @@ public:
                (optim_.type == OptimType::kExactRowWiseAdagrad ? spec_.dim : 0);
     }
 
-    // Reads one grad row (4D) and 8 bytes of ids per id and 8(F*B+1) of offsets; reads and
-    // writes each of the U touched rows (D * sizeof(W)) and its state (4 per state float).
+    // Reads grad_out once (4*B*F*D: a bag's grad row serves its L ids from cache), 8N of ids
+    // (+4N weights) and 8(F*B+1) of offsets; reads and writes each of the U touched rows
+    // (D * sizeof(W)) and its state (4 bytes per state float).
     double bytes() const override {
         const auto n = static_cast<double>(in_.ids.numel());
         const auto d = static_cast<double>(spec_.dim);
@@ -269,7 +272,8 @@ public:
         if (optim_.type == OptimType::kAdam) {
             state_floats = 2 * d;
         }
-        return n * (4 * d + 8) + 8.0 * static_cast<double>(in_.offsets.numel()) +
+        return 4.0 * static_cast<double>(grad_out_.numel()) + 8 * n + (spec_.weighted ? 4 * n : 0) +
+               8.0 * static_cast<double>(in_.offsets.numel()) +
                2 * u * (d * static_cast<double>(dtype_size(spec_.dtype)) + 4 * state_floats);
     }
 
