@@ -9,12 +9,9 @@
 #include "kernels/cpu/linear.h"
 
 namespace shardrec::kernels::cpu {
-namespace {
 
-// Rows below which the forward epilogue stays on the calling thread (rows are independent).
-constexpr int64_t kMinRowsForThreads = 64;
-
-}  // namespace
+// Single-threaded epilogues between the sgemms, as in kernels/cpu/linear.cpp (OpenMP regions
+// between OpenBLAS calls slow the next sgemm several-fold).
 
 void crossnet_forward(const Tensor& x0,
                       const Tensor& xl,
@@ -38,7 +35,6 @@ void crossnet_forward(const Tensor& x0,
     const float* bp = bias.data<float>();
     const float* x0p = x0.data<float>();
     float* op = out.data<float>();
-#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
     for (int64_t b = 0; b < B; ++b) {
         const int64_t row = b * N;  // row b of every [B, N] tensor
         for (int64_t n = 0; n < N; ++n) {

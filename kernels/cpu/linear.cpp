@@ -14,18 +14,22 @@
 namespace shardrec::kernels::cpu {
 namespace {
 
-// Rows below which the elementwise passes stay on the calling thread.
-constexpr int64_t kMinRowsForThreads = 64;
+// The elementwise passes here stay on the calling thread on purpose: they sit between OpenBLAS
+// calls, and an OpenMP region there (measured: sgemm then a 2-thread relu pass, B = 2048,
+// I = 13, O = 512) took 6-12 ms instead of 0.9 ms, because libgomp's spinning threads starve
+// OpenBLAS's workers in the next sgemm (OMP_WAIT_POLICY=passive removes that); for a
+// memory-bound pass the second thread gained ~20% at best.
 
-// y = act(y) in place, one row per iteration; elementwise, so threads cannot change results.
+// y = act(y) in place, one row at a time.
 void activation_pass(float* y, Activation act, int64_t B, int64_t O) {
-    if (act == Activation::kIdentity)
+    if (act == Activation::kIdentity) {
         return;
-#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
+    }
     for (int64_t b = 0; b < B; ++b) {
         float* yb = y + b * O;  // yb is y[b, :], O floats
-        for (int64_t o = 0; o < O; ++o)
+        for (int64_t o = 0; o < O; ++o) {
             yb[o] = apply_activation(act, yb[o]);
+        }
     }
 }
 
@@ -71,7 +75,6 @@ void linear_forward(
     float* yp = y.data<float>();
     if (bias != nullptr) {
         const float* bp = bias->data<float>();
-#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
         for (int64_t b = 0; b < B; ++b)
             std::memcpy(yp + b * O, bp, sizeof(float) * O);
     }
@@ -91,29 +94,28 @@ void linear_backward(const Tensor& x,
     const int64_t B = x.size(0), I = x.size(1), O = w.size(0);
     const float* gy = grad_y.data<float>();
     const float* yp = y.data<float>();
-    // g = grad_y * act'(y); identity reuses grad_y as is.
-    const float* g = gy;
-    if (act != Activation::kIdentity) {
-        float* gs = scratch_floats(static_cast<size_t>(B * O));
-#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
-        for (int64_t b = 0; b < B; ++b) {
-            for (int64_t o = b * O; o < (b + 1) * O; ++o) {
-                gs[o] = gy[o] * activation_grad_from_output(act, yp[o]);
+    // g = grad_y * act'(y) (identity reuses grad_y as is) and grad_b = sum over rows of g, in
+    // one pass over the rows, in row order.
+    float* gb = grad_b != nullptr ? grad_b->data<float>() : nullptr;
+    if (gb != nullptr) {
+        std::memset(gb, 0, sizeof(float) * static_cast<size_t>(O));
+    }
+    float* gs = act != Activation::kIdentity ? scratch_floats(static_cast<size_t>(B * O)) : nullptr;
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t row = b * O;
+        if (gs != nullptr) {
+            for (int64_t o = 0; o < O; ++o) {
+                gs[row + o] = gy[row + o] * activation_grad_from_output(act, yp[row + o]);
             }
         }
-        g = gs;
-    }
-    if (grad_b != nullptr) {
-        // Rows in order: the sum does not depend on how the GEMMs are threaded.
-        float* gb = grad_b->data<float>();
-        for (int64_t o = 0; o < O; ++o)
-            gb[o] = 0.0f;
-        for (int64_t b = 0; b < B; ++b) {
-            const float* gr = g + b * O;
-            for (int64_t o = 0; o < O; ++o)
+        if (gb != nullptr) {
+            const float* gr = gs != nullptr ? gs + row : gy + row;
+            for (int64_t o = 0; o < O; ++o) {
                 gb[o] += gr[o];
+            }
         }
     }
+    const float* g = gs != nullptr ? gs : gy;
     // grad_w [O, I] = g^T [O, B] x [B, I]
     sgemm(Trans::kYes, Trans::kNo, O, I, B, g, O, x.data<float>(), I, 0.0f, grad_w.data<float>(),
           I);

@@ -14,13 +14,11 @@
 namespace shardrec::kernels::cpu {
 namespace {
 
-// Rows below which the elementwise passes stay on the calling thread (rows are independent).
-constexpr int64_t kMinRowsForThreads = 64;
-
+// Single-threaded elementwise passes between the sgemms, as in kernels/cpu/linear.cpp (OpenMP
+// regions between OpenBLAS calls slow the next sgemm several-fold).
 void activate_inplace(Activation act, float* p, int64_t rows, int64_t cols) {
     if (act == Activation::kIdentity)
         return;
-#pragma omp parallel for schedule(static) if (rows >= kMinRowsForThreads)
     for (int64_t i = 0; i < rows; ++i) {
         for (int64_t j = i * cols; j < (i + 1) * cols; ++j)
             p[j] = apply_activation(act, p[j]);
@@ -78,7 +76,6 @@ void mixture_crossnet_forward(const Tensor& x0,
     const float* bp = wt.bias->data<float>();
     const float* x0p = x0.data<float>();
     float* op = out.data<float>();
-#pragma omp parallel for schedule(static) if (B >= kMinRowsForThreads)
     for (int64_t b = 0; b < B; ++b) {
         float* ob = op + b * N;  // out[b, :]
         for (int64_t n = 0; n < N; ++n)
