@@ -52,8 +52,9 @@ void crossnet_forward(const Tensor& x0,
     check_f32(out, "out", {d.B, d.N}, dev);
     check_f32(u, "u", {d.B, d.N}, dev);
     SR_CHECK((vx != nullptr) == (v != nullptr), "crossnet_forward: vx is required exactly with v");
-    if (vx != nullptr)
+    if (vx != nullptr) {
         check_f32(*vx, "vx", {d.B, d.r}, dev);
+    }
     SR_CHECK(out.data_ptr() != x0.data_ptr() && out.data_ptr() != xl.data_ptr(),
              "crossnet_forward: out must not alias x0 or xl");
     switch (dev.type) {
@@ -82,14 +83,16 @@ void crossnet_backward(const Tensor& x0,
     check_f32(u, "u", {d.B, d.N}, dev);
     SR_CHECK((vx != nullptr) == (v != nullptr) && (grad_v != nullptr) == (v != nullptr),
              "crossnet_backward: vx and grad_v are required exactly with v");
-    if (vx != nullptr)
+    if (vx != nullptr) {
         check_f32(*vx, "vx", {d.B, d.r}, dev);
+    }
     check_f32(grad_out, "grad_out", {d.B, d.N}, dev);
     check_f32(grad_x0, "grad_x0", {d.B, d.N}, dev);
     check_f32(grad_xl, "grad_xl", {d.B, d.N}, dev);
     check_f32(grad_w, "grad_w", w.shape(), dev);
-    if (grad_v != nullptr)
+    if (grad_v != nullptr) {
         check_f32(*grad_v, "grad_v", {d.r, d.N}, dev);
+    }
     check_f32(grad_b, "grad_b", {d.N}, dev);
     switch (dev.type) {
         case DeviceType::kCpu:

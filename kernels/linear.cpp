@@ -43,8 +43,9 @@ const char* activation_name(Activation act) {
 
 Activation activation_from_name(const std::string& name) {
     for (Activation a : {Activation::kIdentity, Activation::kRelu, Activation::kSigmoid}) {
-        if (name == activation_name(a))
+        if (name == activation_name(a)) {
             return a;
+        }
     }
     SR_CHECK(false, "unknown activation '{}' (identity, relu or sigmoid)", name);
     return Activation::kIdentity;
@@ -57,8 +58,9 @@ void linear_forward(const Tensor& x,
                     Tensor& y,
                     Stream& stream) {
     const LinearDims d = check_linear_inputs(x, w);
-    if (bias != nullptr)
+    if (bias != nullptr) {
         check_f32(*bias, "bias", {d.O}, x.device());
+    }
     check_f32(y, "y", {d.B, d.O}, x.device());
     SR_CHECK(y.data_ptr() != x.data_ptr() && y.data_ptr() != w.data_ptr(),
              "linear_forward: y must not alias x or w");
@@ -82,11 +84,13 @@ void linear_backward(const Tensor& x,
     const LinearDims d = check_linear_inputs(x, w);
     check_f32(y, "y", {d.B, d.O}, x.device());
     check_f32(grad_y, "grad_y", {d.B, d.O}, x.device());
-    if (grad_x != nullptr)
+    if (grad_x != nullptr) {
         check_f32(*grad_x, "grad_x", {d.B, d.I}, x.device());
+    }
     check_f32(grad_w, "grad_w", {d.O, d.I}, x.device());
-    if (grad_b != nullptr)
+    if (grad_b != nullptr) {
         check_f32(*grad_b, "grad_b", {d.O}, x.device());
+    }
     switch (x.device().type) {
         case DeviceType::kCpu:
             return cpu::linear_backward(x, w, y, grad_y, act, grad_x, grad_w, grad_b);

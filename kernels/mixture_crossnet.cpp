@@ -35,8 +35,9 @@ MixtureDims check_layer(const Tensor& x0, const Tensor& xl, const MixtureCrossNe
              "mixture_crossnet: gates are required exactly "
              "when K > 1 (K = {})",
              d.K);
-    if (wt.gates != nullptr)
+    if (wt.gates != nullptr) {
         check_f32(wt.gates, "gates", {d.K, d.N}, dev);
+    }
     return d;
 }
 
@@ -47,8 +48,9 @@ void check_saved(const MixtureDims& d, const MixtureCrossNetSaved& s, Device dev
     SR_CHECK((s.probs != nullptr) == (d.K > 1),
              "mixture_crossnet: saved.probs is required "
              "exactly when K > 1");
-    if (s.probs != nullptr)
+    if (s.probs != nullptr) {
         check_f32(s.probs, "saved.probs", {d.B, d.K}, dev);
+    }
 }
 
 }  // namespace
@@ -95,8 +97,9 @@ void mixture_crossnet_backward(const Tensor& x0,
     SR_CHECK((grads.gates != nullptr) == (d.K > 1),
              "mixture_crossnet: grads.gates is required "
              "exactly when K > 1");
-    if (grads.gates != nullptr)
+    if (grads.gates != nullptr) {
         check_f32(grads.gates, "grads.gates", {d.K, d.N}, dev);
+    }
     switch (dev.type) {
         case DeviceType::kCpu:
             return cpu::mixture_crossnet_backward(x0, xl, weights, act, saved, grad_out, grads);

@@ -68,8 +68,9 @@ std::string layer_name(const std::string& prefix, const char* list, size_t l) {
 }
 
 void append(std::vector<Parameter*>& out, std::vector<Parameter>& params) {
-    for (Parameter& p : params)
+    for (Parameter& p : params) {
         out.push_back(&p);
+    }
 }
 
 }  // namespace
@@ -260,8 +261,9 @@ const Tensor& LowRankMixtureCrossNet::forward_impl(const Tensor& x, Stream& stre
         init::reuse_or_allocate(a1_[l], {B, K, low_rank_}, x.device());
         init::reuse_or_allocate(a2_[l], {B, K, low_rank_}, x.device());
         init::reuse_or_allocate(e_[l], {B, K, in_}, x.device());
-        if (K > 1)
+        if (K > 1) {
             init::reuse_or_allocate(probs_[l], {B, K}, x.device());
+        }
         const kernels::MixtureCrossNetWeights w{&u_[l].value, &c_[l].value, &v_[l].value,
                                                 &bias_[l].value, K > 1 ? &gates_ : nullptr};
         kernels::mixture_crossnet_forward(x, xl, w, activation_, out,
@@ -272,8 +274,9 @@ const Tensor& LowRankMixtureCrossNet::forward_impl(const Tensor& x, Stream& stre
 
 const Tensor& LowRankMixtureCrossNet::backward_impl(const Tensor& grad_out, Stream& stream) {
     const int64_t K = num_experts_;
-    if (K > 1)
+    if (K > 1) {
         gates_grad_.zero_();  // accumulated over the layers
+    }
     return cross_backward(buf_, u_.size(), grad_out,
                           [&](size_t l, const Tensor& xl, const Tensor& g, Tensor& grad_xl) {
                               const kernels::MixtureCrossNetWeights w{&u_[l].value, &c_[l].value,

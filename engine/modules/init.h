@@ -20,8 +20,9 @@ inline std::string param_name(const std::string& prefix, const std::string& loca
 // FNV-1a, 64-bit: a stable hash of a parameter name (std::hash is not stable across builds).
 inline uint64_t name_hash(const std::string& name) {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char c : name)
+    for (unsigned char c : name) {
         h = (h ^ c) * 0x100000001b3ull;
+    }
     return h;
 }
 
@@ -46,8 +47,9 @@ inline float linear_bound(int64_t fan_in) {
 inline Tensor constant(const Shape& shape, float value) {
     Tensor t = Tensor::empty(shape, DType::kF32);
     float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
+    for (int64_t i = 0; i < t.numel(); ++i) {
         p[i] = value;
+    }
     return t;
 }
 

@@ -23,8 +23,9 @@ Perceptron::Perceptron(std::string name,
 }
 
 std::vector<Parameter*> Perceptron::parameters() {
-    if (!bias_.value.defined())
+    if (!bias_.value.defined()) {
         return {&weight_};
+    }
     return {&weight_, &bias_};
 }
 
@@ -64,22 +65,25 @@ MLP::MLP(std::string name,
 
 std::vector<Parameter*> MLP::parameters() {
     std::vector<Parameter*> out;
-    for (auto& layer : layers_)
+    for (auto& layer : layers_) {
         append_parameters(out, *layer);
+    }
     return out;
 }
 
 const Tensor& MLP::forward_impl(const Tensor& x, Stream& stream) {
     const Tensor* h = &x;
-    for (auto& layer : layers_)
+    for (auto& layer : layers_) {
         h = &layer->forward(*h, stream);
+    }
     return *h;
 }
 
 const Tensor& MLP::backward_impl(const Tensor& grad_out, Stream& stream) {
     const Tensor* g = &grad_out;
-    for (size_t i = layers_.size(); i-- > 0;)
+    for (size_t i = layers_.size(); i-- > 0;) {
         g = &layers_[i]->backward(*g, stream);
+    }
     return *g;
 }
 

@@ -67,12 +67,14 @@ protected:
 }  // namespace
 
 void DenseOptimizer::init_state(const std::vector<Parameter*>& params) {
-    if (step_.defined())
+    if (step_.defined()) {
         return;
+    }
     step_ = Tensor::zeros({1}, DType::kI64);
     const std::vector<std::string> names = state_names();
-    for (size_t s = 0; s < names.size(); ++s)
+    for (size_t s = 0; s < names.size(); ++s) {
         SR_CHECK(!names[s].empty(), "empty state name");
+    }
     slots_.reserve(params.size());
     for (const Parameter* p : params) {
         Slot slot{p->name, p->value.shape(), {}};
@@ -83,8 +85,9 @@ void DenseOptimizer::init_state(const std::vector<Parameter*>& params) {
                 t.zero_();
             } else {
                 Tensor host = Tensor::empty(p->value.shape(), DType::kF32);
-                for (int64_t i = 0; i < host.numel(); ++i)
+                for (int64_t i = 0; i < host.numel(); ++i) {
                     host.data<float>()[i] = v;
+                }
                 t.copy_from(host);
             }
             slot.states.push_back(t);
@@ -111,8 +114,9 @@ void DenseOptimizer::step(const std::vector<Parameter*>& params, float lr, Strea
 
 std::vector<std::pair<std::string, Tensor*>> DenseOptimizer::state() {
     std::vector<std::pair<std::string, Tensor*>> out;
-    if (!step_.defined())
+    if (!step_.defined()) {
         return out;
+    }
     out.emplace_back("step", &step_);
     const std::vector<std::string> names = state_names();
     for (Slot& slot : slots_) {
@@ -132,8 +136,9 @@ std::unique_ptr<DenseOptimizer> make_dense_optimizer(const DenseOptimizerConfig&
              "dense optimizer: learning_rate must be >= 0, got {}", c.learning_rate);
     SR_CHECK(c.weight_decay >= 0.f, "dense optimizer: weight_decay must be >= 0, got {}",
              c.weight_decay);
-    if (c.type == "sgd")
+    if (c.type == "sgd") {
         return std::make_unique<Sgd>(c);
+    }
     SR_CHECK(c.eps > 0.f, "dense optimizer: eps must be > 0, got {}", c.eps);
     if (c.type == "adagrad") {
         SR_CHECK(c.initial_accumulator_value >= 0.f,

@@ -65,8 +65,9 @@ void crossnet_backward(const Tensor& x0,
     const float* up = u.data<float>();
     float* gx0 = grad_x0.data<float>();
     float* gb = grad_b.data<float>();
-    for (int64_t n = 0; n < N; ++n)
+    for (int64_t n = 0; n < N; ++n) {
         gb[n] = 0.0f;
+    }
     for (int64_t b = 0; b < B; ++b) {
         const int64_t row = b * N;
         for (int64_t n = 0; n < N; ++n) {
@@ -79,8 +80,9 @@ void crossnet_backward(const Tensor& x0,
     const float* xlp = xl.data<float>();
     float* gxl = grad_xl.data<float>();
     if (gxl == gx0) {  // layer 0: the residual adds onto the accumulated grad_x0
-        for (int64_t i = 0; i < B * N; ++i)
+        for (int64_t i = 0; i < B * N; ++i) {
             gxl[i] += gop[i];
+        }
     } else {
         std::memcpy(gxl, gop, static_cast<size_t>(B * N) * sizeof(float));
     }

@@ -17,8 +17,9 @@ void sgd_update(Tensor& param, const Tensor& grad, float lr, float weight_decay)
     float* p = param.data<float>();
     const float* g = grad.data<float>();
 #pragma omp parallel for schedule(static) if (n >= kMinElementsForThreads)
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
         p[i] -= lr * (g[i] + weight_decay * p[i]);
+    }
 }
 
 void adagrad_update(

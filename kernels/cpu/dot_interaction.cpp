@@ -22,11 +22,13 @@ inline float dot(const float* a, const float* b, int64_t n) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int64_t d = 0;
     for (; d + 8 <= n; d += 8) {
-        for (int k = 0; k < 8; ++k)
+        for (int k = 0; k < 8; ++k) {
             acc[k] += a[d + k] * b[d + k];
+        }
     }
-    for (int k = 0; d < n; ++d, ++k)
+    for (int k = 0; d < n; ++d, ++k) {
         acc[k] += a[d] * b[d];
+    }
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
@@ -43,8 +45,9 @@ void dot_interaction_forward(const Tensor& dense, const Tensor& sparse, Tensor& 
         const float* dense_b = dp + b * D;       // dense[b, :], D floats
         const float* sparse_b = sp + b * F * D;  // sparse[b, :], F * D floats
         float* out_b = op + b * W;               // out[b, :], W floats
-        for (int64_t d = 0; d < D; ++d)
+        for (int64_t d = 0; d < D; ++d) {
             out_b[d] = dense_b[d];
+        }
         float* pairs = out_b + D;
         for (int64_t i = 1; i <= F; ++i) {
             const float* ti = vec(dense_b, sparse_b, i, D);
@@ -77,16 +80,19 @@ void dot_interaction_backward(const Tensor& dense,
         for (int64_t i = 0; i <= F; ++i) {
             // grad T_i = [i == 0] grad_out[b, :D] + sum_{j != i} g(max(i,j), min(i,j)) T_j
             float* gi = i == 0 ? gdp + b * D : gsp + b * F * D + (i - 1) * D;
-            for (int64_t d = 0; d < D; ++d)
+            for (int64_t d = 0; d < D; ++d) {
                 gi[d] = i == 0 ? gout_b[d] : 0.0f;
+            }
             for (int64_t j = 0; j <= F; ++j) {
-                if (j == i)
+                if (j == i) {
                     continue;
+                }
                 const float g = gpairs[i > j ? dot_interaction_pair_index(i, j)
                                              : dot_interaction_pair_index(j, i)];
                 const float* tj = vec(dense_b, sparse_b, j, D);
-                for (int64_t d = 0; d < D; ++d)
+                for (int64_t d = 0; d < D; ++d) {
                     gi[d] += g * tj[d];
+                }
             }
         }
     }

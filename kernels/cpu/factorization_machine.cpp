@@ -34,10 +34,12 @@ void factorization_machine_backward(const Tensor& x, const Tensor& grad_out, Ten
     for (int64_t b = 0; b < B; ++b) {
         const float* xb = xp + b * N;
         float sum = 0.0f;
-        for (int64_t n = 0; n < N; ++n)
+        for (int64_t n = 0; n < N; ++n) {
             sum += xb[n];
-        for (int64_t n = 0; n < N; ++n)
+        }
+        for (int64_t n = 0; n < N; ++n) {
             gxp[b * N + n] = gp[b] * (sum - xb[n]);
+        }
     }
 }
 

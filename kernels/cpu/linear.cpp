@@ -59,8 +59,9 @@ void sgemm(Trans ta,
 
 float* scratch_floats(size_t n) {
     thread_local std::vector<float> buffer;
-    if (buffer.size() < n)
+    if (buffer.size() < n) {
         buffer.resize(n);
+    }
     return buffer.data();
 }
 
@@ -75,8 +76,9 @@ void linear_forward(
     float* yp = y.data<float>();
     if (bias != nullptr) {
         const float* bp = bias->data<float>();
-        for (int64_t b = 0; b < B; ++b)
+        for (int64_t b = 0; b < B; ++b) {
             std::memcpy(yp + b * O, bp, sizeof(float) * O);
+        }
     }
     sgemm(Trans::kNo, Trans::kYes, B, O, I, x.data<float>(), I, w.data<float>(), I,
           bias != nullptr ? 1.0f : 0.0f, yp, O);

@@ -17,11 +17,13 @@ namespace {
 // Single-threaded elementwise passes between the sgemms, as in kernels/cpu/linear.cpp (OpenMP
 // regions between OpenBLAS calls slow the next sgemm several-fold).
 void activate_inplace(Activation act, float* p, int64_t rows, int64_t cols) {
-    if (act == Activation::kIdentity)
+    if (act == Activation::kIdentity) {
         return;
+    }
     for (int64_t i = 0; i < rows; ++i) {
-        for (int64_t j = i * cols; j < (i + 1) * cols; ++j)
+        for (int64_t j = i * cols; j < (i + 1) * cols; ++j) {
             p[j] = apply_activation(act, p[j]);
+        }
     }
 }
 
@@ -30,15 +32,17 @@ void softmax_rows(float* z, int64_t B, int64_t K) {
     for (int64_t b = 0; b < B; ++b) {
         float* zb = z + b * K;
         float mx = zb[0];
-        for (int64_t k = 1; k < K; ++k)
+        for (int64_t k = 1; k < K; ++k) {
             mx = std::max(mx, zb[k]);
+        }
         float sum = 0.0f;
         for (int64_t k = 0; k < K; ++k) {
             zb[k] = std::exp(zb[k] - mx);
             sum += zb[k];
         }
-        for (int64_t k = 0; k < K; ++k)
+        for (int64_t k = 0; k < K; ++k) {
             zb[k] /= sum;
+        }
     }
 }
 
@@ -78,8 +82,9 @@ void mixture_crossnet_forward(const Tensor& x0,
     float* op = out.data<float>();
     for (int64_t b = 0; b < B; ++b) {
         float* ob = op + b * N;  // out[b, :]
-        for (int64_t n = 0; n < N; ++n)
+        for (int64_t n = 0; n < N; ++n) {
             ob[n] = 0.0f;
+        }
         for (int64_t k = 0; k < K; ++k) {
             float* ebk = e + (b * K + k) * N;  // e[b, k, :]
             const float p = probs != nullptr ? probs[b * K + k] : 1.0f;
@@ -88,8 +93,9 @@ void mixture_crossnet_forward(const Tensor& x0,
                 ob[n] += p * (x0p[b * N + n] * ebk[n]);
             }
         }
-        for (int64_t n = 0; n < N; ++n)
+        for (int64_t n = 0; n < N; ++n) {
             ob[n] += xlp[b * N + n];
+        }
     }
 }
 
@@ -114,13 +120,15 @@ void gate_backward(const float* gop,
         for (int64_t k = 0; k < K; ++k) {
             const float* ebk = e + (b * K + k) * N;
             float gw = 0.0f;
-            for (int64_t n = 0; n < N; ++n)
+            for (int64_t n = 0; n < N; ++n) {
                 gw += gop[b * N + n] * x0p[b * N + n] * ebk[n];
+            }
             gz[b * K + k] = gw;
             mean += probs[b * K + k] * gw;
         }
-        for (int64_t k = 0; k < K; ++k)
+        for (int64_t k = 0; k < K; ++k) {
             gz[b * K + k] = probs[b * K + k] * (gz[b * K + k] - mean);
+        }
     }
     sgemm(Trans::kYes, Trans::kNo, K, N, B, gz, K, xlp, N, 1.0f, grad_gates, N);
     sgemm(Trans::kNo, Trans::kNo, B, N, K, gz, K, gates, N, 1.0f, gxl, N);
@@ -151,13 +159,15 @@ void mixture_crossnet_backward(const Tensor& x0,
     float* gxl = grads.xl->data<float>();
     float* gb = grads.bias->data<float>();
     if (gxl == gx0) {  // layer 0: the residual adds onto the accumulated grad_x0
-        for (int64_t i = 0; i < B * N; ++i)
+        for (int64_t i = 0; i < B * N; ++i) {
             gxl[i] += gop[i];
+        }
     } else {
         std::memcpy(gxl, gop, static_cast<size_t>(B * N) * sizeof(float));  // the residual
     }
-    for (int64_t n = 0; n < N; ++n)
+    for (int64_t n = 0; n < N; ++n) {
         gb[n] = 0.0f;
+    }
     if (K > 1) {
         gate_backward(gop, x0p, xlp, e, probs, wt.gates->data<float>(), B, N, K, gz,
                       grads.gates->data<float>(), gxl);
@@ -190,8 +200,9 @@ void mixture_crossnet_backward(const Tensor& x0,
               grads.c->data<float>() + k * r * r, r);
         sgemm(Trans::kNo, Trans::kNo, B, r, r, gq, r, ck, r, 0.0f, gp + k * r, K * r);
     }
-    for (int64_t i = 0; i < B * K * r; ++i)
+    for (int64_t i = 0; i < B * K * r; ++i) {
         gp[i] *= activation_grad_from_output(act, a1[i]);
+    }
     // grad_V = gp^T xl [K r, N]; grad_xl += gp V
     sgemm(Trans::kYes, Trans::kNo, K * r, N, B, gp, K * r, xlp, N, 0.0f, grads.v->data<float>(), N);
     sgemm(Trans::kNo, Trans::kNo, B, N, K * r, gp, K * r, wt.v->data<float>(), N, 1.0f, gxl, N);

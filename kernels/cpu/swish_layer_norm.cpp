@@ -33,12 +33,14 @@ void swish_layer_norm_forward(const Tensor& x,
     for (int64_t i = 0; i < R; ++i) {
         const float* xr = xp + i * N;  // x[i, :], N floats
         float sum = 0.0f;
-        for (int64_t n = 0; n < N; ++n)
+        for (int64_t n = 0; n < N; ++n) {
             sum += xr[n];
+        }
         const float mu = sum / static_cast<float>(N);
         float sq = 0.0f;
-        for (int64_t n = 0; n < N; ++n)
+        for (int64_t n = 0; n < N; ++n) {
             sq += (xr[n] - mu) * (xr[n] - mu);
+        }
         const float rs = 1.0f / std::sqrt(sq / static_cast<float>(N) + eps);
         mp[i] = mu;
         rp[i] = rs;

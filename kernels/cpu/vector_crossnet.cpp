@@ -28,11 +28,13 @@ void vector_crossnet_forward(const Tensor& x0,
     for (int64_t b = 0; b < B; ++b) {
         const int64_t row = b * N;  // row b of every [B, N] tensor
         float dot = 0.0f;
-        for (int64_t n = 0; n < N; ++n)
+        for (int64_t n = 0; n < N; ++n) {
             dot += xlp[row + n] * wp[n];
+        }
         sp[b] = dot;
-        for (int64_t n = 0; n < N; ++n)
+        for (int64_t n = 0; n < N; ++n) {
             op[row + n] = x0p[row + n] * dot + bp[n] + xlp[row + n];
+        }
     }
 }
 
@@ -62,8 +64,9 @@ void vector_crossnet_backward(const Tensor& x0,
     for (int64_t b = 0; b < B; ++b) {
         const int64_t row = b * N;
         float gs = 0.0f;  // d loss / d s_b = grad_out_b . x0_b
-        for (int64_t n = 0; n < N; ++n)
+        for (int64_t n = 0; n < N; ++n) {
             gs += gop[row + n] * x0p[row + n];
+        }
         for (int64_t n = 0; n < N; ++n) {
             const float g = gop[row + n];
             const float gx0_new = gx0[row + n] + g * sp[b];

@@ -25,8 +25,9 @@ inline std::vector<double> as_double(const Tensor& t) {
 inline Tensor random_input(const Shape& shape, uint64_t stream, float lo = -1.f, float hi = 1.f) {
     rng::Rng r(test_seed(), stream);
     Tensor t = Tensor::empty(shape, DType::kF32);
-    for (int64_t i = 0; i < t.numel(); ++i)
+    for (int64_t i = 0; i < t.numel(); ++i) {
         t.data<float>()[i] = r.uniform(lo, hi);
+    }
     return t;
 }
 
@@ -39,8 +40,9 @@ using RefForward = std::function<std::vector<double>(const std::vector<double>&,
 inline void check_module_gradients(DenseModule& module, const Tensor& x, const RefForward& f) {
     std::vector<Parameter*> params = module.parameters();
     std::vector<std::vector<double>> p64;
-    for (Parameter* p : params)
+    for (Parameter* p : params) {
         p64.push_back(as_double(p->value));
+    }
     const std::vector<double> x64 = as_double(x);
     const Tensor y = module.forward(x).clone();
     INFO("seed " << test_seed());

@@ -24,8 +24,9 @@ TEST_CASE("InteractionArch: widths, column order and gradients", "[modules]") {
           1e-6);
     // Column D is T_1 . T_0 = emb_1 . dense of row 0.
     double dot10 = 0;
-    for (int64_t d = 0; d < D; ++d)
+    for (int64_t d = 0; d < D; ++d) {
         dot10 += s64[d] * d64[d];
+    }
     CHECK(std::fabs(out.to_vector<float>()[D] - dot10) < 1e-5);
     const Tensor up = random_input(out.shape(), 3);
     arch.backward(up);
@@ -50,8 +51,9 @@ TEST_CASE("InteractionDCNArch: concat(dense, sparse) through LowRankCrossNet", "
     }
     const Tensor dense = random_input({B, D}, 4), sparse = random_input({B, F * D}, 5);
     std::vector<V> p64;
-    for (Parameter* p : params)
+    for (Parameter* p : params) {
         p64.push_back(as_double(p->value));
+    }
     // f(dense, sparse, params) in float64: concat per row, then the cross layers.
     auto f = [&](const V& d, const V& s, const std::vector<V>& q) {
         V x;

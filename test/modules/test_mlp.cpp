@@ -18,10 +18,12 @@ using kernels::Activation;
 namespace {
 
 ref::Act to_ref(Activation act) {
-    if (act == Activation::kRelu)
+    if (act == Activation::kRelu) {
         return ref::Act::kRelu;
-    if (act == Activation::kSigmoid)
+    }
+    if (act == Activation::kSigmoid) {
         return ref::Act::kSigmoid;
+    }
     return ref::Act::kIdentity;
 }
 
@@ -51,8 +53,9 @@ TEST_CASE("MLP: B=3, in 40, layers [16, 8, 4] gives [3, 4] with TorchRec names",
     CHECK(params[0]->value.shape() == Shape{16, 40});
     CHECK(params[5]->name == "dense_arch.model._mlp.2._linear.bias");
     CHECK(params[5]->value.shape() == Shape{4});
-    for (int64_t i = 0; i < y.numel(); ++i)
+    for (int64_t i = 0; i < y.numel(); ++i) {
         CHECK(y.data<float>()[i] >= 0.f);  // relu last too
+    }
 }
 
 TEST_CASE("Perceptron: gradients match finite differences for every activation", "[modules]") {
@@ -81,8 +84,9 @@ TEST_CASE("MLP: initialisation depends on (seed, name) only, within nn.Linear's 
     CHECK(wa != a.parameters()[1]->value.to_vector<float>());  // weight and bias differ
     const float bound = 1.0f / 3.0f;
     float largest = 0.f;
-    for (float w : wa)
+    for (float w : wa) {
         largest = std::max(largest, std::fabs(w));
+    }
     CHECK(largest <= bound);
     CHECK(largest > 0.5f * bound);
 }
@@ -136,8 +140,9 @@ TEST_CASE("MLP: learns a nonlinear decision boundary with SGD", "[modules][regre
     for (int step = 0; step < 400; ++step) {
         const Tensor& logits = out.forward(hidden.forward(x));
         kernels::bce_with_logits(logits, labels, loss, grad, Stream::cpu());
-        if (step == 0)
+        if (step == 0) {
             first_loss = loss.data<float>()[0];
+        }
         hidden.backward(out.backward(grad));
         for (Module* m : {static_cast<Module*>(&hidden), static_cast<Module*>(&out)}) {
             for (Parameter* p : m->parameters()) {

@@ -35,8 +35,9 @@ public:
         for (size_t b = 0; b < x.size(); ++b) {
             x[b] = r.uniform(-8.f, 8.f);
             y[b] = s_.soft ? r.uniform(0.f, 1.f) : (r.uniform() < 0.5 ? 0.f : 1.f);
-            if (s_.extreme && b % 3 == 0)
+            if (s_.extreme && b % 3 == 0) {
                 x[b] = b % 2 == 0 ? 100.f : -100.f;
+            }
         }
         logits_ = Tensor::from_vector(x, s_.column ? Shape{s_.B, 1} : Shape{s_.B});
         labels_ = Tensor::from_vector(y);

@@ -16,8 +16,9 @@ Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream) {
     rng::Rng r(seed, stream);
     Tensor t = Tensor::empty(shape, DType::kF32);
     float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
+    for (int64_t i = 0; i < t.numel(); ++i) {
         p[i] = r.uniform(-1.f, 1.f);
+    }
     return t;
 }
 
@@ -75,8 +76,9 @@ public:
                                   in_.v_values(), to_double(in_.bias), s_.B, s_.N, s_.r);
         std::vector<RefOutput> out{ref_output("out", std::move(f.out)),
                                    ref_output("u", std::move(f.u))};
-        if (s_.r > 0)
+        if (s_.r > 0) {
             out.push_back(ref_output("vx", std::move(f.vx)));
+        }
         return out;
     }
 
@@ -86,15 +88,17 @@ public:
         Tensor vx = s_.r > 0 ? make_output({s_.B, s_.r}) : Tensor();
         kernels::crossnet_forward(in_.x0, in_.xl, in_.w, in_.v_ptr(), in_.bias, out, u,
                                   s_.r > 0 ? &vx : nullptr, Stream::cpu());
-        if (s_.r > 0)
+        if (s_.r > 0) {
             return {out, u, vx};
+        }
         return {out, u};
     }
 
     // vx: N products; u: + r products (low rank) and the bias; out: * x0, + xl.
     int64_t terms(size_t output) const override {
-        if (output == 2)
+        if (output == 2) {
             return s_.N;
+        }
         return s_.N + s_.r + 1 + (output == 0 ? 2 : 0);
     }
 
@@ -104,8 +108,9 @@ public:
     }
 
     std::vector<Gemm> gemms() const override {
-        if (s_.r == 0)
+        if (s_.r == 0) {
             return {{s_.B, s_.N, s_.N}};
+        }
         return {{s_.B, s_.r, s_.N}, {s_.B, s_.N, s_.r}};
     }
 
@@ -201,8 +206,9 @@ public:
     }
 
     std::vector<Gemm> gemms() const override {
-        if (s_.r == 0)
+        if (s_.r == 0) {
             return {{s_.N, s_.N, s_.B}, {s_.B, s_.N, s_.N}};
+        }
         return {{s_.B, s_.r, s_.N}, {s_.N, s_.r, s_.B}, {s_.r, s_.N, s_.B}, {s_.B, s_.N, s_.r}};
     }
 

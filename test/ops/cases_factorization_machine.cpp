@@ -16,8 +16,9 @@ Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream) {
     rng::Rng r(seed, stream);
     Tensor t = Tensor::empty(shape, DType::kF32);
     float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
+    for (int64_t i = 0; i < t.numel(); ++i) {
         p[i] = r.uniform(-1.f, 1.f);
+    }
     return t;
 }
 

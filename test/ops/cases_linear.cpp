@@ -19,8 +19,9 @@ Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream, float lo, 
     rng::Rng r(seed, stream);
     Tensor t = Tensor::empty(shape, DType::kF32);
     float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
+    for (int64_t i = 0; i < t.numel(); ++i) {
         p[i] = r.uniform(lo, hi);
+    }
     return t;
 }
 
@@ -120,10 +121,12 @@ public:
         y_ = random_f32({s_.B, s_.O}, seed, 4, -2.f, 2.f);
         float* y = y_.data<float>();
         for (int64_t i = 0; i < y_.numel(); ++i) {
-            if (s_.act == Activation::kRelu)
+            if (s_.act == Activation::kRelu) {
                 y[i] = y[i] > 0.f ? y[i] : 0.f;
-            if (s_.act == Activation::kSigmoid)
+            }
+            if (s_.act == Activation::kSigmoid) {
                 y[i] = 1.f / (1.f + std::exp(-y[i]));
+            }
         }
         grad_y_ = random_f32({s_.B, s_.O}, seed, 5, -1.f, 1.f);
     }
@@ -133,11 +136,13 @@ public:
             ref::linear_backward(to_double(x_), to_double(w_), to_double(y_), to_double(grad_y_),
                                  s_.B, s_.I, s_.O, to_ref(s_.act));
         std::vector<RefOutput> out;
-        if (grad_x_)
+        if (grad_x_) {
             out.push_back(ref_output("grad_x", std::move(g.grad_x)));
+        }
         out.push_back(ref_output("grad_w", std::move(g.grad_w)));
-        if (s_.bias)
+        if (s_.bias) {
             out.push_back(ref_output("grad_b", std::move(g.grad_b)));
+        }
         return out;
     }
 
@@ -148,11 +153,13 @@ public:
         kernels::linear_backward(x_, w_, y_, grad_y_, s_.act, grad_x_ ? &gx : nullptr, gw,
                                  s_.bias ? &gb : nullptr, Stream::cpu());
         std::vector<Tensor> out;
-        if (grad_x_)
+        if (grad_x_) {
             out.push_back(gx);
+        }
         out.push_back(gw);
-        if (s_.bias)
+        if (s_.bias) {
             out.push_back(gb);
+        }
         return out;
     }
 
@@ -175,8 +182,9 @@ public:
 
     std::vector<Gemm> gemms() const override {
         std::vector<Gemm> g{{s_.O, s_.I, s_.B}};
-        if (grad_x_)
+        if (grad_x_) {
             g.push_back({s_.B, s_.I, s_.O});
+        }
         return g;
     }
 
@@ -208,8 +216,9 @@ const RegisterOpCases kRegister([] {
     for (const LinearShape& s : linear_shapes()) {
         cases.push_back(std::make_unique<LinearForwardCase>(s));
         cases.push_back(std::make_unique<LinearBackwardCase>(s, true));
-        if (!s.bench && s.B == 3)
+        if (!s.bench && s.B == 3) {
             cases.push_back(std::make_unique<LinearBackwardCase>(s, false));
+        }
     }
     return cases;
 });

@@ -19,8 +19,9 @@ Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream) {
     rng::Rng r(seed, stream);
     Tensor t = Tensor::empty(shape, DType::kF32);
     float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i)
+    for (int64_t i = 0; i < t.numel(); ++i) {
         p[i] = r.uniform(-1.f, 1.f);
+    }
     return t;
 }
 
@@ -29,10 +30,12 @@ RefOutput ref_output(const char* name, ref::DenseValues v) {
 }
 
 ref::Act to_ref(Activation act) {
-    if (act == Activation::kRelu)
+    if (act == Activation::kRelu) {
         return ref::Act::kRelu;
-    if (act == Activation::kSigmoid)
+    }
+    if (act == Activation::kSigmoid) {
         return ref::Act::kSigmoid;
+    }
     return ref::Act::kIdentity;
 }
 
@@ -71,8 +74,9 @@ struct MixtureInputs {
         ref::MixtureCrossNetParams p;
         p.B = s.B, p.N = s.N, p.K = s.K, p.r = s.r, p.act = to_ref(s.act);
         p.u = to_double(u), p.c = to_double(c), p.v = to_double(v), p.bias = to_double(bias);
-        if (s.K > 1)
+        if (s.K > 1) {
             p.gates = to_double(gates);
+        }
         return p;
     }
 };
@@ -95,8 +99,9 @@ public:
         std::vector<RefOutput> out{
             ref_output("out", std::move(f.out)), ref_output("a1", std::move(f.a1)),
             ref_output("a2", std::move(f.a2)), ref_output("e", std::move(f.e))};
-        if (s_.K > 1)
+        if (s_.K > 1) {
             out.push_back(ref_output("probs", std::move(f.probs)));
+        }
         return out;
     }
 
@@ -109,8 +114,9 @@ public:
         kernels::mixture_crossnet_forward(in_.x0, in_.xl, in_.weights(), s_.act, out,
                                           {&a1, &a2, &e, s_.K > 1 ? &probs : nullptr},
                                           Stream::cpu());
-        if (s_.K > 1)
+        if (s_.K > 1) {
             return {out, a1, a2, e, probs};
+        }
         return {out, a1, a2, e};
     }
 
@@ -143,8 +149,9 @@ public:
             g.push_back({s_.B, s_.r, s_.r});
             g.push_back({s_.B, s_.N, s_.r});
         }
-        if (s_.K > 1)
+        if (s_.K > 1) {
             g.push_back({s_.B, s_.K, s_.N});
+        }
         return g;
     }
 
@@ -159,10 +166,12 @@ Tensor random_activation(const Shape& shape, Activation act, uint64_t seed, uint
     Tensor t = random_f32(shape, seed, stream);
     float* p = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i) {
-        if (act == Activation::kRelu)
+        if (act == Activation::kRelu) {
             p[i] = p[i] > 0.f ? p[i] : 0.f;
-        if (act == Activation::kSigmoid)
+        }
+        if (act == Activation::kSigmoid) {
             p[i] = 1.f / (1.f + std::exp(-2.f * p[i]));
+        }
     }
     return t;
 }
@@ -172,10 +181,12 @@ Tensor random_softmax(int64_t B, int64_t K, uint64_t seed, uint64_t stream) {
     float* p = t.data<float>();
     for (int64_t b = 0; b < B; ++b) {
         float sum = 0.f;
-        for (int64_t k = 0; k < K; ++k)
+        for (int64_t k = 0; k < K; ++k) {
             sum += (p[b * K + k] = std::exp(p[b * K + k]));
-        for (int64_t k = 0; k < K; ++k)
+        }
+        for (int64_t k = 0; k < K; ++k) {
             p[b * K + k] /= sum;
+        }
     }
     return t;
 }
@@ -244,8 +255,9 @@ public:
         if (!alias_) {
             out.push_back(gxl);
         }
-        for (const Tensor& t : {gu, gc, gv, gb})
+        for (const Tensor& t : {gu, gc, gv, gb}) {
             out.push_back(t);
+        }
         if (s_.K > 1) {
             out.push_back(gg);
         }

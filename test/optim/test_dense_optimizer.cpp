@@ -17,8 +17,9 @@ namespace {
 Tensor random_tensor(const Shape& shape, uint64_t stream) {
     rng::Rng r(test::test_seed(), stream);
     Tensor t = Tensor::empty(shape, DType::kF32);
-    for (int64_t i = 0; i < t.numel(); ++i)
+    for (int64_t i = 0; i < t.numel(); ++i) {
         t.data<float>()[i] = r.uniform(-1.f, 1.f);
+    }
     return t;
 }
 
@@ -112,10 +113,12 @@ TEST_CASE("DenseOptimizer: state names, one allocation, checkpoint round trip", 
     restored->init_state(q.list());
     const auto dst = restored->state();
     REQUIRE(dst.size() == state.size());
-    for (size_t i = 0; i < dst.size(); ++i)
+    for (size_t i = 0; i < dst.size(); ++i) {
         dst[i].second->copy_from(*opt->state()[i].second);
-    for (TwoParams* t : {&p, &q})
+    }
+    for (TwoParams* t : {&p, &q}) {
         t->a.grad.copy_from(random_tensor({3, 4}, 30));
+    }
     opt->step(p.list(), 0.01f);
     restored->step(q.list(), 0.01f);
     CHECK(p.a.value.to_vector<float>() == q.a.value.to_vector<float>());

@@ -82,8 +82,9 @@ double act_value(Act act, double z) {
 }
 
 double act_mag(Act act, double z, double mag_z) {
-    if (act != Act::kSigmoid)
+    if (act != Act::kSigmoid) {
         return mag_z;
+    }
     const double s = act_value(act, z);
     return s * (1 - s) * mag_z + s;
 }
@@ -101,8 +102,9 @@ double act_grad_from_output(Act act, double y) {
 }
 
 double act_grad_mag(Act act, double y) {
-    if (act == Act::kSigmoid)
+    if (act == Act::kSigmoid) {
         return std::fabs(y) * (1 + std::fabs(y));
+    }
     return act_grad_from_output(act, y);
 }
 

@@ -14,15 +14,17 @@ void softmax_mag(const std::vector<double>& z,
     const size_t K = z.size();
     const double mx = *std::max_element(z.begin(), z.end());
     double sum = 0;
-    for (size_t k = 0; k < K; ++k)
+    for (size_t k = 0; k < K; ++k) {
         sum += std::exp(z[k] - mx);
+    }
     double mean_mz = 0;
     for (size_t k = 0; k < K; ++k) {
         p[k] = std::exp(z[k] - mx) / sum;
         mean_mz += p[k] * mz[k];
     }
-    for (size_t k = 0; k < K; ++k)
+    for (size_t k = 0; k < K; ++k) {
         mp[k] = p[k] * (mz[k] + mean_mz) + p[k];
+    }
 }
 
 }  // namespace
@@ -214,10 +216,12 @@ MixtureCrossNetGrads mixture_crossnet_backward(const MixtureCrossNetParams& p,
                            DenseValues(static_cast<size_t>(K * r * N)),
                            DenseValues(static_cast<size_t>(N)),
                            exact(grad_gates_init)};
-    if (K > 1)
+    if (K > 1) {
         gate_backward(p, x0, xl, saved, grad_out, g);
-    for (int64_t k = 0; k < K; ++k)
+    }
+    for (int64_t k = 0; k < K; ++k) {
         expert_backward(p, k, x0, xl, saved, grad_out, g);
+    }
     return g;
 }
 

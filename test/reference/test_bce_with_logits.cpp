@@ -14,10 +14,12 @@ using namespace shardrec::ref;
 TEST_CASE("reference bce with logits: gradient matches finite differences", "[reference]") {
     rng::Rng r(test::test_seed(), 1);
     std::vector<double> x(9), y(9);
-    for (double& v : x)
+    for (double& v : x) {
         v = r.uniform(-4.f, 4.f);
-    for (double& v : y)
+    }
+    for (double& v : y) {
         v = r.uniform() < 0.5 ? 0.0 : 1.0;
+    }
     y[0] = 0.25;  // soft label
     INFO("seed " << test::test_seed());
     const auto f = [&](const std::vector<double>& t) { return bce_with_logits(t, y).loss.value; };

@@ -15,8 +15,9 @@ namespace {
 std::vector<double> random_values(size_t n, uint64_t stream) {
     rng::Rng r(test::test_seed(), stream);
     std::vector<double> v(n);
-    for (double& x : v)
+    for (double& x : v) {
         x = r.uniform(-1.f, 1.f);
+    }
     return v;
 }
 

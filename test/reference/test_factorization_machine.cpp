@@ -13,10 +13,12 @@ TEST_CASE("reference factorization machine: backward matches finite differences"
     const int64_t B = 3, N = 7;
     rng::Rng r(test::test_seed(), 1);
     std::vector<double> x(B * N), up(B);
-    for (double& v : x)
+    for (double& v : x) {
         v = r.uniform(-1.f, 1.f);
-    for (double& v : up)
+    }
+    for (double& v : up) {
         v = r.uniform(-1.f, 1.f);
+    }
     INFO("seed " << test::test_seed());
     const auto g = factorization_machine_backward(x, up, B, N);
     const auto f = [&](const std::vector<double>& t) {

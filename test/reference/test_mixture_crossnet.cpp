@@ -17,8 +17,9 @@ using V = std::vector<double>;
 V random_values(size_t n, uint64_t stream) {
     rng::Rng r(test::test_seed(), stream);
     V v(n);
-    for (double& x : v)
+    for (double& x : v) {
         x = r.uniform(-1.f, 1.f);
+    }
     return v;
 }
 
@@ -29,8 +30,9 @@ MixtureCrossNetParams random_params(int64_t B, int64_t N, int64_t K, int64_t r, 
     p.c = random_values(K * r * r, 11);
     p.v = random_values(K * r * N, 12);
     p.bias = random_values(N, 13);
-    if (K > 1)
+    if (K > 1) {
         p.gates = random_values(K * N, 14);
+    }
     return p;
 }
 

@@ -18,8 +18,9 @@ using V = std::vector<double>;
 V random_values(size_t n, uint64_t stream) {
     rng::Rng r(test::test_seed(), stream);
     V v(n);
-    for (double& x : v)
+    for (double& x : v) {
         x = r.uniform(-1.f, 1.f);
+    }
     return v;
 }
 
