@@ -17,14 +17,21 @@ DeepFMModel::DeepFMModel(const ModelConfig& model, uint64_t seed,
     D_ = model.tables.front().embedding_dim;
     F_ = 0;
     for (const auto& t : model.tables) F_ += static_cast<int64_t>(t.feature_names.size());
-    dense_arch_ = std::make_unique<Perceptron>("dense_arch.linear", model.dense_in_features, D_,
-                                               kernels::Activation::kRelu, seed);
+    dense_arch_ = std::make_unique<MLP>("dense_arch.model", model.dense_in_features,
+                                        model.bottom_mlp, kernels::Activation::kRelu, seed);
     deep_ = std::make_unique<MLP>("inter_arch.deep_fm.dense_module", (F_ + 1) * D_,
                                   model.deepfm.hidden, kernels::Activation::kRelu, seed);
     deep_out_ = deep_->out_features();
     fm_ = std::make_unique<FactorizationMachine>();
-    over_arch_ = std::make_unique<Perceptron>("over_arch.linear", D_ + deep_out_ + 1, 1,
-                                              kernels::Activation::kIdentity, seed);
+    const int64_t over_in = D_ + deep_out_ + 1;
+    const std::vector<int64_t> hidden(model.top_mlp.begin(), model.top_mlp.end() - 1);
+    if (!hidden.empty()) {
+        over_arch_ = std::make_unique<MLP>("over_arch.model", over_in, hidden,
+                                           kernels::Activation::kRelu, seed);
+    }
+    over_final_ = std::make_unique<Perceptron>("over_arch.final",
+                                               hidden.empty() ? over_in : hidden.back(), 1,
+                                               kernels::Activation::kIdentity, seed);
 }
 
 const Tensor& DeepFMModel::forward(const Batch& batch) {
@@ -40,7 +47,7 @@ const Tensor& DeepFMModel::forward(const Batch& batch) {
     copy_into_columns(over_in_, 0, dense);
     copy_into_columns(over_in_, D_, deep);
     copy_into_columns(over_in_, D_ + deep_out_, fm);
-    const Tensor& out = over_arch_->forward(over_in_);
+    const Tensor& out = over_final_->forward(over_arch_ ? over_arch_->forward(over_in_) : over_in_);
     logits_ = out.view({B});
     return logits_;
 }
@@ -48,7 +55,8 @@ const Tensor& DeepFMModel::forward(const Batch& batch) {
 void DeepFMModel::backward(const Tensor& grad_logits) {
     const int64_t B = grad_logits.numel();
     // over_in = [dense | deep | fm]: split its gradient and send each part back.
-    const Tensor& g_over_in = over_arch_->backward(grad_logits.view({B, 1}));
+    const Tensor& g_final_in = over_final_->backward(grad_logits.view({B, 1}));
+    const Tensor& g_over_in = over_arch_ ? over_arch_->backward(g_final_in) : g_final_in;
     ensure(grad_dense_, {B, D_});
     copy_from_columns(grad_dense_, g_over_in, 0);
     ensure(grad_deep_, {B, deep_out_});
@@ -78,7 +86,8 @@ std::vector<Parameter*> DeepFMModel::parameters() {
     std::vector<Parameter*> out;
     append_parameters(out, *dense_arch_);
     append_parameters(out, *deep_);
-    append_parameters(out, *over_arch_);
+    if (over_arch_) append_parameters(out, *over_arch_);
+    append_parameters(out, *over_final_);
     return out;
 }
 

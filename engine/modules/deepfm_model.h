@@ -1,7 +1,7 @@
-// DeepFMModel (TorchRec's SimpleDeepFMNN): the dense features go through Linear + ReLU to the
+// DeepFMModel (TorchRec's SimpleDeepFMNN): the dense features go through the bottom MLP to the
 // embedding dim and join the pooled embeddings; the FM interaction arch feeds concat(dense, pooled)
-// to a deep MLP (DeepFM) and to a FactorizationMachine; the over arch is one linear layer over
-// concat(dense, deep, fm) that gives the logit. Letters: B batch, F features, D embedding dim.
+// to a deep MLP (DeepFM) and to a FactorizationMachine; the over arch (top MLP, last layer linear)
+// maps concat(dense, deep, fm) to the logit. Letters: B batch, F features, D embedding dim.
 #pragma once
 
 #include <memory>
@@ -25,10 +25,11 @@ public:
 private:
     int64_t F_, D_, deep_out_;
     std::unique_ptr<EmbeddingBagCollection> sparse_arch_;
-    std::unique_ptr<Perceptron> dense_arch_;  // [B, 13] -> [B, D], ReLU
+    std::unique_ptr<MLP> dense_arch_;         // [B, 13] -> [B, D], ReLU after each layer
     std::unique_ptr<MLP> deep_;               // [B, (F + 1) D] -> [B, deep_out]
     std::unique_ptr<FactorizationMachine> fm_;
-    std::unique_ptr<Perceptron> over_arch_;  // [B, D + deep_out + 1] -> [B, 1]
+    std::unique_ptr<MLP> over_arch_;          // top MLP but its last layer; may be null
+    std::unique_ptr<Perceptron> over_final_;  // -> [B, 1], linear
     Tensor combined_;       // [B, (F + 1) D] = concat(dense, pooled)
     Tensor over_in_;        // [B, D + deep_out + 1]
     Tensor grad_combined_;  // [B, (F + 1) D]
