@@ -134,6 +134,42 @@ void gate_backward(const float* gop,
     sgemm(Trans::kNo, Trans::kNo, B, N, K, gz, K, gates, N, 1.0f, gxl, N);
 }
 
+// Raw pointers of one backward call; scratch: ge [B, N], gq [B, r], gp [B, K r], gz [B, K].
+struct BackwardView {
+    int64_t B, N, K, r;
+    Activation act;
+    const float *gop, *x0, *a1, *a2, *e, *probs, *u, *c;
+    float *gx0, *gb, *grad_u, *grad_c, *ge, *gq, *gp;
+};
+
+// Expert k: ge = p_k grad_out x0 (with grad_x0 += p_k grad_out e_k and grad_b += sum_b ge),
+// grad_U_k = ge^T a2_k, gq = (ge U_k) g'(a2_k), grad_C_k = gq^T a1_k, and gp_k = gq C_k into
+// columns [k r, (k+1) r) of gp (g'(a1) is applied to all experts at once afterwards).
+void expert_backward(const BackwardView& v, int64_t k) {
+    const int64_t B = v.B, N = v.N, K = v.K, r = v.r;
+    for (int64_t b = 0; b < B; ++b) {
+        const float p = v.probs != nullptr ? v.probs[b * K + k] : 1.0f;
+        const float* ebk = v.e + (b * K + k) * N;  // e[b, k, :]
+        for (int64_t n = 0; n < N; ++n) {
+            const float g = p * v.gop[b * N + n];
+            v.ge[b * N + n] = g * v.x0[b * N + n];
+            v.gx0[b * N + n] += g * ebk[n];
+            v.gb[n] += v.ge[b * N + n];
+        }
+    }
+    sgemm(Trans::kYes, Trans::kNo, N, r, B, v.ge, N, v.a2 + k * r, K * r, 0.0f,
+          v.grad_u + k * N * r, r);
+    sgemm(Trans::kNo, Trans::kNo, B, r, N, v.ge, N, v.u + k * N * r, r, 0.0f, v.gq, r);
+    for (int64_t b = 0; b < B; ++b) {
+        for (int64_t j = 0; j < r; ++j) {
+            v.gq[b * r + j] *= activation_grad_from_output(v.act, v.a2[(b * K + k) * r + j]);
+        }
+    }
+    sgemm(Trans::kYes, Trans::kNo, r, r, B, v.gq, r, v.a1 + k * r, K * r, 0.0f,
+          v.grad_c + k * r * r, r);
+    sgemm(Trans::kNo, Trans::kNo, B, r, r, v.gq, r, v.c + k * r * r, r, 0.0f, v.gp + k * r, K * r);
+}
+
 }  // namespace
 
 void mixture_crossnet_backward(const Tensor& x0,
@@ -144,68 +180,52 @@ void mixture_crossnet_backward(const Tensor& x0,
                                const Tensor& grad_out,
                                const MixtureCrossNetGrads& grads) {
     const int64_t B = x0.size(0), N = x0.size(1), K = wt.v->size(0), r = wt.v->size(1);
-    float* ge = scratch_floats(static_cast<size_t>(B * (N + r + K * r + 2 * K)));  // [B, N]
-    float* gq = ge + B * N;                                                        // [B, r]
-    float* gp = gq + B * r;                                                        // [B, K r]
-    float* gz = gp + B * K * r;                                                    // [B, K]
-    const float* gop = grad_out.data<float>();
-    const float* x0p = x0.data<float>();
+    float* ge = scratch_floats(static_cast<size_t>(B * (N + r + K * r + 2 * K)));
+    const BackwardView v{B,
+                         N,
+                         K,
+                         r,
+                         act,
+                         grad_out.data<float>(),
+                         x0.data<float>(),
+                         saved.a1->data<float>(),
+                         saved.a2->data<float>(),
+                         saved.e->data<float>(),
+                         K > 1 ? saved.probs->data<float>() : nullptr,
+                         wt.u->data<float>(),
+                         wt.c->data<float>(),
+                         grads.x0->data<float>(),
+                         grads.bias->data<float>(),
+                         grads.u->data<float>(),
+                         grads.c->data<float>(),
+                         ge,
+                         ge + B * N,
+                         ge + B * (N + r)};
+    float* gz = v.gp + B * K * r;
     const float* xlp = xl.data<float>();
-    const float* a1 = saved.a1->data<float>();
-    const float* a2 = saved.a2->data<float>();
-    const float* e = saved.e->data<float>();
-    const float* probs = K > 1 ? saved.probs->data<float>() : nullptr;
-    float* gx0 = grads.x0->data<float>();
     float* gxl = grads.xl->data<float>();
-    float* gb = grads.bias->data<float>();
-    if (gxl == gx0) {  // layer 0: the residual adds onto the accumulated grad_x0
+    if (gxl == v.gx0) {  // layer 0: the residual adds onto the accumulated grad_x0
         for (int64_t i = 0; i < B * N; ++i) {
-            gxl[i] += gop[i];
+            gxl[i] += v.gop[i];
         }
     } else {
-        std::memcpy(gxl, gop, static_cast<size_t>(B * N) * sizeof(float));  // the residual
+        std::memcpy(gxl, v.gop, static_cast<size_t>(B * N) * sizeof(float));  // the residual
     }
-    for (int64_t n = 0; n < N; ++n) {
-        gb[n] = 0.0f;
-    }
+    std::memset(v.gb, 0, static_cast<size_t>(N) * sizeof(float));
     if (K > 1) {
-        gate_backward(gop, x0p, xlp, e, probs, wt.gates->data<float>(), B, N, K, gz,
+        gate_backward(v.gop, v.x0, xlp, v.e, v.probs, wt.gates->data<float>(), B, N, K, gz,
                       grads.gates->data<float>(), gxl);
     }
     for (int64_t k = 0; k < K; ++k) {
-        // ge = d/d e_k = p_k grad_out x0; grad_x0 += p_k grad_out e_k; grad_b += sum_b ge.
-        for (int64_t b = 0; b < B; ++b) {
-            const float p = probs != nullptr ? probs[b * K + k] : 1.0f;
-            const float* ebk = e + (b * K + k) * N;
-            for (int64_t n = 0; n < N; ++n) {
-                const float g = p * gop[b * N + n];
-                ge[b * N + n] = g * x0p[b * N + n];
-                gx0[b * N + n] += g * ebk[n];
-                gb[n] += ge[b * N + n];
-            }
-        }
-        const float* uk = wt.u->data<float>() + k * N * r;
-        const float* ck = wt.c->data<float>() + k * r * r;
-        // grad_U_k = ge^T a2_k; gq = (ge U_k) * g'(a2_k)
-        sgemm(Trans::kYes, Trans::kNo, N, r, B, ge, N, a2 + k * r, K * r, 0.0f,
-              grads.u->data<float>() + k * N * r, r);
-        sgemm(Trans::kNo, Trans::kNo, B, r, N, ge, N, uk, r, 0.0f, gq, r);
-        for (int64_t b = 0; b < B; ++b) {
-            for (int64_t j = 0; j < r; ++j) {
-                gq[b * r + j] *= activation_grad_from_output(act, a2[(b * K + k) * r + j]);
-            }
-        }
-        // grad_C_k = gq^T a1_k; gp_k = (gq C_k) * g'(a1_k), into columns [k r, (k+1) r) of gp
-        sgemm(Trans::kYes, Trans::kNo, r, r, B, gq, r, a1 + k * r, K * r, 0.0f,
-              grads.c->data<float>() + k * r * r, r);
-        sgemm(Trans::kNo, Trans::kNo, B, r, r, gq, r, ck, r, 0.0f, gp + k * r, K * r);
+        expert_backward(v, k);
     }
     for (int64_t i = 0; i < B * K * r; ++i) {
-        gp[i] *= activation_grad_from_output(act, a1[i]);
+        v.gp[i] *= activation_grad_from_output(act, v.a1[i]);
     }
     // grad_V = gp^T xl [K r, N]; grad_xl += gp V
-    sgemm(Trans::kYes, Trans::kNo, K * r, N, B, gp, K * r, xlp, N, 0.0f, grads.v->data<float>(), N);
-    sgemm(Trans::kNo, Trans::kNo, B, N, K * r, gp, K * r, wt.v->data<float>(), N, 1.0f, gxl, N);
+    sgemm(Trans::kYes, Trans::kNo, K * r, N, B, v.gp, K * r, xlp, N, 0.0f, grads.v->data<float>(),
+          N);
+    sgemm(Trans::kNo, Trans::kNo, B, N, K * r, v.gp, K * r, wt.v->data<float>(), N, 1.0f, gxl, N);
 }
 
 }  // namespace shardrec::kernels::cpu

@@ -27,6 +27,70 @@ void softmax_mag(const std::vector<double>& z,
     }
 }
 
+// Expert k of row b: a1, a2 and e (bias included) into f.
+void expert_forward(const MixtureCrossNetParams& p,
+                    const std::vector<double>& xl,
+                    int64_t b,
+                    int64_t k,
+                    MixtureCrossNetForward& f) {
+    const int64_t N = p.N, K = p.K, r = p.r;
+    const int64_t base = (b * K + k) * r;  // a1/a2[b, k, :]
+    for (int64_t j = 0; j < r; ++j) {
+        double z = 0, mz = 0;
+        for (int64_t n = 0; n < N; ++n) {
+            z += xl[b * N + n] * p.v[(k * r + j) * N + n];
+            mz += std::fabs(xl[b * N + n] * p.v[(k * r + j) * N + n]);
+        }
+        f.a1.value[base + j] = act_value(p.act, z);
+        f.a1.mag[base + j] = act_mag(p.act, z, mz);
+    }
+    for (int64_t j = 0; j < r; ++j) {
+        double z = 0, mz = 0;
+        for (int64_t i = 0; i < r; ++i) {
+            z += f.a1.value[base + i] * p.c[(k * r + j) * r + i];
+            mz += f.a1.mag[base + i] * std::fabs(p.c[(k * r + j) * r + i]);
+        }
+        f.a2.value[base + j] = act_value(p.act, z);
+        f.a2.mag[base + j] = act_mag(p.act, z, mz);
+    }
+    for (int64_t n = 0; n < N; ++n) {
+        double z = p.bias[n], mz = std::fabs(p.bias[n]);
+        for (int64_t j = 0; j < r; ++j) {
+            z += f.a2.value[base + j] * p.u[(k * N + n) * r + j];
+            mz += f.a2.mag[base + j] * std::fabs(p.u[(k * N + n) * r + j]);
+        }
+        f.e.value[(b * K + k) * N + n] = z;
+        f.e.mag[(b * K + k) * N + n] = mz;
+    }
+}
+
+// The gate probabilities of row b (all 1 with mag 1 when K = 1), stored into f when K > 1.
+void gate_forward(const MixtureCrossNetParams& p,
+                  const std::vector<double>& xl,
+                  int64_t b,
+                  std::vector<double>& prob,
+                  std::vector<double>& mprob,
+                  MixtureCrossNetForward& f) {
+    const int64_t N = p.N, K = p.K;
+    prob.assign(static_cast<size_t>(K), 1.0);
+    mprob.assign(static_cast<size_t>(K), 1.0);
+    if (K == 1) {
+        return;
+    }
+    std::vector<double> z(static_cast<size_t>(K)), mz(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) {
+        for (int64_t n = 0; n < N; ++n) {
+            z[k] += xl[b * N + n] * p.gates[k * N + n];
+            mz[k] += std::fabs(xl[b * N + n] * p.gates[k * N + n]);
+        }
+    }
+    softmax_mag(z, mz, prob.data(), mprob.data());
+    for (int64_t k = 0; k < K; ++k) {
+        f.probs.value[b * K + k] = prob[k];
+        f.probs.mag[b * K + k] = mprob[k];
+    }
+}
+
 }  // namespace
 
 MixtureCrossNetForward mixture_crossnet_forward(const MixtureCrossNetParams& p,
@@ -37,52 +101,12 @@ MixtureCrossNetForward mixture_crossnet_forward(const MixtureCrossNetParams& p,
         DenseValues(static_cast<size_t>(B * N)), DenseValues(static_cast<size_t>(B * K * r)),
         DenseValues(static_cast<size_t>(B * K * r)), DenseValues(static_cast<size_t>(B * K * N)),
         DenseValues(static_cast<size_t>(K > 1 ? B * K : 0))};
+    std::vector<double> prob, mprob;
     for (int64_t b = 0; b < B; ++b) {
         for (int64_t k = 0; k < K; ++k) {
-            const int64_t base = (b * K + k) * r;  // a1/a2[b, k, :]
-            for (int64_t j = 0; j < r; ++j) {
-                double z = 0, mz = 0;
-                for (int64_t n = 0; n < N; ++n) {
-                    z += xl[b * N + n] * p.v[(k * r + j) * N + n];
-                    mz += std::fabs(xl[b * N + n] * p.v[(k * r + j) * N + n]);
-                }
-                f.a1.value[base + j] = act_value(p.act, z);
-                f.a1.mag[base + j] = act_mag(p.act, z, mz);
-            }
-            for (int64_t j = 0; j < r; ++j) {
-                double z = 0, mz = 0;
-                for (int64_t i = 0; i < r; ++i) {
-                    z += f.a1.value[base + i] * p.c[(k * r + j) * r + i];
-                    mz += f.a1.mag[base + i] * std::fabs(p.c[(k * r + j) * r + i]);
-                }
-                f.a2.value[base + j] = act_value(p.act, z);
-                f.a2.mag[base + j] = act_mag(p.act, z, mz);
-            }
-            for (int64_t n = 0; n < N; ++n) {
-                double z = p.bias[n], mz = std::fabs(p.bias[n]);
-                for (int64_t j = 0; j < r; ++j) {
-                    z += f.a2.value[base + j] * p.u[(k * N + n) * r + j];
-                    mz += f.a2.mag[base + j] * std::fabs(p.u[(k * N + n) * r + j]);
-                }
-                f.e.value[(b * K + k) * N + n] = z;
-                f.e.mag[(b * K + k) * N + n] = mz;
-            }
+            expert_forward(p, xl, b, k, f);
         }
-        std::vector<double> prob(static_cast<size_t>(K), 1.0), mprob(static_cast<size_t>(K), 1.0);
-        if (K > 1) {
-            std::vector<double> z(static_cast<size_t>(K)), mz(static_cast<size_t>(K));
-            for (int64_t k = 0; k < K; ++k) {
-                for (int64_t n = 0; n < N; ++n) {
-                    z[k] += xl[b * N + n] * p.gates[k * N + n];
-                    mz[k] += std::fabs(xl[b * N + n] * p.gates[k * N + n]);
-                }
-            }
-            softmax_mag(z, mz, prob.data(), mprob.data());
-            for (int64_t k = 0; k < K; ++k) {
-                f.probs.value[b * K + k] = prob[k];
-                f.probs.mag[b * K + k] = mprob[k];
-            }
-        }
+        gate_forward(p, xl, b, prob, mprob, f);
         for (int64_t n = 0; n < N; ++n) {
             double o = xl[b * N + n], mo = std::fabs(xl[b * N + n]);
             for (int64_t k = 0; k < K; ++k) {
