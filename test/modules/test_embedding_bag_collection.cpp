@@ -414,3 +414,39 @@ TEST_CASE("PositionWeightedModule: position-weight gradients through a weighted 
         CHECK(pg[2] == got[3]);
     }
 }
+
+TEST_CASE("embedding_bag kernels: rows past 2^31 elements are addressed with 64-bit math",
+          "[modules][ops]") {
+    // [2^24 + 2, 128] f32 is 2^31 + 256 elements (8 GiB of address space). Only the pages of the
+    // rows written here are ever touched, so the test costs a few MiB of memory.
+    const int64_t rows = (int64_t{1} << 24) + 2, dim = 128;
+    Tensor w = Tensor::empty({rows, dim}, DType::kF32);
+    float* last = w.data<float>() + (rows - 1) * dim;  // element offset 2^31 + 128
+    float* before = w.data<float>() + (rows - 2) * dim;
+    for (int64_t d = 0; d < dim; ++d) {
+        last[d] = static_cast<float>(d + 1);
+        before[d] = static_cast<float>(2 * d);
+    }
+    const Tensor table_offsets = Tensor::from_vector<int64_t>({0, 8, rows});
+    const Tensor feature_table = Tensor::from_vector<int32_t>({1});
+    const Tensor ids = Tensor::from_vector<int64_t>({rows - 9, rows - 10});  // local to table 1
+    const Tensor offsets = Tensor::from_vector<int64_t>({0, 2});
+    Tensor out = Tensor::empty({1, dim}, DType::kF32);
+    kernels::embedding_bag_forward(w, table_offsets, feature_table, ids, offsets, nullptr,
+                                   PoolingMode::kSum, out, Stream::cpu());
+    for (int64_t d = 0; d < dim; ++d) {
+        CHECK(out.data<float>()[d] == static_cast<float>(3 * d + 1));
+    }
+    Tensor grad = Tensor::empty({1, dim}, DType::kF32);
+    for (int64_t d = 0; d < dim; ++d) {
+        grad.data<float>()[d] = 1.f;
+    }
+    kernels::EmbeddingBackwardWorkspace workspace;
+    kernels::embedding_bag_backward_fused(grad, table_offsets, feature_table, ids, offsets, nullptr,
+                                          PoolingMode::kSum, optimizer(OptimType::kSgd, 0.5f), w,
+                                          nullptr, nullptr, workspace, Stream::cpu());
+    for (int64_t d = 0; d < dim; ++d) {
+        CHECK(last[d] == static_cast<float>(d) + 0.5f);
+        CHECK(before[d] == static_cast<float>(2 * d) - 0.5f);
+    }
+}
