@@ -1,0 +1,103 @@
+// The output dists of pooled embeddings (TorchRec dist_data): PooledEmbeddingsAllToAll (table-
+// and column-wise: every rank gets all features for its own batch), PooledEmbeddingsReduceScatter
+// (row-wise: the partial sums of every shard are added), and PooledEmbeddingsAllGather. Each has
+// forward and backward (the adjoint collective: all-to-all <-> all-to-all, reduce-scatter <->
+// all-gather); backward divides by the group size when gradient_division() is on, as TorchRec.
+// start_* issue the collective and return a TensorAwaitable; forward/backward wait at once.
+// Buffers are cached per module: a result tensor is reused by the next call of the same
+// direction (copy it to keep it), so only one forward and one backward may be in flight per
+// module. Host f32 tensors (the MPI process group). Letters: B batch, D embedding columns.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/process_group.h"
+#include "engine/core/tensor.h"
+#include "engine/distributed/comm_ops.h"
+
+namespace shardrec {
+
+class PooledEmbeddingsAllToAll {
+public:
+    // dim_sum_per_rank[r]: the embedding columns rank r computes (D_r; 0 for a rank without
+    // tables), the same on every rank.
+    PooledEmbeddingsAllToAll(std::shared_ptr<comm::ProcessGroup> pg,
+                             std::vector<int64_t> dim_sum_per_rank);
+
+    // local_embs [B_global, D_mine] f32: rows [sum_{r' < r} B_r', + B_r) are rank r's samples
+    // (the KJTAllToAll output batch order). batch_size_per_rank [world] sums to B_global; empty
+    // means B_global / world each (which must divide). Result [B_mine, sum D_r] f32: rank s's
+    // columns at [sum_{s' < s} D_s', + D_s), in source-rank order.
+    TensorAwaitable start_forward(const Tensor& local_embs,
+                                  const std::vector<int64_t>& batch_size_per_rank = {});
+    Tensor forward(const Tensor& local_embs, const std::vector<int64_t>& batch_size_per_rank = {});
+
+    // grad_output [B_mine, sum D_r] f32 -> [B_global, D_mine] f32 for the latest forward's batch
+    // sizes (the reverse all-to-all), divided by world size when gradient_division().
+    TensorAwaitable start_backward(const Tensor& grad_output);
+    Tensor backward(const Tensor& grad_output);
+
+    const std::vector<int64_t>& dim_sum_per_rank() const { return dim_sum_per_rank_; }
+
+    // The latest forward's batch size per rank (empty before the first forward).
+    const std::vector<int64_t>& batch_size_per_rank() const { return batch_size_per_rank_; }
+
+private:
+    std::shared_ptr<comm::ProcessGroup> pg_;
+    std::vector<int64_t> dim_sum_per_rank_;
+    std::vector<int64_t> dim_offsets_;  // [world + 1] column offsets in the output
+    std::vector<int64_t> batch_size_per_rank_;
+    Tensor recv_, out_, grad_send_, grad_in_;
+};
+
+class PooledEmbeddingsReduceScatter {
+public:
+    explicit PooledEmbeddingsReduceScatter(std::shared_ptr<comm::ProcessGroup> pg);
+
+    // local_embs [sum input_splits, D] f32, bucket-major: row block r (input_splits[r] rows) is
+    // this rank's partial result for rank r's samples. input_splits [world] rows (the same on
+    // every rank; a variable batch per rank); empty means rows / world each. Result
+    // [input_splits[rank], D] f32: the sum over ranks of their block for me.
+    TensorAwaitable start_forward(const Tensor& local_embs,
+                                  const std::vector<int64_t>& input_splits = {});
+    Tensor forward(const Tensor& local_embs, const std::vector<int64_t>& input_splits = {});
+
+    // grad_output [input_splits[rank], D] f32 -> [sum input_splits, D] f32: block r is rank r's
+    // grad_output (an all-gather), divided by world size when gradient_division() (TorchRec
+    // ReduceScatter backward: "equivalent to running on a single rank").
+    TensorAwaitable start_backward(const Tensor& grad_output);
+    Tensor backward(const Tensor& grad_output);
+
+private:
+    std::shared_ptr<comm::ProcessGroup> pg_;
+    std::vector<int64_t> input_splits_;  // rows, of the latest forward
+    int64_t dim_ = 0;
+    Tensor out_, grad_in_;
+};
+
+class PooledEmbeddingsAllGather {
+public:
+    explicit PooledEmbeddingsAllGather(std::shared_ptr<comm::ProcessGroup> pg);
+
+    // local_embs [B_mine, D] f32 -> [sum B_r, D] f32 with rank r's rows at block r.
+    // batch_size_per_rank [world] (B_r, the same on every rank); empty means B_mine everywhere.
+    TensorAwaitable start_forward(const Tensor& local_embs,
+                                  const std::vector<int64_t>& batch_size_per_rank = {});
+    Tensor forward(const Tensor& local_embs, const std::vector<int64_t>& batch_size_per_rank = {});
+
+    // grad_output [sum B_r, D] f32 -> [B_mine, D] f32: the sum over ranks of their block r = me
+    // (a reduce-scatter), divided by world size when gradient_division() (TorchRec AllGather
+    // backward).
+    TensorAwaitable start_backward(const Tensor& grad_output);
+    Tensor backward(const Tensor& grad_output);
+
+private:
+    std::shared_ptr<comm::ProcessGroup> pg_;
+    std::vector<int64_t> batch_size_per_rank_;  // of the latest forward
+    int64_t dim_ = 0;
+    Tensor out_, grad_in_;
+};
+
+}  // namespace shardrec
