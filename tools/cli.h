@@ -24,12 +24,14 @@ extern const char* const kMainUsage;
 extern const char* const kTrainUsage;
 extern const char* const kValidateUsage;
 extern const char* const kBenchUsage;
+extern const char* const kPlanUsage;
 
 // Each takes the arguments after its own name and returns the exit code.
 int train_main(const std::vector<std::string>& args);
 int validate_main(const std::vector<std::string>& args);
 int version_main();
 int bench_main(const std::vector<std::string>& args);
+int plan_main(const std::vector<std::string>& args);
 
 // `--set K=V` and `--set=K=V`: true (and the value appended) when args[i] is one; advances i
 // past its value. Throws UsageError when the value is missing.

@@ -23,6 +23,7 @@ const char* const kMainUsage =
     "  validate CONFIG.yaml [--set KEY=VALUE ...]            check a config, print it resolved\n"
     "  validate --reference                                  print every config key\n"
     "  bench CONFIG.yaml [--steps N] [--json FILE]           time training steps of a config\n"
+    "  plan CONFIG.yaml --world-size N [--out PLAN.yaml]     shard the tables, predict step time\n"
     "\n"
     "options:\n"
     "  --version    version, commit, backends and library versions\n"
@@ -74,6 +75,9 @@ int dispatch(const std::vector<std::string>& args) {
     }
     if (command == "bench") {
         return bench_main(rest);
+    }
+    if (command == "plan") {
+        return plan_main(rest);
     }
     throw UsageError(fmt::format("unknown command '{}'", command), kMainUsage);
 }

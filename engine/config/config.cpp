@@ -105,6 +105,10 @@ void Config::visit(FieldVisitor& v) {
         Field("runtime", "devices, threads and logging"),
         [this](FieldVisitor& s) { runtime.visit(s); },
         [this](ConfigNode& n) { runtime.resolve(n); });
+    v.section(
+        Field("sharding", "how embedding tables are split over ranks"),
+        [this](FieldVisitor& s) { sharding.visit(s); },
+        [this](ConfigNode& n) { sharding.resolve(n, model); });
 }
 
 void Config::from_yaml(ConfigNode& node) {

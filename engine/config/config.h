@@ -144,6 +144,34 @@ struct RuntimeConfig {
     void resolve(ConfigNode& node);
 };
 
+// How the embedding tables are split over ranks (engine/distributed/sharding_plan.h builds the
+// plan from this for the run's world size). Tables without an entry take sharding_type with the
+// default placement; an entry names a model table and fixes its type, ranks, kernel or widths.
+// With planner: auto the entries constrain the auto planner instead (type, and ranks if given).
+struct ShardingConfig {
+    struct Table {
+        std::string name;            // required: a model table
+        std::string sharding_type;   // resolved: sharding.sharding_type (manual); "": any (auto)
+        std::string compute_kernel;  // resolved: dense for data_parallel, else the section's
+        std::vector<int64_t> ranks;  // the rank of each shard; empty: the default placement
+        std::vector<int64_t> column_widths;  // column_wise only; empty: an even split
+        std::string location;                // where the entry was read, for later errors
+
+        void visit(FieldVisitor& v);
+    };
+
+    std::string planner = "manual";            // manual | auto
+    std::string sharding_type = "table_wise";  // tables without an entry
+    std::string compute_kernel = "fused";      // fused | dense (data_parallel is always dense)
+    std::string plan_file;                     // a saved plan (`shardrec plan --out`)
+    std::string topology;                      // topology YAML for planner: auto
+    std::vector<Table> tables;
+
+    void visit(FieldVisitor& v);
+    // Checks entries against the model's tables (did-you-mean) and fills per-table defaults.
+    void resolve(ConfigNode& node, const ModelConfig& model);
+};
+
 struct Config {
     std::string source_file;  // the YAML file it was read from (not a field)
     TrainConfig train;
@@ -151,6 +179,7 @@ struct Config {
     ModelConfig model;
     OptimizerConfig optimizer;
     RuntimeConfig runtime;
+    ShardingConfig sharding;
 
     void visit(FieldVisitor& v);
     void from_yaml(ConfigNode& node);

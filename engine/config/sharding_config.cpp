@@ -1,0 +1,145 @@
+// The sharding section: the planner, the default sharding type and kernel, and per-table entries.
+// What needs the world size (ranks in range, whole nodes) is checked when the plan is built
+// (engine/distributed/sharding_plan.cpp), with each entry's recorded location.
+#include <fmt/format.h>
+
+#include <map>
+#include <numeric>
+
+#include "engine/config/config.h"
+#include "engine/distributed/sharding_types.h"
+
+namespace shardrec {
+
+void ShardingConfig::Table::visit(FieldVisitor& v) {
+    v.field(Field("name", "a model table").required(), name);
+    v.field(Field("sharding_type", "how the table is split; auto planner: \"\" lets it choose")
+                .default_doc("sharding.sharding_type"),
+            sharding_type);
+    v.field(Field("compute_kernel", "fused or dense (data_parallel is always dense)")
+                .default_doc("sharding.compute_kernel"),
+            compute_kernel);
+    v.field(Field("ranks", "the rank of each shard; empty: the default placement").at_least(0),
+            ranks);
+    v.field(
+        Field("column_widths", "column_wise: columns of each shard; empty: even split").at_least(1),
+        column_widths);
+}
+
+void ShardingConfig::visit(FieldVisitor& v) {
+    v.field(Field("planner", "manual: the rules below; auto: the cost-model planner")
+                .one_of({"manual", "auto"}),
+            planner);
+    v.field(Field("sharding_type", "type of the tables without an entry (manual planner)")
+                .one_of(sharding_type_names()),
+            sharding_type);
+    v.field(Field("compute_kernel", "kernel of the tables without one (data_parallel: dense)")
+                .one_of(compute_kernel_names()),
+            compute_kernel);
+    v.field(Field("plan_file", "a saved plan (`shardrec plan --out`) used as is; \"\": none"),
+            plan_file);
+    v.field(Field("topology", "topology YAML for the auto planner; \"\": default for the device"),
+            topology);
+    v.section_list(Field("tables", "per-table choices"), section_list_of(tables));
+}
+
+namespace {
+
+std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
+    const std::string guess = closest_match(word, candidates);
+    return guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess);
+}
+
+// The entry's type and kernel, canonical ("rw" becomes "row_wise"), defaults filled in.
+void resolve_names(ShardingConfig::Table& t, const ShardingConfig& section, ConfigNode& node) {
+    if (t.sharding_type.empty() && section.planner == "manual") {
+        t.sharding_type = section.sharding_type;
+    }
+    if (!t.sharding_type.empty()) {
+        const auto type = parse_sharding_type(t.sharding_type);
+        if (!type) {
+            node.error_at("sharding_type",
+                          fmt::format("unknown sharding type '{}', expected one of {}{}",
+                                      t.sharding_type, fmt::join(sharding_type_names(), ", "),
+                                      suggestion(t.sharding_type, sharding_type_names())));
+            return;
+        }
+        t.sharding_type = sharding_type_name(*type);
+    }
+    const bool dp = t.sharding_type == "data_parallel";
+    if (t.compute_kernel.empty()) {
+        t.compute_kernel = dp ? "dense" : section.compute_kernel;
+    } else if (!parse_compute_kernel(t.compute_kernel)) {
+        node.error_at(
+            "compute_kernel",
+            fmt::format("unknown compute kernel '{}', expected dense or fused{}", t.compute_kernel,
+                        suggestion(t.compute_kernel, compute_kernel_names())));
+    } else if (dp && t.compute_kernel != "dense") {
+        node.error_at("compute_kernel", "data_parallel tables use the dense kernel");
+    }
+}
+
+// Rules that need only the table: widths for column_wise, adding up to its dim.
+void check_shape(const ShardingConfig::Table& t,
+                 const ModelConfig::Table& table,
+                 ConfigNode& node) {
+    if (t.sharding_type == "table_wise" && t.ranks.size() > 1) {
+        node.error_at("ranks", fmt::format("table_wise takes one rank, got {}", t.ranks.size()));
+    }
+    if (t.column_widths.empty()) {
+        return;
+    }
+    if (t.sharding_type != "column_wise") {
+        node.error_at("column_widths", "only valid when sharding_type is column_wise");
+        return;
+    }
+    const int64_t total =
+        std::accumulate(t.column_widths.begin(), t.column_widths.end(), int64_t{0});
+    if (total != table.embedding_dim) {
+        node.error_at("column_widths", fmt::format("add up to {}, table '{}' has {} columns", total,
+                                                   table.name, table.embedding_dim));
+    }
+    if (!t.ranks.empty() && t.ranks.size() != t.column_widths.size()) {
+        node.error_at("column_widths",
+                      fmt::format("{} widths for {} ranks: give one width per shard",
+                                  t.column_widths.size(), t.ranks.size()));
+    }
+}
+
+}  // namespace
+
+void ShardingConfig::resolve(ConfigNode& node, const ModelConfig& model) {
+    if (!plan_file.empty() && (planner == "auto" || !tables.empty())) {
+        node.error_at("plan_file", "a plan file replaces the planner and the table entries");
+    }
+    std::vector<std::string> names;
+    std::map<std::string, size_t> index_of;
+    for (size_t i = 0; i < model.tables.size(); ++i) {
+        names.push_back(model.tables[i].name);
+        index_of.emplace(model.tables[i].name, i);
+    }
+    std::map<std::string, size_t> entry_of;
+    ConfigNode list = node.child("tables");
+    for (size_t i = 0; i < tables.size(); ++i) {
+        ConfigNode entry = list.at(i);
+        Table& t = tables[i];
+        t.location = entry.location();
+        const auto model_it = index_of.find(t.name);
+        if (model_it == index_of.end()) {
+            if (!t.name.empty()) {
+                entry.error_at(
+                    "name", fmt::format("unknown table '{}'{}", t.name, suggestion(t.name, names)));
+            }
+            continue;
+        }
+        const auto [it, fresh] = entry_of.emplace(t.name, i);
+        if (!fresh) {
+            entry.error_at("name", fmt::format("table '{}' already has an entry (tables[{}])",
+                                               t.name, it->second));
+        }
+        resolve_names(t, *this, entry);
+        check_shape(t, model.tables[model_it->second], entry);
+    }
+}
+
+}  // namespace shardrec

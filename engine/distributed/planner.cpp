@@ -1,0 +1,468 @@
+// The greedy partitioner over the cost model's options (see planner.h for the algorithm).
+#include "engine/distributed/planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/core/error.h"
+
+namespace shardrec {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+// One way to shard one table: the sharding with placeholder ranks (shard i on rank i) and its cost.
+struct Option {
+    ParameterSharding sharding;
+    OptionCost cost;
+    bool pinned = false;  // the ranks are fixed by the config
+};
+
+struct TableOptions {
+    const ModelConfig::Table* table = nullptr;
+    const ShardingConfig::Table* entry = nullptr;
+    std::vector<Option> options;
+    double share = 0;  // dominant share, for the order
+};
+
+// Per-rank load while partitioning.
+struct Loads {
+    std::vector<double> time;
+    std::vector<int64_t> memory;
+    int64_t limit = 0;
+    // The fallback pass when memory is tight: balance memory first, time second.
+    bool memory_first = false;
+
+    bool fits(int rank, int64_t bytes) const {
+        return memory[static_cast<size_t>(rank)] + bytes <= limit;
+    }
+};
+
+std::vector<int> to_int(const std::vector<int64_t>& v) {
+    return std::vector<int>(v.begin(), v.end());
+}
+
+Option make_option(const ModelConfig::Table& t,
+                   ShardingType type,
+                   EmbeddingComputeKernel kernel,
+                   const std::vector<int>& ranks,
+                   const std::vector<int64_t>& widths,
+                   const PlacementEnv& env,
+                   const CostModel& model) {
+    Option o;
+    o.sharding = make_parameter_sharding(type, kernel, t.num_embeddings, t.embedding_dim, ranks,
+                                         widths, env);
+    o.cost = model.table_cost(t, o.sharding);
+    return o;
+}
+
+// The options of one table (planner.h step 1).
+std::vector<Option> enumerate_options(const ModelConfig::Table& t,
+                                      const ShardingConfig::Table* entry,
+                                      const ShardingConfig& section,
+                                      const PlacementEnv& env,
+                                      const CostModel& model) {
+    const int w = env.world_size;
+    const int l = env.local_size;
+    const std::string want = entry ? entry->sharding_type : "";
+    const auto allowed = [&](ShardingType type) {
+        return want.empty() || parse_sharding_type(want) == type;
+    };
+    const auto kernel_for = [&](ShardingType type) {
+        const std::string& k = entry ? entry->compute_kernel : section.compute_kernel;
+        return type == ShardingType::kDataParallel ? EmbeddingComputeKernel::kDense
+                                                   : *parse_compute_kernel(k);
+    };
+    std::vector<Option> out;
+    if (entry && !entry->ranks.empty()) {
+        const ShardingType type = *parse_sharding_type(want);
+        const std::vector<int> ranks = to_int(entry->ranks);
+        const std::string problem =
+            sharding_problem(type, kernel_for(type), t.num_embeddings, t.embedding_dim, ranks,
+                             entry->column_widths, env);
+        SR_CHECK(problem.empty(), "{}: sharding.tables entry for '{}': {}", entry->location, t.name,
+                 problem);
+        out.push_back(
+            make_option(t, type, kernel_for(type), ranks, entry->column_widths, env, model));
+        out.back().pinned = true;
+        return out;
+    }
+    if (allowed(ShardingType::kTableWise)) {
+        out.push_back(make_option(t, ShardingType::kTableWise, kernel_for(ShardingType::kTableWise),
+                                  {0}, {}, env, model));
+    }
+    if (w > 1 && allowed(ShardingType::kRowWise)) {
+        out.push_back(make_option(t, ShardingType::kRowWise, kernel_for(ShardingType::kRowWise),
+                                  all_ranks(w), {}, env, model));
+    }
+    if (l > 1 && w > l && allowed(ShardingType::kTableRowWise)) {
+        out.push_back(make_option(t, ShardingType::kTableRowWise,
+                                  kernel_for(ShardingType::kTableRowWise), node_ranks(0, l), {},
+                                  env, model));
+    }
+    if (allowed(ShardingType::kColumnWise)) {
+        const std::vector<int64_t> fixed = entry ? entry->column_widths : std::vector<int64_t>{};
+        const auto kernel = kernel_for(ShardingType::kColumnWise);
+        if (!fixed.empty() && static_cast<int64_t>(fixed.size()) <= w) {
+            std::vector<int> ranks(fixed.size());
+            std::iota(ranks.begin(), ranks.end(), 0);
+            out.push_back(
+                make_option(t, ShardingType::kColumnWise, kernel, ranks, fixed, env, model));
+        }
+        for (int64_t k = 2; fixed.empty() && k <= w; k *= 2) {
+            const int64_t width = t.embedding_dim / k;
+            if (t.embedding_dim % k != 0 || width < kMinColumnWidth || width % 4 != 0) {
+                break;
+            }
+            std::vector<int> ranks(static_cast<size_t>(k));
+            std::iota(ranks.begin(), ranks.end(), 0);
+            out.push_back(make_option(t, ShardingType::kColumnWise, kernel, ranks, {}, env, model));
+        }
+    }
+    if (w > 1 && allowed(ShardingType::kDataParallel)) {
+        out.push_back(make_option(t, ShardingType::kDataParallel, EmbeddingComputeKernel::kDense,
+                                  all_ranks(w), {}, env, model));
+    }
+    SR_CHECK(!out.empty(),
+             "{}: table '{}' can be {} only, which does not apply to {} rank(s) of {}",
+             entry ? entry->location : "sharding", t.name, want, w, l);
+    return out;
+}
+
+struct Placement {
+    bool ok = false;
+    std::vector<int> ranks;   // rank of each shard
+    double makespan = 0;      // the slowest rank's time after placing
+    double work = 0;          // total time the option adds
+    double score = 0;         // lower bound of the final slowest-rank time (see choose_option)
+    int64_t peak_memory = 0;  // the fullest rank's memory after placing
+};
+
+// Ranks by time, then memory, then id: where the next shard goes first.
+std::vector<int> ranks_by_load(const Loads& loads) {
+    std::vector<int> order(loads.time.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+        const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+        if (loads.memory_first && loads.memory[ua] != loads.memory[ub]) {
+            return loads.memory[ua] < loads.memory[ub];
+        }
+        if (loads.time[ua] != loads.time[ub]) {
+            return loads.time[ua] < loads.time[ub];
+        }
+        return loads.memory[ua] != loads.memory[ub] ? loads.memory[ua] < loads.memory[ub] : a < b;
+    });
+    return order;
+}
+
+// The ranks each shard of `o` would take now (planner.h step 3), before checking the result.
+std::vector<int> choose_ranks(const Option& o, const Loads& loads, const PlacementEnv& env) {
+    const ShardingType type = o.sharding.sharding_type;
+    const int64_t every = o.cost.every_rank.memory_bytes;
+    if (o.pinned || type == ShardingType::kRowWise || type == ShardingType::kDataParallel) {
+        return o.sharding.ranks;
+    }
+    if (type == ShardingType::kTableRowWise) {
+        int best = -1;
+        double best_time = 0;
+        for (int n = 0; n < env.num_nodes(); ++n) {
+            double t = 0;
+            bool fit = true;
+            for (int i = 0; i < env.local_size; ++i) {
+                const int r = n * env.local_size + i;
+                const auto& shard = o.cost.shards[static_cast<size_t>(i)];
+                const auto m = static_cast<double>(loads.memory[static_cast<size_t>(r)]);
+                t = std::max(t, loads.memory_first
+                                    ? m
+                                    : loads.time[static_cast<size_t>(r)] + shard.total_s());
+                fit = fit && loads.fits(r, shard.memory_bytes + every);
+            }
+            if (fit && (best < 0 || t < best_time)) {
+                best = n;
+                best_time = t;
+            }
+        }
+        return best < 0 ? std::vector<int>{} : node_ranks(best, env.local_size);
+    }
+    // table_wise and column_wise: each shard on the least-loaded rank with room, distinct ranks.
+    std::vector<int> ranks;
+    const std::vector<int> order = ranks_by_load(loads);
+    size_t next = 0;
+    for (const RankCost& shard : o.cost.shards) {
+        while (next < order.size() && !loads.fits(order[next], shard.memory_bytes + every)) {
+            ++next;
+        }
+        if (next == order.size()) {
+            return {};
+        }
+        ranks.push_back(order[next++]);
+    }
+    return ranks;
+}
+
+// `remaining`: the least work the tables still to place will add.
+Placement place(const Option& o, const Loads& loads, const PlacementEnv& env, double remaining) {
+    Placement p;
+    p.ranks = choose_ranks(o, loads, env);
+    if (p.ranks.size() != o.cost.shards.size()) {
+        return p;
+    }
+    const RankCost& every = o.cost.every_rank;
+    std::vector<double> time = loads.time;
+    std::vector<int64_t> memory = loads.memory;
+    for (size_t r = 0; r < time.size(); ++r) {
+        time[r] += every.total_s();
+        memory[r] += every.memory_bytes;
+    }
+    for (size_t i = 0; i < p.ranks.size(); ++i) {
+        const auto r = static_cast<size_t>(p.ranks[i]);
+        time[r] += o.cost.shards[i].total_s();
+        memory[r] += o.cost.shards[i].memory_bytes;
+    }
+    p.peak_memory = *std::max_element(memory.begin(), memory.end());
+    p.ok = p.peak_memory <= loads.limit;
+    p.makespan = *std::max_element(time.begin(), time.end());
+    p.work = o.cost.total_s(env.world_size);
+    const double all = std::accumulate(time.begin(), time.end(), 0.0) + remaining;
+    p.score = std::max(p.makespan, all / static_cast<double>(env.world_size));
+    return p;
+}
+
+void commit(const Option& o, const Placement& p, Loads& loads) {
+    for (size_t r = 0; r < loads.time.size(); ++r) {
+        loads.time[r] += o.cost.every_rank.total_s();
+        loads.memory[r] += o.cost.every_rank.memory_bytes;
+    }
+    for (size_t i = 0; i < p.ranks.size(); ++i) {
+        const auto r = static_cast<size_t>(p.ranks[i]);
+        loads.time[r] += o.cost.shards[i].total_s();
+        loads.memory[r] += o.cost.shards[i].memory_bytes;
+    }
+}
+
+std::string gib(int64_t bytes) {
+    return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGiB);
+}
+
+// Most memory one rank needs for the option: its largest shard plus what every rank holds.
+int64_t peak_shard_memory(const Option& o) {
+    int64_t m = 0;
+    for (const RankCost& s : o.cost.shards) {
+        m = std::max(m, s.memory_bytes);
+    }
+    return m + o.cost.every_rank.memory_bytes;
+}
+
+int64_t total_memory(const Option& o, int world_size) {
+    int64_t m = o.cost.every_rank.memory_bytes * world_size;
+    for (const RankCost& s : o.cost.shards) {
+        m += s.memory_bytes;
+    }
+    return m;
+}
+
+[[noreturn]] void fail_to_place(const TableOptions& t, const Loads& loads, const Topology& topo) {
+    std::vector<std::string> needs;
+    for (const Option& o : t.options) {
+        needs.push_back(fmt::format(
+            "{} ({} shard{}) needs {} on a rank", sharding_type_name(o.sharding.sharding_type),
+            o.cost.shards.size(), o.cost.shards.size() == 1 ? "" : "s", gib(peak_shard_memory(o))));
+    }
+    const int64_t least = *std::min_element(loads.memory.begin(), loads.memory.end());
+    throw Error(fmt::format(
+        "{}: cannot place table '{}' [{}, {}] on {} rank{}: {}; the most free {} on any rank is {} "
+        "of the {} limit per rank. Use more ranks, a topology with more memory, smaller tables or "
+        "an optimizer with less state (rowwise_adagrad)",
+        error_context(), t.table->name, t.table->num_embeddings, t.table->embedding_dim,
+        topo.world_size, topo.world_size == 1 ? "" : "s", fmt::join(needs, ", "),
+        topo.memory_kind(), gib(loads.limit - least), gib(loads.limit)));
+}
+
+// Even a perfect packing cannot fit: say so with the totals and the biggest tables.
+void check_total_memory(const std::vector<TableOptions>& tables,
+                        const RankCost& dense,
+                        const Topology& topo) {
+    const int w = topo.world_size;
+    int64_t need = dense.memory_bytes * w;
+    std::vector<std::pair<int64_t, std::string>> per_table;
+    for (const TableOptions& t : tables) {
+        int64_t least = std::numeric_limits<int64_t>::max();
+        for (const Option& o : t.options) {
+            least = std::min(least, total_memory(o, w));
+        }
+        need += least;
+        per_table.emplace_back(least, t.table->name);
+    }
+    const int64_t have = topo.memory_limit_bytes() * w;
+    if (need <= have) {
+        return;
+    }
+    std::sort(per_table.rbegin(), per_table.rend());
+    std::vector<std::string> biggest;
+    for (size_t i = 0; i < std::min<size_t>(4, per_table.size()); ++i) {
+        biggest.push_back(fmt::format("{} {}", per_table[i].second, gib(per_table[i].first)));
+    }
+    throw Error(fmt::format(
+        "{}: the model does not fit: its tables and dense part need at least {} in total (largest: "
+        "{}), the {} rank{} have {} x {} = {} of {} to plan with",
+        error_context(), gib(need), fmt::join(biggest, ", "), w, w == 1 ? "" : "s", w,
+        gib(topo.memory_limit_bytes()), gib(have), topo.memory_kind()));
+}
+
+}  // namespace
+
+namespace {
+
+double least_work(const TableOptions& t, int world_size) {
+    double w = std::numeric_limits<double>::max();
+    for (const Option& o : t.options) {
+        w = std::min(w, o.cost.total_s(world_size));
+    }
+    return w;
+}
+
+// Each table's options and dominant share, in placement order (planner.h steps 1 and 3).
+std::vector<TableOptions> table_options(const Config& config,
+                                        const PlacementEnv& env,
+                                        const CostModel& model) {
+    std::vector<TableOptions> tables;
+    double all_time = 0;
+    double all_memory = 0;
+    for (const ModelConfig::Table& t : config.model.tables) {
+        TableOptions to;
+        to.table = &t;
+        for (const ShardingConfig::Table& e : config.sharding.tables) {
+            to.entry = e.name == t.name ? &e : to.entry;
+        }
+        to.options = enumerate_options(t, to.entry, config.sharding, env, model);
+        all_time += to.options.front().cost.total_s(env.world_size);
+        all_memory += static_cast<double>(total_memory(to.options.front(), env.world_size));
+        tables.push_back(std::move(to));
+    }
+    for (TableOptions& t : tables) {
+        const Option& first = t.options.front();
+        t.share = std::max(
+            first.cost.total_s(env.world_size) / std::max(all_time, 1e-30),
+            static_cast<double>(total_memory(first, env.world_size)) / std::max(all_memory, 1.0));
+    }
+    // Pinned tables first, then the largest dominant share; stable keeps model order on ties.
+    std::stable_sort(tables.begin(), tables.end(),
+                     [](const TableOptions& a, const TableOptions& b) {
+                         const bool pa = a.options.front().pinned, pb = b.options.front().pinned;
+                         return pa != pb ? pa : a.share > b.share;
+                     });
+    return tables;
+}
+
+// The option with the lowest score: the larger of the slowest rank's time after placing it and
+// the average rank time once every table is placed (this one as the option, the rest at their
+// least work). The first term keeps big tables from piling on a rank, the second keeps small
+// ones from spreading (a row_wise or column_wise split only adds communication when the ranks
+// are balanced anyway). Ties go to the least work. The memory-first pass takes the option that
+// leaves the fullest rank emptiest instead. Null when nothing fits.
+const Option* choose_option(const TableOptions& t,
+                            const Loads& loads,
+                            const PlacementEnv& env,
+                            double remaining,
+                            Placement& chosen) {
+    const Option* best = nullptr;
+    for (const Option& o : t.options) {
+        const Placement p = place(o, loads, env, remaining);
+        if (!p.ok) {
+            continue;
+        }
+        const double tol = 1e-9 * std::max(p.score, chosen.score);
+        const bool by_memory = loads.memory_first && p.peak_memory != chosen.peak_memory;
+        if (!best || (by_memory && p.peak_memory < chosen.peak_memory) ||
+            (!by_memory && (p.score < chosen.score - tol ||
+                            (p.score <= chosen.score + tol && p.work < chosen.work)))) {
+            best = &o;
+            chosen = p;
+        }
+    }
+    return best;
+}
+
+}  // namespace
+
+namespace {
+
+// One greedy pass over the ordered tables (planner.h step 3); throws when a table cannot fit.
+ShardingPlan partition(const std::vector<TableOptions>& tables,
+                       const CostModel& model,
+                       bool memory_first) {
+    const Topology& topology = model.topology();
+    const PlacementEnv env = topology.placement();
+    double remaining = 0;
+    for (const TableOptions& t : tables) {
+        remaining += least_work(t, env.world_size);
+    }
+    Loads loads;
+    loads.limit = topology.memory_limit_bytes();
+    loads.memory_first = memory_first;
+    loads.time.assign(static_cast<size_t>(env.world_size), model.dense_cost().total_s());
+    loads.memory.assign(static_cast<size_t>(env.world_size), model.dense_cost().memory_bytes);
+    ShardingPlan plan;
+    plan.env = env;
+    for (const TableOptions& t : tables) {
+        remaining -= least_work(t, env.world_size);
+        Placement chosen;
+        const Option* best = choose_option(t, loads, env, std::max(remaining, 0.0), chosen);
+        if (!best) {
+            fail_to_place(t, loads, topology);
+        }
+        commit(*best, chosen, loads);
+        std::vector<int64_t> widths;
+        if (best->sharding.sharding_type == ShardingType::kColumnWise) {
+            for (const ShardMetadata& s : best->sharding.sharding_spec) {
+                widths.push_back(s.shard_sizes[1]);
+            }
+        }
+        plan.tables[t.table->name] = make_parameter_sharding(
+            best->sharding.sharding_type, best->sharding.compute_kernel, t.table->num_embeddings,
+            t.table->embedding_dim, chosen.ranks, widths, env);
+    }
+    return plan;
+}
+
+}  // namespace
+
+ShardingPlan EmbeddingShardingPlanner::plan(const Config& config) const {
+    const PlacementEnv env = topology_.placement();
+    env.check();
+    const CostModel model(config, topology_);
+    const std::vector<TableOptions> tables = table_options(config, env, model);
+    check_total_memory(tables, model.dense_cost(), topology_);
+    ShardingPlan plan;
+    try {
+        plan = partition(tables, model, false);
+    } catch (const Error& time_first) {
+        // Balancing time can strand memory; a memory-first pass packs what the first could not.
+        try {
+            plan = partition(tables, model, true);
+        } catch (const Error&) {
+            throw time_first;
+        }
+    }
+    check_plan(plan, config.model.tables);
+    return plan;
+}
+
+ShardingPlan make_sharding_plan(const Config& config, const Topology& topology) {
+    const ShardingConfig& sharding = config.sharding;
+    ShardingPlan plan;
+    if (!sharding.plan_file.empty()) {
+        plan = load_plan(sharding.plan_file, config.model.tables, topology.placement());
+    } else if (sharding.planner == "auto") {
+        plan = EmbeddingShardingPlanner(topology).plan(config);
+    } else {
+        plan = manual_plan(config.model, sharding, topology.placement());
+    }
+    check_plan(plan, config.model.tables);
+    return plan;
+}
+
+}  // namespace shardrec

@@ -1,0 +1,58 @@
+// The auto planner (TorchRec's EmbeddingShardingPlanner idea) and the one entry point that turns
+// a config into the plan a run uses.
+//
+// Planning, for a config and a topology:
+//   1. enumerate each table's options: table_wise; row_wise (W > 1); table_row_wise (more than one
+//      node of more than one rank); column_wise into k = 2, 4, 8, ... <= W even shards of at least
+//      kMinColumnWidth columns, a multiple of 4; data_parallel (W > 1). A sharding.tables entry
+//      narrows them: its sharding_type keeps that type only (with its column_widths), its ranks
+//      pin the placement.
+//   2. cost every option with CostModel (planner_estimate.h): memory and time per shard, plus
+//      what every rank pays.
+//   3. partition greedily: pinned tables first, then the others by their dominant share (the
+//      larger of their time and their memory as fractions of all tables'), largest first. Each
+//      table takes the option and placement that give the lowest resulting slowest-rank time
+//      (ties: the least total work), placing shards on the least-loaded ranks (by time) that
+//      still have the memory, distinct ranks for column_wise, the best node for table_row_wise.
+//   4. when no option fits, fail naming the table, what each option needs per rank and the most
+//      free memory any rank has (and, when even a perfect packing cannot fit, the totals).
+#pragma once
+
+#include <string>
+
+#include "engine/config/config.h"
+#include "engine/distributed/planner_estimate.h"
+#include "engine/distributed/sharding_plan.h"
+#include "engine/distributed/topology.h"
+
+namespace shardrec {
+
+// The planner proposes column_wise shards no narrower than this (TorchRec uses 128 for its GPU
+// kernels' efficiency; 32 keeps a 128-wide table splittable into 4).
+constexpr int64_t kMinColumnWidth = 32;
+
+class EmbeddingShardingPlanner {
+public:
+    explicit EmbeddingShardingPlanner(Topology topology) : topology_(std::move(topology)) {}
+
+    // The plan for config's model on the topology, honouring config.sharding.tables as
+    // constraints. Throws Error when the tables cannot fit.
+    ShardingPlan plan(const Config& config) const;
+
+private:
+    Topology topology_;
+};
+
+// The plan a run uses: sharding.plan_file when set (checked against the model and the world),
+// the auto planner when sharding.planner is auto, else manual_plan. Always passes check_plan.
+ShardingPlan make_sharding_plan(const Config& config, const Topology& topology);
+
+// A text report of an estimate: the memory limit, per-rank memory and time (lookup | comm | dense
+// | total), all ranks when there are at most max_rank_rows, else the slowest few, the least
+// loaded and a min / median / max summary; then the predicted step time and samples/s.
+std::string estimate_report(const PlanEstimate& estimate,
+                            const Config& config,
+                            const Topology& topology,
+                            size_t max_rank_rows = 16);
+
+}  // namespace shardrec

@@ -1,0 +1,277 @@
+#include "engine/distributed/planner_estimate.h"
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+
+namespace shardrec {
+
+namespace {
+
+constexpr double kIdBytes = 8.0;          // int64 ids
+constexpr double kLengthBytes = 8.0;      // one length per bag
+constexpr double kWeightBytes = 4.0;      // per id of a weighted feature
+constexpr double kSortBytesPerId = 32.0;  // backward radix sort of (id, position), 2 passes r+w
+constexpr double kGB = 1e9;
+
+double element_bytes(const std::string& data_type) {
+    return data_type == "f32" ? 4.0 : 2.0;
+}
+
+int64_t num_features(const ModelConfig& model) {
+    int64_t f = 0;
+    for (const auto& t : model.tables) {
+        f += static_cast<int64_t>(t.feature_names.size());
+    }
+    return f;
+}
+
+// Forward FLOPs and parameters of a chain of linear layers from `in` through `sizes`.
+void add_mlp(int64_t in, const std::vector<int64_t>& sizes, double& flops, int64_t& params) {
+    for (int64_t out : sizes) {
+        flops += 2.0 * static_cast<double>(in) * static_cast<double>(out);
+        params += in * out + out;
+        in = out;
+    }
+}
+
+// Dense forward FLOPs per sample (flops) and parameters, following the modules' shapes.
+void dense_shape(const ModelConfig& model, double& flops, int64_t& params) {
+    flops = 0;
+    params = 0;
+    const int64_t d = model.tables.empty() ? 0 : model.tables.front().embedding_dim;
+    const int64_t f = num_features(model);
+    const int64_t n = (f + 1) * d;  // concat(dense, pooled)
+    add_mlp(model.dense_in_features, model.bottom_mlp, flops, params);
+    int64_t over_in = 0;
+    if (model.type == "dlrm") {
+        flops += 2.0 * static_cast<double>((f + 1) * (f + 1) * d);  // pairwise dots
+        over_in = d + f * (f + 1) / 2;
+    } else if (model.type == "dlrm_dcn") {
+        const int64_t r = model.dcn.low_rank;
+        flops += static_cast<double>(model.dcn.num_layers) * (4.0 * n * r + 4.0 * n);
+        params += model.dcn.num_layers * (2 * n * r + n);
+        over_in = n;
+    } else {  // deepfm: the deep MLP and the FM over concat(dense, pooled)
+        add_mlp(n, model.deepfm.hidden, flops, params);
+        flops += 4.0 * static_cast<double>(n);
+        over_in = d + model.deepfm.hidden.back() + 1;
+    }
+    add_mlp(over_in, model.top_mlp, flops, params);
+}
+
+// Activation floats per sample: every layer's output plus the interaction's input.
+double dense_activations_per_sample(const ModelConfig& model) {
+    double floats = 0;
+    for (int64_t s : model.bottom_mlp)
+        floats += static_cast<double>(s);
+    for (int64_t s : model.top_mlp)
+        floats += static_cast<double>(s);
+    const int64_t d = model.tables.empty() ? 0 : model.tables.front().embedding_dim;
+    const double n = static_cast<double>((num_features(model) + 1) * d);
+    floats += model.type == "dlrm_dcn" ? n * (model.dcn.num_layers + 1) : 2.0 * n;
+    return floats;
+}
+
+}  // namespace
+
+RankCost& RankCost::operator+=(const RankCost& other) {
+    memory_bytes += other.memory_bytes;
+    lookup_s += other.lookup_s;
+    comm_s += other.comm_s;
+    dense_s += other.dense_s;
+    return *this;
+}
+
+double OptionCost::total_s(int world_size) const {
+    double t = every_rank.total_s() * world_size;
+    for (const RankCost& s : shards) {
+        t += s.total_s();
+    }
+    return t;
+}
+
+double CostModel::dense_flops_per_sample(const ModelConfig& model) {
+    double flops = 0;
+    int64_t params = 0;
+    dense_shape(model, flops, params);
+    return flops;
+}
+
+int64_t CostModel::dense_parameters(const ModelConfig& model) {
+    double flops = 0;
+    int64_t params = 0;
+    dense_shape(model, flops, params);
+    return params;
+}
+
+CostModel::CostModel(const Config& config, const Topology& topology)
+    : topology_(topology), batch_size_(config.data.batch_size) {
+    const std::string& sparse = config.optimizer.sparse.type;
+    state_bytes_per_element_ = sparse == "adagrad" ? 4.0 : sparse == "adam" ? 8.0 : 0.0;
+    state_bytes_per_row_ = sparse == "rowwise_adagrad" ? 4.0 : 0.0;
+    const std::string& dense = config.optimizer.dense.type;
+    dense_state_factor_ = dense == "adagrad" ? 1.0 : dense == "adam" ? 2.0 : 0.0;
+
+    const double b = static_cast<double>(batch_size_);
+    const double flops = dense_flops_per_sample(config.model);
+    const auto params = static_cast<double>(dense_parameters(config.model));
+    dense_.dense_s = 3.0 * flops * b / (topology.device_gflops * kGB);  // backward = 2x forward
+    dense_.comm_s = all_reduce_s(params * 4.0);
+    dense_.memory_bytes =
+        static_cast<int64_t>(params * 4.0 * (2.0 + dense_state_factor_) +
+                             2.0 * 4.0 * b * dense_activations_per_sample(config.model));
+}
+
+double CostModel::a2a_s(double bytes) const {
+    const double w = topology_.world_size;
+    const auto l = static_cast<double>(topology_.local_size);
+    const double intra = bytes * (l - 1.0) / w / (topology_.intra_node_bw_gbps * kGB);
+    const double cross = bytes * (w - l) / w / (topology_.cross_node_bw_gbps * kGB);
+    return std::max(intra, cross);
+}
+
+double CostModel::all_reduce_s(double bytes) const {
+    // Reduce-scatter and all-gather inside the node, then an all-reduce of each rank's 1/L slice
+    // across the nodes (what NCCL's ring/tree achieve on such a machine).
+    const auto l = static_cast<double>(topology_.local_size);
+    const double nodes = topology_.num_nodes();
+    const double intra = 2.0 * (l - 1.0) / l * bytes / (topology_.intra_node_bw_gbps * kGB);
+    const double cross =
+        2.0 * (nodes - 1.0) / nodes * bytes / l / (topology_.cross_node_bw_gbps * kGB);
+    return intra + cross;
+}
+
+RankCost CostModel::shard_cost(const ModelConfig::Table& table,
+                               ShardingType type,
+                               EmbeddingComputeKernel kernel,
+                               int64_t rows,
+                               int64_t cols) const {
+    const double w = topology_.world_size;
+    const auto l = static_cast<double>(topology_.local_size);
+    const double e = static_cast<double>(table.num_embeddings);
+    const double s = element_bytes(table.data_type);
+    const double f = static_cast<double>(table.feature_names.size());
+    const bool dp = type == ShardingType::kDataParallel;
+    const bool by_rows = type == ShardingType::kRowWise || type == ShardingType::kTableRowWise;
+    // Bags this shard pools, and the ids it receives.
+    const double bags = (dp ? 1.0 : w) * static_cast<double>(batch_size_) * f;
+    const double ids =
+        bags * table.pooling_factor * (by_rows ? static_cast<double>(rows) / e : 1.0);
+    const double id_bytes = kIdBytes + (table.weighted ? kWeightBytes : 0.0);
+    const double r = static_cast<double>(rows);
+    const double c = static_cast<double>(cols);
+    const double state_row = state_bytes_per_element_ * c + state_bytes_per_row_;
+
+    RankCost cost;
+    const double fwd = ids * (c * s + id_bytes) + bags * c * 4.0;
+    double bwd = bags * c * 4.0 + ids * (2.0 * (c * s + state_row) + kSortBytesPerId);
+    double memory =
+        r * (c * s + state_row) + ids * id_bytes + bags * kLengthBytes + 2.0 * bags * c * 4.0;
+    if (kernel == EmbeddingComputeKernel::kDense) {
+        // Gradients land in a dense [rows, cols] buffer that the optimizer sweeps whole.
+        bwd = bags * c * 4.0 + ids * c * 8.0 +
+              r * c * (4.0 + 2.0 * s + 2.0 * state_bytes_per_element_);
+        memory += r * c * 4.0;
+    }
+    cost.lookup_s = (fwd + bwd) / (topology_.device_memory_bw_gbps * kGB);
+    cost.memory_bytes = static_cast<int64_t>(memory);
+
+    const double out_bytes = bags * c * 4.0;  // pooled rows of this shard, one direction
+    const double in_bytes = ids * id_bytes + bags * kLengthBytes;
+    switch (type) {
+        case ShardingType::kTableWise:
+        case ShardingType::kColumnWise:
+            cost.comm_s = a2a_s(in_bytes) + a2a_s(out_bytes);
+            break;
+        case ShardingType::kRowWise:
+            cost.comm_s = a2a_s(in_bytes) + 2.0 * a2a_s(out_bytes);
+            break;
+        case ShardingType::kTableRowWise:
+            cost.comm_s = a2a_s(in_bytes) + a2a_s(out_bytes / l) +
+                          2.0 * (l - 1.0) / l * out_bytes / (topology_.intra_node_bw_gbps * kGB);
+            break;
+        case ShardingType::kDataParallel:
+            cost.comm_s = all_reduce_s(r * c * 4.0);
+            break;
+    }
+    return cost;
+}
+
+OptionCost CostModel::table_cost(const ModelConfig::Table& table,
+                                 ShardingType type,
+                                 EmbeddingComputeKernel kernel,
+                                 const std::vector<std::array<int64_t, 2>>& shard_sizes) const {
+    OptionCost cost;
+    if (type == ShardingType::kDataParallel) {
+        const RankCost replica =
+            shard_cost(table, type, kernel, table.num_embeddings, table.embedding_dim);
+        cost.shards.assign(static_cast<size_t>(topology_.world_size), replica);
+        return cost;
+    }
+    for (const auto& size : shard_sizes) {
+        cost.shards.push_back(shard_cost(table, type, kernel, size[0], size[1]));
+    }
+    if (type != ShardingType::kRowWise) {
+        // Every rank receives its samples' pooled rows of this table (output all-to-all).
+        const double mine = static_cast<double>(batch_size_) *
+                            static_cast<double>(table.feature_names.size()) *
+                            static_cast<double>(table.embedding_dim) * 4.0;
+        cost.every_rank.comm_s = a2a_s(mine);
+        cost.every_rank.memory_bytes = static_cast<int64_t>(2.0 * mine);
+    }
+    return cost;
+}
+
+OptionCost CostModel::table_cost(const ModelConfig::Table& table,
+                                 const ParameterSharding& ps) const {
+    std::vector<std::array<int64_t, 2>> sizes;
+    for (const ShardMetadata& s : ps.sharding_spec) {
+        sizes.push_back(s.shard_sizes);
+    }
+    return table_cost(table, ps.sharding_type, ps.compute_kernel, sizes);
+}
+
+double PlanEstimate::step_time_s() const {
+    double t = 0;
+    for (const RankCost& r : ranks) {
+        t = std::max(t, r.total_s());
+    }
+    return t;
+}
+
+int64_t PlanEstimate::max_memory_bytes() const {
+    int64_t m = 0;
+    for (const RankCost& r : ranks) {
+        m = std::max(m, r.memory_bytes);
+    }
+    return m;
+}
+
+PlanEstimate estimate_plan(const ShardingPlan& plan,
+                           const Config& config,
+                           const Topology& topology) {
+    SR_CHECK(plan.env.world_size == topology.world_size,
+             "the plan is for {} ranks, the topology for {}", plan.env.world_size,
+             topology.world_size);
+    const CostModel model(config, topology);
+    PlanEstimate estimate;
+    estimate.memory_limit_bytes = topology.memory_limit_bytes();
+    estimate.ranks.assign(static_cast<size_t>(topology.world_size), model.dense_cost());
+    for (const ModelConfig::Table& table : config.model.tables) {
+        const ParameterSharding& ps = plan.at(table.name);
+        const OptionCost cost = model.table_cost(table, ps);
+        for (RankCost& r : estimate.ranks) {
+            r += cost.every_rank;
+        }
+        for (size_t i = 0; i < cost.shards.size(); ++i) {
+            const int rank = ps.sharding_type == ShardingType::kDataParallel
+                                 ? static_cast<int>(i)
+                                 : ps.sharding_spec[i].rank;
+            estimate.ranks[static_cast<size_t>(rank)] += cost.shards[i];
+        }
+    }
+    return estimate;
+}
+
+}  // namespace shardrec

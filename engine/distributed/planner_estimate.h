@@ -1,0 +1,117 @@
+// The planner's cost model: per-rank memory and per-step time (forward + backward) of a table
+// sharded one way, and of the dense part of the model. Napkin math in bytes over bandwidths, the
+// same for every option, so options compare fairly; absolute times are estimates.
+//
+// Letters: B batch per rank, W world size, L ranks per node, Bg = B * W, F features of the table,
+// p pooling factor, E rows, D dim, s bytes per element (data_type), r/c a shard's rows/columns.
+// Ids are assumed spread over rows uniformly, so a row shard receives r/E of the table's ids.
+//
+// Lookup (device memory traffic / device_memory_bw): forward reads each id's row (ids * c * s)
+// and writes pooled rows (bags * c * 4); the fused backward reads the output gradients, reads and
+// writes each touched row and its optimizer state, and sorts the ids. data_parallel looks up the
+// local batch, and its dense kernel scatters gradients into an [E, D] buffer that the dense
+// optimizer then sweeps (zeroing, the update of every row, its state).
+//
+// Communication, counted on the receiving side (links are full duplex). Traffic exchanged among
+// all W ranks is split by destination: (L-1)/W of it on the intra-node link, (W-L)/W across
+// nodes; the two links run concurrently, so the slower decides:
+//   table_wise / column_wise shard: receives the table's ids (input all-to-all) and, in backward,
+//     the gradients of its pooled output, Bg * F * c * 4; every rank receives its pooled rows,
+//     B * F * D * 4, in the forward all-to-all.
+//   row_wise shard: receives its bucket of ids plus every bag's length; reduce-scatter forward and
+//     all-gather backward, (W-1)/W * Bg * F * D * 4 each.
+//   table_row_wise shard: ids as row_wise; intra-node reduce-scatter and all-gather,
+//     (L-1)/L * Bg * F * D * 4 each, plus the cross-node exchange of Bg / L rows; every rank
+//     receives its pooled rows as for table_wise.
+//   data_parallel: a hierarchical all-reduce of the E * D * 4 gradient on every rank.
+//   dense part: the same all-reduce of the dense parameters' gradients.
+//
+// Memory per shard: rows, optimizer state (sgd none, adagrad one float per element, rowwise
+// adagrad one per row, adam two per element), received ids and the pooled output and its gradient.
+// data_parallel adds the dense gradient buffer. Dense: parameters, gradients, optimizer state
+// and activations (twice: values and gradients).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/config/config.h"
+#include "engine/distributed/sharding_plan.h"
+#include "engine/distributed/topology.h"
+
+namespace shardrec {
+
+struct RankCost {
+    int64_t memory_bytes = 0;
+    double lookup_s = 0;  // embedding lookups, forward + backward with the optimizer
+    double comm_s = 0;    // all-to-alls, reduce-scatters, all-reduces
+    double dense_s = 0;   // MLPs, interaction, cross layers
+
+    double total_s() const { return lookup_s + comm_s + dense_s; }
+
+    RankCost& operator+=(const RankCost& other);
+};
+
+// One option for one table: what each shard adds to the rank it lands on, and what every rank
+// pays wherever the shards go.
+struct OptionCost {
+    std::vector<RankCost> shards;  // sharding_spec order; data_parallel: one per rank
+    RankCost every_rank;
+
+    // The work the option adds, summed over its shards and the world_size ranks.
+    double total_s(int world_size) const;
+};
+
+class CostModel {
+public:
+    CostModel(const Config& config, const Topology& topology);
+
+    // The table sharded as `type` into shards of these [rows, columns] (data_parallel: ignored).
+    OptionCost table_cost(const ModelConfig::Table& table,
+                          ShardingType type,
+                          EmbeddingComputeKernel kernel,
+                          const std::vector<std::array<int64_t, 2>>& shard_sizes) const;
+    OptionCost table_cost(const ModelConfig::Table& table, const ParameterSharding& ps) const;
+
+    // What the dense part costs every rank.
+    const RankCost& dense_cost() const { return dense_; }
+
+    const Topology& topology() const { return topology_; }
+
+    // Dense forward FLOPs per sample and dense parameter count, from the model config.
+    static double dense_flops_per_sample(const ModelConfig& model);
+    static int64_t dense_parameters(const ModelConfig& model);
+
+private:
+    RankCost shard_cost(const ModelConfig::Table& table,
+                        ShardingType type,
+                        EmbeddingComputeKernel kernel,
+                        int64_t rows,
+                        int64_t cols) const;
+    double a2a_s(double bytes) const;         // received volume spread over all ranks
+    double all_reduce_s(double bytes) const;  // hierarchical all-reduce of `bytes` on each rank
+
+    Topology topology_;
+    int64_t batch_size_;  // per rank
+    double state_bytes_per_element_;
+    double state_bytes_per_row_;
+    double dense_state_factor_;
+    RankCost dense_;
+};
+
+// Per-rank cost of a whole plan (tables plus the dense part).
+struct PlanEstimate {
+    std::vector<RankCost> ranks;
+    int64_t memory_limit_bytes = 0;
+
+    double step_time_s() const;  // the slowest rank: collectives make every rank wait for it
+    int64_t max_memory_bytes() const;
+};
+
+PlanEstimate estimate_plan(const ShardingPlan& plan,
+                           const Config& config,
+                           const Topology& topology);
+
+}  // namespace shardrec

@@ -1,0 +1,114 @@
+// The text report of a plan's estimate (planner.h: estimate_report).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/distributed/planner.h"
+
+namespace shardrec {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+std::string rank_row(const std::string& label, const RankCost& c, double total_s) {
+    return fmt::format("{:>8} | {:>10.2f} | {:>9.3f} | {:>9.3f} | {:>9.3f} | {:>9.3f}", label,
+                       static_cast<double>(c.memory_bytes) / kGiB, c.lookup_s * 1e3, c.comm_s * 1e3,
+                       c.dense_s * 1e3, total_s * 1e3);
+}
+
+std::string rank_row(const std::string& label, const RankCost& c) {
+    return rank_row(label, c, c.total_s());
+}
+
+// An order statistic of each column, the total's included: each column sorted on its own, so
+// the row is not one rank and its columns do not add up.
+std::string stat_row(const std::string& label,
+                     const std::vector<RankCost>& ranks,
+                     double quantile) {
+    const auto pick = [&](auto get) {
+        std::vector<double> v;
+        v.reserve(ranks.size());
+        for (const RankCost& r : ranks) {
+            v.push_back(get(r));
+        }
+        std::sort(v.begin(), v.end());
+        return v[static_cast<size_t>(quantile * static_cast<double>(v.size() - 1) + 0.5)];
+    };
+    RankCost c;
+    c.memory_bytes =
+        static_cast<int64_t>(pick([](const RankCost& r) { return double(r.memory_bytes); }));
+    c.lookup_s = pick([](const RankCost& r) { return r.lookup_s; });
+    c.comm_s = pick([](const RankCost& r) { return r.comm_s; });
+    c.dense_s = pick([](const RankCost& r) { return r.dense_s; });
+    return rank_row(label, c, pick([](const RankCost& r) { return r.total_s(); }));
+}
+
+std::vector<std::string> rank_rows(const PlanEstimate& estimate, size_t max_rank_rows) {
+    const auto& ranks = estimate.ranks;
+    std::vector<std::string> rows;
+    if (ranks.size() <= max_rank_rows) {
+        for (size_t r = 0; r < ranks.size(); ++r) {
+            rows.push_back(rank_row(std::to_string(r), ranks[r]));
+        }
+        return rows;
+    }
+    std::vector<size_t> order(ranks.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return ranks[a].total_s() > ranks[b].total_s(); });
+    for (size_t i = 0; i < 3; ++i) {
+        rows.push_back(rank_row(std::to_string(order[i]), ranks[order[i]]));
+    }
+    rows.push_back(fmt::format("{:>8} | ({} ranks between)", "...", ranks.size() - 4));
+    rows.push_back(rank_row(std::to_string(order.back()), ranks[order.back()]));
+    rows.push_back(stat_row("min", ranks, 0.0));
+    rows.push_back(stat_row("median", ranks, 0.5));
+    rows.push_back(stat_row("max", ranks, 1.0));
+    return rows;
+}
+
+}  // namespace
+
+std::string estimate_report(const PlanEstimate& estimate,
+                            const Config& config,
+                            const Topology& topology,
+                            size_t max_rank_rows) {
+    const int w = topology.world_size;
+    std::string out = fmt::format(
+        "topology: {} rank{} ({} node{} of {}), {}; {} limit {:.1f} GiB per rank; memory {} GB/s, "
+        "intra-node {} GB/s, cross-node {} GB/s, dense {} GFLOP/s\n",
+        w, w == 1 ? "" : "s", topology.num_nodes(), topology.num_nodes() == 1 ? "" : "s",
+        topology.local_size, topology.compute_device, topology.memory_kind(),
+        static_cast<double>(estimate.memory_limit_bytes) / kGiB, topology.device_memory_bw_gbps,
+        topology.intra_node_bw_gbps, topology.cross_node_bw_gbps, topology.device_gflops);
+    out += fmt::format("batch: {} per rank, {} global; sparse optimizer {}\n\n",
+                       config.data.batch_size, config.data.batch_size * w,
+                       config.optimizer.sparse.type);
+    out += fmt::format("{:>8} | {:>10} | {:>9} | {:>9} | {:>9} | {:>9}\n", "rank", "memory GiB",
+                       "lookup ms", "comm ms", "dense ms", "total ms");
+    out += fmt::format("{:->8} | {:->10} | {:->9} | {:->9} | {:->9} | {:->9}\n", "", "", "", "", "",
+                       "");
+    for (const std::string& row : rank_rows(estimate, max_rank_rows)) {
+        out += row + "\n";
+    }
+    const auto slowest =
+        static_cast<size_t>(std::max_element(estimate.ranks.begin(), estimate.ranks.end(),
+                                             [](const RankCost& a, const RankCost& b) {
+                                                 return a.total_s() < b.total_s();
+                                             }) -
+                            estimate.ranks.begin());
+    const RankCost& s = estimate.ranks[slowest];
+    const double step = estimate.step_time_s();
+    out += fmt::format(
+        "\npredicted step: {:.3f} ms (slowest rank {}: lookup {:.3f} | comm {:.3f} | dense {:.3f} "
+        "ms), {:.0f} samples/s; peak memory {:.2f} of {:.1f} GiB per rank\n",
+        step * 1e3, slowest, s.lookup_s * 1e3, s.comm_s * 1e3, s.dense_s * 1e3,
+        step > 0 ? static_cast<double>(config.data.batch_size) * w / step : 0.0,
+        static_cast<double>(estimate.max_memory_bytes()) / kGiB,
+        static_cast<double>(estimate.memory_limit_bytes) / kGiB);
+    return out;
+}
+
+}  // namespace shardrec

@@ -1,0 +1,152 @@
+// `shardrec plan CONFIG.yaml --world-size N [--topology FILE] [--planner auto|config]
+// [--out PLAN.yaml] [--full] [--set K=V ...]`: plans the embedding tables of a config for N ranks
+// without running them (any N, far beyond this machine) and prints TorchRec's plan table, the
+// memory and predicted step time of every rank, and optionally writes the plan file that
+// sharding.plan_file reads back.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "comm/mpi_env.h"
+#include "engine/config/config.h"
+#include "engine/core/error.h"
+#include "engine/distributed/planner.h"
+#include "tools/cli.h"
+
+namespace shardrec::cli {
+
+const char* const kPlanUsage =
+    "usage: shardrec plan CONFIG.yaml --world-size N [--topology FILE] [--planner auto|config]\n"
+    "                     [--out PLAN.yaml] [--full] [--set KEY=VALUE ...]\n"
+    "\n"
+    "Shards the embedding tables of CONFIG.yaml over N ranks (only plans: N may be far larger\n"
+    "than this machine) and prints the plan as TorchRec does, then the memory and predicted\n"
+    "step time (lookup | comm | dense) of each rank. Exit 1 when the tables do not fit.\n"
+    "\n"
+    "  --world-size N    ranks to plan for (required)\n"
+    "  --topology FILE   hardware (configs/topologies/*.yaml); default: sharding.topology, else\n"
+    "                    the built-in one for runtime.device (cuda: 8 x H100 nodes; cpu: 2 ranks)\n"
+    "  --planner P       auto (default): the cost-model planner, sharding.tables as constraints;\n"
+    "                    config: the plan a run would use (manual rules or sharding.plan_file)\n"
+    "  --out FILE        write the plan for sharding.plan_file\n"
+    "  --full            list every rank and every shard (default: long lists are elided)\n"
+    "  --set KEY=VALUE   override one config key (repeatable)\n";
+
+namespace {
+
+struct PlanArgs {
+    std::string config;
+    std::string topology;
+    std::string planner = "auto";
+    std::string out;
+    int world_size = 0;
+    bool full = false;
+    std::vector<std::string> sets;
+};
+
+int parse_count(const std::string& flag, const std::string& text) {
+    size_t used = 0;
+    int value = 0;
+    try {
+        value = std::stoi(text, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used != text.size() || value < 1) {
+        throw UsageError(fmt::format("{} needs a positive integer, got '{}'", flag, text),
+                         kPlanUsage);
+    }
+    return value;
+}
+
+// Returns false when --help was asked for.
+bool parse_args(const std::vector<std::string>& args, PlanArgs& a) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        if (take_set(args, i, a.sets, kPlanUsage)) {
+            continue;
+        }
+        if (arg == "--help" || arg == "-h") {
+            return false;
+        }
+        if (arg == "--full") {
+            a.full = true;
+            continue;
+        }
+        const bool takes_value =
+            arg == "--world-size" || arg == "--topology" || arg == "--planner" || arg == "--out";
+        if (takes_value && i + 1 >= args.size()) {
+            throw UsageError(fmt::format("{} needs a value", arg), kPlanUsage);
+        }
+        if (arg == "--world-size") {
+            a.world_size = parse_count(arg, args[++i]);
+        } else if (arg == "--topology") {
+            a.topology = args[++i];
+        } else if (arg == "--planner") {
+            a.planner = args[++i];
+            if (a.planner != "auto" && a.planner != "config") {
+                throw UsageError("--planner is auto or config, got '" + a.planner + "'",
+                                 kPlanUsage);
+            }
+        } else if (arg == "--out") {
+            a.out = args[++i];
+        } else if (!arg.empty() && arg[0] == '-') {
+            throw UsageError(fmt::format("unknown option '{}'", arg), kPlanUsage);
+        } else if (a.config.empty()) {
+            a.config = arg;
+        } else {
+            throw UsageError(fmt::format("unexpected argument '{}'", arg), kPlanUsage);
+        }
+    }
+    if (a.config.empty()) {
+        throw UsageError("plan needs a CONFIG.yaml", kPlanUsage);
+    }
+    if (a.world_size == 0) {
+        throw UsageError("plan needs --world-size N", kPlanUsage);
+    }
+    return true;
+}
+
+}  // namespace
+
+int plan_main(const std::vector<std::string>& args) {
+    const bool rank0 = comm::process_info().rank == 0;
+    PlanArgs a;
+    if (!parse_args(args, a)) {
+        if (rank0) {
+            std::fputs(kPlanUsage, stdout);
+        }
+        return 0;
+    }
+    const Config config = load_config(a.config, a.sets);
+    const std::string topology_file = a.topology.empty() ? config.sharding.topology : a.topology;
+    const Topology topology = resolve_topology(topology_file, config.runtime.device, a.world_size);
+    const ShardingPlan plan = a.planner == "auto" ? EmbeddingShardingPlanner(topology).plan(config)
+                                                  : make_sharding_plan(config, topology);
+    const PlanEstimate estimate = estimate_plan(plan, config, topology);
+    PlanTableOptions table_options;
+    if (!a.full) {
+        table_options.max_ranks = 8;
+        table_options.max_shards_per_table = 8;
+    }
+    const bool fits = estimate.max_memory_bytes() <= estimate.memory_limit_bytes;
+    if (rank0) {
+        fmt::print("module: \n\n{}\n\n{}", plan_table(plan, config.model.tables, table_options),
+                   estimate_report(estimate, config, topology, a.full ? SIZE_MAX : 16));
+        if (!fits) {
+            fmt::print("DOES NOT FIT: a rank needs {:.2f} GiB, the limit is {:.2f} GiB\n",
+                       static_cast<double>(estimate.max_memory_bytes()) / 1073741824.0,
+                       static_cast<double>(estimate.memory_limit_bytes) / 1073741824.0);
+        }
+        if (!a.out.empty()) {
+            std::ofstream out(a.out);
+            out << plan_to_yaml(plan, config.model.tables);
+            SR_CHECK(out.good(), "cannot write the plan to '{}'", a.out);
+            fmt::print("plan written to {}\n", a.out);
+        }
+    }
+    return fits ? 0 : 1;
+}
+
+}  // namespace shardrec::cli
