@@ -2,10 +2,12 @@
 // bag in id order straight into its output slice, so results do not depend on the thread count.
 // The inner loop over D vectorises; rows kPrefetchIds ids ahead are prefetched (random rows of a
 // large table are the whole cost). Letters: F features, B batch, D dim, N ids.
-#include "kernels/embedding_bag.h"
+#include "kernels/cpu/embedding_bag_update.h"
 
 namespace shardrec::kernels::cpu {
 namespace {
+
+using detail::load_f32;
 
 constexpr int64_t kPrefetchIds = 8;
 constexpr int64_t kBlock = 32;                   // columns kept in registers: 8 SSE vectors
@@ -52,7 +54,7 @@ void pool_bag(const Lookup& a,
             const Weight* __restrict row = table + a.ids[n] * dim + c0;
             const float w = scale(n);
             for (int64_t j = 0; j < kBlock; ++j) {
-                acc[j] += kWeighted ? w * to_float(row[j]) : to_float(row[j]);
+                acc[j] += kWeighted ? w * load_f32(row[j]) : load_f32(row[j]);
             }
         }
         for (int64_t j = 0; j < kBlock; ++j) {
@@ -72,7 +74,7 @@ void pool_bag(const Lookup& a,
         const Weight* __restrict row = table + a.ids[n] * dim;
         const float w = scale(n);
         for (int64_t d = c0; d < dim; ++d) {
-            o[d] += kWeighted ? w * to_float(row[d]) : to_float(row[d]);
+            o[d] += kWeighted ? w * load_f32(row[d]) : load_f32(row[d]);
         }
     }
 }

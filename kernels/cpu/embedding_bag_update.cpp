@@ -102,25 +102,25 @@ void update_row(Weight* __restrict w,
                 const UpdateConstants& k) {
     if (k.weight_decay != 0.f) {
         for (int64_t d = 0; d < dim; ++d) {
-            g[d] += k.weight_decay * to_float(w[d]);
+            g[d] += k.weight_decay * load_f32(w[d]);
         }
     }
     if constexpr (kOpt == OptimType::kSgd) {
         for (int64_t d = 0; d < dim; ++d) {
-            w[d] = from_float<Weight>(to_float(w[d]) - k.lr * g[d]);
+            w[d] = from_float<Weight>(load_f32(w[d]) - k.lr * g[d]);
         }
     } else if constexpr (kOpt == OptimType::kExactAdagrad) {
         for (int64_t d = 0; d < dim; ++d) {
             const float sum_sq = s1[d] + g[d] * g[d];
             s1[d] = sum_sq;
-            w[d] = from_float<Weight>(to_float(w[d]) - k.lr * g[d] / (std::sqrt(sum_sq) + k.eps));
+            w[d] = from_float<Weight>(load_f32(w[d]) - k.lr * g[d] / (std::sqrt(sum_sq) + k.eps));
         }
     } else if constexpr (kOpt == OptimType::kExactRowWiseAdagrad) {
         const float sum_sq = s1[0] + dot_lanes(g, g, dim) / static_cast<float>(dim);
         s1[0] = sum_sq;
         const float step = k.lr / (std::sqrt(sum_sq) + k.eps);
         for (int64_t d = 0; d < dim; ++d) {
-            w[d] = from_float<Weight>(to_float(w[d]) - step * g[d]);
+            w[d] = from_float<Weight>(load_f32(w[d]) - step * g[d]);
         }
     } else {
         static_assert(kOpt == OptimType::kAdam);
@@ -131,7 +131,7 @@ void update_row(Weight* __restrict w,
             s2[d] = v;
             const float m_hat = m / k.bias_correction1;
             const float v_hat = v / k.bias_correction2;
-            w[d] = from_float<Weight>(to_float(w[d]) - k.lr * m_hat / (std::sqrt(v_hat) + k.eps));
+            w[d] = from_float<Weight>(load_f32(w[d]) - k.lr * m_hat / (std::sqrt(v_hat) + k.eps));
         }
     }
 }

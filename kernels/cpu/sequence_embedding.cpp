@@ -8,6 +8,8 @@
 namespace shardrec::kernels::cpu {
 namespace {
 
+using detail::load_f32;
+
 constexpr int64_t kMinBagsForThreads = 256;
 
 struct SequenceLayout {
@@ -53,7 +55,7 @@ void sequence_embedding_forward(const Tensor& weights,
                 const Weight* __restrict row = table + a.ids[n] * dim;
                 float* __restrict on = o + n * dim;  // out[n, :]
                 for (int64_t d = 0; d < dim; ++d) {
-                    on[d] = to_float(row[d]);
+                    on[d] = load_f32(row[d]);
                 }
             }
         }

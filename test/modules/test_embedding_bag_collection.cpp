@@ -10,6 +10,7 @@
 #include "engine/core/rng.h"
 #include "engine/modules/embedding_bag_collection.h"
 #include "engine/modules/position_weighted.h"
+#include "kernels/cpu/embedding_bag_update.h"
 #include "test/reference/embedding_bag.h"
 #include "test/support/compare.h"
 
@@ -449,4 +450,15 @@ TEST_CASE("embedding_bag kernels: rows past 2^31 elements are addressed with 64-
         CHECK(last[d] == static_cast<float>(d) + 0.5f);
         CHECK(before[d] == static_cast<float>(2 * d) - 0.5f);
     }
+}
+
+TEST_CASE("embedding_bag kernels: the inline f16 load matches half_to_float on every value",
+          "[modules][ops]") {
+    int64_t mismatches = 0;
+    for (uint32_t bits = 0; bits < 0x10000u; ++bits) {
+        const Half h{static_cast<uint16_t>(bits)};
+        const float fast = kernels::cpu::detail::load_f32(h), core = half_to_float(h);
+        mismatches += std::memcmp(&fast, &core, 4) != 0 ? 1 : 0;
+    }
+    CHECK(mismatches == 0);
 }
