@@ -1,4 +1,4 @@
-// Pooled embedding lookup, forward, CPU. OpenMP over bags (static schedule); one thread sums a
+// Pooled embedding lookup, forward, CPU. OpenMP over bags (dynamic chunks); one thread sums a
 // bag in id order straight into its output slice, so results do not depend on the thread count.
 // The inner loop over D vectorises; rows kPrefetchIds ids ahead are prefetched (random rows of a
 // large table are the whole cost). Letters: F features, B batch, D dim, N ids.
@@ -10,6 +10,7 @@ namespace {
 using detail::load_f32;
 
 constexpr int64_t kPrefetchIds = 8;
+constexpr int64_t kBagsPerChunk = 16;
 constexpr int64_t kBlock = 32;                   // columns kept in registers: 8 SSE vectors
 constexpr int64_t kMinWorkForThreads = 1 << 14;  // ids * D below which one thread is faster
 
@@ -84,7 +85,8 @@ void forward_typed(const Lookup& a, const Weight* weights, float* out) {
     const int64_t num_bags = a.num_features * a.batch;
     const int64_t dim = a.dim;
     const int64_t work = a.offsets[num_bags] * dim;
-#pragma omp parallel for schedule(static) if (work >= kMinWorkForThreads)
+    // Dynamic chunks: a thread the OS preempts holds up at most one chunk, not half the bags.
+#pragma omp parallel for schedule(dynamic, kBagsPerChunk) if (work >= kMinWorkForThreads)
     for (int64_t j = 0; j < num_bags; ++j) {
         const int64_t f = j / a.batch;
         const int64_t b = j % a.batch;

@@ -1,7 +1,7 @@
 // Aggregate-then-update, shared by the pooled and the sequence embedding backward (see the
-// header). Sort: LSD radix over the row bits, one thread (N is a batch's ids, small next to the
-// rows it moves). Update: OpenMP over touched rows, static schedule; each row's duplicates are
-// summed in id order into a per-thread D-float accumulator, so nothing of size [U, D] is written.
+// header). Sort: LSD radix over the row bits, each pass split over the threads in a stable way.
+// Update: OpenMP over touched rows in dynamic chunks; each row's duplicates are summed in id
+// order into a per-thread D-float accumulator, so nothing of size [U, D] is written.
 #include "kernels/cpu/embedding_bag_update.h"
 
 #include <algorithm>
@@ -31,6 +31,7 @@ enum Slot : size_t {
 
 constexpr int kMaxDigitBits = 11;
 constexpr int64_t kMinKeysForThreads = 1 << 14;
+constexpr int64_t kRowsPerChunk = 64;
 constexpr int64_t kMinRowsPerThread = 64;  // below this a parallel region costs more than it saves
 constexpr int kPrefetchSegments = 4;       // rows ahead to prefetch in the update loop
 
@@ -184,7 +185,8 @@ void apply_fused_update_typed(const RowContributions& c,
 #else
         float* acc = accumulators;
 #endif
-#pragma omp for schedule(static)
+        // Dynamic chunks: a thread the OS preempts holds up at most one chunk of rows.
+#pragma omp for schedule(dynamic, kRowsPerChunk)
         for (int64_t s = 0; s < num_segments; ++s) {
             // Prefetch what a later segment reads: its weight and state rows and gradient rows
             // (written out here: GCC deletes calls to a helper that only loads and prefetches).
