@@ -115,7 +115,7 @@ int bench_main(const std::vector<std::string>& args) {
     const double p10 = step_s[step_s.size() / 10];
     const double p90 = step_s[step_s.size() * 9 / 10];
     const double sps = static_cast<double>(trainer.global_batch_size()) / med;
-    EmbeddingBagCollection& ebc = trainer.model().sparse_arch();
+    const EmbeddingBagCollectionInterface& ebc = trainer.model().sparse_arch();
     const int64_t table_bytes = ebc.parameter_bytes();
     const int64_t state_bytes = ebc.optimizer_state_bytes();
     const int64_t dense = dense_bytes(trainer.model(), trainer.dense_optimizer());

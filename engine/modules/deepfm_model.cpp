@@ -12,8 +12,8 @@ void ensure(Tensor& t, const Shape& shape) {
 }  // namespace
 
 DeepFMModel::DeepFMModel(const ModelConfig& model, uint64_t seed,
-                         const kernels::FusedOptimizerParams& sparse_optimizer) {
-    sparse_arch_ = make_embedding_bag_collection(model, seed, sparse_optimizer);
+                         std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch)
+    : sparse_arch_(std::move(sparse_arch)) {
     D_ = model.tables.front().embedding_dim;
     F_ = 0;
     for (const auto& t : model.tables) F_ += static_cast<int64_t>(t.feature_names.size());
@@ -37,7 +37,7 @@ DeepFMModel::DeepFMModel(const ModelConfig& model, uint64_t seed,
 const Tensor& DeepFMModel::forward(const Batch& batch) {
     const int64_t B = batch.batch_size();
     const Tensor& dense = dense_arch_->forward(batch.dense);
-    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse);
+    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse, Stream::cpu());
     ensure(combined_, {B, (F_ + 1) * D_});
     copy_into_columns(combined_, 0, dense);
     copy_into_columns(combined_, D_, pooled.values());
@@ -79,7 +79,7 @@ void DeepFMModel::backward(const Tensor& grad_logits) {
     const float* gc = grad_dense_combined_.data<float>();
     for (int64_t i = 0; i < grad_dense_.numel(); ++i) gd[i] += gc[i];
     dense_arch_->backward(grad_dense_);
-    sparse_arch_->backward(grad_pooled_);
+    sparse_arch_->backward(grad_pooled_, Stream::cpu());
 }
 
 std::vector<Parameter*> DeepFMModel::parameters() {

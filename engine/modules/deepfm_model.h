@@ -15,16 +15,16 @@ namespace shardrec {
 class DeepFMModel : public RecModel {
 public:
     DeepFMModel(const ModelConfig& model, uint64_t seed,
-                const kernels::FusedOptimizerParams& sparse_optimizer);
+                std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch);
 
     const Tensor& forward(const Batch& batch) override;
     void backward(const Tensor& grad_logits) override;
-    EmbeddingBagCollection& sparse_arch() override { return *sparse_arch_; }
+    EmbeddingBagCollectionInterface& sparse_arch() override { return *sparse_arch_; }
     std::vector<Parameter*> parameters() override;
 
 private:
     int64_t F_, D_, deep_out_;
-    std::unique_ptr<EmbeddingBagCollection> sparse_arch_;
+    std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch_;
     std::unique_ptr<MLP> dense_arch_;         // [B, 13] -> [B, D], ReLU after each layer
     std::unique_ptr<MLP> deep_;               // [B, (F + 1) D] -> [B, deep_out]
     std::unique_ptr<FactorizationMachine> fm_;

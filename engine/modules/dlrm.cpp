@@ -3,9 +3,8 @@
 namespace shardrec {
 
 DLRM::DLRM(const ModelConfig& model, uint64_t seed,
-           const kernels::FusedOptimizerParams& sparse_optimizer, Interaction interaction)
-    : interaction_kind_(interaction) {
-    sparse_arch_ = make_embedding_bag_collection(model, seed, sparse_optimizer);
+           std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch, Interaction interaction)
+    : interaction_kind_(interaction), sparse_arch_(std::move(sparse_arch)) {
     const int64_t D = model.tables.front().embedding_dim;
     int64_t F = 0;
     for (const auto& t : model.tables) F += static_cast<int64_t>(t.feature_names.size());
@@ -33,7 +32,7 @@ DLRM::DLRM(const ModelConfig& model, uint64_t seed,
 
 const Tensor& DLRM::forward(const Batch& batch) {
     const Tensor& dense = dense_arch_->forward(batch.dense);
-    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse);
+    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse, Stream::cpu());
     const Tensor& inter = interaction_kind_ == Interaction::kDot
                               ? dot_->forward(dense, pooled.values())
                               : dcn_->forward(dense, pooled.values());
@@ -48,11 +47,11 @@ void DLRM::backward(const Tensor& grad_logits) {
     if (interaction_kind_ == Interaction::kDot) {
         dot_->backward(g_inter);
         dense_arch_->backward(dot_->grad_dense());
-        sparse_arch_->backward(dot_->grad_sparse());
+        sparse_arch_->backward(dot_->grad_sparse(), Stream::cpu());
     } else {
         dcn_->backward(g_inter);
         dense_arch_->backward(dcn_->grad_dense());
-        sparse_arch_->backward(dcn_->grad_sparse());
+        sparse_arch_->backward(dcn_->grad_sparse(), Stream::cpu());
     }
 }
 

@@ -17,16 +17,16 @@ public:
     enum class Interaction { kDot, kDcn };
 
     DLRM(const ModelConfig& model, uint64_t seed,
-         const kernels::FusedOptimizerParams& sparse_optimizer, Interaction interaction);
+         std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch, Interaction interaction);
 
     const Tensor& forward(const Batch& batch) override;
     void backward(const Tensor& grad_logits) override;
-    EmbeddingBagCollection& sparse_arch() override { return *sparse_arch_; }
+    EmbeddingBagCollectionInterface& sparse_arch() override { return *sparse_arch_; }
     std::vector<Parameter*> parameters() override;
 
 private:
     Interaction interaction_kind_;
-    std::unique_ptr<EmbeddingBagCollection> sparse_arch_;
+    std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch_;
     std::unique_ptr<MLP> dense_arch_;
     std::unique_ptr<InteractionArch> dot_;
     std::unique_ptr<InteractionDCNArch> dcn_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/core/stream.h"
+#include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/embedding_config.h"
 #include "engine/modules/module.h"
 #include "engine/sparse/keyed_jagged_tensor.h"
@@ -20,7 +21,7 @@
 
 namespace shardrec {
 
-class EmbeddingBagCollection : public Module {
+class EmbeddingBagCollection : public EmbeddingBagCollectionInterface {
 public:
     // fused_optimizer: the optimizer applied inside backward; nullopt selects dense mode.
     // is_weighted: features carry per-sample weights (KJT weights, e.g. PositionWeightedModule).
@@ -34,13 +35,13 @@ public:
     // order) and values [B, sum D] f32. The KJT may list its keys in any order and carry extra
     // keys; a missing feature is an Error, as is a variable batch per key. The values tensor is
     // reused by the next forward of the same B (copy it to keep it).
-    KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu());
+    KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu()) override;
 
     // grad_values [B, sum D] f32 for the latest forward. Fused mode: updates the touched rows and
     // optimizer state once each (duplicates aggregated), then advances optimizer_step(). Dense
     // mode: overwrites weight_grad(t) of every table. When is_weighted, also writes
     // grad_per_sample_weights() (computed before any row changes).
-    void backward(const Tensor& grad_values, Stream& stream = Stream::cpu());
+    void backward(const Tensor& grad_values, Stream& stream = Stream::cpu()) override;
 
     // ---- configuration ----
     const std::vector<EmbeddingBagConfig>& embedding_bag_configs() const { return tables_; }
@@ -53,12 +54,12 @@ public:
 
     Device device() const { return device_; }
 
-    const std::vector<std::string>& embedding_names() const { return names_; }  // output keys
+    const std::vector<std::string>& embedding_names() const override { return names_; }  // output keys
 
-    const std::vector<int64_t>& embedding_dims() const { return dims_; }  // per output key
+    const std::vector<int64_t>& embedding_dims() const override { return dims_; }  // per output key
 
     // ---- fused optimizer ----
-    void set_learning_rate(float lr);
+    void set_learning_rate(float lr) override;
     // The fused optimizer's parameters, with step() = updates done + 1. Throws in dense mode.
     const kernels::FusedOptimizerParams& fused_optimizer() const;
     void set_optimizer_step(int64_t step);  // resume: the step of the next update (>= 1)
@@ -75,8 +76,8 @@ public:
     const Tensor& grad_per_sample_weights() const { return grad_psw_; }
 
     int64_t num_parameters() const;   // sum of E * D
-    int64_t parameter_bytes() const;  // weights storage
-    int64_t optimizer_state_bytes() const;
+    int64_t parameter_bytes() const override;  // weights storage
+    int64_t optimizer_state_bytes() const override;
 
     // Dense mode: one Parameter per table, "embedding_bags.<name>.weight", value and grad views
     // into the group storage. Fused mode: none (the tables own their optimizer).

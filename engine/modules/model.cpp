@@ -26,10 +26,8 @@ kernels::FusedOptimizerParams sparse_optimizer_params(const OptimizerConfig::Spa
     return p;
 }
 
-std::unique_ptr<EmbeddingBagCollection> make_embedding_bag_collection(
-    const ModelConfig& model, uint64_t seed, const kernels::FusedOptimizerParams& sparse_optimizer) {
+std::vector<EmbeddingBagConfig> embedding_bag_configs(const ModelConfig& model) {
     std::vector<EmbeddingBagConfig> tables;
-    bool weighted = false;
     for (const auto& t : model.tables) {
         EmbeddingBagConfig c;
         c.name = t.name;
@@ -39,22 +37,33 @@ std::unique_ptr<EmbeddingBagCollection> make_embedding_bag_collection(
         c.pooling = t.pooling == "mean" ? PoolingMode::kMean : PoolingMode::kSum;
         c.data_type = dtype_from_name(t.data_type);
         tables.push_back(std::move(c));
-        weighted = weighted || t.weighted;
     }
-    return std::make_unique<EmbeddingBagCollection>(std::move(tables), weighted, seed,
-                                                    sparse_optimizer);
+    return tables;
+}
+
+bool is_weighted(const ModelConfig& model) {
+    for (const auto& t : model.tables) {
+        if (t.weighted) return true;
+    }
+    return false;
+}
+
+std::unique_ptr<EmbeddingBagCollection> make_embedding_bag_collection(
+    const ModelConfig& model, uint64_t seed, const kernels::FusedOptimizerParams& sparse_optimizer) {
+    return std::make_unique<EmbeddingBagCollection>(embedding_bag_configs(model),
+                                                    is_weighted(model), seed, sparse_optimizer);
 }
 
 std::unique_ptr<RecModel> make_model(const ModelConfig& model, uint64_t seed,
-                                     const kernels::FusedOptimizerParams& sparse_optimizer) {
+                                     std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch) {
     if (model.type == "dlrm") {
-        return std::make_unique<DLRM>(model, seed, sparse_optimizer, DLRM::Interaction::kDot);
+        return std::make_unique<DLRM>(model, seed, std::move(sparse_arch), DLRM::Interaction::kDot);
     }
     if (model.type == "dlrm_dcn") {
-        return std::make_unique<DLRM>(model, seed, sparse_optimizer, DLRM::Interaction::kDcn);
+        return std::make_unique<DLRM>(model, seed, std::move(sparse_arch), DLRM::Interaction::kDcn);
     }
     if (model.type == "deepfm") {
-        return std::make_unique<DeepFMModel>(model, seed, sparse_optimizer);
+        return std::make_unique<DeepFMModel>(model, seed, std::move(sparse_arch));
     }
     SR_CHECK(false, "model.type: unknown model '{}' (dlrm, dlrm_dcn, deepfm)", model.type);
     return nullptr;

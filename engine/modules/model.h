@@ -9,6 +9,7 @@
 #include "engine/config/config.h"
 #include "engine/data/batch.h"
 #include "engine/modules/embedding_bag_collection.h"
+#include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/module.h"
 #include "kernels/embedding_optimizer.h"
 
@@ -21,19 +22,24 @@ public:
     // grad_logits [B] f32 (d loss / d logit). Writes every Parameter::grad and applies the fused
     // embedding optimizer to the rows the batch touched.
     virtual void backward(const Tensor& grad_logits) = 0;
-    virtual EmbeddingBagCollection& sparse_arch() = 0;
+    virtual EmbeddingBagCollectionInterface& sparse_arch() = 0;
 };
 
 // The fused optimizer of the embedding tables, from optimizer.sparse.
 kernels::FusedOptimizerParams sparse_optimizer_params(const OptimizerConfig::Sparse& sparse);
 
-// The sparse arch of every model: one EmbeddingBagCollection over model.tables. It is weighted
-// when any table is (unweighted features then carry weight 1).
+// The tables of model.tables as EmbeddingBagConfigs, and whether the collection is weighted (when
+// any table is: unweighted features then carry weight 1).
+std::vector<EmbeddingBagConfig> embedding_bag_configs(const ModelConfig& model);
+bool is_weighted(const ModelConfig& model);
+
+// The unsharded sparse arch: one EmbeddingBagCollection over model.tables in this process.
 std::unique_ptr<EmbeddingBagCollection> make_embedding_bag_collection(
     const ModelConfig& model, uint64_t seed, const kernels::FusedOptimizerParams& sparse_optimizer);
 
-// model.type: dlrm | dlrm_dcn | deepfm.
+// model.type: dlrm | dlrm_dcn | deepfm, around a sparse arch over model.tables (unsharded, or
+// sharded over the ranks by engine/distributed).
 std::unique_ptr<RecModel> make_model(const ModelConfig& model, uint64_t seed,
-                                     const kernels::FusedOptimizerParams& sparse_optimizer);
+                                     std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch);
 
 }  // namespace shardrec

@@ -1,11 +1,17 @@
 // TrainPipelineBase: one batch at a time, no overlap (TorchRec's reference pipeline). Each
 // progress() runs forward, loss, backward (the fused embedding optimizer updates rows inside it)
-// and the dense optimizer step. Pipelines with overlap must give exactly its numbers.
+// and the dense optimizer step. With a process group the dense layers are data parallel: their
+// gradients are averaged over the ranks in one bucketed all-reduce before the step, and the loss
+// reported is the global mean. Pipelines with overlap must give exactly its numbers.
 #pragma once
 
+#include <memory>
+
+#include "comm/process_group.h"
 #include "engine/data/batch.h"
 #include "engine/modules/model.h"
 #include "engine/optim/dense_optimizer.h"
+#include "engine/train/metrics.h"
 
 namespace shardrec::train {
 
@@ -15,15 +21,21 @@ struct StepResult {
 
 class TrainPipelineBase {
 public:
-    TrainPipelineBase(RecModel& model, DenseOptimizer& optimizer);
+    // pg: the ranks the dense layers are replicated over (nullptr: one process).
+    TrainPipelineBase(RecModel& model, DenseOptimizer& optimizer,
+                      std::shared_ptr<comm::ProcessGroup> pg = nullptr);
 
     StepResult progress(const Batch& batch, float dense_lr, float sparse_lr);
     // Forward only (evaluation): logits [B], valid until the next call.
     const Tensor& predict(const Batch& batch);
+    // Metrics over every rank's (logit, label) pairs, the same on every rank.
+    Metrics global_metrics(const MetricsAccumulator& local) const;
 
 private:
     RecModel& model_;
     DenseOptimizer& optimizer_;
+    std::shared_ptr<comm::ProcessGroup> pg_;
+    Tensor grad_bucket_;  // every dense gradient, flattened, for one all-reduce
     Tensor loss_;         // [1]
     Tensor grad_logits_;  // [B], reused while B is unchanged
 };

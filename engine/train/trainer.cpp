@@ -6,6 +6,10 @@
 #include <thread>
 
 #include "comm/mpi_env.h"
+#include "comm/process_group.h"
+#include "engine/distributed/planner.h"
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+#include "engine/distributed/topology.h"
 #include "engine/core/log.h"
 #include "engine/train/progress.h"
 #include "engine/train/run_dir.h"
@@ -64,15 +68,28 @@ LrScheduleConfig lr_schedule_config(const OptimizerConfig::Dense& d) {
 }
 
 void check_supported(const Config& config) {
-    const comm::ProcessInfo& proc = comm::process_info();
-    SR_CHECK(proc.world_size == 1,
-             "training on {} ranks needs model-parallel sharding, which this build does not have "
-             "yet: run with one process (mpirun -np 1)",
-             proc.world_size);
     SR_CHECK(config.data.type == "synthetic", "data.type '{}' is not supported",
              config.data.type);
     SR_CHECK(config.runtime.device == "cpu", "runtime.device '{}': this build trains on the CPU",
              config.runtime.device);
+}
+
+// One process: the plain EmbeddingBagCollection. Several ranks: the tables sharded by the plan
+// (sharding section, plan file or auto planner), dense layers replicated.
+std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(const Config& config) {
+    const auto optimizer = sparse_optimizer_params(config.optimizer.sparse);
+    const auto seed = static_cast<uint64_t>(config.train.seed);
+    const comm::ProcessInfo& proc = comm::process_info();
+    if (proc.world_size == 1) return make_embedding_bag_collection(config.model, seed, optimizer);
+    Topology topology =
+        resolve_topology(config.sharding.topology, config.runtime.device, proc.world_size);
+    topology.local_size = proc.local_size;
+    const ShardingPlan plan = make_sharding_plan(config, topology);
+    log::root().info("sharding plan for {} ranks:\n{}", proc.world_size,
+                     plan_table(plan, config.model.tables, PlanTableOptions{}));
+    return std::make_unique<ShardedEmbeddingBagCollection>(
+        embedding_bag_configs(config.model), is_weighted(config.model), plan,
+        comm::world_process_group(), seed, optimizer);
 }
 
 }  // namespace
@@ -91,10 +108,11 @@ Trainer::Trainer(const Config& config)
     : config_((check_supported(config), config)),
       dataset_(synthetic_spec(config)),
       model_(make_model(config.model, static_cast<uint64_t>(config.train.seed),
-                        sparse_optimizer_params(config.optimizer.sparse))),
+                        make_sparse_arch(config))),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
       schedule_(lr_schedule_config(config.optimizer.dense)),
-      pipeline_(*model_, *optimizer_) {}
+      pipeline_(*model_, *optimizer_,
+                comm::process_info().world_size > 1 ? comm::world_process_group() : nullptr) {}
 
 int64_t Trainer::global_batch_size() const {
     return config_.data.batch_size * comm::process_info().world_size;
@@ -122,14 +140,17 @@ StepResult Trainer::train_step(const Batch& batch, int64_t step) {
 
 Metrics Trainer::evaluate() {
     eval_acc_.reset();
+    // Every rank runs the same number of batches (the sharded lookups are collective): the eval
+    // split's first eval_samples samples, rounded up to whole global batches.
     const int64_t B = config_.data.batch_size;
-    const int64_t total = config_.train.eval_samples;
-    for (int64_t start = 0; start < total; start += B) {
-        const int64_t n = std::min(B, total - start);
-        const Batch batch = dataset_.batch(start, n, data::Split::kEval);
+    const int64_t global = global_batch_size();
+    const int64_t steps = (config_.train.eval_samples + global - 1) / global;
+    for (int64_t i = 0; i < steps; ++i) {
+        const int64_t start = i * global + comm::process_info().rank * B;
+        const Batch batch = dataset_.batch(start, B, data::Split::kEval);
         eval_acc_.add(pipeline_.predict(batch), batch.labels);
     }
-    return eval_acc_.compute();
+    return pipeline_.global_metrics(eval_acc_);
 }
 
 TrainSummary run(const Config& config, const std::string& run_dir) {

@@ -1,0 +1,625 @@
+// Sharded EmbeddingBagCollection: building the shards from the plan, then the three dist paths.
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "engine/distributed/bucketize.h"
+#include "engine/modules/interaction.h"
+
+namespace shardrec {
+
+// One feature slot of the entries path: output key `key` looked up in the shard
+// [row_offset, +rows) x [col_offset, +cols) of `table`, which lives on rank `dest`.
+struct Entry {
+    int64_t key = 0;
+    int64_t table = 0;
+    int64_t shard = 0;
+    int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;
+    int dest = 0;
+    bool row_sharded = false;  // ids are filtered to the shard's rows, pooled as SUM
+};
+
+struct ShardedEmbeddingBagCollection::ShardLookup {
+    int64_t table = 0;
+    int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;
+    PoolingMode mode = PoolingMode::kSum;
+    int64_t first_key = 0, num_keys = 0;  // contiguous keys of the received KJT
+    Tensor weights, state1, state2;       // [rows, cols], optimizer state
+    Tensor table_offsets;                 // [2] i64: {0, rows}
+    Tensor feature_table;                 // [num_keys] i32 zeros
+    kernels::EmbeddingBackwardWorkspace workspace;
+    Tensor ids, offsets, psw;  // the latest forward's bags of this shard
+    Tensor out, grad;          // [batch, num_keys * cols]
+    int64_t step = 1;
+};
+
+struct ShardedEmbeddingBagCollection::Group {
+    std::vector<Entry> entries;       // entries path, in send order (by destination rank)
+    std::vector<int64_t> keys;        // row_wise / data_parallel: output keys, in group order
+    std::vector<ShardLookup> local;   // this rank's shards, in received key order
+    std::unique_ptr<KJTAllToAll> a2a;
+    std::unique_ptr<PooledEmbeddingsAllToAll> pooled_a2a;
+    std::unique_ptr<PooledEmbeddingsReduceScatter> reduce_scatter;
+    std::unique_ptr<PooledEmbeddingsAllGather> all_gather;
+    KeyedJaggedTensor received;       // my keys for the batch the lookups ran on
+    std::vector<int64_t> batch_size_per_rank;
+    Tensor local_out;                 // [batch, sum local cols]
+    Tensor grad_out;                  // [B, sum group cols]
+    int64_t cols = 0;                 // sum of the group's output columns
+};
+
+namespace {
+
+void ensure(Tensor& t, const Shape& shape) {
+    if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape, DType::kF32);
+}
+
+// The bags of keys [first, first + n) of a fixed-stride KJT: ids view, rebased offsets, weights.
+void slice_keys(const KeyedJaggedTensor& kjt, int64_t first, int64_t n, Tensor& ids,
+                Tensor& offsets, Tensor& psw) {
+    const int64_t B = kjt.stride();
+    const int64_t* off = kjt.offsets().data<int64_t>();
+    const int64_t o0 = off[first * B], o1 = off[(first + n) * B];
+    if (!offsets.defined() || offsets.numel() != n * B + 1) {
+        offsets = Tensor::empty({n * B + 1}, DType::kI64);
+    }
+    int64_t* o = offsets.data<int64_t>();
+    for (int64_t i = 0; i <= n * B; ++i) o[i] = off[first * B + i] - o0;
+    ids = kjt.values().slice(o0, o1);
+    psw = kjt.has_weights() ? kjt.weights().slice(o0, o1) : Tensor();
+}
+
+void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s, const KeyedJaggedTensor& kjt,
+                    Stream& stream) {
+    slice_keys(kjt, s.first_key, s.num_keys, s.ids, s.offsets, s.psw);
+    ensure(s.out, {kjt.stride(), s.num_keys * s.cols});
+    kernels::embedding_bag_forward(s.weights, s.table_offsets, s.feature_table, s.ids, s.offsets,
+                                   s.psw.defined() ? &s.psw : nullptr, s.mode, s.out, stream);
+}
+
+void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
+                     kernels::FusedOptimizerParams optim, Stream& stream) {
+    optim.step = s.step++;
+    kernels::embedding_bag_backward_fused(
+        s.grad, s.table_offsets, s.feature_table, s.ids, s.offsets,
+        s.psw.defined() ? &s.psw : nullptr, s.mode, optim, s.weights,
+        s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
+        s.workspace, stream);
+}
+
+// dst[:, dcol : +n] += src[:, scol : +n] (scale) for 2-D f32 tensors with the same rows.
+void add_columns(Tensor& dst, int64_t dcol, const Tensor& src, int64_t scol, int64_t n,
+                 float scale = 1.0f) {
+    const int64_t rows = dst.size(0), dn = dst.size(1), sn = src.size(1);
+    float* d = dst.data<float>();
+    const float* s = src.data<float>();
+    for (int64_t b = 0; b < rows; ++b) {
+        for (int64_t j = 0; j < n; ++j) d[b * dn + dcol + j] += scale * s[b * sn + scol + j];
+    }
+}
+
+}  // namespace
+
+ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
+    std::vector<EmbeddingBagConfig> tables, bool is_weighted, const ShardingPlan& plan,
+    std::shared_ptr<comm::ProcessGroup> pg, uint64_t seed,
+    const kernels::FusedOptimizerParams& optimizer)
+    : tables_(std::move(tables)), is_weighted_(is_weighted), pg_(std::move(pg)),
+      optimizer_(optimizer) {
+    SR_CHECK(plan.env.world_size == pg_->size(),
+             "the sharding plan is for {} ranks, but {} ranks are running", plan.env.world_size,
+             pg_->size());
+    int64_t col = 0;
+    for (size_t t = 0; t < tables_.size(); ++t) {
+        for (const auto& f : tables_[t].feature_names) {
+            names_.push_back(f);
+            dims_.push_back(tables_[t].embedding_dim);
+            key_col_.push_back(col);
+            key_table_.push_back(static_cast<int64_t>(t));
+            col += tables_[t].embedding_dim;
+        }
+    }
+    build(plan, seed);
+}
+
+ShardedEmbeddingBagCollection::~ShardedEmbeddingBagCollection() = default;
+
+// ---- building the shards ----
+
+namespace {
+
+void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s, const EmbeddingBagConfig& table,
+                uint64_t seed, const kernels::FusedOptimizerParams& optim) {
+    s.weights = Tensor::empty({s.rows, s.cols}, table.data_type);
+    init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset,
+                        table.num_embeddings);
+    const int num_states = kernels::optim_num_states(optim.type);
+    if (optim.type == kernels::OptimType::kExactRowWiseAdagrad) {
+        s.state1 = Tensor::zeros({s.rows}, DType::kF32);
+    } else if (num_states >= 1) {
+        s.state1 = Tensor::zeros({s.rows, s.cols}, DType::kF32);
+    }
+    if (num_states >= 2) s.state2 = Tensor::zeros({s.rows, s.cols}, DType::kF32);
+    s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows});
+    s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32);
+}
+
+// Consecutive keys that share a shard become one lookup (one fused update per shard, so a table
+// serving several features aggregates their gradients per row, as one process does).
+template <typename SameShard>
+void group_lookups(std::vector<ShardedEmbeddingBagCollection::ShardLookup>& out, int64_t key_index,
+                   const ShardedEmbeddingBagCollection::ShardLookup& proto, SameShard same) {
+    if (!out.empty() && same(out.back())) {
+        ++out.back().num_keys;
+        return;
+    }
+    out.push_back({});
+    auto& s = out.back();
+    s.table = proto.table;
+    s.row_offset = proto.row_offset;
+    s.rows = proto.rows;
+    s.col_offset = proto.col_offset;
+    s.cols = proto.cols;
+    s.mode = proto.mode;
+    s.first_key = key_index;
+    s.num_keys = 1;
+}
+
+}  // namespace
+
+void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t seed) {
+    const int me = pg_->rank(), world = pg_->size();
+    entries_ = std::make_unique<Group>();
+    row_wise_ = std::make_unique<Group>();
+    data_parallel_ = std::make_unique<Group>();
+    row_sharded_.assign(names_.size(), false);
+    for (size_t k = 0; k < names_.size(); ++k) {
+        const int64_t t = key_table_[k];
+        const EmbeddingBagConfig& table = tables_[static_cast<size_t>(t)];
+        const ParameterSharding& ps = plan.at(table.name);
+        switch (ps.sharding_type) {
+            case ShardingType::kRowWise:
+                row_sharded_[k] = true;
+                row_wise_->keys.push_back(static_cast<int64_t>(k));
+                break;
+            case ShardingType::kDataParallel:
+                data_parallel_->keys.push_back(static_cast<int64_t>(k));
+                break;
+            default:
+                row_sharded_[k] = ps.sharding_type == ShardingType::kTableRowWise;
+                for (size_t s = 0; s < ps.sharding_spec.size(); ++s) {
+                    const ShardMetadata& m = ps.sharding_spec[s];
+                    entries_->entries.push_back(
+                        {static_cast<int64_t>(k), t, static_cast<int64_t>(s), m.shard_offsets[0],
+                         m.shard_sizes[0], m.shard_offsets[1], m.shard_sizes[1], m.rank,
+                         ps.sharding_type == ShardingType::kTableRowWise});
+                }
+        }
+    }
+    // Entries go out ordered by destination; on a rank, the features of one shard are adjacent.
+    std::stable_sort(entries_->entries.begin(), entries_->entries.end(),
+                     [](const Entry& a, const Entry& b) {
+                         return std::tie(a.dest, a.table, a.shard, a.key) <
+                                std::tie(b.dest, b.table, b.shard, b.key);
+                     });
+    std::vector<int64_t> splits(static_cast<size_t>(world), 0), dim_sum(static_cast<size_t>(world), 0);
+    int64_t mine = 0;
+    for (const Entry& e : entries_->entries) {
+        ++splits[static_cast<size_t>(e.dest)];
+        dim_sum[static_cast<size_t>(e.dest)] += e.cols;
+        entries_->cols += e.cols;
+        if (e.dest != me) continue;
+        ShardLookup proto;
+        proto.table = e.table;
+        proto.row_offset = e.row_offset;
+        proto.rows = e.rows;
+        proto.col_offset = e.col_offset;
+        proto.cols = e.cols;
+        proto.mode = e.row_sharded ? PoolingMode::kSum : tables_[e.table].pooling;
+        group_lookups(entries_->local, mine++, proto, [&](const ShardLookup& s) {
+            return s.table == e.table && s.row_offset == e.row_offset &&
+                   s.col_offset == e.col_offset;
+        });
+    }
+    if (!entries_->entries.empty()) {
+        entries_->a2a = std::make_unique<KJTAllToAll>(pg_, splits);
+        entries_->pooled_a2a = std::make_unique<PooledEmbeddingsAllToAll>(pg_, dim_sum);
+    }
+    // Row-wise: every rank holds block `me` of every row-wise table, keys ordered by table.
+    for (size_t i = 0; i < row_wise_->keys.size(); ++i) {
+        const int64_t k = row_wise_->keys[i];
+        const EmbeddingBagConfig& table = tables_[static_cast<size_t>(key_table_[k])];
+        const int64_t bs = row_block_size(table.num_embeddings, world);
+        ShardLookup proto;
+        proto.table = key_table_[k];
+        proto.row_offset = std::min<int64_t>(bs * me, table.num_embeddings);
+        proto.rows = std::min<int64_t>(bs, table.num_embeddings - proto.row_offset);
+        proto.cols = table.embedding_dim;
+        proto.mode = PoolingMode::kSum;
+        group_lookups(row_wise_->local, static_cast<int64_t>(i), proto,
+                      [&](const ShardLookup& s) { return s.table == proto.table; });
+        row_wise_->cols += table.embedding_dim;
+    }
+    if (!row_wise_->keys.empty()) {
+        row_wise_->a2a = std::make_unique<KJTAllToAll>(
+            pg_, std::vector<int64_t>(static_cast<size_t>(world),
+                                      static_cast<int64_t>(row_wise_->keys.size())));
+        row_wise_->reduce_scatter = std::make_unique<PooledEmbeddingsReduceScatter>(pg_);
+    }
+    // Data parallel: the whole table on every rank.
+    for (size_t i = 0; i < data_parallel_->keys.size(); ++i) {
+        const int64_t k = data_parallel_->keys[i];
+        const EmbeddingBagConfig& table = tables_[static_cast<size_t>(key_table_[k])];
+        ShardLookup proto;
+        proto.table = key_table_[k];
+        proto.rows = table.num_embeddings;
+        proto.cols = table.embedding_dim;
+        proto.mode = table.pooling;
+        group_lookups(data_parallel_->local, static_cast<int64_t>(i), proto,
+                      [&](const ShardLookup& s) { return s.table == proto.table; });
+        data_parallel_->cols += table.embedding_dim;
+    }
+    if (!data_parallel_->keys.empty()) {
+        data_parallel_->all_gather = std::make_unique<PooledEmbeddingsAllGather>(pg_);
+    }
+    for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
+        for (ShardLookup& s : g->local) {
+            init_shard(s, tables_[static_cast<size_t>(s.table)], seed, optimizer_);
+        }
+    }
+}
+
+// ---- forward ----
+
+namespace {
+
+KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt, const std::vector<Entry>& entries,
+                               const std::vector<std::string>& names) {
+    const int64_t B = kjt.stride();
+    const int64_t* len = kjt.lengths().data<int64_t>();
+    const int64_t* off = kjt.offsets().data<int64_t>();
+    const int64_t* ids = kjt.values().data<int64_t>();
+    const float* w = kjt.has_weights() ? kjt.weights().data<float>() : nullptr;
+    KJTAllToAllInput in;
+    in.stride = B;
+    std::vector<int64_t> lengths(entries.size() * static_cast<size_t>(B)), values;
+    std::vector<float> weights;
+    for (size_t e = 0; e < entries.size(); ++e) {
+        const Entry& en = entries[e];
+        in.keys.push_back(names[static_cast<size_t>(en.key)] + "@" + std::to_string(en.shard));
+        const int64_t ki = kjt.key_index(names[static_cast<size_t>(en.key)]);
+        for (int64_t b = 0; b < B; ++b) {
+            int64_t n = 0;
+            for (int64_t i = off[ki * B + b]; i < off[ki * B + b] + len[ki * B + b]; ++i) {
+                // TWRW: only this shard's rows travel, rebased to the shard.
+                if (en.row_sharded && (ids[i] < en.row_offset || ids[i] >= en.row_offset + en.rows)) {
+                    continue;
+                }
+                values.push_back(ids[i] - en.row_offset);
+                if (w != nullptr) weights.push_back(w[i]);
+                ++n;
+            }
+            lengths[e * static_cast<size_t>(B) + static_cast<size_t>(b)] = n;
+        }
+    }
+    in.lengths = Tensor::from_vector(lengths);
+    in.values = Tensor::from_vector(values);
+    if (w != nullptr) in.weights = Tensor::from_vector(weights);
+    return in;
+}
+
+// Every rank's KJT, keys in order, samples of rank 0 first: [key][source rank][b].
+KeyedJaggedTensor all_gather_kjt(comm::ProcessGroup& pg, const KeyedJaggedTensor& kjt) {
+    const int world = pg.size();
+    const int64_t F = kjt.num_keys();
+    Tensor mine = Tensor::from_vector<int64_t>({kjt.stride(), kjt.values().numel()});
+    Tensor sizes = Tensor::empty({2 * world}, DType::kI64);
+    pg.all_gather_v(mine, sizes, std::vector<int64_t>(static_cast<size_t>(world), 2)).wait();
+    const int64_t* sz = sizes.data<int64_t>();
+    std::vector<int64_t> len_splits, val_splits;
+    int64_t Bg = 0, N = 0;
+    for (int r = 0; r < world; ++r) {
+        len_splits.push_back(F * sz[2 * r]);
+        val_splits.push_back(sz[2 * r + 1]);
+        Bg += sz[2 * r];
+        N += sz[2 * r + 1];
+    }
+    Tensor lengths = Tensor::empty({F * Bg}, DType::kI64), values = Tensor::empty({N}, DType::kI64);
+    comm::Work wl = pg.all_gather_v(kjt.lengths(), lengths, len_splits);
+    comm::Work wv = pg.all_gather_v(kjt.values(), values, val_splits);
+    std::optional<Tensor> weights;
+    comm::Work ww;
+    if (kjt.has_weights()) {
+        weights = Tensor::empty({N}, DType::kF32);
+        ww = pg.all_gather_v(kjt.weights(), *weights, val_splits);
+    }
+    wl.wait();
+    wv.wait();
+    ww.wait();
+    // Recat [rank][key][b] -> [key][rank][b], moving each bag's ids (and weights) with it.
+    const int64_t* l = lengths.data<int64_t>();
+    std::vector<int64_t> bag_start(static_cast<size_t>(F * Bg));
+    std::vector<int64_t> out_len(static_cast<size_t>(F * Bg));
+    int64_t pos = 0, rank_l0 = 0;
+    for (int r = 0; r < world; ++r) {
+        const int64_t Br = sz[2 * r];
+        for (int64_t i = 0; i < F * Br; ++i) {
+            bag_start[static_cast<size_t>(rank_l0 + i)] = pos;
+            pos += l[rank_l0 + i];
+        }
+        rank_l0 += F * Br;
+    }
+    const int64_t* v = values.data<int64_t>();
+    const float* w = weights ? weights->data<float>() : nullptr;
+    std::vector<int64_t> new_vals;
+    std::vector<float> new_w;
+    new_vals.reserve(static_cast<size_t>(N));
+    for (int64_t f = 0; f < F; ++f) {
+        int64_t l0 = 0, b_out = 0;
+        for (int r = 0; r < world; ++r) {
+            const int64_t Br = sz[2 * r];
+            for (int64_t b = 0; b < Br; ++b, ++b_out) {
+                const int64_t src = l0 + f * Br + b;
+                out_len[static_cast<size_t>(f * Bg + b_out)] = l[src];
+                const int64_t start = bag_start[static_cast<size_t>(src)];
+                for (int64_t j = 0; j < l[src]; ++j) {
+                    new_vals.push_back(v[start + j]);
+                    if (w != nullptr) new_w.push_back(w[start + j]);
+                }
+            }
+            l0 += F * Br;
+        }
+    }
+    std::optional<Tensor> out_w;
+    if (weights) out_w = Tensor::from_vector(new_w);
+    return KeyedJaggedTensor::from_lengths_sync(kjt.keys(), Tensor::from_vector(new_vals),
+                                                Tensor::from_vector(out_len), out_w, Bg);
+}
+
+}  // namespace
+
+// Pools every local shard for g.received into g.local_out [batch, sum local cols].
+static void run_lookups(ShardedEmbeddingBagCollection::Group& g, Stream& stream) {
+    int64_t cols = 0;
+    for (const auto& s : g.local) cols += s.num_keys * s.cols;
+    ensure(g.local_out, {g.received.stride(), cols});
+    int64_t col = 0;
+    for (auto& s : g.local) {
+        lookup_forward(s, g.received, stream);
+        copy_into_columns(g.local_out, col, s.out);
+        col += s.num_keys * s.cols;
+    }
+}
+
+// Sends d loss / d local_out back into every local shard: fused row updates.
+static void run_updates(ShardedEmbeddingBagCollection::Group& g, const Tensor& grad_local,
+                        const kernels::FusedOptimizerParams& optim, Stream& stream) {
+    int64_t col = 0;
+    for (auto& s : g.local) {
+        ensure(s.grad, {grad_local.size(0), s.num_keys * s.cols});
+        copy_from_columns(s.grad, grad_local, col);
+        lookup_backward(s, optim, stream);
+        col += s.num_keys * s.cols;
+    }
+}
+
+KeyedTensor ShardedEmbeddingBagCollection::forward(const KeyedJaggedTensor& kjt, Stream& stream) {
+    SR_CHECK(!kjt.variable_stride_per_key(),
+             "ShardedEmbeddingBagCollection: a variable batch per key is not supported");
+    SR_CHECK(kjt.has_weights() == is_weighted_, "ShardedEmbeddingBagCollection: the KJT is {}weighted "
+             "but the collection is {}weighted", kjt.has_weights() ? "" : "not ",
+             is_weighted_ ? "" : "not ");
+    const int64_t B = kjt.stride();
+    ensure(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()});
+    out_.zero_();
+    // Bag lengths of every output key: MEAN over row shards divides after the sum.
+    if (!local_lengths_.defined() || local_lengths_.numel() != static_cast<int64_t>(names_.size()) * B) {
+        local_lengths_ = Tensor::empty({static_cast<int64_t>(names_.size()) * B}, DType::kI64);
+    }
+    int64_t* L = local_lengths_.data<int64_t>();
+    for (size_t k = 0; k < names_.size(); ++k) {
+        const int64_t ki = kjt.key_index(names_[k]);
+        const int64_t* len = kjt.lengths().data<int64_t>() + ki * B;
+        std::copy(len, len + B, L + static_cast<int64_t>(k) * B);
+    }
+    forward_entries(kjt, stream);
+    forward_row_wise(kjt, stream);
+    forward_data_parallel(kjt, stream);
+    float* out = out_.data<float>();
+    const int64_t width = out_.size(1);
+    for (size_t k = 0; k < names_.size(); ++k) {
+        if (!mean_after_sum(static_cast<int64_t>(k))) continue;
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t n = L[static_cast<int64_t>(k) * B + b];
+            if (n <= 0) continue;
+            for (int64_t d = 0; d < dims_[k]; ++d) out[b * width + key_col_[k] + d] /= static_cast<float>(n);
+        }
+    }
+    return KeyedTensor(names_, dims_, out_);
+}
+
+bool ShardedEmbeddingBagCollection::mean_after_sum(int64_t key) const {
+    return tables_[static_cast<size_t>(key_table_[static_cast<size_t>(key)])].pooling ==
+               PoolingMode::kMean &&
+           row_sharded_[static_cast<size_t>(key)];
+}
+
+void ShardedEmbeddingBagCollection::forward_entries(const KeyedJaggedTensor& kjt, Stream& stream) {
+    Group& g = *entries_;
+    if (g.entries.empty()) return;
+    auto aw = g.a2a->start(entries_input(kjt, g.entries, names_));
+    g.received = aw.wait();
+    g.batch_size_per_rank = aw.splits().stride_per_rank;
+    run_lookups(g, stream);
+    const Tensor a_out = g.pooled_a2a->forward(g.local_out, g.batch_size_per_rank);
+    int64_t col = 0;
+    for (const Entry& e : g.entries) {
+        add_columns(out_, key_col_[static_cast<size_t>(e.key)] + e.col_offset, a_out, col, e.cols);
+        col += e.cols;
+    }
+}
+
+void ShardedEmbeddingBagCollection::forward_row_wise(const KeyedJaggedTensor& kjt, Stream& stream) {
+    Group& g = *row_wise_;
+    if (g.keys.empty()) return;
+    std::vector<int64_t> index, block_sizes;
+    for (int64_t k : g.keys) {
+        index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
+        const auto& table = tables_[static_cast<size_t>(key_table_[static_cast<size_t>(k)])];
+        block_sizes.push_back(row_block_size(table.num_embeddings, pg_->size()));
+    }
+    BucketizedKJT bucketized = bucketize_kjt_before_all2all(kjt.permute(index), pg_->size(),
+                                                            block_sizes, /*output_permute=*/false);
+    auto aw = g.a2a->start(std::move(bucketized.features));
+    g.received = aw.wait();
+    g.batch_size_per_rank = aw.splits().stride_per_rank;
+    run_lookups(g, stream);
+    const Tensor summed = g.reduce_scatter->forward(g.local_out, g.batch_size_per_rank);
+    int64_t col = 0;
+    for (int64_t k : g.keys) {
+        add_columns(out_, key_col_[static_cast<size_t>(k)], summed, col, dims_[static_cast<size_t>(k)]);
+        col += dims_[static_cast<size_t>(k)];
+    }
+}
+
+void ShardedEmbeddingBagCollection::forward_data_parallel(const KeyedJaggedTensor& kjt,
+                                                          Stream& stream) {
+    Group& g = *data_parallel_;
+    if (g.keys.empty()) return;
+    std::vector<int64_t> index;
+    for (int64_t k : g.keys) index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
+    g.received = kjt.permute(index);
+    run_lookups(g, stream);
+    int64_t col = 0;
+    for (int64_t k : g.keys) {
+        add_columns(out_, key_col_[static_cast<size_t>(k)], g.local_out, col,
+                    dims_[static_cast<size_t>(k)]);
+        col += dims_[static_cast<size_t>(k)];
+    }
+}
+
+// ---- backward ----
+
+void ShardedEmbeddingBagCollection::gather_grad(Group& g, const Tensor& grad,
+                                                const std::vector<int64_t>& keys,
+                                                const std::vector<int64_t>& col_offsets,
+                                                const std::vector<int64_t>& widths) {
+    const int64_t B = grad.size(0), width = grad.size(1);
+    int64_t total = 0;
+    for (int64_t w : widths) total += w;
+    ensure(g.grad_out, {B, total});
+    const float* src = grad.data<float>();
+    float* dst = g.grad_out.data<float>();
+    const int64_t* L = local_lengths_.data<int64_t>();
+    int64_t col = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+        const int64_t k = keys[i];
+        const bool mean = mean_after_sum(k);
+        const int64_t c0 = key_col_[static_cast<size_t>(k)] + col_offsets[i];
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t n = L[k * B + b];
+            const float scale = mean && n > 0 ? 1.0f / static_cast<float>(n) : 1.0f;
+            for (int64_t d = 0; d < widths[i]; ++d) {
+                dst[b * total + col + d] = scale * src[b * width + c0 + d];
+            }
+        }
+        col += widths[i];
+    }
+}
+
+void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream) {
+    SR_CHECK(out_.defined() && grad.shape() == out_.shape(),
+             "ShardedEmbeddingBagCollection::backward: gradient {} for output {}", grad.str(),
+             out_.str());
+    if (!entries_->entries.empty()) {
+        Group& g = *entries_;
+        std::vector<int64_t> keys, offsets, widths;
+        for (const Entry& e : g.entries) {
+            keys.push_back(e.key);
+            offsets.push_back(e.col_offset);
+            widths.push_back(e.cols);
+        }
+        gather_grad(g, grad, keys, offsets, widths);
+        run_updates(g, g.pooled_a2a->backward(g.grad_out), optimizer_, stream);
+    }
+    if (!row_wise_->keys.empty()) {
+        Group& g = *row_wise_;
+        std::vector<int64_t> widths;
+        for (int64_t k : g.keys) widths.push_back(dims_[static_cast<size_t>(k)]);
+        gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths);
+        run_updates(g, g.reduce_scatter->backward(g.grad_out), optimizer_, stream);
+    }
+    if (!data_parallel_->keys.empty()) {
+        // Every replica applies the update of the global batch: gather every rank's ids and
+        // gradients (divided by the world size, as the other paths' backward collectives do).
+        Group& g = *data_parallel_;
+        std::vector<int64_t> widths;
+        for (int64_t k : g.keys) widths.push_back(dims_[static_cast<size_t>(k)]);
+        gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths);
+        const KeyedJaggedTensor global = all_gather_kjt(*pg_, g.received);
+        std::vector<int64_t> batch_size_per_rank(static_cast<size_t>(pg_->size()));
+        Tensor mine = Tensor::from_vector<int64_t>({g.received.stride()});
+        Tensor all = Tensor::from_blob(batch_size_per_rank.data(), {pg_->size()}, DType::kI64);
+        pg_->all_gather_v(mine, all, std::vector<int64_t>(static_cast<size_t>(pg_->size()), 1))
+            .wait();
+        Tensor gathered = g.all_gather->forward(g.grad_out, batch_size_per_rank);
+        float* gp = gathered.data<float>();
+        const float inv_world = 1.0f / static_cast<float>(pg_->size());
+        for (int64_t i = 0; i < gathered.numel(); ++i) gp[i] *= inv_world;
+        for (auto& s : g.local) slice_keys(global, s.first_key, s.num_keys, s.ids, s.offsets, s.psw);
+        run_updates(g, gathered, optimizer_, stream);
+    }
+}
+
+// ---- inspection ----
+
+Tensor ShardedEmbeddingBagCollection::unsharded_weight(int64_t table) const {
+    const EmbeddingBagConfig& cfg = tables_.at(static_cast<size_t>(table));
+    Tensor full = Tensor::zeros({cfg.num_embeddings, cfg.embedding_dim}, DType::kF32);
+    float* f = full.data<float>();
+    auto place = [&](const ShardLookup& s) {
+        SR_CHECK(s.weights.dtype() == DType::kF32, "unsharded_weight: table '{}' is stored as {}",
+                 cfg.name, dtype_name(s.weights.dtype()));
+        const float* src = s.weights.data<float>();
+        for (int64_t r = 0; r < s.rows; ++r) {
+            for (int64_t c = 0; c < s.cols; ++c) {
+                f[(s.row_offset + r) * cfg.embedding_dim + s.col_offset + c] = src[r * s.cols + c];
+            }
+        }
+    };
+    for (const Group* g : {entries_.get(), row_wise_.get()}) {
+        for (const ShardLookup& s : g->local) {
+            if (s.table == table) place(s);
+        }
+    }
+    if (pg_->rank() == 0) {  // replicas are identical: one copy joins the sum
+        for (const ShardLookup& s : data_parallel_->local) {
+            if (s.table == table) place(s);
+        }
+    }
+    pg_->all_reduce(full, comm::ReduceOp::kSum).wait();
+    return full;
+}
+
+int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
+    int64_t n = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
+        for (const ShardLookup& s : g->local) n += static_cast<int64_t>(s.weights.nbytes());
+    }
+    return n;
+}
+
+int64_t ShardedEmbeddingBagCollection::optimizer_state_bytes() const {
+    int64_t n = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
+        for (const ShardLookup& s : g->local) {
+            if (s.state1.defined()) n += static_cast<int64_t>(s.state1.nbytes());
+            if (s.state2.defined()) n += static_cast<int64_t>(s.state2.nbytes());
+        }
+    }
+    return n;
+}
+
+}  // namespace shardrec
