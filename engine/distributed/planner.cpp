@@ -79,7 +79,7 @@ std::vector<Option> enumerate_options(const ModelConfig::Table& t,
     std::vector<Option> out;
     if (entry && !entry->ranks.empty()) {
         const ShardingType type = *parse_sharding_type(want);
-        const std::vector<int> ranks = to_int(entry->ranks);
+        const std::vector<int> ranks = expand_ranks(type, to_int(entry->ranks), env);
         const std::string problem =
             sharding_problem(type, kernel_for(type), t.num_embeddings, t.embedding_dim, ranks,
                              entry->column_widths, env);
@@ -244,7 +244,9 @@ void commit(const Option& o, const Placement& p, Loads& loads) {
 }
 
 std::string gib(int64_t bytes) {
-    return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / kGiB);
+    const auto b = static_cast<double>(bytes);
+    return b < kGiB ? fmt::format("{:.1f} MiB", b / 1048576.0)
+                    : fmt::format("{:.1f} GiB", b / kGiB);
 }
 
 // Most memory one rank needs for the option: its largest shard plus what every rank holds.

@@ -113,7 +113,7 @@ ShardingPlan manual_plan(const ModelConfig& model,
         const std::vector<int64_t> widths = entry ? entry->column_widths : std::vector<int64_t>{};
         const std::vector<int> ranks =
             entry && !entry->ranks.empty()
-                ? to_int(entry->ranks)
+                ? expand_ranks(*type, to_int(entry->ranks), env)
                 : default_ranks(*type, table.embedding_dim, widths.size(), env, state);
         const std::string problem = sharding_problem(*type, *kernel, table.num_embeddings,
                                                      table.embedding_dim, ranks, widths, env);

@@ -10,7 +10,8 @@
 //                   the entry's column_widths (then k = their count);
 //   table_row_wise  node (n mod num_nodes) for the n-th such table;
 //   row_wise, data_parallel: every rank.
-// Explicit ranks must fit the type (sharding_types.h: sharding_problem).
+// Explicit ranks must fit the type (sharding_types.h: sharding_problem); table_row_wise may give
+// only its node's first rank (expand_ranks).
 //
 // Plan file (`shardrec plan --out`, sharding.plan_file), read strictly (errors name path, line):
 //   world_size: 8

@@ -263,6 +263,16 @@ std::vector<int> node_ranks(int node, int local_size) {
     return ranks;
 }
 
+std::vector<int> expand_ranks(ShardingType type,
+                              const std::vector<int>& ranks,
+                              const PlacementEnv& env) {
+    if (type == ShardingType::kTableRowWise && ranks.size() == 1 && env.local_size > 1 &&
+        ranks[0] >= 0 && ranks[0] < env.world_size && ranks[0] % env.local_size == 0) {
+        return node_ranks(env.node_of(ranks[0]), env.local_size);
+    }
+    return ranks;
+}
+
 std::string sharding_problem(ShardingType type,
                              EmbeddingComputeKernel kernel,
                              int64_t rows,

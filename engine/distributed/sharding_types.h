@@ -112,6 +112,13 @@ std::vector<int> all_ranks(int world_size);
 // The ranks of node `node`: node*L ... node*L + L - 1.
 std::vector<int> node_ranks(int node, int local_size);
 
+// Ranks as a config gives them, as the full list of shard ranks: table_row_wise also accepts
+// only its node's first rank (what TorchRec's ParameterSharding.ranks holds) and gets the whole
+// node; anything else is returned as is.
+std::vector<int> expand_ranks(ShardingType type,
+                              const std::vector<int>& ranks,
+                              const PlacementEnv& env);
+
 // Why these arguments cannot shard a [rows, cols] table as `type` on env ("" when they can):
 // ranks outside [0, W); table_wise without exactly one rank; row_wise or data_parallel not on
 // all_ranks; table_row_wise not on one whole node; column_wise with 0 or more than cols shards,

@@ -1,0 +1,212 @@
+// The auto planner and its cost model: balance, memory limits, constraints, clear failures,
+// the MLPerf config at scale, and make_sharding_plan's three sources.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "engine/core/error.h"
+#include "engine/distributed/planner.h"
+
+using namespace shardrec;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::filesystem::path repo_root() {
+    // This file is test/distributed/test_planner.cpp.
+    return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+// `n` equal tables of 100000 x 16 f32 rows (6.4 MB each), SGD (no optimizer state).
+std::string equal_tables(int n, const std::string& sharding = "") {
+    std::string text = R"(train: {steps: 1}
+data: {batch_size: 64}
+model:
+  type: dlrm
+  embedding_dim: 16
+  bottom_mlp: [16]
+  top_mlp: [1]
+  tables:
+)";
+    for (int i = 0; i < n; ++i) {
+        text += fmt::format("    - {{name: t{}, num_embeddings: 100000}}\n", i);
+    }
+    return text + "optimizer: {sparse: {type: sgd}}\n" + sharding;
+}
+
+Topology cpu_topology(int world_size, double memory_gib = 10.0, int local_size = 4) {
+    return parse_topology(fmt::format("compute_device: cpu\nlocal_size: {}\nhost_memory_gib: {}\n"
+                                      "reserved_fraction: 0.0\n",
+                                      local_size, memory_gib),
+                          world_size, "cpu.yaml");
+}
+
+std::map<int, int> tables_per_rank(const ShardingPlan& plan) {
+    std::map<int, int> count;
+    for (const auto& [name, ps] : plan.tables) {
+        REQUIRE(ps.sharding_type == ShardingType::kTableWise);
+        ++count[ps.ranks[0]];
+    }
+    return count;
+}
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("Planner: equal tables go table_wise, evenly over the ranks", "[distributed]") {
+    const Config c = parse_config(equal_tables(8), {}, "t.yaml");
+    const Topology topo = cpu_topology(4);
+    const ShardingPlan plan = EmbeddingShardingPlanner(topo).plan(c);
+    CHECK(tables_per_rank(plan) == std::map<int, int>{{0, 2}, {1, 2}, {2, 2}, {3, 2}});
+    const PlanEstimate e = estimate_plan(plan, c, topo);
+    for (const RankCost& r : e.ranks) {
+        CHECK(r.total_s() <= e.step_time_s());
+        CHECK(r.total_s() >= 0.99 * e.step_time_s());  // balanced
+        CHECK(r.lookup_s > 0);
+        CHECK(r.comm_s > 0);
+        CHECK(r.dense_s > 0);
+    }
+}
+
+TEST_CASE("Planner: the per-rank memory limit is respected", "[distributed]") {
+    // 12 MiB per rank: one 6.4 MB table and its buffers fit, two do not.
+    const Config c = parse_config(equal_tables(4), {}, "t.yaml");
+    const Topology topo = cpu_topology(4, 12.0 / 1024);
+    const ShardingPlan plan = EmbeddingShardingPlanner(topo).plan(c);
+    const PlanEstimate e = estimate_plan(plan, c, topo);
+    CHECK(e.max_memory_bytes() <= topo.memory_limit_bytes());
+    CHECK(e.max_memory_bytes() > topo.memory_limit_bytes() / 2);
+    // With room for everything on a rank, the same tables still spread for time.
+    const ShardingPlan roomy = EmbeddingShardingPlanner(cpu_topology(4)).plan(c);
+    CHECK(tables_per_rank(roomy).size() == 4);
+}
+
+TEST_CASE("Planner: fails clearly when the tables cannot fit", "[distributed]") {
+    const Config c = parse_config(equal_tables(8), {}, "t.yaml");
+    const std::string total =
+        error_of([&] { EmbeddingShardingPlanner(cpu_topology(4, 12.0 / 1024)).plan(c); });
+    CHECK_THAT(total, Contains("the model does not fit"));
+    CHECK_THAT(total, Contains("the 4 ranks have 4 x 12.0 MiB = 48.0 MiB"));
+    CHECK_THAT(total, Contains("of DDR"));
+    // Two tables pinned to one rank that holds only one: the second cannot be placed.
+    const Config pinned = parse_config(equal_tables(2, R"(sharding:
+  planner: auto
+  tables:
+    - {name: t0, sharding_type: table_wise, ranks: [1]}
+    - {name: t1, sharding_type: table_wise, ranks: [1]}
+)"),
+                                       {}, "t.yaml");
+    const std::string place =
+        error_of([&] { EmbeddingShardingPlanner(cpu_topology(4, 12.0 / 1024)).plan(pinned); });
+    CHECK_THAT(place, Contains("cannot place table 't1' [100000, 16] on 4 ranks"));
+    CHECK_THAT(place, Contains("table_wise (1 shard) needs 6.1 MiB on a rank"));
+    CHECK_THAT(place, Contains("the most free DDR on any rank is"));
+}
+
+TEST_CASE("Planner: config entries pin ranks and narrow the types", "[distributed]") {
+    const Config c = parse_config(equal_tables(4, R"(sharding:
+  planner: auto
+  tables:
+    - {name: t0, sharding_type: table_wise, ranks: [3]}
+    - {name: t1, sharding_type: row_wise}
+    - {name: t2, sharding_type: table_row_wise, ranks: [2]}
+    - {name: t3, compute_kernel: dense}
+)"),
+                                  {}, "t.yaml");
+    const ShardingPlan plan = EmbeddingShardingPlanner(cpu_topology(4, 10.0, 2)).plan(c);
+    CHECK(plan.at("t0").ranks == std::vector<int>{3});
+    CHECK(plan.at("t1").sharding_type == ShardingType::kRowWise);
+    CHECK(plan.at("t2").sharding_type == ShardingType::kTableRowWise);
+    CHECK(plan.at("t2").ranks == std::vector<int>{2, 3});  // the node of rank 2
+    CHECK(plan.at("t3").compute_kernel == EmbeddingComputeKernel::kDense);
+}
+
+TEST_CASE("CostModel: dense FLOPs and parameters of the MLPerf DLRM-DCNv2", "[distributed]") {
+    const Config c = load_config((repo_root() / "configs" / "dlrm_dcnv2_mlperf.yaml").string(), {});
+    // bottom 13-512-256-128, 3 low-rank (512) cross layers on 27 x 128, top
+    // 3456-1024-1024-512-256-1
+    CHECK(CostModel::dense_flops_per_sample(c.model) == 32102400.0);
+    CHECK(CostModel::dense_parameters(c.model) == 16044545);
+}
+
+TEST_CASE("CostModel: row_wise splits the lookups, table_wise has no comm on one rank",
+          "[distributed]") {
+    const Config c = parse_config(equal_tables(1), {}, "t.yaml");
+    const ModelConfig::Table& t = c.model.tables[0];
+    const CostModel one(c, cpu_topology(1));
+    const OptionCost tw =
+        one.table_cost(t, ShardingType::kTableWise, EmbeddingComputeKernel::kFused, {{100000, 16}});
+    CHECK(tw.shards[0].comm_s == 0);
+    CHECK(tw.every_rank.comm_s == 0);
+    CHECK(tw.shards[0].memory_bytes >= 100000 * 16 * 4);
+    const CostModel four(c, cpu_topology(4));
+    const OptionCost rw = four.table_cost(t, ShardingType::kRowWise, EmbeddingComputeKernel::kFused,
+                                          {{25000, 16}, {25000, 16}, {25000, 16}, {25000, 16}});
+    const OptionCost tw4 = four.table_cost(t, ShardingType::kTableWise,
+                                           EmbeddingComputeKernel::kFused, {{100000, 16}});
+    // Each row shard still writes (and reads back the gradient of) a partial sum for every bag.
+    CHECK(rw.shards[0].lookup_s < tw4.shards[0].lookup_s);
+    CHECK(rw.shards[0].memory_bytes < tw4.shards[0].memory_bytes / 2);
+    CHECK(rw.every_rank.comm_s == 0);  // the reduce-scatter is in the shards
+    CHECK(tw4.every_rank.comm_s > 0);
+    const OptionCost dp =
+        four.table_cost(t, ShardingType::kDataParallel, EmbeddingComputeKernel::kDense, {});
+    CHECK(dp.shards.size() == 4);
+    CHECK(dp.shards[0].comm_s > tw4.shards[0].comm_s);  // a 6.4 MB all-reduce
+}
+
+TEST_CASE("Planner: the MLPerf config at 8, 64 and 1024 ranks, each within a second",
+          "[distributed]") {
+    const Config c = load_config((repo_root() / "configs" / "dlrm_dcnv2_mlperf.yaml").string(), {});
+    for (int world : {8, 64, 1024}) {
+        INFO("world size " << world);
+        const Topology topo = default_topology("cuda", world);
+        const auto t0 = std::chrono::steady_clock::now();
+        const ShardingPlan plan = EmbeddingShardingPlanner(topo).plan(c);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        CHECK(seconds < 1.0);
+        CHECK_NOTHROW(check_plan(plan, c.model.tables));
+        const PlanEstimate e = estimate_plan(plan, c, topo);
+        CHECK(e.ranks.size() == static_cast<size_t>(world));
+        CHECK(e.max_memory_bytes() <= topo.memory_limit_bytes());
+        CHECK(e.step_time_s() > 0);
+        CHECK_THAT(estimate_report(e, c, topo), Contains("predicted step:"));
+    }
+    CHECK_THAT(error_of([&] { EmbeddingShardingPlanner(default_topology("cuda", 1)).plan(c); }),
+               Contains("the model does not fit"));
+}
+
+TEST_CASE("make_sharding_plan: manual rules, the auto planner, or a plan file", "[distributed]") {
+    const Topology topo = cpu_topology(2);
+    const Config manual = parse_config(equal_tables(3), {}, "t.yaml");
+    const ShardingPlan m = make_sharding_plan(manual, topo);
+    CHECK(m == manual_plan(manual.model, manual.sharding, topo.placement()));
+
+    const Config automatic = parse_config(equal_tables(3), {"sharding.planner=auto"}, "t.yaml");
+    const ShardingPlan a = make_sharding_plan(automatic, topo);
+    CHECK(a == EmbeddingShardingPlanner(topo).plan(automatic));
+
+    const auto path = std::filesystem::temp_directory_path() / "shardrec_test_plan.yaml";
+    {
+        std::ofstream out(path);
+        out << plan_to_yaml(a, automatic.model.tables);
+    }
+    const Config from_file =
+        parse_config(equal_tables(3), {"sharding.plan_file=" + path.string()}, "t.yaml");
+    CHECK(make_sharding_plan(from_file, topo) == a);
+    CHECK_THAT(error_of([&] { make_sharding_plan(from_file, cpu_topology(4)); }),
+               Contains("world_size: the plan is for 2 ranks, this run has 4"));
+    std::filesystem::remove(path);
+}
