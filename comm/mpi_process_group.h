@@ -1,0 +1,82 @@
+// MpiProcessGroup: the ProcessGroup of host tensors over one MPI communicator, built on MPI's
+// non-blocking collectives (MPI_Ialltoallv, MPI_Iallreduce, ...). A Work owns the MPI requests
+// and completes them by polling MPI_Test against a deadline (SHARDREC_COMM_TIMEOUT_S), so a dead
+// or diverged peer gives an error instead of a hang. MPI counts are int: larger collectives are
+// chunked (all_reduce, broadcast) or moved in blocks of a derived contiguous type (all_to_all_v,
+// all_gather_v); what still does not fit throws, naming the collective.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/process_group.h"
+
+namespace shardrec::comm {
+
+// SHARDREC_COMM_TIMEOUT_S: seconds a wait() may take before it throws; 0 waits forever.
+constexpr double kDefaultCommTimeoutS = 600.0;
+double comm_timeout_s_from_env();
+
+class MpiProcessGroup final : public ProcessGroup {
+public:
+    // Takes ownership of comm (freed in the destructor while MPI is still initialised) and sets
+    // MPI_ERRORS_RETURN on it.
+    MpiProcessGroup(MPI_Comm comm, std::string name, double timeout_s);
+    ~MpiProcessGroup() override;
+    MpiProcessGroup(const MpiProcessGroup&) = delete;
+    MpiProcessGroup& operator=(const MpiProcessGroup&) = delete;
+
+    // A group over a dup of MPI_COMM_WORLD (collective over the world), named "world".
+    static std::shared_ptr<MpiProcessGroup> create_world();
+
+    MPI_Comm comm() const { return comm_; }
+
+    double timeout_s() const { return timeout_s_; }
+
+    void set_timeout_s(double timeout_s) { timeout_s_ = timeout_s; }
+
+    // The largest count handed to one MPI call: INT_MAX. Tests lower it to drive the chunked and
+    // blocked paths with small tensors. Sub-groups made by split() inherit it and the timeout.
+    int64_t max_count() const { return max_count_; }
+
+    void set_max_count(int64_t max_count);
+
+    Work all_to_all_v(const Tensor& input, const std::vector<int64_t>& input_splits,
+                      Tensor& output, const std::vector<int64_t>& output_splits) override;
+    Work all_reduce(Tensor& tensor, ReduceOp op) override;
+    Work reduce_scatter_v(const Tensor& input, const std::vector<int64_t>& input_splits,
+                          Tensor& output, ReduceOp op) override;
+    Work all_gather_v(const Tensor& input, Tensor& output,
+                      const std::vector<int64_t>& output_splits) override;
+    Work broadcast(Tensor& tensor, int root) override;
+    Work barrier() override;
+
+    std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name) override;
+
+private:
+    MPI_Comm comm_;
+    double timeout_s_;
+    int64_t max_count_;
+};
+
+namespace detail {
+
+// Counts and displacements (prefix sums) of a vector collective in units of `block` elements.
+// block is 1 while every count and displacement fits in max_count; beyond that it is gcd(splits),
+// halved while it exceeds max_count itself, and the peer's side may pick another block (MPI
+// matches type signatures, not types). Throws naming `collective` when even that does not fit.
+struct MpiBlockedSplits {
+    int64_t block = 1;
+    std::vector<int> counts;
+    std::vector<int> displs;
+};
+MpiBlockedSplits mpi_blocked_splits(const char* collective, const std::vector<int64_t>& splits,
+                                    int64_t max_count);
+
+}  // namespace detail
+
+}  // namespace shardrec::comm
