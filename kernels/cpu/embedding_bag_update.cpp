@@ -1,7 +1,7 @@
 // Aggregate-then-update, shared by the pooled and the sequence embedding backward (see the
-// header). Sort: LSD radix over the row bits, each pass split over the threads in a stable way.
-// Update: OpenMP over touched rows in dynamic chunks; each row's duplicates are summed in id
-// order into a per-thread D-float accumulator, so nothing of size [U, D] is written.
+// header). Sort: LSD radix over the row bits, one thread. Update: OpenMP over touched rows in
+// dynamic chunks; each row's duplicates are summed in id order into a per-thread D-float
+// accumulator, so nothing of size [U, D] is written.
 #include "kernels/cpu/embedding_bag_update.h"
 
 #include <algorithm>
@@ -26,11 +26,9 @@ enum Slot : size_t {
     kSortKeysB,
     kSegmentBegin,
     kAccumulators,
-    kRadixCounts,
 };
 
 constexpr int kMaxDigitBits = 11;
-constexpr int64_t kMinKeysForThreads = 1 << 14;
 constexpr int64_t kRowsPerChunk = 64;
 constexpr int64_t kMinRowsPerThread = 64;  // below this a parallel region costs more than it saves
 constexpr int kPrefetchSegments = 4;       // rows ahead to prefetch in the update loop
@@ -40,45 +38,22 @@ T* slot_buffer(EmbeddingBackwardWorkspace& ws, Slot slot, int64_t count) {
     return static_cast<T*>(ws.buffer(slot, count * static_cast<int64_t>(sizeof(T)), Device::cpu()));
 }
 
-// One stable counting-sort pass on the digit of `keys_in` at `shift`, split over the threads:
-// thread t counts, then scatters, its contiguous chunk, each digit placed after the same digit
-// of threads < t; so the output is the serial stable pass whatever the thread count.
-// counts: [max_threads(), mask + 1] scratch.
-void radix_pass(int64_t n,
-                int shift,
-                uint64_t mask,
-                const uint64_t* keys_in,
-                uint64_t* keys_out,
-                int64_t* counts) {
-    const auto buckets = static_cast<int64_t>(mask + 1);
-#pragma omp parallel if (n >= kMinKeysForThreads)
-    {
-#ifdef _OPENMP
-        const int64_t thread = omp_get_thread_num(), threads = omp_get_num_threads();
-#else
-        const int64_t thread = 0, threads = 1;
-#endif
-        const int64_t lo = n * thread / threads, hi = n * (thread + 1) / threads;
-        int64_t* count = counts + thread * buckets;
-        std::fill(count, count + buckets, int64_t{0});
-        for (int64_t i = lo; i < hi; ++i) {
-            ++count[(keys_in[i] >> shift) & mask];
-        }
-#pragma omp barrier
-#pragma omp single
-        {
-            int64_t sum = 0;
-            for (int64_t d = 0; d < buckets; ++d) {
-                for (int64_t t = 0; t < threads; ++t) {
-                    const int64_t c = counts[t * buckets + d];
-                    counts[t * buckets + d] = sum;
-                    sum += c;
-                }
-            }
-        }
-        for (int64_t i = lo; i < hi; ++i) {
-            keys_out[count[(keys_in[i] >> shift) & mask]++] = keys_in[i];
-        }
+// Stable counting-sort pass on the digit of `keys_in` at `shift`. One thread: a batch's ids are
+// few next to the rows they move, and every parallel region is a barrier that costs a scheduler
+// quantum when another process holds the core.
+void radix_pass(int64_t n, int shift, uint64_t mask, const uint64_t* keys_in, uint64_t* keys_out) {
+    std::array<int64_t, (size_t{1} << kMaxDigitBits)> count{};
+    for (int64_t i = 0; i < n; ++i) {
+        ++count[(keys_in[i] >> shift) & mask];
+    }
+    int64_t sum = 0;
+    for (uint64_t d = 0; d <= mask; ++d) {
+        const int64_t c = count[d];
+        count[d] = sum;
+        sum += c;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+        keys_out[count[(keys_in[i] >> shift) & mask]++] = keys_in[i];
     }
 }
 
@@ -243,20 +218,16 @@ RowSegments sort_by_row(const RowContributions& c,
              "embedding backward: {} rows and {} ids do not pack in 64 bits", num_rows, n);
     uint64_t* keys[2] = {slot_buffer<uint64_t>(workspace, kSortKeysA, n),
                          slot_buffer<uint64_t>(workspace, kSortKeysB, n)};
-    uint64_t* packed = keys[1];
-#pragma omp parallel for schedule(static) if (n >= kMinKeysForThreads)
     for (int64_t i = 0; i < n; ++i) {
-        packed[i] = (static_cast<uint64_t>(c.rows[i]) << index_bits) | static_cast<uint64_t>(i);
+        keys[1][i] = (static_cast<uint64_t>(c.rows[i]) << index_bits) | static_cast<uint64_t>(i);
     }
-    int64_t* counts = slot_buffer<int64_t>(workspace, kRadixCounts,
-                                           max_threads() * (int64_t{1} << kMaxDigitBits));
     // Passes of at most kMaxDigitBits over the row bits only: 2 passes for 1M rows. The index
     // bits start in ascending order, and every pass is stable.
     const int passes = (row_bits + kMaxDigitBits - 1) / kMaxDigitBits;
     const int digit_bits = (row_bits + passes - 1) / passes;
     const uint64_t mask = (uint64_t{1} << digit_bits) - 1;
     for (int p = 0; p < passes; ++p) {
-        radix_pass(n, index_bits + p * digit_bits, mask, keys[(p + 1) & 1], keys[p & 1], counts);
+        radix_pass(n, index_bits + p * digit_bits, mask, keys[(p + 1) & 1], keys[p & 1]);
     }
     const uint64_t* sorted = keys[(passes + 1) & 1];
     int64_t* begin = slot_buffer<int64_t>(workspace, kSegmentBegin, n + 1);
