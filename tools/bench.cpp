@@ -89,7 +89,7 @@ int bench_main(const std::vector<std::string>& args) {
     const Config config = load_config(path, sets);
     const int threads = train::configure_threads(config);
     const double copy_gbps = copy_bandwidth_gbps();
-    train::Trainer trainer(config);
+    train::Trainer trainer(config, train::default_process_group());
     std::vector<Batch> batches;
     const auto data_t0 = Clock::now();
     for (int64_t s = 0; s < std::min<int64_t>(warmup + steps, 16); ++s) {

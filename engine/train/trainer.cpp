@@ -76,20 +76,19 @@ void check_supported(const Config& config) {
 
 // One process: the plain EmbeddingBagCollection. Several ranks: the tables sharded by the plan
 // (sharding section, plan file or auto planner), dense layers replicated.
-std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(const Config& config) {
+std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
+    const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg) {
     const auto optimizer = sparse_optimizer_params(config.optimizer.sparse);
     const auto seed = static_cast<uint64_t>(config.train.seed);
-    const comm::ProcessInfo& proc = comm::process_info();
-    if (proc.world_size == 1) return make_embedding_bag_collection(config.model, seed, optimizer);
-    Topology topology =
-        resolve_topology(config.sharding.topology, config.runtime.device, proc.world_size);
-    topology.local_size = proc.local_size;
+    if (pg == nullptr) return make_embedding_bag_collection(config.model, seed, optimizer);
+    Topology topology = resolve_topology(config.sharding.topology, config.runtime.device, pg->size());
+    topology.local_size = std::min(comm::process_info().local_size, pg->size());
     const ShardingPlan plan = make_sharding_plan(config, topology);
-    log::root().info("sharding plan for {} ranks:\n{}", proc.world_size,
+    log::root().info("sharding plan for {} ranks:\n{}", pg->size(),
                      plan_table(plan, config.model.tables, PlanTableOptions{}));
-    return std::make_unique<ShardedEmbeddingBagCollection>(
-        embedding_bag_configs(config.model), is_weighted(config.model), plan,
-        comm::world_process_group(), seed, optimizer);
+    return std::make_unique<ShardedEmbeddingBagCollection>(embedding_bag_configs(config.model),
+                                                           is_weighted(config.model), plan, pg,
+                                                           seed, optimizer);
 }
 
 }  // namespace
@@ -104,23 +103,29 @@ int configure_threads(const Config& config) {
     return threads;
 }
 
-Trainer::Trainer(const Config& config)
+std::shared_ptr<comm::ProcessGroup> default_process_group() {
+    return comm::process_info().world_size > 1 ? comm::world_process_group() : nullptr;
+}
+
+Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
     : config_((check_supported(config), config)),
+      pg_(std::move(pg)),
+      rank_(pg_ ? pg_->rank() : 0),
+      world_size_(pg_ ? pg_->size() : 1),
       dataset_(synthetic_spec(config)),
       model_(make_model(config.model, static_cast<uint64_t>(config.train.seed),
-                        make_sparse_arch(config))),
+                        make_sparse_arch(config, pg_))),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
       schedule_(lr_schedule_config(config.optimizer.dense)),
-      pipeline_(*model_, *optimizer_,
-                comm::process_info().world_size > 1 ? comm::world_process_group() : nullptr) {}
+      pipeline_(*model_, *optimizer_, pg_) {}
 
 int64_t Trainer::global_batch_size() const {
-    return config_.data.batch_size * comm::process_info().world_size;
+    return config_.data.batch_size * world_size_;
 }
 
 Batch Trainer::train_batch(int64_t step) const {
     const int64_t B = config_.data.batch_size;
-    return dataset_.batch(step * global_batch_size() + comm::process_info().rank * B, B,
+    return dataset_.batch(step * global_batch_size() + rank_ * B, B,
                           data::Split::kTrain);
 }
 
@@ -146,7 +151,7 @@ Metrics Trainer::evaluate() {
     const int64_t global = global_batch_size();
     const int64_t steps = (config_.train.eval_samples + global - 1) / global;
     for (int64_t i = 0; i < steps; ++i) {
-        const int64_t start = i * global + comm::process_info().rank * B;
+        const int64_t start = i * global + rank_ * B;
         const Batch batch = dataset_.batch(start, B, data::Split::kEval);
         eval_acc_.add(pipeline_.predict(batch), batch.labels);
     }
@@ -155,7 +160,7 @@ Metrics Trainer::evaluate() {
 
 TrainSummary run(const Config& config, const std::string& run_dir) {
     const int threads = configure_threads(config);
-    Trainer trainer(config);
+    Trainer trainer(config, default_process_group());
     const bool rank0 = comm::process_info().rank == 0;
     MetricsWriter writer(run_dir, rank0);
     Progress progress(config.train.steps, config.train.log_every);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/process_group.h"
 #include "engine/config/config.h"
 #include "engine/data/synthetic.h"
 #include "engine/optim/lr_schedule.h"
@@ -16,7 +17,9 @@ namespace shardrec::train {
 
 class Trainer {
 public:
-    explicit Trainer(const Config& config);
+    // pg: the ranks that train together (dense layers replicated, tables sharded by the plan);
+    // nullptr trains alone with unsharded tables. Rank r reads its slice of each global batch.
+    Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg);
 
     // The per-rank slice of global batch `step` (0-based) of the train split.
     Batch train_batch(int64_t step) const;
@@ -35,6 +38,9 @@ public:
 
 private:
     const Config& config_;
+    std::shared_ptr<comm::ProcessGroup> pg_;
+    int rank_;
+    int world_size_;
     data::SyntheticDataset dataset_;
     std::unique_ptr<RecModel> model_;
     std::unique_ptr<DenseOptimizer> optimizer_;
@@ -52,6 +58,9 @@ struct TrainSummary {
 };
 
 TrainSummary run(const Config& config, const std::string& run_dir);
+
+// The world group when the process runs with several ranks, else nullptr (one process).
+std::shared_ptr<comm::ProcessGroup> default_process_group();
 
 // CPU threads per rank: runtime.threads, or the cores shared evenly by the node's ranks. Applied
 // to OpenMP and OpenBLAS.

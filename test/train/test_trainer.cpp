@@ -28,7 +28,7 @@ optimizer:
 )";
 
 std::vector<float> losses(const Config& config, int steps) {
-    train::Trainer trainer(config);
+    train::Trainer trainer(config, nullptr);
     std::vector<float> out;
     for (int s = 0; s < steps; ++s) out.push_back(trainer.train_step(trainer.train_batch(s), s).loss);
     return out;
@@ -42,7 +42,7 @@ TEST_CASE("Trainer: no allocation per step after warm-up", "[train]") {
         if (std::string(type) == "dlrm_dcn") sets.push_back("model.dcn.low_rank=4");
         if (std::string(type) == "deepfm") sets.push_back("model.deepfm.hidden=[16, 8]");
         const Config config = parse_config(kSmallConfig, sets);
-        train::Trainer trainer(config);
+        train::Trainer trainer(config, nullptr);
         std::vector<Batch> batches;
         for (int s = 0; s < 6; ++s) batches.push_back(trainer.train_batch(s));
         for (int s = 0; s < 2; ++s) (void)trainer.train_step(batches[s], s);
@@ -72,7 +72,7 @@ TEST_CASE("Trainer: every model type learns on the planted signal", "[train]") {
         if (std::string(type) == "dlrm_dcn") sets.push_back("model.dcn.low_rank=4");
         if (std::string(type) == "deepfm") sets.push_back("model.deepfm.hidden=[16, 8]");
         const Config config = parse_config(kSmallConfig, sets);
-        train::Trainer trainer(config);
+        train::Trainer trainer(config, nullptr);
         const double auc_before = trainer.evaluate().auc;
         for (int s = 0; s < 150; ++s) (void)trainer.train_step(trainer.train_batch(s), s);
         const double auc_after = trainer.evaluate().auc;
