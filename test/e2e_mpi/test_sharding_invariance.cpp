@@ -46,11 +46,11 @@ Config with_sharding(const std::string& sharding, int batch_size) {
     return parse_config(text, {"data.batch_size=" + std::to_string(batch_size)});
 }
 
-void check_close(const std::vector<float>& got, const std::vector<float>& want, double rel,
-                 const std::string& what) {
+void check_close(const std::vector<float>& got, const std::vector<float>& want, double abs,
+                 double rel, const std::string& what) {
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < got.size(); ++i) {
-        const double tol = 1e-6 + rel * std::fabs(want[i]);
+        const double tol = abs + rel * std::fabs(want[i]);
         INFO(what << " [" << i << "]: sharded " << got[i] << " one process " << want[i]);
         REQUIRE(std::fabs(got[i] - want[i]) <= tol);
     }
@@ -70,17 +70,20 @@ void check_invariance(const std::string& sharding) {
         sharded_losses.push_back(sharded.train_step(sharded.train_batch(s), s).loss);
         reference_losses.push_back(reference.train_step(reference.train_batch(s), s).loss);
     }
-    check_close(sharded_losses, reference_losses, 1e-5, sharding + " loss");
+    check_close(sharded_losses, reference_losses, 1e-6, 1e-5, sharding + " loss");
 
     auto& ebc = dynamic_cast<ShardedEmbeddingBagCollection&>(sharded.model().sparse_arch());
     auto& ref = dynamic_cast<EmbeddingBagCollection&>(reference.model().sparse_arch());
     for (int64_t t = 0; t < static_cast<int64_t>(ref.tables().size()); ++t) {
+        // The dense gradients are averaged over ranks in another order than one process sums
+        // them; Adagrad's g / sqrt(G) turns those last-bit differences into ~1e-4 relative ones
+        // on rows with tiny gradients. A missing or doubled update moves a row by ~lr = 0.05.
         check_close(ebc.unsharded_weight(t).to_vector<float>(), ref.weight(t).to_vector<float>(),
-                    1e-5, sharding + " table " + ref.tables()[static_cast<size_t>(t)].name);
+                    5e-5, 5e-4, sharding + " table " + ref.tables()[static_cast<size_t>(t)].name);
     }
     const train::Metrics m_sharded = sharded.evaluate();
     const train::Metrics m_reference = reference.evaluate();
-    CHECK(std::fabs(m_sharded.auc - m_reference.auc) < 1e-6);
+    CHECK(std::fabs(m_sharded.auc - m_reference.auc) < 1e-4);
 }
 
 }  // namespace
