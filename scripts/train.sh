@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Trains the built-in default: DLRM on synthetic data, CPU, under mpirun (NP ranks).
 #   scripts/train.sh [CONFIG] [shardrec train args...]     (default configs/quickstart.yaml)
-# Environment: BUILD_DIR (default build), NP (default 1).
+# Environment: BUILD_DIR (default build), NP (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -20,4 +20,4 @@ cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec
 # Root needs --allow-run-as-root; --oversubscribe lets 2 ranks share a small machine.
 mpi_flags=(--oversubscribe)
 if [ "$(id -u)" -eq 0 ]; then mpi_flags+=(--allow-run-as-root); fi
-exec mpirun -np "${NP:-1}" "${mpi_flags[@]}" "$build_dir/shardrec" train "$config" "$@"
+exec mpirun -np "${NP:-2}" "${mpi_flags[@]}" "$build_dir/shardrec" train "$config" "$@"

@@ -84,3 +84,18 @@ TEST_CASE("train: a bad config exits non-zero, names the key and writes no run d
     CHECK(r.output.find("embedding_dim") != std::string::npos);
     CHECK(!std::filesystem::exists(dir / "run"));
 }
+
+TEST_CASE("train: two MPI ranks with the quickstart's mixed plan learn the signal", "[e2e][mpi]") {
+    const auto dir = fresh_dir("np2");
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const RunResult r =
+        run_shardrec({"train", config, "--out", (dir / "run").string(), "--set", "train.steps=300",
+                      "--set", "data.batch_size=128", "--set", "train.eval_every=0"},
+                     "mpirun -np 2 --allow-run-as-root --oversubscribe");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto evals = of_kind(read_metrics(dir / "run"), "eval");
+    REQUIRE(evals.size() == 1);
+    CHECK(std::stod(evals.back().at("auc")) >= 0.75);
+    CHECK(r.output.find("row_wise") != std::string::npos);  // the plan table was printed
+}
