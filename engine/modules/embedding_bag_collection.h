@@ -54,7 +54,9 @@ public:
 
     Device device() const { return device_; }
 
-    const std::vector<std::string>& embedding_names() const override { return names_; }  // output keys
+    const std::vector<std::string>& embedding_names() const override {
+        return names_;
+    }  // output keys
 
     const std::vector<int64_t>& embedding_dims() const override { return dims_; }  // per output key
 
@@ -75,7 +77,7 @@ public:
     // module does not read). Defined after backward when is_weighted.
     const Tensor& grad_per_sample_weights() const { return grad_psw_; }
 
-    int64_t num_parameters() const;   // sum of E * D
+    int64_t num_parameters() const;            // sum of E * D
     int64_t parameter_bytes() const override;  // weights storage
     int64_t optimizer_state_bytes() const override;
 
