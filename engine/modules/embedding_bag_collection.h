@@ -54,11 +54,10 @@ public:
 
     Device device() const { return device_; }
 
-    const std::vector<std::string>& embedding_names() const override {
-        return names_;
-    }  // output keys
+    // The output keys, and the dim of each.
+    const std::vector<std::string>& embedding_names() const override { return names_; }
 
-    const std::vector<int64_t>& embedding_dims() const override { return dims_; }  // per output key
+    const std::vector<int64_t>& embedding_dims() const override { return dims_; }
 
     // ---- fused optimizer ----
     void set_learning_rate(float lr) override;
