@@ -18,14 +18,18 @@ std::string broadcast_bytes(ProcessGroup& pg, int root, std::string bytes, bool 
     bytes.resize(static_cast<size_t>(header[1]));
     Tensor data = Tensor::from_blob(bytes.data(), {header[1]}, DType::kU8);
     pg.broadcast(data, root).wait();
-    SR_CHECK(header[0] == 0, "invoke_on_rank_and_broadcast_result: the function failed on rank {}: {}",
-             root, bytes);
+    SR_CHECK(header[0] == 0,
+             "invoke_on_rank_and_broadcast_result: the function failed on rank {}: {}", root,
+             bytes);
     return bytes;
 }
 
 template <typename T>
-T invoke_and_broadcast(ProcessGroup& pg, int rank, const std::function<T()>& fn,
-                       std::string (*encode)(const T&), T (*decode)(const std::string&)) {
+T invoke_and_broadcast(ProcessGroup& pg,
+                       int rank,
+                       const std::function<T()>& fn,
+                       std::string (*encode)(const T&),
+                       T (*decode)(const std::string&)) {
     SR_CHECK(rank >= 0 && rank < pg.size(),
              "invoke_on_rank_and_broadcast_result: rank {} is not in group '{}' (size {})", rank,
              pg.name(), pg.size());
@@ -42,19 +46,27 @@ T invoke_and_broadcast(ProcessGroup& pg, int rank, const std::function<T()>& fn,
     return decode(broadcast_bytes(pg, rank, std::move(bytes), failed));
 }
 
-std::string encode_string(const std::string& s) { return s; }
+std::string encode_string(const std::string& s) {
+    return s;
+}
 
-std::string decode_string(const std::string& s) { return s; }
+std::string decode_string(const std::string& s) {
+    return s;
+}
 
 std::string encode_int64s(const std::vector<int64_t>& v) {
     std::string bytes(v.size() * sizeof(int64_t), '\0');
-    if (!v.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+    if (!v.empty()) {
+        std::memcpy(bytes.data(), v.data(), bytes.size());
+    }
     return bytes;
 }
 
 std::vector<int64_t> decode_int64s(const std::string& bytes) {
     std::vector<int64_t> v(bytes.size() / sizeof(int64_t));
-    if (!v.empty()) std::memcpy(v.data(), bytes.data(), v.size() * sizeof(int64_t));
+    if (!v.empty()) {
+        std::memcpy(v.data(), bytes.data(), v.size() * sizeof(int64_t));
+    }
     return v;
 }
 
@@ -64,7 +76,8 @@ bool is_leader(const ProcessGroup* pg, int leader_rank) {
     return pg == nullptr || pg->rank() == leader_rank;
 }
 
-std::string invoke_on_rank_and_broadcast_result(ProcessGroup& pg, int rank,
+std::string invoke_on_rank_and_broadcast_result(ProcessGroup& pg,
+                                                int rank,
                                                 const std::function<std::string()>& fn) {
     return invoke_and_broadcast<std::string>(pg, rank, fn, encode_string, decode_string);
 }

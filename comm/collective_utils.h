@@ -18,7 +18,8 @@ bool is_leader(const ProcessGroup* pg, int leader_rank = 0);
 // Runs fn on `rank` only and returns its result on every rank of pg (size, then bytes, by
 // broadcast). If fn throws there, every rank throws a shardrec::Error carrying its message, so no
 // rank is left waiting for a result that never comes.
-std::string invoke_on_rank_and_broadcast_result(ProcessGroup& pg, int rank,
+std::string invoke_on_rank_and_broadcast_result(ProcessGroup& pg,
+                                                int rank,
                                                 const std::function<std::string()>& fn);
 std::vector<int64_t> invoke_on_rank_and_broadcast_result(
     ProcessGroup& pg, int rank, const std::function<std::vector<int64_t>()>& fn);

@@ -1,154 +1,18 @@
-// MpiProcessGroup: every collective posts non-blocking MPI calls into an MpiWork that owns what
-// MPI reads until completion (the count arrays, the tensor handles) and finishes by polling.
+// MpiProcessGroup: every collective checks its arguments on this rank (so a mistake throws here
+// instead of hanging the peers), then posts non-blocking MPI calls into an MpiWork.
 #include "comm/mpi_process_group.h"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <functional>
 #include <mutex>
 #include <numeric>
-#include <thread>
 
 #include "comm/mpi_check.h"
-#include "engine/core/log.h"
+#include "comm/mpi_work.h"
 
 namespace shardrec::comm {
 namespace {
-
-// ---- the Work of MPI requests ----
-
-// Polls spin this many times before sleeping: small collectives finish within microseconds,
-// while a long wait should leave the core to the rank sharing it (and to compute threads).
-constexpr int kSpinPolls = 100;
-constexpr int64_t kMinSleepUs = 50;
-constexpr int64_t kMaxSleepUs = 200;
-
-class MpiWork final : public WorkImpl {
-public:
-    MpiWork(const char* collective, const MpiProcessGroup& pg)
-        : collective_(collective),
-          group_(pg.name()),
-          group_rank_(pg.rank()),
-          group_size_(pg.size()),
-          timeout_s_(pg.timeout_s()) {}
-
-    MpiWork(const MpiWork&) = delete;
-    MpiWork& operator=(const MpiWork&) = delete;
-
-    // Also covers a Work overwritten by move-assignment, which skips Work::~Work.
-    ~MpiWork() override {
-        if (state_ == State::kPending) {
-            try {
-                wait();
-            } catch (const std::exception& e) {
-                log::all().error("a dropped Work failed: {}", e.what());
-            }
-        }
-        if (state_ == State::kFailed) abandon();
-    }
-
-    MPI_Request* add_request() {
-        requests_.push_back(MPI_REQUEST_NULL);
-        return &requests_.back();
-    }
-
-    // MPI reads count arrays until completion; a moved vector keeps its buffer.
-    const int* keep(std::vector<int> values) {
-        arrays_.push_back(std::move(values));
-        return arrays_.back().data();
-    }
-
-    void keep(const Tensor& t) { tensors_.push_back(t); }
-
-    void on_complete(std::function<void()> fn) { on_complete_ = std::move(fn); }
-
-    // rc of posting one MPI call; a failure abandons the requests already posted.
-    void check_posted(int rc, const char* call) {
-        if (rc != MPI_SUCCESS) fail(call, "failed: " + mpi_error_string(rc));
-    }
-
-    void wait() override {
-        if (state_ == State::kDone) return;
-        if (state_ == State::kFailed) throw Error(error_);
-        const auto start = std::chrono::steady_clock::now();
-        int64_t sleep_us = kMinSleepUs;
-        for (int polls = 0; !test(); ++polls) {
-            const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
-            if (timeout_s_ > 0 && waited.count() > timeout_s_) {
-                fail("wait", fmt::format("did not complete within {} s (SHARDREC_COMM_TIMEOUT_S): "
-                                         "a peer died or called collectives in another order",
-                                         timeout_s_));
-            }
-            if (polls >= kSpinPolls) {
-                std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-                sleep_us = std::min(2 * sleep_us, kMaxSleepUs);
-            }
-        }
-    }
-
-    bool is_completed() override {
-        if (state_ == State::kFailed) throw Error(error_);
-        return state_ == State::kDone || test();
-    }
-
-private:
-    enum class State { kPending, kDone, kFailed };
-
-    struct Abandoned {
-        std::vector<MPI_Request> requests;
-        std::vector<std::vector<int>> arrays;
-        std::vector<Tensor> tensors;
-    };
-
-    bool test() {
-        int flag = 0;
-        const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag,
-                                   MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) fail("MPI_Testall", "failed: " + mpi_error_string(rc));
-        if (!flag) return false;
-        state_ = State::kDone;
-        if (on_complete_) on_complete_();
-        tensors_.clear();
-        return true;
-    }
-
-    // The requests stay posted (see abandon()) and the destructor does not wait for them again.
-    [[noreturn]] void fail(const char* call, const std::string& why) {
-        state_ = State::kFailed;
-        try {
-            throw_error(call, collective_, __FILE__, __LINE__,
-                        fmt::format("{} on group '{}' (rank {} of {}) {}", collective_, group_,
-                                    group_rank_, group_size_, why));
-        } catch (const Error& e) {
-            error_ = e.what();
-            throw;
-        }
-    }
-
-    // MPI cannot cancel a collective: a failed one may still complete later (a late peer) and
-    // then reads the count arrays and writes the tensors, so they live until the process ends.
-    void abandon() {
-        static std::mutex mutex;
-        static std::vector<std::unique_ptr<Abandoned>> graveyard;
-        const std::lock_guard<std::mutex> lock(mutex);
-        graveyard.push_back(std::make_unique<Abandoned>(
-            Abandoned{std::move(requests_), std::move(arrays_), std::move(tensors_)}));
-    }
-
-    const char* collective_;
-    std::string group_;
-    int group_rank_;
-    int group_size_;
-    double timeout_s_;
-    State state_ = State::kPending;
-    std::string error_;
-    std::vector<MPI_Request> requests_;
-    std::vector<std::vector<int>> arrays_;
-    std::vector<Tensor> tensors_;
-    std::function<void()> on_complete_;
-};
 
 // ---- datatypes and argument checks ----
 
@@ -202,7 +66,9 @@ void check_host(const char* collective, const Tensor& t, const char* what) {
 }
 
 // Checks the length and signs of splits; returns their sum.
-int64_t check_splits(const char* collective, const char* what, const std::vector<int64_t>& splits,
+int64_t check_splits(const char* collective,
+                     const char* what,
+                     const std::vector<int64_t>& splits,
                      int group_size) {
     SR_CHECK(static_cast<int64_t>(splits.size()) == group_size,
              "{}: {} has {} entries for a group of {} ranks", collective, what, splits.size(),
@@ -220,14 +86,18 @@ int64_t check_splits(const char* collective, const char* what, const std::vector
 class BlockType {
 public:
     BlockType(MPI_Datatype base, int64_t block) : type_(base) {
-        if (block == 1) return;
+        if (block == 1) {
+            return;
+        }
         SR_MPI_CHECK(MPI_Type_contiguous(static_cast<int>(block), base, &type_));
         SR_MPI_CHECK(MPI_Type_commit(&type_));
         derived_ = true;
     }
 
     ~BlockType() {
-        if (derived_) MPI_Type_free(&type_);
+        if (derived_) {
+            MPI_Type_free(&type_);
+        }
     }
 
     BlockType(const BlockType&) = delete;
@@ -248,7 +118,9 @@ char* element_ptr(Tensor& t, int64_t offset) {
 void divide_by(Tensor t, int divisor) {
     float* p = t.data<float>();
     const float d = static_cast<float>(divisor);
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] /= d;
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+        p[i] /= d;
+    }
 }
 
 int comm_rank(MPI_Comm comm) {
@@ -275,7 +147,9 @@ MPI_Comm with_errors_return(MPI_Comm comm) {
 
 double comm_timeout_s_from_env() {
     const char* s = std::getenv("SHARDREC_COMM_TIMEOUT_S");
-    if (s == nullptr || *s == '\0') return kDefaultCommTimeoutS;
+    if (s == nullptr || *s == '\0') {
+        return kDefaultCommTimeoutS;
+    }
     char* end = nullptr;
     const double t = std::strtod(s, &end);
     SR_CHECK(end != s && *end == '\0' && t >= 0,
@@ -292,7 +166,9 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name, double timeout
 MpiProcessGroup::~MpiProcessGroup() {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    if (!finalized && comm_ != MPI_COMM_NULL) {
+        MPI_Comm_free(&comm_);
+    }
 }
 
 std::shared_ptr<MpiProcessGroup> MpiProcessGroup::create_world() {
@@ -324,14 +200,18 @@ std::shared_ptr<ProcessGroup> world_process_group() {
     static std::mutex mutex;
     static std::shared_ptr<ProcessGroup> world;
     const std::lock_guard<std::mutex> lock(mutex);
-    if (!world) world = MpiProcessGroup::create_world();
+    if (!world) {
+        world = MpiProcessGroup::create_world();
+    }
     return world;
 }
 
 // ---- collectives ----
 
-Work MpiProcessGroup::all_to_all_v(const Tensor& input, const std::vector<int64_t>& input_splits,
-                                   Tensor& output, const std::vector<int64_t>& output_splits) {
+Work MpiProcessGroup::all_to_all_v(const Tensor& input,
+                                   const std::vector<int64_t>& input_splits,
+                                   Tensor& output,
+                                   const std::vector<int64_t>& output_splits) {
     const char* const kName = "all_to_all_v";
     check_host(kName, input, "input");
     check_host(kName, output, "output");
@@ -356,8 +236,8 @@ Work MpiProcessGroup::all_to_all_v(const Tensor& input, const std::vector<int64_
     const int* recv_counts = work->keep(std::move(recv.counts));
     const int* recv_displs = work->keep(std::move(recv.displs));
     work->check_posted(MPI_Ialltoallv(input.data_ptr(), send_counts, send_displs, send_type.get(),
-                                      output.data_ptr(), recv_counts, recv_displs,
-                                      recv_type.get(), comm_, work->add_request()),
+                                      output.data_ptr(), recv_counts, recv_displs, recv_type.get(),
+                                      comm_, work->add_request()),
                        "MPI_Ialltoallv");
     return Work(std::move(work));
 }
@@ -418,7 +298,8 @@ Work MpiProcessGroup::reduce_scatter_v(const Tensor& input,
     return Work(std::move(work));
 }
 
-Work MpiProcessGroup::all_gather_v(const Tensor& input, Tensor& output,
+Work MpiProcessGroup::all_gather_v(const Tensor& input,
+                                   Tensor& output,
                                    const std::vector<int64_t>& output_splits) {
     const char* const kName = "all_gather_v";
     check_host(kName, input, "input");
@@ -441,26 +322,26 @@ Work MpiProcessGroup::all_gather_v(const Tensor& input, Tensor& output,
     work->keep(output);
     const int* recv_counts = work->keep(std::move(recv.counts));
     const int* recv_displs = work->keep(std::move(recv.displs));
-    work->check_posted(MPI_Iallgatherv(input.data_ptr(), send.counts[0], send_type.get(),
-                                       output.data_ptr(), recv_counts, recv_displs,
-                                       recv_type.get(), comm_, work->add_request()),
-                       "MPI_Iallgatherv");
+    work->check_posted(
+        MPI_Iallgatherv(input.data_ptr(), send.counts[0], send_type.get(), output.data_ptr(),
+                        recv_counts, recv_displs, recv_type.get(), comm_, work->add_request()),
+        "MPI_Iallgatherv");
     return Work(std::move(work));
 }
 
 Work MpiProcessGroup::broadcast(Tensor& tensor, int root) {
     const char* const kName = "broadcast";
     check_host(kName, tensor, "tensor");
-    SR_CHECK(root >= 0 && root < size(), "{}: root {} is not a rank of group '{}' (size {})",
-             kName, root, name(), size());
+    SR_CHECK(root >= 0 && root < size(), "{}: root {} is not a rank of group '{}' (size {})", kName,
+             root, name(), size());
     const MPI_Datatype type = mpi_type(tensor.dtype());
     auto work = std::make_unique<MpiWork>(kName, *this);
     work->keep(tensor);
     for (int64_t begin = 0, n = tensor.numel(); begin < n; begin += max_count_) {
         const int count = static_cast<int>(std::min(max_count_, n - begin));
-        work->check_posted(MPI_Ibcast(element_ptr(tensor, begin), count, type, root, comm_,
-                                      work->add_request()),
-                           "MPI_Ibcast");
+        work->check_posted(
+            MPI_Ibcast(element_ptr(tensor, begin), count, type, root, comm_, work->add_request()),
+            "MPI_Ibcast");
     }
     return Work(std::move(work));
 }
@@ -475,7 +356,8 @@ Work MpiProcessGroup::barrier() {
 
 namespace detail {
 
-MpiBlockedSplits mpi_blocked_splits(const char* collective, const std::vector<int64_t>& splits,
+MpiBlockedSplits mpi_blocked_splits(const char* collective,
+                                    const std::vector<int64_t>& splits,
                                     int64_t max_count) {
     int64_t extent = 0;  // the largest count or displacement
     int64_t divisor = 0;
@@ -488,8 +370,12 @@ MpiBlockedSplits mpi_blocked_splits(const char* collective, const std::vector<in
     MpiBlockedSplits out;
     if (extent > max_count && divisor > 0) {
         out.block = divisor;
-        while (out.block > max_count && out.block % 2 == 0) out.block /= 2;
-        if (out.block > max_count) out.block = 1;
+        while (out.block > max_count && out.block % 2 == 0) {
+            out.block /= 2;
+        }
+        if (out.block > max_count) {
+            out.block = 1;
+        }
     }
     SR_CHECK(extent / out.block <= max_count,
              "{}: a count or displacement of {} elements exceeds MPI's int counts (max {}) even in "

@@ -45,12 +45,17 @@ public:
 
     void set_max_count(int64_t max_count);
 
-    Work all_to_all_v(const Tensor& input, const std::vector<int64_t>& input_splits,
-                      Tensor& output, const std::vector<int64_t>& output_splits) override;
+    Work all_to_all_v(const Tensor& input,
+                      const std::vector<int64_t>& input_splits,
+                      Tensor& output,
+                      const std::vector<int64_t>& output_splits) override;
     Work all_reduce(Tensor& tensor, ReduceOp op) override;
-    Work reduce_scatter_v(const Tensor& input, const std::vector<int64_t>& input_splits,
-                          Tensor& output, ReduceOp op) override;
-    Work all_gather_v(const Tensor& input, Tensor& output,
+    Work reduce_scatter_v(const Tensor& input,
+                          const std::vector<int64_t>& input_splits,
+                          Tensor& output,
+                          ReduceOp op) override;
+    Work all_gather_v(const Tensor& input,
+                      Tensor& output,
                       const std::vector<int64_t>& output_splits) override;
     Work broadcast(Tensor& tensor, int root) override;
     Work barrier() override;
@@ -74,7 +79,9 @@ struct MpiBlockedSplits {
     std::vector<int> counts;
     std::vector<int> displs;
 };
-MpiBlockedSplits mpi_blocked_splits(const char* collective, const std::vector<int64_t>& splits,
+
+MpiBlockedSplits mpi_blocked_splits(const char* collective,
+                                    const std::vector<int64_t>& splits,
                                     int64_t max_count);
 
 }  // namespace detail

@@ -11,7 +11,9 @@ namespace shardrec::comm {
 // A destructor must not throw: a failed collective here is logged on this rank (a test fails on
 // it; tools/main.cpp is not reached, but the peers' own waits time out and report).
 Work::~Work() {
-    if (!impl_) return;
+    if (!impl_) {
+        return;
+    }
     try {
         impl_->wait();
     } catch (const std::exception& e) {
@@ -22,18 +24,22 @@ Work::~Work() {
 // The impl goes away even when wait() throws: the error is reported once, by this call, and
 // neither a second wait() nor the destructor raises it again.
 void Work::wait() {
-    if (!impl_) return;
+    if (!impl_) {
+        return;
+    }
     const std::unique_ptr<WorkImpl> impl = std::move(impl_);
     impl->wait();
 }
 
-bool Work::is_completed() { return !impl_ || impl_->is_completed(); }
+bool Work::is_completed() {
+    return !impl_ || impl_->is_completed();
+}
 
 // TorchRec intra_and_cross_node_pg: nodes are consecutive blocks of local_size ranks.
 IntraAndCrossNodeGroups intra_and_cross_node_pg(ProcessGroup& world, int local_size) {
     SR_CHECK(local_size > 0 && world.size() % local_size == 0,
-             "intra_and_cross_node_pg: local size {} does not divide the group size {}",
-             local_size, world.size());
+             "intra_and_cross_node_pg: local size {} does not divide the group size {}", local_size,
+             world.size());
     const int rank = world.rank();
     IntraAndCrossNodeGroups groups;
     // Both splits are collective over world, in this order on every rank.

@@ -33,9 +33,9 @@ int64_t pattern_value(uint64_t seed, int64_t src, int64_t slot, int64_t i, DType
 }
 
 int64_t pattern_count(uint64_t seed, int64_t a, int64_t b, int64_t max) {
-    return static_cast<int64_t>(rng::hash(seed, 0x5eed, static_cast<uint64_t>(a),
-                                          static_cast<uint64_t>(b)) %
-                                static_cast<uint64_t>(max));
+    return static_cast<int64_t>(
+        rng::hash(seed, 0x5eed, static_cast<uint64_t>(a), static_cast<uint64_t>(b)) %
+        static_cast<uint64_t>(max));
 }
 
 double load_value(const Tensor& t, int64_t i) {
@@ -95,11 +95,15 @@ std::string first_mismatch(const Tensor& got, const Tensor& expected) {
     int64_t first = -1;
     for (int64_t i = 0; i < got.numel(); ++i) {
         if (std::memcmp(g + i * esize, e + i * esize, esize) != 0) {
-            if (first < 0) first = i;
+            if (first < 0) {
+                first = i;
+            }
             ++wrong;
         }
     }
-    if (wrong == 0) return "";
+    if (wrong == 0) {
+        return "";
+    }
     return fmt::format("{} of {} {} elements differ; first at {}: got {}, expected {}", wrong,
                        got.numel(), dtype_name(got.dtype()), first, load_value(got, first),
                        load_value(expected, first));

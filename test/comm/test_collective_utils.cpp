@@ -1,6 +1,5 @@
 // TorchRec collective utilities over the world group and a split of it.
 #include <catch2/catch.hpp>
-
 #include <stdexcept>
 #include <string>
 
@@ -30,39 +29,42 @@ TEST_CASE("invoke_on_rank_and_broadcast_result: runs once, every rank gets the r
     CHECK(calls == (world->rank() == root ? 1 : 0));
     CHECK(text == "plan from rank " + std::to_string(root) + std::string(3000, 'x'));
 
-    const std::vector<int64_t> numbers = comm::invoke_on_rank_and_broadcast_result(
-        *world, 0, [&] { return std::vector<int64_t>{7, -1, int64_t{1} << 40}; });
+    const std::vector<int64_t> numbers = comm::invoke_on_rank_and_broadcast_result(*world, 0, [&] {
+        return std::vector<int64_t>{7, -1, int64_t{1} << 40};
+    });
     CHECK(numbers == std::vector<int64_t>{7, -1, int64_t{1} << 40});
     const std::vector<int64_t> none = comm::invoke_on_rank_and_broadcast_result(
         *world, root, [] { return std::vector<int64_t>{}; });
     CHECK(none.empty());
-    CHECK(comm::invoke_on_rank_and_broadcast_result(*world, 0, [] { return std::string(); }) ==
-          "");
+    CHECK(comm::invoke_on_rank_and_broadcast_result(*world, 0, [] { return std::string(); }) == "");
 }
 
 TEST_CASE("invoke_on_rank_and_broadcast_result: a failure on the rank reaches every rank",
           "[comm]") {
     auto world = mpi_world();
     const int root = world->size() - 1;
-    CHECK_THROWS_WITH(comm::invoke_on_rank_and_broadcast_result(
-                          *world, root,
-                          []() -> std::string { throw std::runtime_error("no plan fits"); }),
-                      Contains("failed on rank " + std::to_string(root)) &&
-                          Contains("no plan fits"));
-    CHECK_THROWS_WITH(comm::invoke_on_rank_and_broadcast_result(
-                          *world, world->size(), [] { return std::string("x"); }),
+    CHECK_THROWS_WITH(
+        comm::invoke_on_rank_and_broadcast_result(
+            *world, root, []() -> std::string { throw std::runtime_error("no plan fits"); }),
+        Contains("failed on rank " + std::to_string(root)) && Contains("no plan fits"));
+    CHECK_THROWS_WITH(comm::invoke_on_rank_and_broadcast_result(*world, world->size(),
+                                                                [] { return std::string("x"); }),
                       Contains("is not in group 'world'"));
 }
 
 TEST_CASE("all_gather_int64: one value per rank, in rank order", "[comm]") {
     auto world = mpi_world();
     std::vector<int64_t> expected;
-    for (int r = 0; r < world->size(); ++r) expected.push_back(100 + int64_t{r} * r);
+    for (int r = 0; r < world->size(); ++r) {
+        expected.push_back(100 + int64_t{r} * r);
+    }
     CHECK(comm::all_gather_int64(*world, 100 + int64_t{world->rank()} * world->rank()) == expected);
     // Within a sub-group: the parity groups of the world.
     auto group = world->split(world->rank() % 2, world->rank(), "parity");
     std::vector<int64_t> parity;
-    for (int r = world->rank() % 2; r < world->size(); r += 2) parity.push_back(-r);
+    for (int r = world->rank() % 2; r < world->size(); r += 2) {
+        parity.push_back(-r);
+    }
     CHECK(comm::all_gather_int64(*group, -world->rank()) == parity);
 }
 

@@ -1,8 +1,7 @@
 // Sub-groups (split, intra_and_cross_node_pg), several Works in flight, the deadline on a wait,
 // and the argument errors every rank detects locally (so no rank is left in a collective).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <climits>
 #include <cstdlib>
 #include <numeric>
@@ -16,8 +15,8 @@
 namespace shardrec::test {
 namespace {
 
-using comm::ReduceOp;
 using Catch::Matchers::Contains;
+using comm::ReduceOp;
 
 // The world ranks of a group, in group-rank order, as the group's own all_gather_v reports them.
 std::vector<int64_t> members(comm::ProcessGroup& pg) {
@@ -37,7 +36,9 @@ void check_node_groups(const comm::IntraAndCrossNodeGroups& groups, int local_si
     std::vector<int64_t> intra(static_cast<size_t>(local_size));
     std::iota(intra.begin(), intra.end(), rank / local_size * local_size);
     std::vector<int64_t> cross;
-    for (int r = rank % local_size; r < world_size; r += local_size) cross.push_back(r);
+    for (int r = rank % local_size; r < world_size; r += local_size) {
+        cross.push_back(r);
+    }
     CHECK(members(*groups.intra) == intra);
     CHECK(members(*groups.cross) == cross);
 }
@@ -52,7 +53,9 @@ TEST_CASE("MpiProcessGroup: split orders each color's ranks by key", "[comm]") {
     auto group = world->split(rank % 2, n - rank, "parity");
     std::vector<int64_t> expected;
     for (int r = n - 1; r >= 0; --r) {
-        if (r % 2 == rank % 2) expected.push_back(r);
+        if (r % 2 == rank % 2) {
+            expected.push_back(r);
+        }
     }
     REQUIRE(group->size() == static_cast<int>(expected.size()));
     CHECK(group->name() == "parity");
@@ -62,7 +65,9 @@ TEST_CASE("MpiProcessGroup: split orders each color's ranks by key", "[comm]") {
     Tensor t = Tensor::from_vector(std::vector<int64_t>{rank + 1, 1});
     group->all_reduce(t, ReduceOp::kSum).wait();
     int64_t sum = 0;
-    for (const int64_t r : expected) sum += r + 1;
+    for (const int64_t r : expected) {
+        sum += r + 1;
+    }
     CHECK(t.to_vector<int64_t>() == std::vector<int64_t>{sum, group->size()});
 }
 
@@ -70,12 +75,15 @@ TEST_CASE("intra_and_cross_node_pg: nodes are consecutive blocks of local_size r
     auto world = mpi_world();
     const int n = world->size();
     for (int local_size = 1; local_size <= n; ++local_size) {
-        if (n % local_size == 0) check_node_groups(comm::intra_and_cross_node_pg(*world, local_size),
-                                                   local_size);
+        if (n % local_size == 0) {
+            check_node_groups(comm::intra_and_cross_node_pg(*world, local_size), local_size);
+        }
     }
     // The bootstrap's local size (SHARDREC_LOCAL_SIZE emulates several nodes on one host).
     const int bootstrap_local = comm::process_info().local_size;
-    if (const char* k = std::getenv("SHARDREC_LOCAL_SIZE")) CHECK(bootstrap_local == std::atoi(k));
+    if (const char* k = std::getenv("SHARDREC_LOCAL_SIZE")) {
+        CHECK(bootstrap_local == std::atoi(k));
+    }
     check_node_groups(comm::intra_and_cross_node_pg(*world, bootstrap_local), bootstrap_local);
     CHECK_THROWS_WITH(comm::intra_and_cross_node_pg(*world, n + 1),
                       Contains("intra_and_cross_node_pg") && Contains("does not divide"));
@@ -88,7 +96,9 @@ TEST_CASE("Work: several collectives in flight complete when waited in reverse o
 
     std::vector<int64_t> splits(static_cast<size_t>(n), 2);
     Tensor a2a_in = Tensor::empty({2 * n}, DType::kI64);
-    for (int64_t i = 0; i < 2 * n; ++i) a2a_in.data<int64_t>()[i] = rank * 1000 + i;
+    for (int64_t i = 0; i < 2 * n; ++i) {
+        a2a_in.data<int64_t>()[i] = rank * 1000 + i;
+    }
     Tensor a2a_out = Tensor::zeros({2 * n}, DType::kI64);
     Tensor sum = Tensor::from_vector(std::vector<float>(7, static_cast<float>(rank)));
     Tensor gathered = Tensor::zeros({n}, DType::kI32);
@@ -101,8 +111,12 @@ TEST_CASE("Work: several collectives in flight complete when waited in reverse o
     works.push_back(world->barrier());
     works.push_back(world->all_gather_v(mine, gathered, std::vector<int64_t>(n, 1)));
     works.push_back(world->broadcast(bcast, n - 1));
-    for (auto it = works.rbegin(); it != works.rend(); ++it) it->wait();
-    for (auto& w : works) w.wait();  // a second wait is a no-op
+    for (auto it = works.rbegin(); it != works.rend(); ++it) {
+        it->wait();
+    }
+    for (auto& w : works) {
+        w.wait();  // a second wait is a no-op
+    }
 
     for (int src = 0; src < n; ++src) {
         CHECK(a2a_out.data<int64_t>()[2 * src] == src * 1000 + 2 * rank);
@@ -129,13 +143,16 @@ TEST_CASE("Work: is_completed polls, and a dropped Work is waited for", "[comm]"
 
 TEST_CASE("MpiProcessGroup: a wait on a peer that never comes fails after the timeout", "[comm]") {
     auto world = mpi_world();
-    if (world->size() < 2) return;
+    if (world->size() < 2) {
+        return;
+    }
     // A group of its own: the abandoned barrier must not disturb the world's collectives.
     auto group = world->split(0, world->rank(), "late_peer");
     std::static_pointer_cast<comm::MpiProcessGroup>(group)->set_timeout_s(0.3);
     if (world->rank() == 0) {
         comm::Work work = group->barrier();
-        CHECK_THROWS_WITH(work.wait(), Contains("rank 0/") && Contains("barrier on group 'late_peer'") &&
+        CHECK_THROWS_WITH(work.wait(), Contains("rank 0/") &&
+                                           Contains("barrier on group 'late_peer'") &&
                                            Contains("did not complete within 0.3 s"));
         world->barrier().wait();
         world->barrier().wait();  // rank 0 polls here while the late ranks finish their barrier
@@ -177,8 +194,8 @@ TEST_CASE("MpiProcessGroup: arguments that do not fit throw, naming the collecti
     world->set_max_count(1);
     std::vector<int64_t> all_to_first(static_cast<size_t>(n), 0);
     all_to_first[0] = 2 * n;
-    Tensor first_out = Tensor::zeros({all_to_first[static_cast<size_t>(world->rank())]},
-                                     DType::kF32);
+    Tensor first_out =
+        Tensor::zeros({all_to_first[static_cast<size_t>(world->rank())]}, DType::kF32);
     CHECK_THROWS_WITH((void)world->reduce_scatter_v(f, all_to_first, first_out, ReduceOp::kSum),
                       Contains("reduce_scatter_v") && Contains("exceeds MPI's int count"));
     Tensor odd = Tensor::zeros({7 * n}, DType::kF32);

@@ -3,11 +3,11 @@
 // The pass/fail result is allreduced so every rank exits with the same code (nccl-tests' #wrong).
 // A warn or error log that a test did not expect fails it, as in catch_main.cpp.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <mpi.h>
 #include <spdlog/sinks/base_sink.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,7 +37,9 @@ protected:
 std::string make_scratch_file(int rank) {
     std::string path = "/tmp/shardrec_catch_r" + std::to_string(rank) + "_XXXXXX";
     const int fd = mkstemp(path.data());
-    if (fd < 0) return "/dev/null";
+    if (fd < 0) {
+        return "/dev/null";
+    }
     close(fd);
     return path;
 }
@@ -45,22 +47,30 @@ std::string make_scratch_file(int rank) {
 void print_with_prefix(const std::string& path, int rank) {
     std::ifstream in(path);
     std::string line;
-    while (std::getline(in, line)) std::cerr << "[rank " << rank << "] " << line << "\n";
+    while (std::getline(in, line)) {
+        std::cerr << "[rank " << rank << "] " << line << "\n";
+    }
 }
 
 int run_catch(int argc, char** argv, int rank) {
     Catch::Session session;
     int rc = session.applyCommandLine(argc, argv);
-    if (rc != 0) return rc;
+    if (rc != 0) {
+        return rc;
+    }
     const std::string scratch = rank == 0 ? "" : make_scratch_file(rank);
     if (rank != 0) {
         session.configData().outputFilename = scratch;
         session.configData().useColour = Catch::UseColour::No;
     }
     rc = session.run();
-    if (rc == 0 && shardrec::test::unexpected_log_count() > 0) rc = 1;
+    if (rc == 0 && shardrec::test::unexpected_log_count() > 0) {
+        rc = 1;
+    }
     if (rank != 0 && scratch != "/dev/null") {
-        if (rc != 0) print_with_prefix(scratch, rank);
+        if (rc != 0) {
+            print_with_prefix(scratch, rank);
+        }
         std::remove(scratch.c_str());
     }
     return rc;

@@ -1,0 +1,61 @@
+// MpiWork: the Work of one collective's non-blocking MPI requests. It owns what MPI reads or
+// writes until completion (count arrays, tensor handles), runs a completion step once (kAvg's
+// division), and completes by polling MPI_Testall against the group's deadline.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_process_group.h"
+
+namespace shardrec::comm {
+
+class MpiWork final : public WorkImpl {
+public:
+    MpiWork(const char* collective, const MpiProcessGroup& pg);
+    // Waits for a pending collective (also when a Work is overwritten by move-assignment, which
+    // skips Work::~Work); a failure is logged, never thrown.
+    ~MpiWork() override;
+    MpiWork(const MpiWork&) = delete;
+    MpiWork& operator=(const MpiWork&) = delete;
+
+    // A slot for the next posted MPI call's request.
+    MPI_Request* add_request();
+    // Keeps a count array alive until completion and returns its data.
+    const int* keep(std::vector<int> values);
+    void keep(const Tensor& t);
+
+    void on_complete(std::function<void()> fn) { on_complete_ = std::move(fn); }
+
+    // Checks the rc of posting one MPI call; on failure the requests already posted are abandoned
+    // and it throws, naming the collective.
+    void check_posted(int rc, const char* call);
+
+    // Throws after the group's timeout_s (0: never), and again on a later call after a failure.
+    void wait() override;
+    bool is_completed() override;
+
+private:
+    enum class State { kPending, kDone, kFailed };
+
+    bool test();
+    [[noreturn]] void fail(const char* call, const std::string& why);
+    void abandon();
+
+    const char* collective_;
+    std::string group_;
+    int group_rank_;
+    int group_size_;
+    double timeout_s_;
+    State state_ = State::kPending;
+    std::string error_;
+    std::vector<MPI_Request> requests_;
+    std::vector<std::vector<int>> arrays_;
+    std::vector<Tensor> tensors_;
+    std::function<void()> on_complete_;
+};
+
+}  // namespace shardrec::comm
