@@ -59,6 +59,43 @@ Option make_option(const ModelConfig::Table& t,
     return o;
 }
 
+// column_wise options: the config's widths (on distinct ranks), else even splits into k = 2, 4,
+// ... shards of at least kMinColumnWidth columns, a multiple of 4; when the config asks for
+// column_wise and no such split exists, any even split into up to min(W, D) shards.
+void add_column_wise(const ModelConfig::Table& t,
+                     const std::vector<int64_t>& fixed,
+                     bool forced,
+                     EmbeddingComputeKernel kernel,
+                     const PlacementEnv& env,
+                     const CostModel& model,
+                     std::vector<Option>& out) {
+    const auto first_ranks = [](int64_t k) {
+        std::vector<int> ranks(static_cast<size_t>(k));
+        std::iota(ranks.begin(), ranks.end(), 0);
+        return ranks;
+    };
+    const int64_t w = env.world_size;
+    const int64_t d = t.embedding_dim;
+    if (!fixed.empty()) {
+        if (static_cast<int64_t>(fixed.size()) <= w) {
+            const auto k = static_cast<int64_t>(fixed.size());
+            out.push_back(make_option(t, ShardingType::kColumnWise, kernel, first_ranks(k), fixed,
+                                      env, model));
+        }
+        return;
+    }
+    const size_t before = out.size();
+    for (int64_t k = 2; k <= w && d % k == 0 && d / k >= kMinColumnWidth && (d / k) % 4 == 0;
+         k *= 2) {
+        out.push_back(
+            make_option(t, ShardingType::kColumnWise, kernel, first_ranks(k), {}, env, model));
+    }
+    if (forced && out.size() == before) {
+        out.push_back(make_option(t, ShardingType::kColumnWise, kernel, first_ranks(std::min(w, d)),
+                                  {}, env, model));
+    }
+}
+
 // The options of one table (planner.h step 1).
 std::vector<Option> enumerate_options(const ModelConfig::Table& t,
                                       const ShardingConfig::Table* entry,
@@ -90,45 +127,35 @@ std::vector<Option> enumerate_options(const ModelConfig::Table& t,
         out.back().pinned = true;
         return out;
     }
+    // Degenerate options (row_wise on one rank, table_row_wise over the whole world) only when
+    // the config asks for that type.
+    const bool forced = !want.empty();
     if (allowed(ShardingType::kTableWise)) {
         out.push_back(make_option(t, ShardingType::kTableWise, kernel_for(ShardingType::kTableWise),
                                   {0}, {}, env, model));
     }
-    if (w > 1 && allowed(ShardingType::kRowWise)) {
+    if ((w > 1 || forced) && allowed(ShardingType::kRowWise)) {
         out.push_back(make_option(t, ShardingType::kRowWise, kernel_for(ShardingType::kRowWise),
                                   all_ranks(w), {}, env, model));
     }
-    if (l > 1 && w > l && allowed(ShardingType::kTableRowWise)) {
+    if (((l > 1 && w > l) || forced) && allowed(ShardingType::kTableRowWise)) {
         out.push_back(make_option(t, ShardingType::kTableRowWise,
                                   kernel_for(ShardingType::kTableRowWise), node_ranks(0, l), {},
                                   env, model));
     }
     if (allowed(ShardingType::kColumnWise)) {
         const std::vector<int64_t> fixed = entry ? entry->column_widths : std::vector<int64_t>{};
-        const auto kernel = kernel_for(ShardingType::kColumnWise);
-        if (!fixed.empty() && static_cast<int64_t>(fixed.size()) <= w) {
-            std::vector<int> ranks(fixed.size());
-            std::iota(ranks.begin(), ranks.end(), 0);
-            out.push_back(
-                make_option(t, ShardingType::kColumnWise, kernel, ranks, fixed, env, model));
-        }
-        for (int64_t k = 2; fixed.empty() && k <= w; k *= 2) {
-            const int64_t width = t.embedding_dim / k;
-            if (t.embedding_dim % k != 0 || width < kMinColumnWidth || width % 4 != 0) {
-                break;
-            }
-            std::vector<int> ranks(static_cast<size_t>(k));
-            std::iota(ranks.begin(), ranks.end(), 0);
-            out.push_back(make_option(t, ShardingType::kColumnWise, kernel, ranks, {}, env, model));
-        }
+        add_column_wise(t, fixed, forced, kernel_for(ShardingType::kColumnWise), env, model, out);
     }
-    if (w > 1 && allowed(ShardingType::kDataParallel)) {
+    if ((w > 1 || forced) && allowed(ShardingType::kDataParallel)) {
         out.push_back(make_option(t, ShardingType::kDataParallel, EmbeddingComputeKernel::kDense,
                                   all_ranks(w), {}, env, model));
     }
-    SR_CHECK(!out.empty(),
-             "{}: table '{}' can be {} only, which does not apply to {} rank(s) of {}",
-             entry ? entry->location : "sharding", t.name, want, w, l);
+    if (out.empty()) {
+        throw Error(fmt::format("{}: {}: table '{}' [{}, {}] as {} has no layout on {} rank{}",
+                                error_context(), entry ? entry->location : "sharding", t.name,
+                                t.num_embeddings, t.embedding_dim, want, w, w == 1 ? "" : "s"));
+    }
     return out;
 }
 

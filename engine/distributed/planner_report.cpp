@@ -12,21 +12,25 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
-std::string rank_row(const std::string& label, const RankCost& c, double total_s) {
+constexpr double kMiB = 1048576.0;
+
+// Memory is shown in GiB, or in MiB when every rank holds less than 1 GiB.
+std::string rank_row(const std::string& label, const RankCost& c, double total_s, double unit) {
     return fmt::format("{:>8} | {:>10.2f} | {:>9.3f} | {:>9.3f} | {:>9.3f} | {:>9.3f}", label,
-                       static_cast<double>(c.memory_bytes) / kGiB, c.lookup_s * 1e3, c.comm_s * 1e3,
+                       static_cast<double>(c.memory_bytes) / unit, c.lookup_s * 1e3, c.comm_s * 1e3,
                        c.dense_s * 1e3, total_s * 1e3);
 }
 
-std::string rank_row(const std::string& label, const RankCost& c) {
-    return rank_row(label, c, c.total_s());
+std::string rank_row(const std::string& label, const RankCost& c, double unit) {
+    return rank_row(label, c, c.total_s(), unit);
 }
 
 // An order statistic of each column, the total's included: each column sorted on its own, so
 // the row is not one rank and its columns do not add up.
 std::string stat_row(const std::string& label,
                      const std::vector<RankCost>& ranks,
-                     double quantile) {
+                     double quantile,
+                     double unit) {
     const auto pick = [&](auto get) {
         std::vector<double> v;
         v.reserve(ranks.size());
@@ -42,15 +46,17 @@ std::string stat_row(const std::string& label,
     c.lookup_s = pick([](const RankCost& r) { return r.lookup_s; });
     c.comm_s = pick([](const RankCost& r) { return r.comm_s; });
     c.dense_s = pick([](const RankCost& r) { return r.dense_s; });
-    return rank_row(label, c, pick([](const RankCost& r) { return r.total_s(); }));
+    return rank_row(label, c, pick([](const RankCost& r) { return r.total_s(); }), unit);
 }
 
-std::vector<std::string> rank_rows(const PlanEstimate& estimate, size_t max_rank_rows) {
+std::vector<std::string> rank_rows(const PlanEstimate& estimate,
+                                   size_t max_rank_rows,
+                                   double unit) {
     const auto& ranks = estimate.ranks;
     std::vector<std::string> rows;
     if (ranks.size() <= max_rank_rows) {
         for (size_t r = 0; r < ranks.size(); ++r) {
-            rows.push_back(rank_row(std::to_string(r), ranks[r]));
+            rows.push_back(rank_row(std::to_string(r), ranks[r], unit));
         }
         return rows;
     }
@@ -59,13 +65,13 @@ std::vector<std::string> rank_rows(const PlanEstimate& estimate, size_t max_rank
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return ranks[a].total_s() > ranks[b].total_s(); });
     for (size_t i = 0; i < 3; ++i) {
-        rows.push_back(rank_row(std::to_string(order[i]), ranks[order[i]]));
+        rows.push_back(rank_row(std::to_string(order[i]), ranks[order[i]], unit));
     }
     rows.push_back(fmt::format("{:>8} | ({} ranks between)", "...", ranks.size() - 4));
-    rows.push_back(rank_row(std::to_string(order.back()), ranks[order.back()]));
-    rows.push_back(stat_row("min", ranks, 0.0));
-    rows.push_back(stat_row("median", ranks, 0.5));
-    rows.push_back(stat_row("max", ranks, 1.0));
+    rows.push_back(rank_row(std::to_string(order.back()), ranks[order.back()], unit));
+    rows.push_back(stat_row("min", ranks, 0.0, unit));
+    rows.push_back(stat_row("median", ranks, 0.5, unit));
+    rows.push_back(stat_row("max", ranks, 1.0, unit));
     return rows;
 }
 
@@ -86,11 +92,14 @@ std::string estimate_report(const PlanEstimate& estimate,
     out += fmt::format("batch: {} per rank, {} global; sparse optimizer {}\n\n",
                        config.data.batch_size, config.data.batch_size * w,
                        config.optimizer.sparse.type);
-    out += fmt::format("{:>8} | {:>10} | {:>9} | {:>9} | {:>9} | {:>9}\n", "rank", "memory GiB",
-                       "lookup ms", "comm ms", "dense ms", "total ms");
+    const bool small = estimate.max_memory_bytes() < static_cast<int64_t>(kGiB);
+    const double unit = small ? kMiB : kGiB;
+    out += fmt::format("{:>8} | {:>10} | {:>9} | {:>9} | {:>9} | {:>9}\n", "rank",
+                       small ? "memory MiB" : "memory GiB", "lookup ms", "comm ms", "dense ms",
+                       "total ms");
     out += fmt::format("{:->8} | {:->10} | {:->9} | {:->9} | {:->9} | {:->9}\n", "", "", "", "", "",
                        "");
-    for (const std::string& row : rank_rows(estimate, max_rank_rows)) {
+    for (const std::string& row : rank_rows(estimate, max_rank_rows, unit)) {
         out += row + "\n";
     }
     const auto slowest =
@@ -103,10 +112,10 @@ std::string estimate_report(const PlanEstimate& estimate,
     const double step = estimate.step_time_s();
     out += fmt::format(
         "\npredicted step: {:.3f} ms (slowest rank {}: lookup {:.3f} | comm {:.3f} | dense {:.3f} "
-        "ms), {:.0f} samples/s; peak memory {:.2f} of {:.1f} GiB per rank\n",
+        "ms), {:.0f} samples/s; peak memory {:.2f} {} of {:.1f} GiB per rank\n",
         step * 1e3, slowest, s.lookup_s * 1e3, s.comm_s * 1e3, s.dense_s * 1e3,
         step > 0 ? static_cast<double>(config.data.batch_size) * w / step : 0.0,
-        static_cast<double>(estimate.max_memory_bytes()) / kGiB,
+        static_cast<double>(estimate.max_memory_bytes()) / unit, small ? "MiB" : "GiB",
         static_cast<double>(estimate.memory_limit_bytes) / kGiB);
     return out;
 }

@@ -1,5 +1,6 @@
 // The auto planner and its cost model: balance, memory limits, constraints, clear failures,
 // the MLPerf config at scale, and make_sharding_plan's three sources.
+#include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -132,6 +133,25 @@ TEST_CASE("Planner: config entries pin ranks and narrow the types", "[distribute
     CHECK(plan.at("t3").compute_kernel == EmbeddingComputeKernel::kDense);
 }
 
+TEST_CASE("Planner: a type the config asks for is planned even where it would not propose it",
+          "[distributed]") {
+    // 16 columns are below kMinColumnWidth per shard; one rank makes row_wise degenerate.
+    const Config c = parse_config(equal_tables(2, R"(sharding:
+  planner: auto
+  tables:
+    - {name: t0, sharding_type: column_wise}
+    - {name: t1, sharding_type: row_wise}
+)"),
+                                  {}, "t.yaml");
+    const ShardingPlan two = EmbeddingShardingPlanner(cpu_topology(2)).plan(c);
+    CHECK(two.at("t0").sharding_type == ShardingType::kColumnWise);
+    CHECK(two.at("t0").sharding_spec.size() == 2);
+    CHECK(two.at("t0").sharding_spec[1].shard_sizes == std::array<int64_t, 2>{100000, 8});
+    const ShardingPlan one = EmbeddingShardingPlanner(cpu_topology(1)).plan(c);
+    CHECK(one.at("t1").sharding_type == ShardingType::kRowWise);
+    CHECK(one.at("t1").ranks == std::vector<int>{0});
+}
+
 TEST_CASE("CostModel: dense FLOPs and parameters of the MLPerf DLRM-DCNv2", "[distributed]") {
     const Config c = load_config((repo_root() / "configs" / "dlrm_dcnv2_mlperf.yaml").string(), {});
     // bottom 13-512-256-128, 3 low-rank (512) cross layers on 27 x 128, top
@@ -209,4 +229,21 @@ TEST_CASE("make_sharding_plan: manual rules, the auto planner, or a plan file", 
     CHECK_THAT(error_of([&] { make_sharding_plan(from_file, cpu_topology(4)); }),
                Contains("world_size: the plan is for 2 ranks, this run has 4"));
     std::filesystem::remove(path);
+}
+
+TEST_CASE("Plans in configs/plans load for their configs", "[distributed]") {
+    const std::filesystem::path configs = repo_root() / "configs";
+    const std::vector<std::array<std::string, 3>> plans = {
+        {"quickstart_2rank_cpu.yaml", "quickstart.yaml", "cpu"},
+        {"dlrm_dcnv2_mlperf_8xh100.yaml", "dlrm_dcnv2_mlperf.yaml", "cuda"},
+    };
+    for (const auto& [plan_file, config_file, device] : plans) {
+        INFO(plan_file);
+        const Config c = load_config((configs / config_file).string(), {});
+        const std::string path = (configs / "plans" / plan_file).string();
+        const Topology topo = resolve_topology("", device, device == "cpu" ? 2 : 8);
+        const ShardingPlan plan = load_plan(path, c.model.tables, topo.placement());
+        const PlanEstimate e = estimate_plan(plan, c, topo);
+        CHECK(e.max_memory_bytes() <= topo.memory_limit_bytes());
+    }
 }
