@@ -3,7 +3,8 @@
 // and completes them by polling MPI_Test against a deadline (SHARDREC_COMM_TIMEOUT_S), so a dead
 // or diverged peer gives an error instead of a hang. MPI counts are int: larger collectives are
 // chunked (all_reduce, broadcast) or moved in blocks of a derived contiguous type (all_to_all_v,
-// all_gather_v); what still does not fit throws, naming the collective.
+// all_gather_v); what still does not fit throws, naming the collective. MPI runs at
+// MPI_THREAD_FUNNELED: post and wait from the thread that called comm::init_process.
 #pragma once
 
 #include <mpi.h>
