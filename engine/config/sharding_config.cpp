@@ -83,6 +83,9 @@ void resolve_names(ShardingConfig::Table& t, const ShardingConfig& section, Conf
 void check_shape(const ShardingConfig::Table& t,
                  const ModelConfig::Table& table,
                  ConfigNode& node) {
+    if (t.sharding_type.empty() && !t.ranks.empty()) {
+        node.error_at("ranks", "give the sharding_type these ranks are for");
+    }
     if (t.sharding_type == "table_wise" && t.ranks.size() > 1) {
         node.error_at("ranks", fmt::format("table_wise takes one rank, got {}", t.ranks.size()));
     }

@@ -5,8 +5,9 @@
 //   1. enumerate each table's options: table_wise; row_wise (W > 1); table_row_wise (more than one
 //      node of more than one rank); column_wise into k = 2, 4, 8, ... <= W even shards of at least
 //      kMinColumnWidth columns, a multiple of 4; data_parallel (W > 1). A sharding.tables entry
-//      narrows them: its sharding_type keeps that type only (with its column_widths), its ranks
-//      pin the placement.
+//      narrows them: its sharding_type keeps that type only (with its column_widths; also where
+//      the planner would not propose it: row_wise on one rank, column_wise into narrower
+//      shards), its ranks pin the placement, its compute_kernel is used.
 //   2. cost every option with CostModel (planner_estimate.h): memory and time per shard, plus
 //      what every rank pays.
 //   3. partition greedily: pinned tables first, then the others by their dominant share (the

@@ -136,6 +136,8 @@ TEST_CASE("Sharding config: unknown tables and types are errors with line and di
                                 "dense kernel"));
     CHECK_THAT(shapes, Contains("sharding.tables[2].column_widths: only valid when sharding_type "
                                 "is column_wise"));
+    CHECK_THAT(config_errors("sharding:\n  planner: auto\n  tables: [{name: ads, ranks: [1]}]\n"),
+               Contains("t.yaml:14:31: sharding.tables[0].ranks: give the sharding_type"));
     CHECK_THAT(config_errors("sharding: {sharding_type: rows}\n"),
                Contains("sharding.sharding_type: expected one of data_parallel"));
     CHECK_THAT(config_errors("sharding: {plan_file: p.yaml, planner: auto}\n"),

@@ -1,0 +1,88 @@
+// `shardrec plan` end to end: the binary plans the MLPerf config far beyond this machine, writes a
+// plan file that reads back, and fails clearly when the tables cannot fit.
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/config/config.h"
+#include "engine/distributed/sharding_plan.h"
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path repo_root() {
+    // This file is test/distributed/test_plan_command.cpp.
+    return fs::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+// SHARDREC_BIN (set by ctest), else the shardrec next to this build's test folder.
+std::string shardrec_bin() {
+    if (const char* bin = std::getenv("SHARDREC_BIN")) {
+        return bin;
+    }
+    return (fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "shardrec").string();
+}
+
+struct Run {
+    int rc = -1;
+    std::string output;
+};
+
+Run run_plan(const std::vector<std::string>& args) {
+    const std::string bin = shardrec_bin();
+    REQUIRE(fs::exists(bin));
+    std::string cmd = "'" + bin + "' plan";
+    for (const std::string& a : args) {
+        cmd += " '" + a + "'";
+    }
+    Run r;
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::array<char, 4096> buf{};
+    size_t n = 0;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
+        r.output.append(buf.data(), n);
+    }
+    const int status = pclose(p);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("shardrec plan: the MLPerf config on 64 H100s, written and read back", "[cli]") {
+    const std::string config = (repo_root() / "configs" / "dlrm_dcnv2_mlperf.yaml").string();
+    const fs::path out = fs::temp_directory_path() / "shardrec_test_plan_command.yaml";
+    const Run r = run_plan({config, "--world-size", "64", "--out", out.string()});
+    INFO(r.output);
+    CHECK(r.rc == 0);
+    CHECK_THAT(r.output, Contains("param   | sharding type  | compute kernel |"));
+    CHECK_THAT(r.output, Contains("topology: 64 ranks (8 nodes of 8), cuda"));
+    CHECK_THAT(r.output, Contains("predicted step:"));
+    const shardrec::Config c = shardrec::load_config(config, {});
+    shardrec::PlacementEnv env;
+    env.world_size = 64;
+    env.local_size = 8;
+    env.compute_device = "cuda";
+    CHECK_NOTHROW(shardrec::load_plan(out.string(), c.model.tables, env));
+    fs::remove(out);
+}
+
+TEST_CASE("shardrec plan: one rank cannot hold the MLPerf tables; usage errors", "[cli]") {
+    const std::string config = (repo_root() / "configs" / "dlrm_dcnv2_mlperf.yaml").string();
+    const Run one = run_plan({config, "--world-size", "1"});
+    CHECK(one.rc == 1);
+    CHECK_THAT(one.output, Contains("the model does not fit"));
+    CHECK_THAT(one.output, Contains("of HBM"));
+    const Run usage = run_plan({config});
+    CHECK(usage.rc == 2);
+    CHECK_THAT(usage.output, Contains("plan needs --world-size N"));
+    CHECK(run_plan({config, "--world-size", "0"}).rc == 2);
+}
