@@ -10,11 +10,11 @@ namespace shardrec::comm {
 std::string mpi_error_string(int code);
 }
 
-#define SR_MPI_CHECK(expr)                                                                    \
-    do {                                                                                      \
-        const int sr_mpi_rc_ = (expr);                                                        \
-        if (sr_mpi_rc_ != MPI_SUCCESS) {                                                      \
-            ::shardrec::throw_error(#expr, __func__, __FILE__, __LINE__,                      \
-                                    ::shardrec::comm::mpi_error_string(sr_mpi_rc_));          \
-        }                                                                                     \
+#define SR_MPI_CHECK(expr)                                                           \
+    do {                                                                             \
+        const int sr_mpi_rc_ = (expr);                                               \
+        if (sr_mpi_rc_ != MPI_SUCCESS) {                                             \
+            ::shardrec::throw_error(#expr, __func__, __FILE__, __LINE__,             \
+                                    ::shardrec::comm::mpi_error_string(sr_mpi_rc_)); \
+        }                                                                            \
     } while (0)

@@ -61,12 +61,15 @@ const ProcessInfo& init_process(int* argc, char*** argv) {
     return g_info;
 }
 
-const ProcessInfo& process_info() { return g_info; }
+const ProcessInfo& process_info() {
+    return g_info;
+}
 
 void finalize_process() {
     int finalised = 0;
     MPI_Finalized(&finalised);
-    if (g_initialised_here && !finalised) MPI_Finalize();
+    if (g_initialised_here && !finalised)
+        MPI_Finalize();
 }
 
 void abort_process(int code) {

@@ -30,7 +30,9 @@ public:
 class [[nodiscard]] Work {
 public:
     Work() = default;  // already complete
+
     explicit Work(std::unique_ptr<WorkImpl> impl) : impl_(std::move(impl)) {}
+
     Work(Work&&) noexcept = default;
     Work& operator=(Work&&) noexcept = default;
     Work(const Work&) = delete;
@@ -56,17 +58,22 @@ public:
 
     // input: segment r (input_splits[r] elements) goes to rank r; output: segment r
     // (output_splits[r] elements) comes from rank r. Same dtype both sides.
-    virtual Work all_to_all_v(const Tensor& input, const std::vector<int64_t>& input_splits,
-                              Tensor& output, const std::vector<int64_t>& output_splits) = 0;
+    virtual Work all_to_all_v(const Tensor& input,
+                              const std::vector<int64_t>& input_splits,
+                              Tensor& output,
+                              const std::vector<int64_t>& output_splits) = 0;
     // In place. kAvg divides the sum by size() (floats only).
     virtual Work all_reduce(Tensor& tensor, ReduceOp op) = 0;
     // input holds size() segments (input_splits[r] elements for rank r); output (input_splits[rank]
     // elements) is the reduction over ranks of my segment.
-    virtual Work reduce_scatter_v(const Tensor& input, const std::vector<int64_t>& input_splits,
-                                  Tensor& output, ReduceOp op) = 0;
+    virtual Work reduce_scatter_v(const Tensor& input,
+                                  const std::vector<int64_t>& input_splits,
+                                  Tensor& output,
+                                  ReduceOp op) = 0;
     // output holds size() segments, output_splits[r] elements from rank r; input has
     // output_splits[rank] elements.
-    virtual Work all_gather_v(const Tensor& input, Tensor& output,
+    virtual Work all_gather_v(const Tensor& input,
+                              Tensor& output,
                               const std::vector<int64_t>& output_splits) = 0;
     virtual Work broadcast(Tensor& tensor, int root) = 0;
     virtual Work barrier() = 0;
@@ -94,6 +101,7 @@ struct IntraAndCrossNodeGroups {
     std::shared_ptr<ProcessGroup> intra;
     std::shared_ptr<ProcessGroup> cross;
 };
+
 IntraAndCrossNodeGroups intra_and_cross_node_pg(ProcessGroup& world, int local_size);
 
 }  // namespace shardrec::comm

@@ -7,29 +7,29 @@
 
 namespace shardrec::kernels {
 
-#define SHARDREC_OPS(X)                 \
-    X(kEmbeddingBagForward)             \
-    X(kEmbeddingBagBackward)            \
-    X(kEmbeddingBagBackwardFused)       \
-    X(kSequenceEmbeddingForward)        \
-    X(kSequenceEmbeddingBackwardFused)  \
-    X(kLinearForward)                   \
-    X(kLinearBackward)                  \
-    X(kDotInteractionForward)           \
-    X(kDotInteractionBackward)          \
-    X(kCrossNetForward)                 \
-    X(kCrossNetBackward)                \
-    X(kVectorCrossNetForward)           \
-    X(kVectorCrossNetBackward)          \
-    X(kMixtureCrossNetForward)          \
-    X(kMixtureCrossNetBackward)         \
-    X(kSwishLayerNormForward)           \
-    X(kSwishLayerNormBackward)          \
-    X(kFactorizationMachineForward)     \
-    X(kFactorizationMachineBackward)    \
-    X(kBceWithLogits)                   \
-    X(kSgdUpdate)                       \
-    X(kAdagradUpdate)                   \
+#define SHARDREC_OPS(X)                \
+    X(kEmbeddingBagForward)            \
+    X(kEmbeddingBagBackward)           \
+    X(kEmbeddingBagBackwardFused)      \
+    X(kSequenceEmbeddingForward)       \
+    X(kSequenceEmbeddingBackwardFused) \
+    X(kLinearForward)                  \
+    X(kLinearBackward)                 \
+    X(kDotInteractionForward)          \
+    X(kDotInteractionBackward)         \
+    X(kCrossNetForward)                \
+    X(kCrossNetBackward)               \
+    X(kVectorCrossNetForward)          \
+    X(kVectorCrossNetBackward)         \
+    X(kMixtureCrossNetForward)         \
+    X(kMixtureCrossNetBackward)        \
+    X(kSwishLayerNormForward)          \
+    X(kSwishLayerNormBackward)         \
+    X(kFactorizationMachineForward)    \
+    X(kFactorizationMachineBackward)   \
+    X(kBceWithLogits)                  \
+    X(kSgdUpdate)                      \
+    X(kAdagradUpdate)                  \
     X(kAdamUpdate)
 
 enum class OpKind {
@@ -46,6 +46,8 @@ constexpr std::array kOpNames = {
 
 constexpr size_t kNumOps = kOpNames.size();
 
-inline const char* op_name(OpKind op) { return kOpNames[static_cast<size_t>(op)] + 1; }
+inline const char* op_name(OpKind op) {
+    return kOpNames[static_cast<size_t>(op)] + 1;
+}
 
 }  // namespace shardrec::kernels

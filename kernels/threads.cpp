@@ -17,6 +17,8 @@ void set_cpu_threads(int num_threads) {
     set_blas_num_threads(num_threads);
 }
 
-int cpu_threads() { return blas_num_threads(); }
+int cpu_threads() {
+    return blas_num_threads();
+}
 
 }  // namespace shardrec::kernels

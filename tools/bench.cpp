@@ -53,8 +53,10 @@ double copy_bandwidth_gbps() {
 
 int64_t dense_bytes(RecModel& model, DenseOptimizer& optimizer) {
     int64_t bytes = 0;
-    for (Parameter* p : model.parameters()) bytes += 2 * static_cast<int64_t>(p->value.nbytes());
-    for (auto& [name, t] : optimizer.state()) bytes += static_cast<int64_t>(t->nbytes());
+    for (Parameter* p : model.parameters())
+        bytes += 2 * static_cast<int64_t>(p->value.nbytes());
+    for (auto& [name, t] : optimizer.state())
+        bytes += static_cast<int64_t>(t->nbytes());
     return bytes;
 }
 
@@ -66,7 +68,8 @@ int bench_main(const std::vector<std::string>& args) {
     std::vector<std::string> sets;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
-        if (take_set(args, i, sets, kBenchUsage)) continue;
+        if (take_set(args, i, sets, kBenchUsage))
+            continue;
         const bool has_value = i + 1 < args.size();
         if (a == "--steps" && has_value) {
             steps = std::stoll(args[++i]);
@@ -83,8 +86,10 @@ int bench_main(const std::vector<std::string>& args) {
             throw UsageError(fmt::format("unexpected argument '{}'", a), kBenchUsage);
         }
     }
-    if (path.empty()) throw UsageError("bench needs a CONFIG.yaml", kBenchUsage);
-    if (steps < 1 || warmup < 1) throw UsageError("--steps and --warmup must be >= 1", kBenchUsage);
+    if (path.empty())
+        throw UsageError("bench needs a CONFIG.yaml", kBenchUsage);
+    if (steps < 1 || warmup < 1)
+        throw UsageError("--steps and --warmup must be >= 1", kBenchUsage);
 
     const Config config = load_config(path, sets);
     const int threads = train::configure_threads(config);
@@ -100,7 +105,8 @@ int bench_main(const std::vector<std::string>& args) {
     auto batch_of = [&](int64_t s) -> const Batch& {
         return batches[static_cast<size_t>(s) % batches.size()];
     };
-    for (int64_t s = 0; s < warmup; ++s) (void)trainer.train_step(batch_of(s), s);
+    for (int64_t s = 0; s < warmup; ++s)
+        (void)trainer.train_step(batch_of(s), s);
 
     const AllocStats before = cpu_alloc_stats();
     std::vector<double> step_s;
@@ -130,8 +136,9 @@ int bench_main(const std::vector<std::string>& args) {
     std::printf("throughput        %.0f samples/s\n", sps);
     std::printf("data generation   %.3f ms per batch (synthetic, not in the step time)\n", data_ms);
     std::printf("ceiling           host memcpy %.2f GB/s (read + write)\n", copy_gbps);
-    std::printf("model bytes       tables %.1f MiB + fused optimizer state %.1f MiB + dense %.1f MiB\n",
-                table_bytes / 1048576.0, state_bytes / 1048576.0, dense / 1048576.0);
+    std::printf(
+        "model bytes       tables %.1f MiB + fused optimizer state %.1f MiB + dense %.1f MiB\n",
+        table_bytes / 1048576.0, state_bytes / 1048576.0, dense / 1048576.0);
     std::printf("peak host memory  %.1f MiB tracked (%.2fx the model bytes)\n",
                 after.peak_bytes / 1048576.0,
                 static_cast<double>(after.peak_bytes) /

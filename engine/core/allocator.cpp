@@ -21,8 +21,10 @@ constexpr size_t kHugePageMinBytes = size_t{32} << 20;
 }  // namespace
 
 void* device_alloc(Device device, size_t bytes) {
-    if (device.is_cuda()) return cuda::alloc(device.index, bytes);
-    if (bytes == 0) return nullptr;
+    if (device.is_cuda())
+        return cuda::alloc(device.index, bytes);
+    if (bytes == 0)
+        return nullptr;
     // Large buffers (embedding tables) start on a 2 MiB boundary and ask for transparent huge
     // pages: random row gathers then rarely miss the TLB (about 1.5x on a 512 MiB table lookup).
     constexpr size_t kHugePage = size_t{2} << 20;
@@ -32,9 +34,11 @@ void* device_alloc(Device device, size_t bytes) {
     void* p = std::aligned_alloc(align, rounded);
     SR_CHECK(p != nullptr, "out of host memory allocating {} bytes", bytes);
 #ifdef MADV_HUGEPAGE
-    if (huge) (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
+    if (huge)
+        (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
 #endif
-    const int64_t now = g_current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+    const int64_t now =
+        g_current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
     int64_t peak = g_peak.load();
     while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
     }
@@ -43,7 +47,8 @@ void* device_alloc(Device device, size_t bytes) {
 }
 
 void device_free(Device device, void* ptr, size_t bytes) {
-    if (ptr == nullptr) return;
+    if (ptr == nullptr)
+        return;
     if (device.is_cuda()) {
         cuda::free(device.index, ptr);
         return;
@@ -53,7 +58,8 @@ void device_free(Device device, void* ptr, size_t bytes) {
 }
 
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
-    if (bytes == 0) return;
+    if (bytes == 0)
+        return;
     if (dst_device.is_cpu() && src_device.is_cpu()) {
         std::memcpy(dst, src, bytes);
         return;
@@ -62,7 +68,8 @@ void device_copy(void* dst, Device dst_device, const void* src, Device src_devic
 }
 
 void device_memset_zero(void* dst, Device device, size_t bytes) {
-    if (bytes == 0) return;
+    if (bytes == 0)
+        return;
     if (device.is_cpu()) {
         std::memset(dst, 0, bytes);
         return;
@@ -70,8 +77,12 @@ void device_memset_zero(void* dst, Device device, size_t bytes) {
     cuda::memset_zero(dst, bytes);
 }
 
-AllocStats cpu_alloc_stats() { return AllocStats{g_current.load(), g_peak.load(), g_allocs.load()}; }
+AllocStats cpu_alloc_stats() {
+    return AllocStats{g_current.load(), g_peak.load(), g_allocs.load()};
+}
 
-void reset_cpu_peak() { g_peak.store(g_current.load()); }
+void reset_cpu_peak() {
+    g_peak.store(g_current.load());
+}
 
 }  // namespace shardrec

@@ -5,8 +5,10 @@
 namespace shardrec {
 
 Device Device::parse(const std::string& text) {
-    if (text == "cpu") return cpu();
-    if (text == "cuda") return cuda(0);
+    if (text == "cpu")
+        return cpu();
+    if (text == "cuda")
+        return cuda(0);
     if (text.rfind("cuda:", 0) == 0) {
         const std::string idx = text.substr(5);
         SR_CHECK(!idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos,

@@ -45,11 +45,17 @@ inline BFloat16 float_to_bf16(float f) {
 }
 
 // Upcasts of every float storage type, used by kernels templated on the storage type.
-inline float to_float(float x) { return x; }
+inline float to_float(float x) {
+    return x;
+}
 
-inline float to_float(Half x) { return half_to_float(x); }
+inline float to_float(Half x) {
+    return half_to_float(x);
+}
 
-inline float to_float(BFloat16 x) { return bf16_to_float(x); }
+inline float to_float(BFloat16 x) {
+    return bf16_to_float(x);
+}
 
 template <typename T>
 T from_float(float x);
@@ -71,30 +77,37 @@ inline BFloat16 from_float<BFloat16>(float x) {
 
 template <typename T>
 constexpr DType dtype_of();
+
 template <>
 constexpr DType dtype_of<float>() {
     return DType::kF32;
 }
+
 template <>
 constexpr DType dtype_of<Half>() {
     return DType::kF16;
 }
+
 template <>
 constexpr DType dtype_of<BFloat16>() {
     return DType::kBF16;
 }
+
 template <>
 constexpr DType dtype_of<int32_t>() {
     return DType::kI32;
 }
+
 template <>
 constexpr DType dtype_of<int64_t>() {
     return DType::kI64;
 }
+
 template <>
 constexpr DType dtype_of<int8_t>() {
     return DType::kI8;
 }
+
 template <>
 constexpr DType dtype_of<uint8_t>() {
     return DType::kU8;

@@ -20,12 +20,14 @@ void set_error_context(int rank, int world_size, const std::string& host) {
     context() = fmt::format("rank {}/{} on {}", rank, world_size, host);
 }
 
-std::string error_context() { return context(); }
+std::string error_context() {
+    return context();
+}
 
-void throw_error(const char* cond, const char* func, const char* file, int line,
-                 const std::string& message) {
-    throw Error(fmt::format("{}: {} ({} failed in {} {}:{})", context(), message, cond, func, file,
-                            line));
+void throw_error(
+    const char* cond, const char* func, const char* file, int line, const std::string& message) {
+    throw Error(
+        fmt::format("{}: {} ({} failed in {} {}:{})", context(), message, cond, func, file, line));
 }
 
 }  // namespace shardrec

@@ -18,17 +18,17 @@ public:
 void set_error_context(int rank, int world_size, const std::string& host);
 std::string error_context();  // "rank 0/1 on host"
 
-[[noreturn]] void throw_error(const char* cond, const char* func, const char* file, int line,
-                              const std::string& message);
+[[noreturn]] void throw_error(
+    const char* cond, const char* func, const char* file, int line, const std::string& message);
 
 }  // namespace shardrec
 
-#define SR_CHECK(cond, ...)                                                                \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            ::shardrec::throw_error(#cond, __func__, __FILE__, __LINE__,                   \
-                                    ::fmt::format(__VA_ARGS__));                           \
-        }                                                                                  \
+#define SR_CHECK(cond, ...)                                              \
+    do {                                                                 \
+        if (!(cond)) {                                                   \
+            ::shardrec::throw_error(#cond, __func__, __FILE__, __LINE__, \
+                                    ::fmt::format(__VA_ARGS__));         \
+        }                                                                \
     } while (0)
 
 #ifdef NDEBUG

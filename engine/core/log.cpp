@@ -1,7 +1,7 @@
 #include "engine/core/log.h"
 
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/sinks/null_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <cstdlib>
 
@@ -20,7 +20,8 @@ Loggers make(int rank, int world_size, const std::string& host) {
     auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
     Loggers l;
     l.all = std::make_shared<spdlog::logger>("all", sink);
-    l.all->set_pattern(fmt::format("[%H:%M:%S.%e] [r{}/{} {}] [%^%l%$] %v", rank, world_size, host));
+    l.all->set_pattern(
+        fmt::format("[%H:%M:%S.%e] [r{}/{} {}] [%^%l%$] %v", rank, world_size, host));
     if (rank == 0) {
         l.root = std::make_shared<spdlog::logger>("root", sink);
         l.root->set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
@@ -68,8 +69,12 @@ void set_level(const std::string& level) {
     loggers().all->set_level(lvl);
 }
 
-spdlog::logger& root() { return *loggers().root; }
+spdlog::logger& root() {
+    return *loggers().root;
+}
 
-spdlog::logger& all() { return *loggers().all; }
+spdlog::logger& all() {
+    return *loggers().all;
+}
 
 }  // namespace shardrec::log

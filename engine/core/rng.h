@@ -24,7 +24,9 @@ inline uint64_t hash(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0) 
 }
 
 // Uniform in [0, 1) with 53 random bits.
-inline double uniform01(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+inline double uniform01(uint64_t bits) {
+    return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
 
 inline double uniform(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0) {
     return uniform01(hash(seed, a, b, c));

@@ -7,18 +7,22 @@
 namespace shardrec {
 
 Stream::Stream(Device device) : device_(device) {
-    if (device_.is_cuda()) handle_ = cuda::stream_create(device_.index);
+    if (device_.is_cuda())
+        handle_ = cuda::stream_create(device_.index);
 }
 
 Stream::~Stream() {
-    if (handle_ != nullptr) cuda::stream_destroy(handle_);
+    if (handle_ != nullptr)
+        cuda::stream_destroy(handle_);
 }
 
-Stream::Stream(Stream&& o) noexcept : device_(o.device_), handle_(std::exchange(o.handle_, nullptr)) {}
+Stream::Stream(Stream&& o) noexcept
+    : device_(o.device_), handle_(std::exchange(o.handle_, nullptr)) {}
 
 Stream& Stream::operator=(Stream&& o) noexcept {
     if (this != &o) {
-        if (handle_ != nullptr) cuda::stream_destroy(handle_);
+        if (handle_ != nullptr)
+            cuda::stream_destroy(handle_);
         device_ = o.device_;
         handle_ = std::exchange(o.handle_, nullptr);
     }
@@ -26,7 +30,8 @@ Stream& Stream::operator=(Stream&& o) noexcept {
 }
 
 void Stream::synchronize() {
-    if (handle_ != nullptr) cuda::stream_synchronize(handle_);
+    if (handle_ != nullptr)
+        cuda::stream_synchronize(handle_);
 }
 
 Stream& Stream::cpu() {
@@ -35,23 +40,28 @@ Stream& Stream::cpu() {
 }
 
 Event::Event(Device device) : device_(device) {
-    if (device_.is_cuda()) handle_ = cuda::event_create(device_.index);
+    if (device_.is_cuda())
+        handle_ = cuda::event_create(device_.index);
 }
 
 Event::~Event() {
-    if (handle_ != nullptr) cuda::event_destroy(handle_);
+    if (handle_ != nullptr)
+        cuda::event_destroy(handle_);
 }
 
 void Event::record(Stream& stream) {
-    if (handle_ != nullptr) cuda::event_record(handle_, stream.handle());
+    if (handle_ != nullptr)
+        cuda::event_record(handle_, stream.handle());
 }
 
 void Event::wait(Stream& stream) {
-    if (handle_ != nullptr) cuda::stream_wait_event(stream.handle(), handle_);
+    if (handle_ != nullptr)
+        cuda::stream_wait_event(stream.handle(), handle_);
 }
 
 void Event::synchronize() {
-    if (handle_ != nullptr) cuda::event_synchronize(handle_);
+    if (handle_ != nullptr)
+        cuda::event_synchronize(handle_);
 }
 
 }  // namespace shardrec

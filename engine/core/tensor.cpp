@@ -20,7 +20,8 @@ public:
     Storage& operator=(const Storage&) = delete;
 
     ~Storage() {
-        if (owned_) device_free(device_, data_, bytes_);
+        if (owned_)
+            device_free(device_, data_, bytes_);
     }
 
     void* data() const { return data_; }
@@ -37,7 +38,8 @@ private:
 std::string shape_str(const Shape& shape) {
     std::string s = "[";
     for (size_t i = 0; i < shape.size(); ++i) {
-        if (i) s += ", ";
+        if (i)
+            s += ", ";
         s += std::to_string(shape[i]);
     }
     return s + "]";
@@ -45,12 +47,14 @@ std::string shape_str(const Shape& shape) {
 
 int64_t shape_numel(const Shape& shape) {
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : shape)
+        n *= d;
     return n;
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-    for (int64_t d : shape) SR_CHECK(d >= 0, "negative dimension in shape {}", shape_str(shape));
+    for (int64_t d : shape)
+        SR_CHECK(d >= 0, "negative dimension in shape {}", shape_str(shape));
     Tensor t;
     t.shape_ = shape;
     t.dtype_ = dtype;
@@ -76,7 +80,8 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device dev
 
 int64_t Tensor::size(int64_t d) const {
     const int64_t n = dim();
-    if (d < 0) d += n;
+    if (d < 0)
+        d += n;
     SR_CHECK(d >= 0 && d < n, "dimension {} out of range for tensor {}", d, str());
     return shape_[static_cast<size_t>(d)];
 }
@@ -107,7 +112,9 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
     return t;
 }
 
-Tensor Tensor::clone() const { return to(device_); }
+Tensor Tensor::clone() const {
+    return to(device_);
+}
 
 Tensor Tensor::to(Device device) const {
     Tensor t = empty(shape_, dtype_, device);
@@ -121,7 +128,9 @@ void Tensor::copy_from(const Tensor& src) {
     device_copy(data_ptr(), device_, src.data_ptr(), src.device_, nbytes());
 }
 
-void Tensor::zero_() { device_memset_zero(data_ptr(), device_, nbytes()); }
+void Tensor::zero_() {
+    device_memset_zero(data_ptr(), device_, nbytes());
+}
 
 std::string Tensor::str() const {
     return std::string(dtype_name(dtype_)) + shape_str(shape_) + " on " + device_.str();

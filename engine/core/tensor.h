@@ -30,16 +30,20 @@ public:
     static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
     static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu());
     // Wraps caller memory without owning it (the caller keeps it alive).
-    static Tensor from_blob(void* data, const Shape& shape, DType dtype,
+    static Tensor from_blob(void* data,
+                            const Shape& shape,
+                            DType dtype,
                             Device device = Device::cpu());
 
     template <typename T>
     static Tensor from_vector(const std::vector<T>& v, Shape shape = {}) {
-        if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+        if (shape.empty())
+            shape = {static_cast<int64_t>(v.size())};
         SR_CHECK(shape_numel(shape) == static_cast<int64_t>(v.size()),
                  "from_vector: {} values do not fill shape {}", v.size(), shape_str(shape));
         Tensor t = empty(shape, dtype_of<T>());
-        if (!v.empty()) std::memcpy(t.data_ptr(), v.data(), v.size() * sizeof(T));
+        if (!v.empty())
+            std::memcpy(t.data_ptr(), v.data(), v.size() * sizeof(T));
         return t;
     }
 
@@ -50,6 +54,7 @@ public:
     int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
 
     int64_t size(int64_t d) const;  // negative d counts from the end
+
     int64_t numel() const { return shape_numel(shape_); }
 
     size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }

@@ -36,29 +36,34 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
 };
 
 struct ShardedEmbeddingBagCollection::Group {
-    std::vector<Entry> entries;       // entries path, in send order (by destination rank)
-    std::vector<int64_t> keys;        // row_wise / data_parallel: output keys, in group order
-    std::vector<ShardLookup> local;   // this rank's shards, in received key order
+    std::vector<Entry> entries;      // entries path, in send order (by destination rank)
+    std::vector<int64_t> keys;       // row_wise / data_parallel: output keys, in group order
+    std::vector<ShardLookup> local;  // this rank's shards, in received key order
     std::unique_ptr<KJTAllToAll> a2a;
     std::unique_ptr<PooledEmbeddingsAllToAll> pooled_a2a;
     std::unique_ptr<PooledEmbeddingsReduceScatter> reduce_scatter;
     std::unique_ptr<PooledEmbeddingsAllGather> all_gather;
-    KeyedJaggedTensor received;       // my keys for the batch the lookups ran on
+    KeyedJaggedTensor received;  // my keys for the batch the lookups ran on
     std::vector<int64_t> batch_size_per_rank;
-    Tensor local_out;                 // [batch, sum local cols]
-    Tensor grad_out;                  // [B, sum group cols]
-    int64_t cols = 0;                 // sum of the group's output columns
+    Tensor local_out;  // [batch, sum local cols]
+    Tensor grad_out;   // [B, sum group cols]
+    int64_t cols = 0;  // sum of the group's output columns
 };
 
 namespace {
 
 void ensure(Tensor& t, const Shape& shape) {
-    if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape, DType::kF32);
+    if (!t.defined() || t.shape() != shape)
+        t = Tensor::empty(shape, DType::kF32);
 }
 
 // The bags of keys [first, first + n) of a fixed-stride KJT: ids view, rebased offsets, weights.
-void slice_keys(const KeyedJaggedTensor& kjt, int64_t first, int64_t n, Tensor& ids,
-                Tensor& offsets, Tensor& psw) {
+void slice_keys(const KeyedJaggedTensor& kjt,
+                int64_t first,
+                int64_t n,
+                Tensor& ids,
+                Tensor& offsets,
+                Tensor& psw) {
     const int64_t B = kjt.stride();
     const int64_t* off = kjt.offsets().data<int64_t>();
     const int64_t o0 = off[first * B], o1 = off[(first + n) * B];
@@ -66,12 +71,14 @@ void slice_keys(const KeyedJaggedTensor& kjt, int64_t first, int64_t n, Tensor& 
         offsets = Tensor::empty({n * B + 1}, DType::kI64);
     }
     int64_t* o = offsets.data<int64_t>();
-    for (int64_t i = 0; i <= n * B; ++i) o[i] = off[first * B + i] - o0;
+    for (int64_t i = 0; i <= n * B; ++i)
+        o[i] = off[first * B + i] - o0;
     ids = kjt.values().slice(o0, o1);
     psw = kjt.has_weights() ? kjt.weights().slice(o0, o1) : Tensor();
 }
 
-void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s, const KeyedJaggedTensor& kjt,
+void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s,
+                    const KeyedJaggedTensor& kjt,
                     Stream& stream) {
     slice_keys(kjt, s.first_key, s.num_keys, s.ids, s.offsets, s.psw);
     ensure(s.out, {kjt.stride(), s.num_keys * s.cols});
@@ -80,7 +87,8 @@ void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s, const KeyedJa
 }
 
 void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
-                     kernels::FusedOptimizerParams optim, Stream& stream) {
+                     kernels::FusedOptimizerParams optim,
+                     Stream& stream) {
     optim.step = s.step++;
     kernels::embedding_bag_backward_fused(
         s.grad, s.table_offsets, s.feature_table, s.ids, s.offsets,
@@ -90,23 +98,29 @@ void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
 }
 
 // dst[:, dcol : +n] += src[:, scol : +n] (scale) for 2-D f32 tensors with the same rows.
-void add_columns(Tensor& dst, int64_t dcol, const Tensor& src, int64_t scol, int64_t n,
-                 float scale = 1.0f) {
+void add_columns(
+    Tensor& dst, int64_t dcol, const Tensor& src, int64_t scol, int64_t n, float scale = 1.0f) {
     const int64_t rows = dst.size(0), dn = dst.size(1), sn = src.size(1);
     float* d = dst.data<float>();
     const float* s = src.data<float>();
     for (int64_t b = 0; b < rows; ++b) {
-        for (int64_t j = 0; j < n; ++j) d[b * dn + dcol + j] += scale * s[b * sn + scol + j];
+        for (int64_t j = 0; j < n; ++j)
+            d[b * dn + dcol + j] += scale * s[b * sn + scol + j];
     }
 }
 
 }  // namespace
 
 ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
-    std::vector<EmbeddingBagConfig> tables, bool is_weighted, const ShardingPlan& plan,
-    std::shared_ptr<comm::ProcessGroup> pg, uint64_t seed,
+    std::vector<EmbeddingBagConfig> tables,
+    bool is_weighted,
+    const ShardingPlan& plan,
+    std::shared_ptr<comm::ProcessGroup> pg,
+    uint64_t seed,
     const kernels::FusedOptimizerParams& optimizer)
-    : tables_(std::move(tables)), is_weighted_(is_weighted), pg_(std::move(pg)),
+    : tables_(std::move(tables)),
+      is_weighted_(is_weighted),
+      pg_(std::move(pg)),
       optimizer_(optimizer) {
     SR_CHECK(plan.env.world_size == pg_->size(),
              "the sharding plan is for {} ranks, but {} ranks are running", plan.env.world_size,
@@ -130,18 +144,20 @@ ShardedEmbeddingBagCollection::~ShardedEmbeddingBagCollection() = default;
 
 namespace {
 
-void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s, const EmbeddingBagConfig& table,
-                uint64_t seed, const kernels::FusedOptimizerParams& optim) {
+void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
+                const EmbeddingBagConfig& table,
+                uint64_t seed,
+                const kernels::FusedOptimizerParams& optim) {
     s.weights = Tensor::empty({s.rows, s.cols}, table.data_type);
-    init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset,
-                        table.num_embeddings);
+    init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset, table.num_embeddings);
     const int num_states = kernels::optim_num_states(optim.type);
     if (optim.type == kernels::OptimType::kExactRowWiseAdagrad) {
         s.state1 = Tensor::zeros({s.rows}, DType::kF32);
     } else if (num_states >= 1) {
         s.state1 = Tensor::zeros({s.rows, s.cols}, DType::kF32);
     }
-    if (num_states >= 2) s.state2 = Tensor::zeros({s.rows, s.cols}, DType::kF32);
+    if (num_states >= 2)
+        s.state2 = Tensor::zeros({s.rows, s.cols}, DType::kF32);
     s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows});
     s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32);
 }
@@ -149,8 +165,10 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s, const EmbeddingBa
 // Consecutive keys that share a shard become one lookup (one fused update per shard, so a table
 // serving several features aggregates their gradients per row, as one process does).
 template <typename SameShard>
-void group_lookups(std::vector<ShardedEmbeddingBagCollection::ShardLookup>& out, int64_t key_index,
-                   const ShardedEmbeddingBagCollection::ShardLookup& proto, SameShard same) {
+void group_lookups(std::vector<ShardedEmbeddingBagCollection::ShardLookup>& out,
+                   int64_t key_index,
+                   const ShardedEmbeddingBagCollection::ShardLookup& proto,
+                   SameShard same) {
     if (!out.empty() && same(out.back())) {
         ++out.back().num_keys;
         return;
@@ -204,13 +222,15 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
                          return std::tie(a.dest, a.table, a.shard, a.key) <
                                 std::tie(b.dest, b.table, b.shard, b.key);
                      });
-    std::vector<int64_t> splits(static_cast<size_t>(world), 0), dim_sum(static_cast<size_t>(world), 0);
+    std::vector<int64_t> splits(static_cast<size_t>(world), 0),
+        dim_sum(static_cast<size_t>(world), 0);
     int64_t mine = 0;
     for (const Entry& e : entries_->entries) {
         ++splits[static_cast<size_t>(e.dest)];
         dim_sum[static_cast<size_t>(e.dest)] += e.cols;
         entries_->cols += e.cols;
-        if (e.dest != me) continue;
+        if (e.dest != me)
+            continue;
         ShardLookup proto;
         proto.table = e.table;
         proto.row_offset = e.row_offset;
@@ -275,7 +295,8 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
 
 namespace {
 
-KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt, const std::vector<Entry>& entries,
+KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt,
+                               const std::vector<Entry>& entries,
                                const std::vector<std::string>& names) {
     const int64_t B = kjt.stride();
     const int64_t* len = kjt.lengths().data<int64_t>();
@@ -294,11 +315,13 @@ KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt, const std::vector<E
             int64_t n = 0;
             for (int64_t i = off[ki * B + b]; i < off[ki * B + b] + len[ki * B + b]; ++i) {
                 // TWRW: only this shard's rows travel, rebased to the shard.
-                if (en.row_sharded && (ids[i] < en.row_offset || ids[i] >= en.row_offset + en.rows)) {
+                if (en.row_sharded &&
+                    (ids[i] < en.row_offset || ids[i] >= en.row_offset + en.rows)) {
                     continue;
                 }
                 values.push_back(ids[i] - en.row_offset);
-                if (w != nullptr) weights.push_back(w[i]);
+                if (w != nullptr)
+                    weights.push_back(w[i]);
                 ++n;
             }
             lengths[e * static_cast<size_t>(B) + static_cast<size_t>(b)] = n;
@@ -306,7 +329,8 @@ KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt, const std::vector<E
     }
     in.lengths = Tensor::from_vector(lengths);
     in.values = Tensor::from_vector(values);
-    if (w != nullptr) in.weights = Tensor::from_vector(weights);
+    if (w != nullptr)
+        in.weights = Tensor::from_vector(weights);
     return in;
 }
 
@@ -366,14 +390,16 @@ KeyedJaggedTensor all_gather_kjt(comm::ProcessGroup& pg, const KeyedJaggedTensor
                 const int64_t start = bag_start[static_cast<size_t>(src)];
                 for (int64_t j = 0; j < l[src]; ++j) {
                     new_vals.push_back(v[start + j]);
-                    if (w != nullptr) new_w.push_back(w[start + j]);
+                    if (w != nullptr)
+                        new_w.push_back(w[start + j]);
                 }
             }
             l0 += F * Br;
         }
     }
     std::optional<Tensor> out_w;
-    if (weights) out_w = Tensor::from_vector(new_w);
+    if (weights)
+        out_w = Tensor::from_vector(new_w);
     return KeyedJaggedTensor::from_lengths_sync(kjt.keys(), Tensor::from_vector(new_vals),
                                                 Tensor::from_vector(out_len), out_w, Bg);
 }
@@ -383,7 +409,8 @@ KeyedJaggedTensor all_gather_kjt(comm::ProcessGroup& pg, const KeyedJaggedTensor
 // Pools every local shard for g.received into g.local_out [batch, sum local cols].
 static void run_lookups(ShardedEmbeddingBagCollection::Group& g, Stream& stream) {
     int64_t cols = 0;
-    for (const auto& s : g.local) cols += s.num_keys * s.cols;
+    for (const auto& s : g.local)
+        cols += s.num_keys * s.cols;
     ensure(g.local_out, {g.received.stride(), cols});
     int64_t col = 0;
     for (auto& s : g.local) {
@@ -394,8 +421,10 @@ static void run_lookups(ShardedEmbeddingBagCollection::Group& g, Stream& stream)
 }
 
 // Sends d loss / d local_out back into every local shard: fused row updates.
-static void run_updates(ShardedEmbeddingBagCollection::Group& g, const Tensor& grad_local,
-                        const kernels::FusedOptimizerParams& optim, Stream& stream) {
+static void run_updates(ShardedEmbeddingBagCollection::Group& g,
+                        const Tensor& grad_local,
+                        const kernels::FusedOptimizerParams& optim,
+                        Stream& stream) {
     int64_t col = 0;
     for (auto& s : g.local) {
         ensure(s.grad, {grad_local.size(0), s.num_keys * s.cols});
@@ -408,14 +437,16 @@ static void run_updates(ShardedEmbeddingBagCollection::Group& g, const Tensor& g
 KeyedTensor ShardedEmbeddingBagCollection::forward(const KeyedJaggedTensor& kjt, Stream& stream) {
     SR_CHECK(!kjt.variable_stride_per_key(),
              "ShardedEmbeddingBagCollection: a variable batch per key is not supported");
-    SR_CHECK(kjt.has_weights() == is_weighted_, "ShardedEmbeddingBagCollection: the KJT is {}weighted "
-             "but the collection is {}weighted", kjt.has_weights() ? "" : "not ",
-             is_weighted_ ? "" : "not ");
+    SR_CHECK(kjt.has_weights() == is_weighted_,
+             "ShardedEmbeddingBagCollection: the KJT is {}weighted "
+             "but the collection is {}weighted",
+             kjt.has_weights() ? "" : "not ", is_weighted_ ? "" : "not ");
     const int64_t B = kjt.stride();
     ensure(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()});
     out_.zero_();
     // Bag lengths of every output key: MEAN over row shards divides after the sum.
-    if (!local_lengths_.defined() || local_lengths_.numel() != static_cast<int64_t>(names_.size()) * B) {
+    if (!local_lengths_.defined() ||
+        local_lengths_.numel() != static_cast<int64_t>(names_.size()) * B) {
         local_lengths_ = Tensor::empty({static_cast<int64_t>(names_.size()) * B}, DType::kI64);
     }
     int64_t* L = local_lengths_.data<int64_t>();
@@ -430,11 +461,14 @@ KeyedTensor ShardedEmbeddingBagCollection::forward(const KeyedJaggedTensor& kjt,
     float* out = out_.data<float>();
     const int64_t width = out_.size(1);
     for (size_t k = 0; k < names_.size(); ++k) {
-        if (!mean_after_sum(static_cast<int64_t>(k))) continue;
+        if (!mean_after_sum(static_cast<int64_t>(k)))
+            continue;
         for (int64_t b = 0; b < B; ++b) {
             const int64_t n = L[static_cast<int64_t>(k) * B + b];
-            if (n <= 0) continue;
-            for (int64_t d = 0; d < dims_[k]; ++d) out[b * width + key_col_[k] + d] /= static_cast<float>(n);
+            if (n <= 0)
+                continue;
+            for (int64_t d = 0; d < dims_[k]; ++d)
+                out[b * width + key_col_[k] + d] /= static_cast<float>(n);
         }
     }
     return KeyedTensor(names_, dims_, out_);
@@ -448,7 +482,8 @@ bool ShardedEmbeddingBagCollection::mean_after_sum(int64_t key) const {
 
 void ShardedEmbeddingBagCollection::forward_entries(const KeyedJaggedTensor& kjt, Stream& stream) {
     Group& g = *entries_;
-    if (g.entries.empty()) return;
+    if (g.entries.empty())
+        return;
     auto aw = g.a2a->start(entries_input(kjt, g.entries, names_));
     g.received = aw.wait();
     g.batch_size_per_rank = aw.splits().stride_per_rank;
@@ -463,7 +498,8 @@ void ShardedEmbeddingBagCollection::forward_entries(const KeyedJaggedTensor& kjt
 
 void ShardedEmbeddingBagCollection::forward_row_wise(const KeyedJaggedTensor& kjt, Stream& stream) {
     Group& g = *row_wise_;
-    if (g.keys.empty()) return;
+    if (g.keys.empty())
+        return;
     std::vector<int64_t> index, block_sizes;
     for (int64_t k : g.keys) {
         index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
@@ -479,7 +515,8 @@ void ShardedEmbeddingBagCollection::forward_row_wise(const KeyedJaggedTensor& kj
     const Tensor summed = g.reduce_scatter->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
     for (int64_t k : g.keys) {
-        add_columns(out_, key_col_[static_cast<size_t>(k)], summed, col, dims_[static_cast<size_t>(k)]);
+        add_columns(out_, key_col_[static_cast<size_t>(k)], summed, col,
+                    dims_[static_cast<size_t>(k)]);
         col += dims_[static_cast<size_t>(k)];
     }
 }
@@ -487,9 +524,11 @@ void ShardedEmbeddingBagCollection::forward_row_wise(const KeyedJaggedTensor& kj
 void ShardedEmbeddingBagCollection::forward_data_parallel(const KeyedJaggedTensor& kjt,
                                                           Stream& stream) {
     Group& g = *data_parallel_;
-    if (g.keys.empty()) return;
+    if (g.keys.empty())
+        return;
     std::vector<int64_t> index;
-    for (int64_t k : g.keys) index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
+    for (int64_t k : g.keys)
+        index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
     g.received = kjt.permute(index);
     run_lookups(g, stream);
     int64_t col = 0;
@@ -502,13 +541,15 @@ void ShardedEmbeddingBagCollection::forward_data_parallel(const KeyedJaggedTenso
 
 // ---- backward ----
 
-void ShardedEmbeddingBagCollection::gather_grad(Group& g, const Tensor& grad,
+void ShardedEmbeddingBagCollection::gather_grad(Group& g,
+                                                const Tensor& grad,
                                                 const std::vector<int64_t>& keys,
                                                 const std::vector<int64_t>& col_offsets,
                                                 const std::vector<int64_t>& widths) {
     const int64_t B = grad.size(0), width = grad.size(1);
     int64_t total = 0;
-    for (int64_t w : widths) total += w;
+    for (int64_t w : widths)
+        total += w;
     ensure(g.grad_out, {B, total});
     const float* src = grad.data<float>();
     float* dst = g.grad_out.data<float>();
@@ -547,7 +588,8 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
     if (!row_wise_->keys.empty()) {
         Group& g = *row_wise_;
         std::vector<int64_t> widths;
-        for (int64_t k : g.keys) widths.push_back(dims_[static_cast<size_t>(k)]);
+        for (int64_t k : g.keys)
+            widths.push_back(dims_[static_cast<size_t>(k)]);
         gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths);
         run_updates(g, g.reduce_scatter->backward(g.grad_out), optimizer_, stream);
     }
@@ -556,7 +598,8 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
         // gradients (divided by the world size, as the other paths' backward collectives do).
         Group& g = *data_parallel_;
         std::vector<int64_t> widths;
-        for (int64_t k : g.keys) widths.push_back(dims_[static_cast<size_t>(k)]);
+        for (int64_t k : g.keys)
+            widths.push_back(dims_[static_cast<size_t>(k)]);
         gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths);
         const KeyedJaggedTensor global = all_gather_kjt(*pg_, g.received);
         std::vector<int64_t> batch_size_per_rank(static_cast<size_t>(pg_->size()));
@@ -567,8 +610,10 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
         Tensor gathered = g.all_gather->forward(g.grad_out, batch_size_per_rank);
         float* gp = gathered.data<float>();
         const float inv_world = 1.0f / static_cast<float>(pg_->size());
-        for (int64_t i = 0; i < gathered.numel(); ++i) gp[i] *= inv_world;
-        for (auto& s : g.local) slice_keys(global, s.first_key, s.num_keys, s.ids, s.offsets, s.psw);
+        for (int64_t i = 0; i < gathered.numel(); ++i)
+            gp[i] *= inv_world;
+        for (auto& s : g.local)
+            slice_keys(global, s.first_key, s.num_keys, s.ids, s.offsets, s.psw);
         run_updates(g, gathered, optimizer_, stream);
     }
 }
@@ -591,12 +636,14 @@ Tensor ShardedEmbeddingBagCollection::unsharded_weight(int64_t table) const {
     };
     for (const Group* g : {entries_.get(), row_wise_.get()}) {
         for (const ShardLookup& s : g->local) {
-            if (s.table == table) place(s);
+            if (s.table == table)
+                place(s);
         }
     }
     if (pg_->rank() == 0) {  // replicas are identical: one copy joins the sum
         for (const ShardLookup& s : data_parallel_->local) {
-            if (s.table == table) place(s);
+            if (s.table == table)
+                place(s);
         }
     }
     pg_->all_reduce(full, comm::ReduceOp::kSum).wait();
@@ -606,7 +653,8 @@ Tensor ShardedEmbeddingBagCollection::unsharded_weight(int64_t table) const {
 int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
     int64_t n = 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
-        for (const ShardLookup& s : g->local) n += static_cast<int64_t>(s.weights.nbytes());
+        for (const ShardLookup& s : g->local)
+            n += static_cast<int64_t>(s.weights.nbytes());
     }
     return n;
 }
@@ -615,8 +663,10 @@ int64_t ShardedEmbeddingBagCollection::optimizer_state_bytes() const {
     int64_t n = 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (const ShardLookup& s : g->local) {
-            if (s.state1.defined()) n += static_cast<int64_t>(s.state1.nbytes());
-            if (s.state2.defined()) n += static_cast<int64_t>(s.state2.nbytes());
+            if (s.state1.defined())
+                n += static_cast<int64_t>(s.state1.nbytes());
+            if (s.state2.defined())
+                n += static_cast<int64_t>(s.state2.nbytes());
         }
     }
     return n;

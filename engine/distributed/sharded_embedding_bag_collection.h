@@ -32,15 +32,19 @@ namespace shardrec {
 
 class ShardedEmbeddingBagCollection : public EmbeddingBagCollectionInterface {
 public:
-    ShardedEmbeddingBagCollection(std::vector<EmbeddingBagConfig> tables, bool is_weighted,
+    ShardedEmbeddingBagCollection(std::vector<EmbeddingBagConfig> tables,
+                                  bool is_weighted,
                                   const ShardingPlan& plan,
-                                  std::shared_ptr<comm::ProcessGroup> pg, uint64_t seed,
+                                  std::shared_ptr<comm::ProcessGroup> pg,
+                                  uint64_t seed,
                                   const kernels::FusedOptimizerParams& optimizer);
     ~ShardedEmbeddingBagCollection() override;
 
     KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu()) override;
     void backward(const Tensor& grad_values, Stream& stream = Stream::cpu()) override;
+
     void set_learning_rate(float lr) override { optimizer_.learning_rate = lr; }
+
     const kernels::FusedOptimizerParams& fused_optimizer() const { return optimizer_; }
 
     const std::vector<std::string>& embedding_names() const override { return names_; }
@@ -62,24 +66,27 @@ private:
     void forward_data_parallel(const KeyedJaggedTensor& kjt, Stream& stream);
     // The gradient columns of `keys` of `grad` into g.grad_out, divided by the bag length where
     // MEAN was applied after a row-sharded sum.
-    void gather_grad(Group& g, const Tensor& grad, const std::vector<int64_t>& keys,
-                     const std::vector<int64_t>& col_offsets, const std::vector<int64_t>& widths);
+    void gather_grad(Group& g,
+                     const Tensor& grad,
+                     const std::vector<int64_t>& keys,
+                     const std::vector<int64_t>& col_offsets,
+                     const std::vector<int64_t>& widths);
     bool mean_after_sum(int64_t key) const;
 
     std::vector<EmbeddingBagConfig> tables_;
     bool is_weighted_;
     std::shared_ptr<comm::ProcessGroup> pg_;
     kernels::FusedOptimizerParams optimizer_;
-    std::vector<std::string> names_;       // output keys: table order, then feature order
-    std::vector<int64_t> dims_;            // per output key
-    std::vector<int64_t> key_col_;         // first column of each output key
-    std::vector<int64_t> key_table_;       // table of each output key
-    std::vector<bool> row_sharded_;        // key pooled from row shards (row_wise, table_row_wise)
-    std::unique_ptr<Group> entries_;       // table_wise, column_wise, table_row_wise
-    std::unique_ptr<Group> row_wise_;      // row_wise
-    std::unique_ptr<Group> data_parallel_; // data_parallel
-    Tensor out_;                           // [B, sum D]
-    Tensor local_lengths_;                 // [F_out * B] bag lengths of the latest forward (MEAN)
+    std::vector<std::string> names_;        // output keys: table order, then feature order
+    std::vector<int64_t> dims_;             // per output key
+    std::vector<int64_t> key_col_;          // first column of each output key
+    std::vector<int64_t> key_table_;        // table of each output key
+    std::vector<bool> row_sharded_;         // key pooled from row shards (row_wise, table_row_wise)
+    std::unique_ptr<Group> entries_;        // table_wise, column_wise, table_row_wise
+    std::unique_ptr<Group> row_wise_;       // row_wise
+    std::unique_ptr<Group> data_parallel_;  // data_parallel
+    Tensor out_;                            // [B, sum D]
+    Tensor local_lengths_;                  // [F_out * B] bag lengths of the latest forward (MEAN)
 };
 
 }  // namespace shardrec

@@ -6,17 +6,20 @@ namespace shardrec {
 namespace {
 
 void ensure(Tensor& t, const Shape& shape) {
-    if (!t.defined() || t.shape() != shape) t = Tensor::empty(shape, DType::kF32);
+    if (!t.defined() || t.shape() != shape)
+        t = Tensor::empty(shape, DType::kF32);
 }
 
 }  // namespace
 
-DeepFMModel::DeepFMModel(const ModelConfig& model, uint64_t seed,
+DeepFMModel::DeepFMModel(const ModelConfig& model,
+                         uint64_t seed,
                          std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch)
     : sparse_arch_(std::move(sparse_arch)) {
     D_ = model.tables.front().embedding_dim;
     F_ = 0;
-    for (const auto& t : model.tables) F_ += static_cast<int64_t>(t.feature_names.size());
+    for (const auto& t : model.tables)
+        F_ += static_cast<int64_t>(t.feature_names.size());
     dense_arch_ = std::make_unique<MLP>("dense_arch.model", model.dense_in_features,
                                         model.bottom_mlp, kernels::Activation::kRelu, seed);
     deep_ = std::make_unique<MLP>("inter_arch.deep_fm.dense_module", (F_ + 1) * D_,
@@ -29,9 +32,9 @@ DeepFMModel::DeepFMModel(const ModelConfig& model, uint64_t seed,
         over_arch_ = std::make_unique<MLP>("over_arch.model", over_in, hidden,
                                            kernels::Activation::kRelu, seed);
     }
-    over_final_ = std::make_unique<Perceptron>("over_arch.final",
-                                               hidden.empty() ? over_in : hidden.back(), 1,
-                                               kernels::Activation::kIdentity, seed);
+    over_final_ =
+        std::make_unique<Perceptron>("over_arch.final", hidden.empty() ? over_in : hidden.back(), 1,
+                                     kernels::Activation::kIdentity, seed);
 }
 
 const Tensor& DeepFMModel::forward(const Batch& batch) {
@@ -69,7 +72,8 @@ void DeepFMModel::backward(const Tensor& grad_logits) {
     const float* a = g_combined_deep.data<float>();
     const float* b = g_combined_fm.data<float>();
     float* g = grad_combined_.data<float>();
-    for (int64_t i = 0; i < grad_combined_.numel(); ++i) g[i] = a[i] + b[i];
+    for (int64_t i = 0; i < grad_combined_.numel(); ++i)
+        g[i] = a[i] + b[i];
     // combined = [dense | pooled]; dense also fed over_in directly.
     ensure(grad_pooled_, {B, F_ * D_});
     copy_from_columns(grad_pooled_, grad_combined_, D_);
@@ -77,7 +81,8 @@ void DeepFMModel::backward(const Tensor& grad_logits) {
     copy_from_columns(grad_dense_combined_, grad_combined_, 0);
     float* gd = grad_dense_.data<float>();
     const float* gc = grad_dense_combined_.data<float>();
-    for (int64_t i = 0; i < grad_dense_.numel(); ++i) gd[i] += gc[i];
+    for (int64_t i = 0; i < grad_dense_.numel(); ++i)
+        gd[i] += gc[i];
     dense_arch_->backward(grad_dense_);
     sparse_arch_->backward(grad_pooled_, Stream::cpu());
 }
@@ -86,7 +91,8 @@ std::vector<Parameter*> DeepFMModel::parameters() {
     std::vector<Parameter*> out;
     append_parameters(out, *dense_arch_);
     append_parameters(out, *deep_);
-    if (over_arch_) append_parameters(out, *over_arch_);
+    if (over_arch_)
+        append_parameters(out, *over_arch_);
     append_parameters(out, *over_final_);
     return out;
 }

@@ -14,30 +14,33 @@ namespace shardrec {
 
 class DeepFMModel : public RecModel {
 public:
-    DeepFMModel(const ModelConfig& model, uint64_t seed,
+    DeepFMModel(const ModelConfig& model,
+                uint64_t seed,
                 std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch);
 
     const Tensor& forward(const Batch& batch) override;
     void backward(const Tensor& grad_logits) override;
+
     EmbeddingBagCollectionInterface& sparse_arch() override { return *sparse_arch_; }
+
     std::vector<Parameter*> parameters() override;
 
 private:
     int64_t F_, D_, deep_out_;
     std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch_;
-    std::unique_ptr<MLP> dense_arch_;         // [B, 13] -> [B, D], ReLU after each layer
-    std::unique_ptr<MLP> deep_;               // [B, (F + 1) D] -> [B, deep_out]
+    std::unique_ptr<MLP> dense_arch_;  // [B, 13] -> [B, D], ReLU after each layer
+    std::unique_ptr<MLP> deep_;        // [B, (F + 1) D] -> [B, deep_out]
     std::unique_ptr<FactorizationMachine> fm_;
     std::unique_ptr<MLP> over_arch_;          // top MLP but its last layer; may be null
     std::unique_ptr<Perceptron> over_final_;  // -> [B, 1], linear
-    Tensor combined_;       // [B, (F + 1) D] = concat(dense, pooled)
-    Tensor over_in_;        // [B, D + deep_out + 1]
-    Tensor grad_combined_;  // [B, (F + 1) D]
-    Tensor grad_dense_;     // [B, D]: from over_in, plus grad_dense_combined_
-    Tensor grad_dense_combined_;  // [B, D]
-    Tensor grad_deep_;      // [B, deep_out]
-    Tensor grad_fm_;        // [B, 1]
-    Tensor grad_pooled_;    // [B, F D]
+    Tensor combined_;                         // [B, (F + 1) D] = concat(dense, pooled)
+    Tensor over_in_;                          // [B, D + deep_out + 1]
+    Tensor grad_combined_;                    // [B, (F + 1) D]
+    Tensor grad_dense_;                       // [B, D]: from over_in, plus grad_dense_combined_
+    Tensor grad_dense_combined_;              // [B, D]
+    Tensor grad_deep_;                        // [B, deep_out]
+    Tensor grad_fm_;                          // [B, 1]
+    Tensor grad_pooled_;                      // [B, F D]
     Tensor logits_;
 };
 

@@ -2,12 +2,15 @@
 
 namespace shardrec {
 
-DLRM::DLRM(const ModelConfig& model, uint64_t seed,
-           std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch, Interaction interaction)
+DLRM::DLRM(const ModelConfig& model,
+           uint64_t seed,
+           std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch,
+           Interaction interaction)
     : interaction_kind_(interaction), sparse_arch_(std::move(sparse_arch)) {
     const int64_t D = model.tables.front().embedding_dim;
     int64_t F = 0;
-    for (const auto& t : model.tables) F += static_cast<int64_t>(t.feature_names.size());
+    for (const auto& t : model.tables)
+        F += static_cast<int64_t>(t.feature_names.size());
     dense_arch_ = std::make_unique<MLP>("dense_arch.model", model.dense_in_features,
                                         model.bottom_mlp, kernels::Activation::kRelu, seed);
     int64_t over_in = 0;
@@ -16,8 +19,7 @@ DLRM::DLRM(const ModelConfig& model, uint64_t seed,
         over_in = D + F * (F + 1) / 2;
     } else {
         dcn_ = std::make_unique<InteractionDCNArch>("inter_arch.crossnet", F, D,
-                                                    model.dcn.num_layers, model.dcn.low_rank,
-                                                    seed);
+                                                    model.dcn.num_layers, model.dcn.low_rank, seed);
         over_in = D * (F + 1);
     }
     std::vector<int64_t> hidden(model.top_mlp.begin(), model.top_mlp.end() - 1);
@@ -58,8 +60,10 @@ void DLRM::backward(const Tensor& grad_logits) {
 std::vector<Parameter*> DLRM::parameters() {
     std::vector<Parameter*> out;
     append_parameters(out, *dense_arch_);
-    if (dcn_) append_parameters(out, *dcn_);
-    if (over_arch_) append_parameters(out, *over_arch_);
+    if (dcn_)
+        append_parameters(out, *dcn_);
+    if (over_arch_)
+        append_parameters(out, *over_arch_);
     append_parameters(out, *over_final_);
     return out;
 }

@@ -16,12 +16,16 @@ class DLRM : public RecModel {
 public:
     enum class Interaction { kDot, kDcn };
 
-    DLRM(const ModelConfig& model, uint64_t seed,
-         std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch, Interaction interaction);
+    DLRM(const ModelConfig& model,
+         uint64_t seed,
+         std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch,
+         Interaction interaction);
 
     const Tensor& forward(const Batch& batch) override;
     void backward(const Tensor& grad_logits) override;
+
     EmbeddingBagCollectionInterface& sparse_arch() override { return *sparse_arch_; }
+
     std::vector<Parameter*> parameters() override;
 
 private:
@@ -30,7 +34,7 @@ private:
     std::unique_ptr<MLP> dense_arch_;
     std::unique_ptr<InteractionArch> dot_;
     std::unique_ptr<InteractionDCNArch> dcn_;
-    std::unique_ptr<MLP> over_arch_;          // top MLP but its last layer (ReLU after each); may be null
+    std::unique_ptr<MLP> over_arch_;  // top MLP but its last layer (ReLU after each); may be null
     std::unique_ptr<Perceptron> over_final_;  // the last linear layer: [B, top_mlp[-2]] -> [B, 1]
     Tensor logits_;                           // [B] view of over_final_'s [B, 1] output
 };

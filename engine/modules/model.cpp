@@ -43,18 +43,22 @@ std::vector<EmbeddingBagConfig> embedding_bag_configs(const ModelConfig& model) 
 
 bool is_weighted(const ModelConfig& model) {
     for (const auto& t : model.tables) {
-        if (t.weighted) return true;
+        if (t.weighted)
+            return true;
     }
     return false;
 }
 
 std::unique_ptr<EmbeddingBagCollection> make_embedding_bag_collection(
-    const ModelConfig& model, uint64_t seed, const kernels::FusedOptimizerParams& sparse_optimizer) {
+    const ModelConfig& model,
+    uint64_t seed,
+    const kernels::FusedOptimizerParams& sparse_optimizer) {
     return std::make_unique<EmbeddingBagCollection>(embedding_bag_configs(model),
                                                     is_weighted(model), seed, sparse_optimizer);
 }
 
-std::unique_ptr<RecModel> make_model(const ModelConfig& model, uint64_t seed,
+std::unique_ptr<RecModel> make_model(const ModelConfig& model,
+                                     uint64_t seed,
                                      std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch) {
     if (model.type == "dlrm") {
         return std::make_unique<DLRM>(model, seed, std::move(sparse_arch), DLRM::Interaction::kDot);

@@ -39,7 +39,8 @@ std::unique_ptr<EmbeddingBagCollection> make_embedding_bag_collection(
 
 // model.type: dlrm | dlrm_dcn | deepfm, around a sparse arch over model.tables (unsharded, or
 // sharded over the ranks by engine/distributed).
-std::unique_ptr<RecModel> make_model(const ModelConfig& model, uint64_t seed,
+std::unique_ptr<RecModel> make_model(const ModelConfig& model,
+                                     uint64_t seed,
                                      std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch);
 
 }  // namespace shardrec

@@ -20,13 +20,15 @@ struct Parameter {
     Parameter() = default;
 
     Parameter(std::string n, Tensor v)
-        : name(std::move(n)), value(std::move(v)), grad(Tensor::zeros(value.shape(), value.dtype(),
-                                                                      value.device())) {}
+        : name(std::move(n)),
+          value(std::move(v)),
+          grad(Tensor::zeros(value.shape(), value.dtype(), value.device())) {}
 };
 
 class Module {
 public:
     virtual ~Module() = default;
+
     // Dense parameters (not embedding tables, which own their fused optimizer), in a fixed order.
     virtual std::vector<Parameter*> parameters() { return {}; }
 };

@@ -5,19 +5,25 @@
 
 namespace shardrec::train {
 
-TrainPipelineBase::TrainPipelineBase(RecModel& model, DenseOptimizer& optimizer,
+TrainPipelineBase::TrainPipelineBase(RecModel& model,
+                                     DenseOptimizer& optimizer,
                                      std::shared_ptr<comm::ProcessGroup> pg)
-    : model_(model), optimizer_(optimizer), pg_(std::move(pg)),
+    : model_(model),
+      optimizer_(optimizer),
+      pg_(std::move(pg)),
       loss_(Tensor::zeros({1}, DType::kF32)) {}
 
 namespace {
 
 // Averages every parameter's gradient over the ranks through one flat buffer.
-void all_reduce_gradients(comm::ProcessGroup& pg, const std::vector<Parameter*>& params,
+void all_reduce_gradients(comm::ProcessGroup& pg,
+                          const std::vector<Parameter*>& params,
                           Tensor& bucket) {
     int64_t n = 0;
-    for (const Parameter* p : params) n += p->grad.numel();
-    if (!bucket.defined() || bucket.numel() != n) bucket = Tensor::empty({n}, DType::kF32);
+    for (const Parameter* p : params)
+        n += p->grad.numel();
+    if (!bucket.defined() || bucket.numel() != n)
+        bucket = Tensor::empty({n}, DType::kF32);
     float* b = bucket.data<float>();
     for (const Parameter* p : params) {
         std::copy(p->grad.data<float>(), p->grad.data<float>() + p->grad.numel(), b);

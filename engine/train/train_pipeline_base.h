@@ -22,7 +22,8 @@ struct StepResult {
 class TrainPipelineBase {
 public:
     // pg: the ranks the dense layers are replicated over (nullptr: one process).
-    TrainPipelineBase(RecModel& model, DenseOptimizer& optimizer,
+    TrainPipelineBase(RecModel& model,
+                      DenseOptimizer& optimizer,
                       std::shared_ptr<comm::ProcessGroup> pg = nullptr);
 
     StepResult progress(const Batch& batch, float dense_lr, float sparse_lr);

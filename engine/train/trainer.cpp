@@ -7,10 +7,10 @@
 
 #include "comm/mpi_env.h"
 #include "comm/process_group.h"
+#include "engine/core/log.h"
 #include "engine/distributed/planner.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/distributed/topology.h"
-#include "engine/core/log.h"
 #include "engine/train/progress.h"
 #include "engine/train/run_dir.h"
 #include "kernels/threads.h"
@@ -68,8 +68,7 @@ LrScheduleConfig lr_schedule_config(const OptimizerConfig::Dense& d) {
 }
 
 void check_supported(const Config& config) {
-    SR_CHECK(config.data.type == "synthetic", "data.type '{}' is not supported",
-             config.data.type);
+    SR_CHECK(config.data.type == "synthetic", "data.type '{}' is not supported", config.data.type);
     SR_CHECK(config.runtime.device == "cpu", "runtime.device '{}': this build trains on the CPU",
              config.runtime.device);
 }
@@ -80,15 +79,16 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg) {
     const auto optimizer = sparse_optimizer_params(config.optimizer.sparse);
     const auto seed = static_cast<uint64_t>(config.train.seed);
-    if (pg == nullptr) return make_embedding_bag_collection(config.model, seed, optimizer);
-    Topology topology = resolve_topology(config.sharding.topology, config.runtime.device, pg->size());
+    if (pg == nullptr)
+        return make_embedding_bag_collection(config.model, seed, optimizer);
+    Topology topology =
+        resolve_topology(config.sharding.topology, config.runtime.device, pg->size());
     topology.local_size = std::min(comm::process_info().local_size, pg->size());
     const ShardingPlan plan = make_sharding_plan(config, topology);
     log::root().info("sharding plan for {} ranks:\n{}", pg->size(),
                      plan_table(plan, config.model.tables, PlanTableOptions{}));
-    return std::make_unique<ShardedEmbeddingBagCollection>(embedding_bag_configs(config.model),
-                                                           is_weighted(config.model), plan, pg,
-                                                           seed, optimizer);
+    return std::make_unique<ShardedEmbeddingBagCollection>(
+        embedding_bag_configs(config.model), is_weighted(config.model), plan, pg, seed, optimizer);
 }
 
 }  // namespace
@@ -113,8 +113,8 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       rank_(pg_ ? pg_->rank() : 0),
       world_size_(pg_ ? pg_->size() : 1),
       dataset_(synthetic_spec(config)),
-      model_(make_model(config.model, static_cast<uint64_t>(config.train.seed),
-                        make_sparse_arch(config, pg_))),
+      model_(make_model(
+          config.model, static_cast<uint64_t>(config.train.seed), make_sparse_arch(config, pg_))),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
       schedule_(lr_schedule_config(config.optimizer.dense)),
       pipeline_(*model_, *optimizer_, pg_) {}
@@ -125,11 +125,12 @@ int64_t Trainer::global_batch_size() const {
 
 Batch Trainer::train_batch(int64_t step) const {
     const int64_t B = config_.data.batch_size;
-    return dataset_.batch(step * global_batch_size() + rank_ * B, B,
-                          data::Split::kTrain);
+    return dataset_.batch(step * global_batch_size() + rank_ * B, B, data::Split::kTrain);
 }
 
-float Trainer::dense_lr(int64_t step) const { return lr_at(schedule_, step); }
+float Trainer::dense_lr(int64_t step) const {
+    return lr_at(schedule_, step);
+}
 
 // The sparse learning rate follows the dense schedule's warmup and decay factor.
 float Trainer::sparse_lr(int64_t step) const {
@@ -187,8 +188,9 @@ TrainSummary run(const Config& config, const std::string& run_dir) {
         if (last || (config.train.eval_every > 0 && done % config.train.eval_every == 0)) {
             const Metrics m = trainer.evaluate();
             writer.eval(done, m.loss, m.auc, m.ne, m.accuracy);
-            progress.message(fmt::format("eval step {}: loss {:.5f} auc {:.5f} ne {:.5f} acc {:.4f}",
-                                         done, m.loss, m.auc, m.ne, m.accuracy));
+            progress.message(
+                fmt::format("eval step {}: loss {:.5f} auc {:.5f} ne {:.5f} acc {:.4f}", done,
+                            m.loss, m.auc, m.ne, m.accuracy));
             summary.last_eval_auc = m.auc;
             summary.last_eval_loss = m.loss;
             window_t0 = Clock::now();  // evaluation time is not training throughput

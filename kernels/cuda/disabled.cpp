@@ -26,32 +26,65 @@ namespace {
 // One definition per cuda:: entry declared in kernels/*.h, in op order (kernels/ops.h).
 
 // ---- embedding lookups: pooled and sequence, forward and backward ----
-void embedding_bag_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                           const Tensor&, const Tensor*, PoolingMode, Tensor&, Stream&) {
+void embedding_bag_forward(const Tensor&,
+                           const Tensor&,
+                           const Tensor&,
+                           const Tensor&,
+                           const Tensor&,
+                           const Tensor*,
+                           PoolingMode,
+                           Tensor&,
+                           Stream&) {
     throw_not_built("cuda::embedding_bag_forward");
 }
 
-void embedding_bag_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                            const Tensor&, const Tensor&, const Tensor*, PoolingMode, Tensor*,
-                            Tensor*, EmbeddingBackwardWorkspace&, Stream&) {
+void embedding_bag_backward(const Tensor&,
+                            const Tensor&,
+                            const Tensor&,
+                            const Tensor&,
+                            const Tensor&,
+                            const Tensor&,
+                            const Tensor*,
+                            PoolingMode,
+                            Tensor*,
+                            Tensor*,
+                            EmbeddingBackwardWorkspace&,
+                            Stream&) {
     throw_not_built("cuda::embedding_bag_backward");
 }
 
-void embedding_bag_backward_fused(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                  const Tensor&, const Tensor*, PoolingMode,
-                                  const FusedOptimizerParams&, Tensor&, Tensor*, Tensor*,
-                                  EmbeddingBackwardWorkspace&, Stream&) {
+void embedding_bag_backward_fused(const Tensor&,
+                                  const Tensor&,
+                                  const Tensor&,
+                                  const Tensor&,
+                                  const Tensor&,
+                                  const Tensor*,
+                                  PoolingMode,
+                                  const FusedOptimizerParams&,
+                                  Tensor&,
+                                  Tensor*,
+                                  Tensor*,
+                                  EmbeddingBackwardWorkspace&,
+                                  Stream&) {
     throw_not_built("cuda::embedding_bag_backward_fused");
 }
 
-void sequence_embedding_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                const Tensor&, Tensor&, Stream&) {
+void sequence_embedding_forward(
+    const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Stream&) {
     throw_not_built("cuda::sequence_embedding_forward");
 }
 
-void sequence_embedding_backward_fused(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                       const Tensor&, const FusedOptimizerParams&, Tensor&,
-                                       Tensor*, Tensor*, EmbeddingBackwardWorkspace&, Stream&) {
+void sequence_embedding_backward_fused(const Tensor&,
+                                       const Tensor&,
+                                       const Tensor&,
+                                       const Tensor&,
+                                       const Tensor&,
+                                       const FusedOptimizerParams&,
+                                       Tensor&,
+                                       Tensor*,
+                                       Tensor*,
+                                       EmbeddingBackwardWorkspace&,
+                                       Stream&) {
     throw_not_built("cuda::sequence_embedding_backward_fused");
 }
 
@@ -60,8 +93,15 @@ void linear_forward(const Tensor&, const Tensor&, const Tensor*, Activation, Ten
     throw_not_built("cuda::linear_forward");
 }
 
-void linear_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Activation,
-                     Tensor*, Tensor&, Tensor*, Stream&) {
+void linear_backward(const Tensor&,
+                     const Tensor&,
+                     const Tensor&,
+                     const Tensor&,
+                     Activation,
+                     Tensor*,
+                     Tensor&,
+                     Tensor*,
+                     Stream&) {
     throw_not_built("cuda::linear_backward");
 }
 
@@ -69,50 +109,93 @@ void dot_interaction_forward(const Tensor&, const Tensor&, Tensor&, Stream&) {
     throw_not_built("cuda::dot_interaction_forward");
 }
 
-void dot_interaction_backward(const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
-                              Stream&) {
+void dot_interaction_backward(
+    const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Stream&) {
     throw_not_built("cuda::dot_interaction_backward");
 }
 
-void crossnet_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor*, const Tensor&,
-                      Tensor&, Tensor&, Tensor*, Stream&) {
+void crossnet_forward(const Tensor&,
+                      const Tensor&,
+                      const Tensor&,
+                      const Tensor*,
+                      const Tensor&,
+                      Tensor&,
+                      Tensor&,
+                      Tensor*,
+                      Stream&) {
     throw_not_built("cuda::crossnet_forward");
 }
 
-void crossnet_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor*, const Tensor&,
-                       const Tensor*, const Tensor&, Tensor&, Tensor&, Tensor&, Tensor*, Tensor&,
+void crossnet_backward(const Tensor&,
+                       const Tensor&,
+                       const Tensor&,
+                       const Tensor*,
+                       const Tensor&,
+                       const Tensor*,
+                       const Tensor&,
+                       Tensor&,
+                       Tensor&,
+                       Tensor&,
+                       Tensor*,
+                       Tensor&,
                        Stream&) {
     throw_not_built("cuda::crossnet_backward");
 }
 
-void vector_crossnet_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&,
-                             Tensor&, Stream&) {
+void vector_crossnet_forward(
+    const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&, Stream&) {
     throw_not_built("cuda::vector_crossnet_forward");
 }
 
-void vector_crossnet_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                              const Tensor&, Tensor&, Tensor&, Tensor&, Tensor&, Stream&) {
+void vector_crossnet_backward(const Tensor&,
+                              const Tensor&,
+                              const Tensor&,
+                              const Tensor&,
+                              const Tensor&,
+                              Tensor&,
+                              Tensor&,
+                              Tensor&,
+                              Tensor&,
+                              Stream&) {
     throw_not_built("cuda::vector_crossnet_backward");
 }
 
-void mixture_crossnet_forward(const Tensor&, const Tensor&, const MixtureCrossNetWeights&,
-                              Activation, Tensor&, const MixtureCrossNetSaved&, Stream&) {
+void mixture_crossnet_forward(const Tensor&,
+                              const Tensor&,
+                              const MixtureCrossNetWeights&,
+                              Activation,
+                              Tensor&,
+                              const MixtureCrossNetSaved&,
+                              Stream&) {
     throw_not_built("cuda::mixture_crossnet_forward");
 }
 
-void mixture_crossnet_backward(const Tensor&, const Tensor&, const MixtureCrossNetWeights&,
-                               Activation, const MixtureCrossNetSaved&, const Tensor&,
-                               const MixtureCrossNetGrads&, Stream&) {
+void mixture_crossnet_backward(const Tensor&,
+                               const Tensor&,
+                               const MixtureCrossNetWeights&,
+                               Activation,
+                               const MixtureCrossNetSaved&,
+                               const Tensor&,
+                               const MixtureCrossNetGrads&,
+                               Stream&) {
     throw_not_built("cuda::mixture_crossnet_backward");
 }
 
-void swish_layer_norm_forward(const Tensor&, const Tensor&, const Tensor&, float, Tensor&, Tensor&,
-                              Tensor&, Stream&) {
+void swish_layer_norm_forward(
+    const Tensor&, const Tensor&, const Tensor&, float, Tensor&, Tensor&, Tensor&, Stream&) {
     throw_not_built("cuda::swish_layer_norm_forward");
 }
 
-void swish_layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               const Tensor&, const Tensor&, Tensor&, Tensor&, Tensor&, Stream&) {
+void swish_layer_norm_backward(const Tensor&,
+                               const Tensor&,
+                               const Tensor&,
+                               const Tensor&,
+                               const Tensor&,
+                               const Tensor&,
+                               Tensor&,
+                               Tensor&,
+                               Tensor&,
+                               Stream&) {
     throw_not_built("cuda::swish_layer_norm_backward");
 }
 

@@ -1,6 +1,5 @@
 // The README's config reference is the generated one: docs cannot drift from the config structs.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>

@@ -32,9 +32,10 @@ TEST_CASE("dtype: f16 and bf16 conversions round to nearest even and keep exact 
     for (float x : {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f}) {
         CHECK(half_to_float(float_to_half(x)) == x);
     }
-    CHECK(half_to_float(float_to_half(1.0f + 0x1.0p-11f)) == 1.0f);               // tie -> even
+    CHECK(half_to_float(float_to_half(1.0f + 0x1.0p-11f)) == 1.0f);                  // tie -> even
     CHECK(half_to_float(float_to_half(1.0f + 3 * 0x1.0p-11f)) == 1.0f + 0x1.0p-9f);  // tie -> even
     CHECK(std::isinf(half_to_float(float_to_half(70000.0f))));
-    for (float x : {0.0f, 1.0f, -3.0f, 0x1.8p100f}) CHECK(bf16_to_float(float_to_bf16(x)) == x);
+    for (float x : {0.0f, 1.0f, -3.0f, 0x1.8p100f})
+        CHECK(bf16_to_float(float_to_bf16(x)) == x);
     CHECK(bf16_to_float(float_to_bf16(1.0f + 0x1.0p-8f)) == 1.0f);  // tie -> even
 }

@@ -28,14 +28,16 @@ RunResult run_shardrec(const std::vector<std::string>& args, const std::string& 
     SR_CHECK(bin != nullptr, "SHARDREC_BIN is not set (run the e2e tests through ctest)");
     std::string cmd = prefix.empty() ? "" : prefix + " ";
     cmd += std::string("'") + bin + "'";
-    for (const auto& a : args) cmd += " '" + a + "'";
+    for (const auto& a : args)
+        cmd += " '" + a + "'";
     cmd += " 2>&1";
     RunResult r;
     FILE* p = popen(cmd.c_str(), "r");
     SR_CHECK(p != nullptr, "cannot run {}", cmd);
     std::array<char, 4096> buf;
     size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+        r.output.append(buf.data(), n);
     const int status = pclose(p);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return r;
@@ -51,13 +53,15 @@ std::vector<JsonRecord> read_metrics(const std::filesystem::path& run_dir) {
         size_t i = line.find('{');
         while (i != std::string::npos && i < line.size()) {
             const size_t k0 = line.find('"', i);
-            if (k0 == std::string::npos) break;
+            if (k0 == std::string::npos)
+                break;
             const size_t k1 = line.find('"', k0 + 1);
             const size_t colon = line.find(':', k1);
             size_t v0 = colon + 1;
             size_t v1 = line.find_first_of(",}", v0);
             std::string value = line.substr(v0, v1 - v0);
-            if (!value.empty() && value.front() == '"') value = value.substr(1, value.size() - 2);
+            if (!value.empty() && value.front() == '"')
+                value = value.substr(1, value.size() - 2);
             rec[line.substr(k0 + 1, k1 - k0 - 1)] = value;
             i = v1 + 1;
         }

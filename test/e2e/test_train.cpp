@@ -11,7 +11,8 @@ namespace {
 std::vector<JsonRecord> of_kind(const std::vector<JsonRecord>& all, const std::string& kind) {
     std::vector<JsonRecord> out;
     for (const auto& r : all) {
-        if (r.at("kind") == kind) out.push_back(r);
+        if (r.at("kind") == kind)
+            out.push_back(r);
     }
     return out;
 }
@@ -39,10 +40,10 @@ TEST_CASE("train: the same seed gives bitwise-identical losses and eval metrics"
     const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
     std::vector<std::vector<JsonRecord>> runs;
     for (const char* name : {"a", "b"}) {
-        const RunResult r = run_shardrec({"train", config, "--out", (dir / name).string(), "--set",
-                                          "train.steps=60", "--set", "train.log_every=10",
-                                          "--set", "train.eval_every=30", "--set",
-                                          "train.eval_samples=2048"});
+        const RunResult r =
+            run_shardrec({"train", config, "--out", (dir / name).string(), "--set",
+                          "train.steps=60", "--set", "train.log_every=10", "--set",
+                          "train.eval_every=30", "--set", "train.eval_samples=2048"});
         INFO(r.output);
         REQUIRE(r.exit_code == 0);
         runs.push_back(read_metrics(dir / name));
@@ -51,7 +52,8 @@ TEST_CASE("train: the same seed gives bitwise-identical losses and eval metrics"
     for (size_t i = 0; i < runs[0].size(); ++i) {
         for (const char* key : {"kind", "step", "loss", "lr", "auc", "ne", "accuracy", "steps"}) {
             const auto a = runs[0][i].find(key);
-            if (a == runs[0][i].end()) continue;
+            if (a == runs[0][i].end())
+                continue;
             INFO("line " << i << " key " << key);
             CHECK(a->second == runs[1][i].at(key));
         }
@@ -62,22 +64,24 @@ TEST_CASE("train: every model type trains a few steps with finite losses", "[e2e
     const auto dir = fresh_dir("models");
     for (const char* cfg : {"quickstart.yaml", "deepfm.yaml"}) {
         const auto config = (repo_root() / "configs" / cfg).string();
-        const RunResult r = run_shardrec({"train", config, "--out", (dir / cfg).string(), "--set",
-                                          "train.steps=5", "--set", "train.log_every=1", "--set",
-                                          "train.eval_samples=512"});
+        const RunResult r =
+            run_shardrec({"train", config, "--out", (dir / cfg).string(), "--set", "train.steps=5",
+                          "--set", "train.log_every=1", "--set", "train.eval_samples=512"});
         INFO(cfg << "\n" << r.output);
         REQUIRE(r.exit_code == 0);
         const auto train = of_kind(read_metrics(dir / cfg), "train");
         REQUIRE(train.size() == 5);
-        for (const auto& t : train) CHECK(std::isfinite(std::stod(t.at("loss"))));
+        for (const auto& t : train)
+            CHECK(std::isfinite(std::stod(t.at("loss"))));
     }
 }
 
-TEST_CASE("train: a bad config exits non-zero, names the key and writes no run directory", "[e2e]") {
+TEST_CASE("train: a bad config exits non-zero, names the key and writes no run directory",
+          "[e2e]") {
     const auto dir = fresh_dir("bad");
     const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
-    const RunResult r = run_shardrec({"train", config, "--out", (dir / "run").string(), "--set",
-                                      "model.embeding_dim=16"});
+    const RunResult r = run_shardrec(
+        {"train", config, "--out", (dir / "run").string(), "--set", "model.embeding_dim=16"});
     INFO(r.output);
     CHECK(r.exit_code != 0);
     CHECK(r.output.find("model.embeding_dim") != std::string::npos);

@@ -3,7 +3,6 @@
 // reference itself (the whole global batch, no collective), trains the sharded model with the
 // other ranks, and compares.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "comm/mpi_env.h"
@@ -46,8 +45,11 @@ Config with_sharding(const std::string& sharding, int batch_size) {
     return parse_config(text, {"data.batch_size=" + std::to_string(batch_size)});
 }
 
-void check_close(const std::vector<float>& got, const std::vector<float>& want, double abs,
-                 double rel, const std::string& what) {
+void check_close(const std::vector<float>& got,
+                 const std::vector<float>& want,
+                 double abs,
+                 double rel,
+                 const std::string& what) {
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < got.size(); ++i) {
         const double tol = abs + rel * std::fabs(want[i]);

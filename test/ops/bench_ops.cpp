@@ -43,7 +43,9 @@ Timing time_it(Fn&& fn, int reps) {
         us.push_back(seconds_since(t0) * 1e6);
     }
     std::sort(us.begin(), us.end());
-    auto at = [&](double q) { return us[static_cast<size_t>(q * static_cast<double>(us.size() - 1))]; };
+    auto at = [&](double q) {
+        return us[static_cast<size_t>(q * static_cast<double>(us.size() - 1))];
+    };
     return {at(0.5), at(0.1), at(0.9)};
 }
 
@@ -58,8 +60,8 @@ double measure_copy_gbps() {
 double sgemm_time_us(const std::vector<OpCase::Gemm>& gemms, int reps) {
     double total = 0;
     for (const auto& g : gemms) {
-        std::vector<float> a(static_cast<size_t>(g.m * g.k), 0.5f), b(static_cast<size_t>(g.k * g.n), 0.25f),
-            c(static_cast<size_t>(g.m * g.n));
+        std::vector<float> a(static_cast<size_t>(g.m * g.k), 0.5f),
+            b(static_cast<size_t>(g.k * g.n), 0.25f), c(static_cast<size_t>(g.m * g.n));
         const Timing t = time_it(
             [&] {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g.m),
@@ -127,7 +129,8 @@ int main(int argc, char** argv) {
                     name.c_str(), c->vars().c_str(), t.med_us, t.p10_us, t.p90_us, gbps, gflops,
                     pct_bw, sgemm_us, pct_gemm, wrong);
         rows.push_back(fmt::format(
-            "{{\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":{:.3f},\"p10_us\":{:.3f},\"p90_us\":{:.3f},"
+            "{{\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":{:.3f},\"p10_us\":{:.3f},\"p90_us\":{:.3f}"
+            ","
             "\"bytes\":{:.0f},\"flops\":{:.0f},\"gbps\":{:.4f},\"gflops\":{:.4f},"
             "\"copy_gbps\":{:.4f},\"pct_bw\":{:.2f},\"sgemm_us\":{:.3f},\"pct_gemm\":{:.2f},"
             "\"wrong\":{}}}",
@@ -137,7 +140,8 @@ int main(int argc, char** argv) {
     if (!json_path.empty()) {
         std::ofstream out(json_path);
         out << "[\n";
-        for (size_t i = 0; i < rows.size(); ++i) out << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
+        for (size_t i = 0; i < rows.size(); ++i)
+            out << "  " << rows[i] << (i + 1 < rows.size() ? ",\n" : "\n");
         out << "]\n";
     }
     return 0;

@@ -43,7 +43,8 @@ std::string OpCase::check_guards() const {
         const uint8_t* p = guarded_[i].buffer.data<uint8_t>();
         const size_t n = guarded_[i].data_bytes;
         for (size_t j = 0; j < kGuardBytes; ++j) {
-            if (p[j] != kGuardByte) return fmt::format("output {}: write before the start", i);
+            if (p[j] != kGuardByte)
+                return fmt::format("output {}: write before the start", i);
             if (p[kGuardBytes + n + j] != kGuardByte) {
                 return fmt::format("output {}: write past the end", i);
             }
@@ -52,12 +53,15 @@ std::string OpCase::check_guards() const {
     return {};
 }
 
-RegisterOpCases::RegisterOpCases(OpCaseFactory factory) { factories().push_back(std::move(factory)); }
+RegisterOpCases::RegisterOpCases(OpCaseFactory factory) {
+    factories().push_back(std::move(factory));
+}
 
 std::vector<std::unique_ptr<OpCase>> all_op_cases() {
     std::vector<std::unique_ptr<OpCase>> all;
     for (auto& f : factories()) {
-        for (auto& c : f()) all.push_back(std::move(c));
+        for (auto& c : f())
+            all.push_back(std::move(c));
     }
     return all;
 }

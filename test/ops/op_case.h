@@ -34,14 +34,20 @@ public:
     virtual std::vector<Tensor> run(Device device) = 0;
     // Bound for output i. Default: fp32 accumulation over terms(i) terms. Override with a comment.
     virtual Tolerance tolerance(size_t output) const;
+
     virtual int64_t terms(size_t /*output*/) const { return 1; }
+
     virtual double bytes() const { return 0; }  // bytes moved, for GB/s (state the formula)
+
     virtual double flops() const { return 0; }
+
     // GEMMs (M, N, K) the op performs, so bench_ops can time cblas_sgemm on them as the ceiling.
     struct Gemm {
         int64_t m, n, k;
     };
+
     virtual std::vector<Gemm> gemms() const { return {}; }
+
     // Large cases timed by bench_ops only; test_backend_ops skips them (they take seconds).
     virtual bool bench_only() const { return false; }
 
@@ -51,6 +57,7 @@ public:
     Tensor make_output_like(const Tensor& init);
     // Empty string when every guard is intact, else which output was overrun.
     std::string check_guards() const;
+
     void clear_outputs() { guarded_.clear(); }
 
 private:
@@ -58,6 +65,7 @@ private:
         Tensor buffer;
         size_t data_bytes;
     };
+
     std::vector<Guarded> guarded_;
 };
 

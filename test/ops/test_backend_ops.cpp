@@ -1,7 +1,6 @@
 // Runs every OpCase on every backend against the float64 reference, and fails for any op without
 // a case (coverage gate). A backend that is absent is reported as not run, never as passed.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <set>
 
@@ -34,7 +33,8 @@ void check_case(OpCase& c, Device device) {
 
 TEST_CASE("backend ops: every case matches the float64 reference on the CPU", "[ops][cpu]") {
     for (auto& c : all_op_cases()) {
-        if (c->bench_only()) continue;
+        if (c->bench_only())
+            continue;
         DYNAMIC_SECTION(kernels::op_name(c->kind()) << "(" << c->vars() << ") on cpu") {
             check_case(*c, Device::cpu());
         }
@@ -43,13 +43,15 @@ TEST_CASE("backend ops: every case matches the float64 reference on the CPU", "[
 
 TEST_CASE("backend ops: every case is deterministic on the CPU", "[ops][cpu]") {
     for (auto& c : all_op_cases()) {
-        if (c->bench_only()) continue;
+        if (c->bench_only())
+            continue;
         DYNAMIC_SECTION(kernels::op_name(c->kind()) << "(" << c->vars() << ") twice") {
             c->make_inputs(test_seed());
             c->clear_outputs();
             const std::vector<Tensor> first = c->run(Device::cpu());
             std::vector<std::vector<double>> a;
-            for (const Tensor& t : first) a.push_back(to_double(t));
+            for (const Tensor& t : first)
+                a.push_back(to_double(t));
             c->make_inputs(test_seed());
             c->clear_outputs();
             const std::vector<Tensor> second = c->run(Device::cpu());
@@ -64,7 +66,8 @@ TEST_CASE("backend ops: every case is deterministic on the CPU", "[ops][cpu]") {
 
 TEST_CASE("backend ops: every op has at least one case", "[ops][coverage]") {
     std::set<kernels::OpKind> covered;
-    for (auto& c : all_op_cases()) covered.insert(c->kind());
+    for (auto& c : all_op_cases())
+        covered.insert(c->kind());
     for (size_t i = 0; i < kernels::kNumOps; ++i) {
         const auto op = static_cast<kernels::OpKind>(i);
         INFO("op without a case: " << kernels::op_name(op));

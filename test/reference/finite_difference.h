@@ -8,9 +8,11 @@
 namespace shardrec::ref {
 
 // d(loss)/d(x_i) for loss(x) = sum_j upstream_j * f(x)_j, by (f(x+h) - f(x-h)) / 2h per element.
-std::vector<double> numerical_gradient(const std::function<std::vector<double>(const std::vector<double>&)>& f,
-                                       const std::vector<double>& x,
-                                       const std::vector<double>& upstream, double h = 1e-6);
+std::vector<double> numerical_gradient(
+    const std::function<std::vector<double>(const std::vector<double>&)>& f,
+    const std::vector<double>& x,
+    const std::vector<double>& upstream,
+    double h = 1e-6);
 
 // max_i |a_i - b_i| / max(1, |b_i|)
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);

@@ -1,9 +1,9 @@
 // Catch2 main for CPU tests. A warn or error log that a test did not expect fails it
 // (tiny-cuda-nn): tests that provoke warnings on purpose wrap them in ExpectLogs.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
 #include <spdlog/sinks/base_sink.h>
 
+#include <catch2/catch.hpp>
 #include <mutex>
 
 #include "engine/core/log.h"
@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     shardrec::log::root().sinks().push_back(sink);
     shardrec::log::all().sinks().push_back(sink);
     const int rc = Catch::Session().run(argc, argv);
-    if (rc == 0 && shardrec::test::unexpected_log_count() > 0) return 1;
+    if (rc == 0 && shardrec::test::unexpected_log_count() > 0)
+        return 1;
     return rc;
 }

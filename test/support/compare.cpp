@@ -19,13 +19,15 @@ uint64_t test_seed() {
     return s ? std::strtoull(s, nullptr, 10) : 1234;
 }
 
-CompareResult compare(const std::vector<float>& got, const std::vector<double>& ref,
-                      const std::vector<double>& mag, const Tolerance& tol) {
+CompareResult compare(const std::vector<float>& got,
+                      const std::vector<double>& ref,
+                      const std::vector<double>& mag,
+                      const Tolerance& tol) {
     CompareResult r;
     if (got.size() != ref.size() || ref.size() != mag.size()) {
         r.ok = false;
-        r.report = fmt::format("size mismatch: got {} ref {} mag {}", got.size(), ref.size(),
-                               mag.size());
+        r.report =
+            fmt::format("size mismatch: got {} ref {} mag {}", got.size(), ref.size(), mag.size());
         return r;
     }
     double worst_excess = -1.0;
@@ -45,8 +47,10 @@ CompareResult compare(const std::vector<float>& got, const std::vector<double>& 
             ok = std::fabs(g - e) <= tol.bound(mag[i]);
         }
         const double excess =
-            ok ? -1.0 : (std::isfinite(g - e) ? std::fabs(g - e) / (tol.bound(mag[i]) + 1e-300) : 1e300);
-        if (!ok) ++bad;
+            ok ? -1.0
+               : (std::isfinite(g - e) ? std::fabs(g - e) / (tol.bound(mag[i]) + 1e-300) : 1e300);
+        if (!ok)
+            ++bad;
         if (excess > worst_excess) {
             worst_excess = excess;
             worst = i;
@@ -62,22 +66,32 @@ CompareResult compare(const std::vector<float>& got, const std::vector<double>& 
     return r;
 }
 
-CompareResult compare(const Tensor& got, const std::vector<double>& ref,
-                      const std::vector<double>& mag, const Tolerance& tol) {
+CompareResult compare(const Tensor& got,
+                      const std::vector<double>& ref,
+                      const std::vector<double>& mag,
+                      const Tolerance& tol) {
     return compare(got.to_vector<float>(), ref, mag, tol);
 }
 
-bool logs_expected() { return g_expect_depth > 0; }
+bool logs_expected() {
+    return g_expect_depth > 0;
+}
 
 void record_unexpected_log(const std::string& msg) {
     ++g_unexpected;
     std::fprintf(stderr, "unexpected warning/error log: %s\n", msg.c_str());
 }
 
-int unexpected_log_count() { return g_unexpected; }
+int unexpected_log_count() {
+    return g_unexpected;
+}
 
-ExpectLogs::ExpectLogs() { ++g_expect_depth; }
+ExpectLogs::ExpectLogs() {
+    ++g_expect_depth;
+}
 
-ExpectLogs::~ExpectLogs() { --g_expect_depth; }
+ExpectLogs::~ExpectLogs() {
+    --g_expect_depth;
+}
 
 }  // namespace shardrec::test

@@ -15,11 +15,12 @@ uint64_t test_seed();  // SHARDREC_TEST_SEED, default 1234
 // |got - ref| <= atol + ((K + 1) * u_acc + u_out) * mag, element-wise.
 struct Tolerance {
     double atol = 0.0;
-    int64_t terms = 1;                     // K: accumulated terms (bag length, GEMM depth)
-    double u_acc = 0x1.0p-24;              // fp32 accumulation
-    double u_out = 0x1.0p-24;              // output dtype roundoff
-    double extra_rel = 0.0;                // documented slack where a case needs it
-    bool exact = false;                    // bitwise equality
+    int64_t terms = 1;         // K: accumulated terms (bag length, GEMM depth)
+    double u_acc = 0x1.0p-24;  // fp32 accumulation
+    double u_out = 0x1.0p-24;  // output dtype roundoff
+    double extra_rel = 0.0;    // documented slack where a case needs it
+    bool exact = false;        // bitwise equality
+
     double bound(double mag) const {
         return atol + ((static_cast<double>(terms) + 1) * u_acc + u_out + extra_rel) * mag;
     }
@@ -31,10 +32,14 @@ struct CompareResult {
 };
 
 // ref and mag are float64 of the same length as got (mag = sum of |terms| per element).
-CompareResult compare(const std::vector<float>& got, const std::vector<double>& ref,
-                      const std::vector<double>& mag, const Tolerance& tol);
-CompareResult compare(const Tensor& got, const std::vector<double>& ref,
-                      const std::vector<double>& mag, const Tolerance& tol);
+CompareResult compare(const std::vector<float>& got,
+                      const std::vector<double>& ref,
+                      const std::vector<double>& mag,
+                      const Tolerance& tol);
+CompareResult compare(const Tensor& got,
+                      const std::vector<double>& ref,
+                      const std::vector<double>& mag,
+                      const Tolerance& tol);
 
 // Logs at warn or above fail the test unless inside an ExpectLogs scope.
 bool logs_expected();

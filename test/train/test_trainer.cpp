@@ -30,7 +30,8 @@ optimizer:
 std::vector<float> losses(const Config& config, int steps) {
     train::Trainer trainer(config, nullptr);
     std::vector<float> out;
-    for (int s = 0; s < steps; ++s) out.push_back(trainer.train_step(trainer.train_batch(s), s).loss);
+    for (int s = 0; s < steps; ++s)
+        out.push_back(trainer.train_step(trainer.train_batch(s), s).loss);
     return out;
 }
 
@@ -39,22 +40,28 @@ std::vector<float> losses(const Config& config, int steps) {
 TEST_CASE("Trainer: no allocation per step after warm-up", "[train]") {
     for (const char* type : {"dlrm", "dlrm_dcn", "deepfm"}) {
         std::vector<std::string> sets = {std::string("model.type=") + type};
-        if (std::string(type) == "dlrm_dcn") sets.push_back("model.dcn.low_rank=4");
-        if (std::string(type) == "deepfm") sets.push_back("model.deepfm.hidden=[16, 8]");
+        if (std::string(type) == "dlrm_dcn")
+            sets.push_back("model.dcn.low_rank=4");
+        if (std::string(type) == "deepfm")
+            sets.push_back("model.deepfm.hidden=[16, 8]");
         const Config config = parse_config(kSmallConfig, sets);
         train::Trainer trainer(config, nullptr);
         std::vector<Batch> batches;
-        for (int s = 0; s < 6; ++s) batches.push_back(trainer.train_batch(s));
-        for (int s = 0; s < 2; ++s) (void)trainer.train_step(batches[s], s);
+        for (int s = 0; s < 6; ++s)
+            batches.push_back(trainer.train_batch(s));
+        for (int s = 0; s < 2; ++s)
+            (void)trainer.train_step(batches[s], s);
         const int64_t before = cpu_alloc_stats().num_allocs;
-        for (int s = 2; s < 6; ++s) (void)trainer.train_step(batches[s], s);
+        for (int s = 2; s < 6; ++s)
+            (void)trainer.train_step(batches[s], s);
         INFO(type);
         CHECK(cpu_alloc_stats().num_allocs == before);
     }
 }
 
 TEST_CASE("Trainer: losses are bitwise the same with 1 and 2 threads", "[train]") {
-    const Config config = parse_config(kSmallConfig, {"model.type=dlrm_dcn", "model.dcn.low_rank=4"});
+    const Config config =
+        parse_config(kSmallConfig, {"model.type=dlrm_dcn", "model.dcn.low_rank=4"});
     kernels::set_cpu_threads(1);
     const std::vector<float> one = losses(config, 8);
     kernels::set_cpu_threads(2);
@@ -69,12 +76,15 @@ TEST_CASE("Trainer: losses are bitwise the same with 1 and 2 threads", "[train]"
 TEST_CASE("Trainer: every model type learns on the planted signal", "[train]") {
     for (const char* type : {"dlrm", "dlrm_dcn", "deepfm"}) {
         std::vector<std::string> sets = {std::string("model.type=") + type};
-        if (std::string(type) == "dlrm_dcn") sets.push_back("model.dcn.low_rank=4");
-        if (std::string(type) == "deepfm") sets.push_back("model.deepfm.hidden=[16, 8]");
+        if (std::string(type) == "dlrm_dcn")
+            sets.push_back("model.dcn.low_rank=4");
+        if (std::string(type) == "deepfm")
+            sets.push_back("model.deepfm.hidden=[16, 8]");
         const Config config = parse_config(kSmallConfig, sets);
         train::Trainer trainer(config, nullptr);
         const double auc_before = trainer.evaluate().auc;
-        for (int s = 0; s < 150; ++s) (void)trainer.train_step(trainer.train_batch(s), s);
+        for (int s = 0; s < 150; ++s)
+            (void)trainer.train_step(trainer.train_batch(s), s);
         const double auc_after = trainer.evaluate().auc;
         INFO(type << ": eval AUC " << auc_before << " -> " << auc_after);
         CHECK(auc_after > auc_before + 0.05);

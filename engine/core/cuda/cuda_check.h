@@ -13,35 +13,34 @@ namespace shardrec::cuda {
 bool sync_check_enabled();
 }
 
-#define SR_CHECK_STATUS_(expr, success, to_string)                                        \
-    do {                                                                                  \
-        const auto sr_status_ = (expr);                                                   \
-        if (sr_status_ != (success)) {                                                    \
-            int sr_dev_ = -1;                                                             \
-            cudaGetDevice(&sr_dev_);                                                      \
-            ::shardrec::throw_error(#expr, __func__, __FILE__, __LINE__,                  \
-                                    ::fmt::format("cuda:{}: {}", sr_dev_,                 \
-                                                  to_string(sr_status_)));                \
-        }                                                                                 \
+#define SR_CHECK_STATUS_(expr, success, to_string)                                                 \
+    do {                                                                                           \
+        const auto sr_status_ = (expr);                                                            \
+        if (sr_status_ != (success)) {                                                             \
+            int sr_dev_ = -1;                                                                      \
+            cudaGetDevice(&sr_dev_);                                                               \
+            ::shardrec::throw_error(#expr, __func__, __FILE__, __LINE__,                           \
+                                    ::fmt::format("cuda:{}: {}", sr_dev_, to_string(sr_status_))); \
+        }                                                                                          \
     } while (0)
 
 #define SR_CUDA_CHECK(expr) SR_CHECK_STATUS_(expr, cudaSuccess, cudaGetErrorString)
 #define SR_CUBLAS_CHECK(expr) SR_CHECK_STATUS_(expr, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 
-#define SR_CUDA_LAUNCH_CHECK(stream)                                 \
-    do {                                                             \
-        SR_CUDA_CHECK(cudaGetLastError());                           \
-        if (::shardrec::cuda::sync_check_enabled()) {                \
-            SR_CUDA_CHECK(cudaStreamSynchronize(stream));            \
-        }                                                            \
+#define SR_CUDA_LAUNCH_CHECK(stream)                      \
+    do {                                                  \
+        SR_CUDA_CHECK(cudaGetLastError());                \
+        if (::shardrec::cuda::sync_check_enabled()) {     \
+            SR_CUDA_CHECK(cudaStreamSynchronize(stream)); \
+        }                                                 \
     } while (0)
 
 // Destructors only: logs and never throws.
-#define SR_CUDA_WARN(expr)                                                                 \
-    do {                                                                                   \
-        const cudaError_t sr_err_ = (expr);                                                \
-        if (sr_err_ != cudaSuccess) {                                                      \
-            ::shardrec::log::all().warn("{} failed: {} ({}:{})", #expr,                    \
-                                        cudaGetErrorString(sr_err_), __FILE__, __LINE__);  \
-        }                                                                                  \
+#define SR_CUDA_WARN(expr)                                                                \
+    do {                                                                                  \
+        const cudaError_t sr_err_ = (expr);                                               \
+        if (sr_err_ != cudaSuccess) {                                                     \
+            ::shardrec::log::all().warn("{} failed: {} ({}:{})", #expr,                   \
+                                        cudaGetErrorString(sr_err_), __FILE__, __LINE__); \
+        }                                                                                 \
     } while (0)

@@ -38,7 +38,8 @@ int device_count() {
 }
 
 void* alloc(int device, size_t bytes) {
-    if (bytes == 0) return nullptr;
+    if (bytes == 0)
+        return nullptr;
     SR_CUDA_CHECK(cudaSetDevice(device));
     void* p = nullptr;
     SR_CUDA_CHECK(cudaMallocAsync(&p, bytes, service_stream()));
@@ -52,10 +53,9 @@ void free(int device, void* ptr) {
 }
 
 void copy(void* dst, bool dst_is_device, const void* src, bool src_is_device, size_t bytes) {
-    const cudaMemcpyKind kind = dst_is_device
-                                    ? (src_is_device ? cudaMemcpyDeviceToDevice
-                                                     : cudaMemcpyHostToDevice)
-                                    : cudaMemcpyDeviceToHost;
+    const cudaMemcpyKind kind =
+        dst_is_device ? (src_is_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                      : cudaMemcpyDeviceToHost;
     SR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, service_stream()));
     SR_CUDA_CHECK(cudaStreamSynchronize(service_stream()));
 }
@@ -72,7 +72,9 @@ void* stream_create(int device) {
     return s;
 }
 
-void stream_destroy(void* stream) { SR_CUDA_WARN(cudaStreamDestroy(static_cast<cudaStream_t>(stream))); }
+void stream_destroy(void* stream) {
+    SR_CUDA_WARN(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
+}
 
 void stream_synchronize(void* stream) {
     SR_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
@@ -85,15 +87,18 @@ void* event_create(int device) {
     return e;
 }
 
-void event_destroy(void* event) { SR_CUDA_WARN(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
+void event_destroy(void* event) {
+    SR_CUDA_WARN(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
+}
 
 void event_record(void* event, void* stream) {
-    SR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+    SR_CUDA_CHECK(
+        cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
 }
 
 void stream_wait_event(void* stream, void* event) {
-    SR_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
-                                      static_cast<cudaEvent_t>(event), 0));
+    SR_CUDA_CHECK(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
 }
 
 void event_synchronize(void* event) {

@@ -13,30 +13,50 @@ namespace {
 
 }  // namespace
 
-int device_count() { return 0; }
+int device_count() {
+    return 0;
+}
 
-void* alloc(int, size_t) { not_built("cuda::alloc"); }
+void* alloc(int, size_t) {
+    not_built("cuda::alloc");
+}
 
 void free(int, void*) {}
 
-void copy(void*, bool, const void*, bool, size_t) { not_built("cuda::copy"); }
+void copy(void*, bool, const void*, bool, size_t) {
+    not_built("cuda::copy");
+}
 
-void memset_zero(void*, size_t) { not_built("cuda::memset_zero"); }
+void memset_zero(void*, size_t) {
+    not_built("cuda::memset_zero");
+}
 
-void* stream_create(int) { not_built("cuda::stream_create"); }
+void* stream_create(int) {
+    not_built("cuda::stream_create");
+}
 
 void stream_destroy(void*) {}
 
-void stream_synchronize(void*) { not_built("cuda::stream_synchronize"); }
+void stream_synchronize(void*) {
+    not_built("cuda::stream_synchronize");
+}
 
-void* event_create(int) { not_built("cuda::event_create"); }
+void* event_create(int) {
+    not_built("cuda::event_create");
+}
 
 void event_destroy(void*) {}
 
-void event_record(void*, void*) { not_built("cuda::event_record"); }
+void event_record(void*, void*) {
+    not_built("cuda::event_record");
+}
 
-void stream_wait_event(void*, void*) { not_built("cuda::stream_wait_event"); }
+void stream_wait_event(void*, void*) {
+    not_built("cuda::stream_wait_event");
+}
 
-void event_synchronize(void*) { not_built("cuda::event_synchronize"); }
+void event_synchronize(void*) {
+    not_built("cuda::event_synchronize");
+}
 
 }  // namespace shardrec::cuda
