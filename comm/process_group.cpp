@@ -10,15 +10,34 @@ namespace shardrec::comm {
 
 // A destructor must not throw: a failed collective here is logged on this rank (a test fails on
 // it; tools/main.cpp is not reached, but the peers' own waits time out and report).
-Work::~Work() {
-    if (!impl_) {
+namespace {
+
+// A collective dropped without wait() still completes before its handle goes; a failure is
+// logged, never thrown (destructors and move-assignment are noexcept).
+void finish_dropped(std::unique_ptr<WorkImpl>& impl) {
+    if (!impl) {
         return;
     }
     try {
-        impl_->wait();
+        impl->wait();
     } catch (const std::exception& e) {
         log::all().error("a Work destroyed without wait() failed: {}", e.what());
     }
+    impl.reset();
+}
+
+}  // namespace
+
+Work::~Work() {
+    finish_dropped(impl_);
+}
+
+Work& Work::operator=(Work&& other) noexcept {
+    if (this != &other) {
+        finish_dropped(impl_);
+        impl_ = std::move(other.impl_);
+    }
+    return *this;
 }
 
 // The impl goes away even when wait() throws: the error is reported once, by this call, and

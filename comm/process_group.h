@@ -34,7 +34,7 @@ public:
     explicit Work(std::unique_ptr<WorkImpl> impl) : impl_(std::move(impl)) {}
 
     Work(Work&&) noexcept = default;
-    Work& operator=(Work&&) noexcept = default;
+    Work& operator=(Work&& other) noexcept;  // waits for the collective it replaces
     Work(const Work&) = delete;
     Work& operator=(const Work&) = delete;
     ~Work();
