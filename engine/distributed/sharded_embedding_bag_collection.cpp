@@ -120,6 +120,7 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     const kernels::FusedOptimizerParams& optimizer)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
+      plan_(plan),
       pg_(std::move(pg)),
       optimizer_(optimizer) {
     SR_CHECK(plan.env.world_size == pg_->size(),
@@ -434,13 +435,93 @@ static void run_updates(ShardedEmbeddingBagCollection::Group& g,
     }
 }
 
-KeyedTensor ShardedEmbeddingBagCollection::forward(const KeyedJaggedTensor& kjt, Stream& stream) {
+// ---- forward in stages ----
+
+namespace {
+
+using PathDist = ShardedEmbeddingBagCollection::PathInputDist;
+
+void start_tensors(PathDist& p) {
+    if (p.splits && !p.tensors) {
+        p.tensors.emplace(p.splits->tensors());
+        p.batch_size_per_rank = p.splits->splits().stride_per_rank;
+    }
+}
+
+void wait_tensors(PathDist& p) {
+    start_tensors(p);
+    if (p.tensors && !p.received)
+        p.received = p.tensors->wait();
+}
+
+// The same feature tensors (the pipeline keeps its batches alive, so addresses are not reused).
+bool same_features(const KeyedJaggedTensor& a, const KeyedJaggedTensor& b) {
+    return a.stride() == b.stride() && a.values().data_ptr() == b.values().data_ptr() &&
+           a.lengths().data_ptr() == b.lengths().data_ptr();
+}
+
+}  // namespace
+
+std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> ShardedEmbeddingBagCollection::input_dist(
+    const KeyedJaggedTensor& kjt) {
     SR_CHECK(!kjt.variable_stride_per_key(),
              "ShardedEmbeddingBagCollection: a variable batch per key is not supported");
     SR_CHECK(kjt.has_weights() == is_weighted_,
              "ShardedEmbeddingBagCollection: the KJT is {}weighted "
              "but the collection is {}weighted",
              kjt.has_weights() ? "" : "not ", is_weighted_ ? "" : "not ");
+    auto dist = std::make_unique<InputDist>();
+    dist->features = kjt;
+    if (!entries_->entries.empty()) {
+        dist->entries.splits.emplace(
+            entries_->a2a->start(entries_input(kjt, entries_->entries, names_)));
+    }
+    if (!row_wise_->keys.empty()) {
+        std::vector<int64_t> index, block_sizes;
+        for (int64_t k : row_wise_->keys) {
+            index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
+            const auto& table = tables_[static_cast<size_t>(key_table_[static_cast<size_t>(k)])];
+            block_sizes.push_back(row_block_size(table.num_embeddings, pg_->size()));
+        }
+        BucketizedKJT bucketized = bucketize_kjt_before_all2all(
+            kjt.permute(index), pg_->size(), block_sizes, /*output_permute=*/false);
+        dist->row_wise.splits.emplace(row_wise_->a2a->start(std::move(bucketized.features)));
+    }
+    if (!data_parallel_->keys.empty()) {  // every rank pools its own batch: nothing travels
+        std::vector<int64_t> index;
+        for (int64_t k : data_parallel_->keys)
+            index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
+        dist->data_parallel.received = kjt.permute(index);
+    }
+    return dist;
+}
+
+void ShardedEmbeddingBagCollection::input_dist_start_tensors(InputDist& dist) {
+    start_tensors(dist.entries);
+    start_tensors(dist.row_wise);
+}
+
+void ShardedEmbeddingBagCollection::input_dist_wait(InputDist& dist) {
+    wait_tensors(dist.entries);
+    wait_tensors(dist.row_wise);
+}
+
+void ShardedEmbeddingBagCollection::set_pipelined_input(std::unique_ptr<InputDist> dist) {
+    SR_CHECK(pipelined_ == nullptr,
+             "ShardedEmbeddingBagCollection: a pipelined input is already queued");
+    pipelined_ = std::move(dist);
+}
+
+KeyedTensor ShardedEmbeddingBagCollection::forward(const KeyedJaggedTensor& kjt, Stream& stream) {
+    if (pipelined_ != nullptr && same_features(pipelined_->features, kjt))
+        return compute_and_output_dist(std::move(pipelined_), stream);
+    return compute_and_output_dist(input_dist(kjt), stream);
+}
+
+KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_ptr<InputDist> dist,
+                                                                   Stream& stream) {
+    input_dist_wait(*dist);
+    const KeyedJaggedTensor& kjt = dist->features;
     const int64_t B = kjt.stride();
     ensure(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()});
     out_.zero_();
@@ -455,9 +536,19 @@ KeyedTensor ShardedEmbeddingBagCollection::forward(const KeyedJaggedTensor& kjt,
         const int64_t* len = kjt.lengths().data<int64_t>() + ki * B;
         std::copy(len, len + B, L + static_cast<int64_t>(k) * B);
     }
-    forward_entries(kjt, stream);
-    forward_row_wise(kjt, stream);
-    forward_data_parallel(kjt, stream);
+    // The lookups below train on these; backward() reads them again.
+    const std::pair<Group*, PathDist*> paths[] = {{entries_.get(), &dist->entries},
+                                                  {row_wise_.get(), &dist->row_wise},
+                                                  {data_parallel_.get(), &dist->data_parallel}};
+    for (const auto& [g, p] : paths) {
+        if (p->received) {
+            g->received = std::move(*p->received);
+            g->batch_size_per_rank = std::move(p->batch_size_per_rank);
+        }
+    }
+    forward_entries(stream);
+    forward_row_wise(stream);
+    forward_data_parallel(stream);
     float* out = out_.data<float>();
     const int64_t width = out_.size(1);
     for (size_t k = 0; k < names_.size(); ++k) {
@@ -480,13 +571,10 @@ bool ShardedEmbeddingBagCollection::mean_after_sum(int64_t key) const {
            row_sharded_[static_cast<size_t>(key)];
 }
 
-void ShardedEmbeddingBagCollection::forward_entries(const KeyedJaggedTensor& kjt, Stream& stream) {
+void ShardedEmbeddingBagCollection::forward_entries(Stream& stream) {
     Group& g = *entries_;
     if (g.entries.empty())
         return;
-    auto aw = g.a2a->start(entries_input(kjt, g.entries, names_));
-    g.received = aw.wait();
-    g.batch_size_per_rank = aw.splits().stride_per_rank;
     run_lookups(g, stream);
     const Tensor a_out = g.pooled_a2a->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
@@ -496,21 +584,10 @@ void ShardedEmbeddingBagCollection::forward_entries(const KeyedJaggedTensor& kjt
     }
 }
 
-void ShardedEmbeddingBagCollection::forward_row_wise(const KeyedJaggedTensor& kjt, Stream& stream) {
+void ShardedEmbeddingBagCollection::forward_row_wise(Stream& stream) {
     Group& g = *row_wise_;
     if (g.keys.empty())
         return;
-    std::vector<int64_t> index, block_sizes;
-    for (int64_t k : g.keys) {
-        index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
-        const auto& table = tables_[static_cast<size_t>(key_table_[static_cast<size_t>(k)])];
-        block_sizes.push_back(row_block_size(table.num_embeddings, pg_->size()));
-    }
-    BucketizedKJT bucketized = bucketize_kjt_before_all2all(kjt.permute(index), pg_->size(),
-                                                            block_sizes, /*output_permute=*/false);
-    auto aw = g.a2a->start(std::move(bucketized.features));
-    g.received = aw.wait();
-    g.batch_size_per_rank = aw.splits().stride_per_rank;
     run_lookups(g, stream);
     const Tensor summed = g.reduce_scatter->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
@@ -521,15 +598,10 @@ void ShardedEmbeddingBagCollection::forward_row_wise(const KeyedJaggedTensor& kj
     }
 }
 
-void ShardedEmbeddingBagCollection::forward_data_parallel(const KeyedJaggedTensor& kjt,
-                                                          Stream& stream) {
+void ShardedEmbeddingBagCollection::forward_data_parallel(Stream& stream) {
     Group& g = *data_parallel_;
     if (g.keys.empty())
         return;
-    std::vector<int64_t> index;
-    for (int64_t k : g.keys)
-        index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
-    g.received = kjt.permute(index);
     run_lookups(g, stream);
     int64_t col = 0;
     for (int64_t k : g.keys) {
@@ -648,6 +720,29 @@ Tensor ShardedEmbeddingBagCollection::unsharded_weight(int64_t table) const {
     }
     pg_->all_reduce(full, comm::ReduceOp::kSum).wait();
     return full;
+}
+
+std::vector<EmbeddingShardState> ShardedEmbeddingBagCollection::shard_states() {
+    std::vector<EmbeddingShardState> out;
+    for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
+        for (ShardLookup& s : g->local) {
+            EmbeddingShardState st;
+            st.table = s.table;
+            st.row_offset = s.row_offset;
+            st.rows = s.rows;
+            st.col_offset = s.col_offset;
+            st.cols = s.cols;
+            st.replicated = g == data_parallel_.get();
+            st.weight = s.weights;
+            for (const Tensor* state : {&s.state1, &s.state2}) {
+                if (state->defined())
+                    st.optimizer_state.push_back(*state);
+            }
+            st.optimizer_step = &s.step;
+            out.push_back(std::move(st));
+        }
+    }
+    return out;
 }
 
 int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {

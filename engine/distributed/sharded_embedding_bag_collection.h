@@ -43,6 +43,40 @@ public:
     KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu()) override;
     void backward(const Tensor& grad_values, Stream& stream = Stream::cpu()) override;
 
+    // ---- forward in stages (TorchRec ShardedModule), for TrainPipelineSparseDist ----
+    // forward() is compute_and_output_dist(input_dist(features)). The input dist only moves ids
+    // and reads no row, so a pipeline may run it for batch i+1 while batch i trains: batch i+1's
+    // lookups still see the rows that batch i's fused optimizer updated, and the numbers match.
+    // Each stage is collective: every rank calls it in the same order as its other collectives.
+    // One dist path's input dist: the all-to-all's two phases, then the KJT it received.
+    struct PathInputDist {
+        std::optional<KJTAllToAllSplitsAwaitable> splits;
+        std::optional<KJTAllToAllTensorsAwaitable> tensors;
+        std::optional<KeyedJaggedTensor> received;
+        std::vector<int64_t> batch_size_per_rank;
+    };
+
+    // One batch's features and the input dists of the three paths, in flight or received.
+    struct InputDist {
+        KeyedJaggedTensor features;
+        PathInputDist entries, row_wise, data_parallel;
+    };
+
+    // Starts the KJT all-to-alls of `features` (phase 1: the splits); `features` is kept.
+    std::unique_ptr<InputDist> input_dist(const KeyedJaggedTensor& features);
+    // Completes phase 1 and starts phase 2 (lengths, values, weights). Once only has effect.
+    void input_dist_start_tensors(InputDist& dist);
+    // Completes phase 2: the features every local shard looks up. Once only has effect.
+    void input_dist_wait(InputDist& dist);
+    // Lookups and output dist of the batch of `dist`; backward() then trains that batch.
+    KeyedTensor compute_and_output_dist(std::unique_ptr<InputDist> dist, Stream& stream);
+    // TorchRec PipelinedForward: the next forward() of the same feature tensors uses `dist`
+    // instead of distributing them again; a forward of other features (an evaluation batch in
+    // between) distributes its own and leaves `dist` queued.
+    void set_pipelined_input(std::unique_ptr<InputDist> dist);
+
+    bool has_pipelined_input() const { return pipelined_ != nullptr; }
+
     void set_learning_rate(float lr) override { optimizer_.learning_rate = lr; }
 
     const kernels::FusedOptimizerParams& fused_optimizer() const { return optimizer_; }
@@ -53,6 +87,11 @@ public:
 
     // Collective: the whole table `t` [E, D] f32 assembled from its shards, on every rank.
     Tensor unsharded_weight(int64_t table) const;
+    // The local shards of every path; data_parallel ones are marked replicated.
+    std::vector<EmbeddingShardState> shard_states() override;
+
+    const ShardingPlan& plan() const { return plan_; }
+
     int64_t parameter_bytes() const override;  // the shards on this rank
     int64_t optimizer_state_bytes() const override;
 
@@ -61,9 +100,10 @@ public:
 
 private:
     void build(const ShardingPlan& plan, uint64_t seed);
-    void forward_entries(const KeyedJaggedTensor& kjt, Stream& stream);
-    void forward_row_wise(const KeyedJaggedTensor& kjt, Stream& stream);
-    void forward_data_parallel(const KeyedJaggedTensor& kjt, Stream& stream);
+    // Lookups and output dist of one path for the features its group received.
+    void forward_entries(Stream& stream);
+    void forward_row_wise(Stream& stream);
+    void forward_data_parallel(Stream& stream);
     // The gradient columns of `keys` of `grad` into g.grad_out, divided by the bag length where
     // MEAN was applied after a row-sharded sum.
     void gather_grad(Group& g,
@@ -75,6 +115,7 @@ private:
 
     std::vector<EmbeddingBagConfig> tables_;
     bool is_weighted_;
+    ShardingPlan plan_;
     std::shared_ptr<comm::ProcessGroup> pg_;
     kernels::FusedOptimizerParams optimizer_;
     std::vector<std::string> names_;        // output keys: table order, then feature order
@@ -87,6 +128,7 @@ private:
     std::unique_ptr<Group> data_parallel_;  // data_parallel
     Tensor out_;                            // [B, sum D]
     Tensor local_lengths_;                  // [F_out * B] bag lengths of the latest forward (MEAN)
+    std::unique_ptr<InputDist> pipelined_;  // set_pipelined_input
 };
 
 }  // namespace shardrec

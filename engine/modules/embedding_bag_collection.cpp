@@ -298,6 +298,21 @@ Tensor EmbeddingBagCollection::weight_grad(int64_t table) const {
         row, row + tables_[static_cast<size_t>(table)].num_embeddings);
 }
 
+std::vector<EmbeddingShardState> EmbeddingBagCollection::shard_states() {
+    std::vector<EmbeddingShardState> out;
+    for (size_t t = 0; t < tables_.size(); ++t) {
+        EmbeddingShardState s;
+        s.table = static_cast<int64_t>(t);
+        s.rows = tables_[t].num_embeddings;
+        s.cols = tables_[t].embedding_dim;
+        s.weight = weight(s.table);
+        s.optimizer_state = optimizer_state(s.table);
+        s.optimizer_step = fused_ ? &fused_->step : nullptr;
+        out.push_back(std::move(s));
+    }
+    return out;
+}
+
 int64_t EmbeddingBagCollection::num_parameters() const {
     int64_t n = 0;
     for (const Group& g : groups_) {

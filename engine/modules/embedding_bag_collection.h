@@ -71,6 +71,8 @@ public:
     // {G [E, D]} (Adagrad), {G [E]} (row-wise Adagrad), {m [E, D], v [E, D]} (Adam).
     std::vector<Tensor> optimizer_state(int64_t table) const;
     Tensor weight_grad(int64_t table) const;  // dense mode: [E, D] f32 of the latest backward
+    // One whole-table shard per table, sharing the fused optimizer's step counter.
+    std::vector<EmbeddingShardState> shard_states() override;
 
     // d loss / d KJT weights [N] f32, in the latest forward KJT's value order (0 for keys this
     // module does not read). Defined after backward when is_weighted.

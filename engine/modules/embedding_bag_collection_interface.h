@@ -3,6 +3,7 @@
 // TorchRec: EmbeddingBagCollectionInterface.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,22 @@
 #include "engine/sparse/keyed_tensor.h"
 
 namespace shardrec {
+
+// One table shard held by this process, for checkpoints (TorchRec: a ShardedTensor's local shard
+// with its ShardMetadata, and the fused optimizer's state of it). The tensors are views: writing
+// into them changes the model.
+struct EmbeddingShardState {
+    int64_t table = 0;  // index into the collection's tables
+    int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;  // place in the [E, D] table
+    bool replicated = false;  // data_parallel: every rank holds the same whole table
+    Tensor weight;            // [rows, cols], the table's dtype
+    // As kernels/embedding_optimizer.h: none (sgd), {G [rows, cols]} (adagrad), {G [rows]}
+    // (row-wise adagrad: per row of this shard's columns), {m, v [rows, cols]} (adam). f32.
+    std::vector<Tensor> optimizer_state;
+    // The 1-based step of the shard's next fused update (Adam's bias correction); nullptr in
+    // dense mode. Shards may share one counter.
+    int64_t* optimizer_step = nullptr;
+};
 
 class EmbeddingBagCollectionInterface : public Module {
 public:
@@ -26,6 +43,8 @@ public:
     // Bytes of the rows and of the fused optimizer state held by this process.
     virtual int64_t parameter_bytes() const = 0;
     virtual int64_t optimizer_state_bytes() const = 0;
+    // This process's table shards, in a fixed order (checkpoint save and load).
+    virtual std::vector<EmbeddingShardState> shard_states() = 0;
 };
 
 }  // namespace shardrec
