@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "engine/data/batch.h"
+#include "engine/data/dataset.h"
 
 namespace shardrec::data {
-
-enum class Split : uint8_t { kTrain, kEval };  // disjoint random streams
 
 struct SyntheticTable {
     std::string feature_name;
@@ -60,13 +59,20 @@ struct SyntheticTablePlan {
 
 }  // namespace detail
 
-class SyntheticDataset {
+// The train and eval splits are disjoint random streams, both unbounded (num_samples -1).
+class SyntheticDataset : public Dataset {
 public:
     explicit SyntheticDataset(SyntheticSpec spec);
 
     const SyntheticSpec& spec() const { return spec_; }
 
-    std::vector<std::string> feature_names() const;
+    std::vector<std::string> feature_names() const override;
+
+    Batch batch(int64_t global_start, int64_t count, Split split) const override {
+        return batch(global_start, count, split, nullptr);
+    }
+
+    int64_t num_samples(Split) const override { return -1; }
 
     // Samples [global_start, global_start + count) of `split`. The KJT has one key per table in
     // spec order, stride = count; it has weights iff some table is weighted (unweighted tables then
@@ -75,7 +81,7 @@ public:
     Batch batch(int64_t global_start,
                 int64_t count,
                 Split split,
-                std::vector<float>* teacher_logits = nullptr) const;
+                std::vector<float>* teacher_logits) const;
 
 private:
     // Dense features, teacher logits and labels of `count` samples, given the pooled effects.
