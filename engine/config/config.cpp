@@ -39,13 +39,28 @@ void DataConfig::Synthetic::visit(FieldVisitor& v) {
             signal_scale);
 }
 
+void DataConfig::CriteoBinary::visit(FieldVisitor& v) {
+    v.field(Field("path", "directory written by `shardrec data criteo-preprocess`").required(),
+            path);
+    v.field(Field("eval_days", "the last N input files (days) are the eval split").at_least(0),
+            eval_days);
+    v.field(Field("eval_fraction",
+                  "when > 0: the last fraction of the rows is the eval split instead")
+                .at_least(0)
+                .less_than(1),
+            eval_fraction);
+}
+
 void DataConfig::visit(FieldVisitor& v) {
-    v.field(Field("type", "where samples come from").one_of({"synthetic"}), type);
+    v.field(Field("type", "where samples come from").one_of({"synthetic", "criteo_binary"}), type);
     v.field(Field("batch_size", "samples per step on each rank").required().at_least(1),
             batch_size);
     v.section(Field("synthetic", "the synthetic generator")
                   .only_if(type == "synthetic", "data.type is synthetic"),
               [this](FieldVisitor& s) { synthetic.visit(s); });
+    v.section(Field("criteo_binary", "preprocessed Criteo shards")
+                  .only_if(type == "criteo_binary", "data.type is criteo_binary"),
+              [this](FieldVisitor& s) { criteo_binary.visit(s); });
 }
 
 void DataConfig::from_yaml(ConfigNode& node) {

@@ -38,9 +38,19 @@ struct DataConfig {
         void visit(FieldVisitor& v);
     };
 
-    std::string type = "synthetic";  // synthetic
+    // Binary Criteo shards written by `shardrec data criteo-preprocess` (a directory).
+    struct CriteoBinary {
+        std::string path;  // required
+        int64_t eval_days = 1;
+        double eval_fraction = 0.0;
+
+        void visit(FieldVisitor& v);
+    };
+
+    std::string type = "synthetic";  // synthetic | criteo_binary
     int64_t batch_size = 0;          // per rank, required
     Synthetic synthetic;             // when type == "synthetic"
+    CriteoBinary criteo_binary;      // when type == "criteo_binary"
 
     void visit(FieldVisitor& v);
     void from_yaml(ConfigNode& node);
