@@ -24,6 +24,7 @@ const char* const kMainUsage =
     "  validate --reference                                  print every config key\n"
     "  bench CONFIG.yaml [--steps N] [--json FILE]           time training steps of a config\n"
     "  plan CONFIG.yaml --world-size N [--out PLAN.yaml]     shard the tables, predict step time\n"
+    "  data criteo-preprocess --in FILE... --out DIR         Criteo TSV to binary shards\n"
     "\n"
     "options:\n"
     "  --version    version, commit, backends and library versions\n"
@@ -78,6 +79,9 @@ int dispatch(const std::vector<std::string>& args) {
     }
     if (command == "plan") {
         return plan_main(rest);
+    }
+    if (command == "data") {
+        return data_main(rest);
     }
     throw UsageError(fmt::format("unknown command '{}'", command), kMainUsage);
 }

@@ -8,6 +8,7 @@
 #include "comm/mpi_env.h"
 #include "comm/process_group.h"
 #include "engine/core/log.h"
+#include "engine/data/make_dataset.h"
 #include "engine/distributed/planner.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/distributed/topology.h"
@@ -22,26 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// One synthetic feature per (table, feature name), in the model's feature order.
-data::SyntheticSpec synthetic_spec(const Config& config) {
-    data::SyntheticSpec spec;
-    spec.seed = static_cast<uint64_t>(config.train.seed);
-    spec.num_dense = config.model.dense_in_features;
-    spec.signal_scale *= config.data.synthetic.signal_scale;
-    for (const auto& table : config.model.tables) {
-        for (const auto& feature : table.feature_names) {
-            data::SyntheticTable t;
-            t.feature_name = feature;
-            t.num_embeddings = table.num_embeddings;
-            t.pooling_factor = table.pooling_factor;
-            t.zipf_alpha = config.data.synthetic.zipf_alpha;
-            t.weighted = table.weighted;
-            spec.tables.push_back(t);
-        }
-    }
-    return spec;
 }
 
 DenseOptimizerConfig dense_optimizer_config(const OptimizerConfig::Dense& d) {
@@ -68,7 +49,6 @@ LrScheduleConfig lr_schedule_config(const OptimizerConfig::Dense& d) {
 }
 
 void check_supported(const Config& config) {
-    SR_CHECK(config.data.type == "synthetic", "data.type '{}' is not supported", config.data.type);
     SR_CHECK(config.runtime.device == "cpu", "runtime.device '{}': this build trains on the CPU",
              config.runtime.device);
 }
@@ -112,7 +92,7 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       pg_(std::move(pg)),
       rank_(pg_ ? pg_->rank() : 0),
       world_size_(pg_ ? pg_->size() : 1),
-      dataset_(synthetic_spec(config)),
+      dataset_(data::make_dataset(config)),
       model_(make_model(
           config.model, static_cast<uint64_t>(config.train.seed), make_sparse_arch(config, pg_))),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
@@ -125,7 +105,7 @@ int64_t Trainer::global_batch_size() const {
 
 Batch Trainer::train_batch(int64_t step) const {
     const int64_t B = config_.data.batch_size;
-    return dataset_.batch(step * global_batch_size() + rank_ * B, B, data::Split::kTrain);
+    return dataset_->batch(step * global_batch_size() + rank_ * B, B, data::Split::kTrain);
 }
 
 float Trainer::dense_lr(int64_t step) const {
@@ -153,7 +133,7 @@ Metrics Trainer::evaluate() {
     const int64_t steps = (config_.train.eval_samples + global - 1) / global;
     for (int64_t i = 0; i < steps; ++i) {
         const int64_t start = i * global + rank_ * B;
-        const Batch batch = dataset_.batch(start, B, data::Split::kEval);
+        const Batch batch = dataset_->batch(start, B, data::Split::kEval);
         eval_acc_.add(pipeline_.predict(batch), batch.labels);
     }
     return pipeline_.global_metrics(eval_acc_);

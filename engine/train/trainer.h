@@ -8,7 +8,7 @@
 
 #include "comm/process_group.h"
 #include "engine/config/config.h"
-#include "engine/data/synthetic.h"
+#include "engine/data/dataset.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/train/metrics.h"
 #include "engine/train/train_pipeline_base.h"
@@ -41,7 +41,7 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;
     int rank_;
     int world_size_;
-    data::SyntheticDataset dataset_;
+    std::unique_ptr<data::Dataset> dataset_;  // data.type: make_dataset
     std::unique_ptr<RecModel> model_;
     std::unique_ptr<DenseOptimizer> optimizer_;
     LrScheduleConfig schedule_;
