@@ -215,10 +215,12 @@ public:
         const double frac = std::min(1.0, static_cast<double>(done_bytes) / total_);
         const auto now = std::chrono::steady_clock::now();
         const double elapsed = std::chrono::duration<double>(now - t0_).count();
-        const std::string text =
-            fmt::format("{:3.0f}% [{:<30}] {:.2f}/{:.2f} GB  {:.1f} MB/s  {} rows", 100 * frac,
-                        std::string(static_cast<size_t>(30 * frac), '#'), done_bytes / 1e9,
-                        total_ / 1e9, done_bytes / 1e6 / std::max(elapsed, 1e-9), rows);
+        const bool gb = total_ >= 1e9;
+        const double unit = gb ? 1e9 : 1e6;
+        const std::string text = fmt::format(
+            "{:3.0f}% [{:<30}] {:.2f}/{:.2f} {}  {:.1f} MB/s  {} rows", 100 * frac,
+            std::string(static_cast<size_t>(30 * frac), '#'), done_bytes / unit, total_ / unit,
+            gb ? "GB" : "MB", done_bytes / 1e6 / std::max(elapsed, 1e-9), rows);
         if (tty_) {
             if (now - last_ >= std::chrono::milliseconds(100) || frac >= 1.0) {
                 std::fprintf(stderr, "\r%s\033[K", text.c_str());
