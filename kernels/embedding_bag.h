@@ -46,6 +46,13 @@ public:
         return b.data_ptr();
     }
 
+    // Whether buffer(slot, bytes, device) would return the buffer it holds (no reallocation). A
+    // CUDA backward that must grow a buffer first waits for the kernels that may still use it.
+    bool fits(size_t slot, int64_t bytes, Device device) const {
+        return slot < buffers_.size() && buffers_[slot].defined() &&
+               buffers_[slot].numel() >= bytes && buffers_[slot].device() == device;
+    }
+
     int64_t bytes() const {
         int64_t total = 0;
         for (const Tensor& b : buffers_) {

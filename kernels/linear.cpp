@@ -3,6 +3,8 @@
 
 #include <cblas.h>
 
+#include <atomic>
+
 namespace shardrec::kernels {
 namespace {
 
@@ -97,6 +99,40 @@ void linear_backward(const Tensor& x,
         case DeviceType::kCuda:
             return cuda::linear_backward(x, w, y, grad_y, act, grad_x, grad_w, grad_b, stream);
     }
+}
+
+namespace {
+std::atomic<GemmMath> g_gemm_math{GemmMath::kF32};
+}  // namespace
+
+const char* gemm_math_name(GemmMath math) {
+    switch (math) {
+        case GemmMath::kF32:
+            return "f32";
+        case GemmMath::kTf32:
+            return "tf32";
+        case GemmMath::kBf16:
+            return "bf16";
+    }
+    return "?";
+}
+
+GemmMath gemm_math_from_name(const std::string& name) {
+    for (GemmMath m : {GemmMath::kF32, GemmMath::kTf32, GemmMath::kBf16}) {
+        if (name == gemm_math_name(m)) {
+            return m;
+        }
+    }
+    SR_CHECK(false, "unknown GEMM math '{}' (f32, tf32 or bf16)", name);
+    return GemmMath::kF32;
+}
+
+void set_gemm_math(GemmMath math) {
+    g_gemm_math.store(math);
+}
+
+GemmMath gemm_math() {
+    return g_gemm_math.load();
 }
 
 void set_blas_num_threads(int num_threads) {

@@ -46,6 +46,16 @@ void linear_backward(const Tensor& x,
                      Tensor* grad_b,
                      Stream& stream);
 
+// Math of the CUDA GEMMs (linear and the cross nets): fp32 by default; TF32 or bf16 tensor cores
+// (cuBLAS compute types 32F_FAST_TF32 / 32F_FAST_16BF: fp32 in and out, products rounded to 10
+// or 7 mantissa bits) trade precision for speed. Process-wide; the CPU backend ignores it.
+enum class GemmMath { kF32, kTf32, kBf16 };
+
+const char* gemm_math_name(GemmMath math);              // "f32", "tf32", "bf16"
+GemmMath gemm_math_from_name(const std::string& name);  // throws on anything else
+void set_gemm_math(GemmMath math);
+GemmMath gemm_math();
+
 // Threads OpenBLAS uses for every GEMM of the process, set once from one place (the trainer at
 // startup). OpenBLAS sgemm is bitwise repeatable for a fixed thread count but NOT across counts:
 // measured with OpenBLAS 0.3.21 (Zen), 1 and 2 threads differ in the last bit on 3-7% of the

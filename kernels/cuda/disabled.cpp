@@ -1,9 +1,11 @@
-// Compiled when a cuda:: kernel entry has no CUDA definition in this build: every entry throws
-// "built without CUDA". Forgetting an entry is a link error in the CPU-only build, which CI runs.
+// Compiled instead of kernels/cuda/*.cu in a build without CUDA: every cuda:: kernel entry throws
+// "built without CUDA". Forgetting an entry is a link error in the CPU-only build, which CI runs;
+// the CUDA build links the .cu definitions alone, so a missing one is a link error there too.
 #include "engine/core/error.h"
 #include "kernels/bce_with_logits.h"
 #include "kernels/crossnet.h"
 #include "kernels/dense_optimizer.h"
+#include "kernels/device_ceilings.h"
 #include "kernels/dot_interaction.h"
 #include "kernels/embedding_bag.h"
 #include "kernels/factorization_machine.h"
@@ -221,6 +223,15 @@ void adagrad_update(Tensor&, const Tensor&, Tensor&, float, float, float, Stream
 
 void adam_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamHyperParams&, Stream&) {
     throw_not_built("cuda::adam_update");
+}
+
+// ---- benchmark ceilings (kernels/device_ceilings.h) ----
+double measure_copy_gbps(int, size_t, int) {
+    throw_not_built("cuda::measure_copy_gbps");
+}
+
+double sgemm_time_us(int, int64_t, int64_t, int64_t, int) {
+    throw_not_built("cuda::sgemm_time_us");
 }
 
 }  // namespace shardrec::kernels::cuda

@@ -1,10 +1,12 @@
-// bench_ops: times the backend-ops cases (ggml's perf mode). Every case is checked against the
-// float64 reference before it is timed; a case that fails prints #wrong and no rate. Ceilings are
-// measured at startup, never taken from spec sheets: host memory copy bandwidth (memcpy of a
-// buffer far larger than the caches, bytes read + written) and, for GEMM-shaped ops, the rate of
-// cblas_sgemm on the same shapes.
+// bench_ops: times the backend-ops cases (ggml's perf mode) on the CPU or on CUDA. Every case is
+// checked against the float64 reference before it is timed; a case that fails prints #wrong and
+// no rate. Ceilings are measured at startup, never taken from spec sheets: the copy bandwidth of
+// the device (host memcpy, or a device-to-device cudaMemcpy, of a buffer far larger than the
+// caches, bytes read + written) and, for GEMM-shaped ops, the time of the BLAS's own GEMM on the
+// same shapes (cblas_sgemm, or cuBLAS). On CUDA a timed run is the case's launches followed by a
+// synchronisation of its stream.
 //
-//   bench_ops [--filter SUBSTR] [--reps R] [--json FILE]
+//   bench_ops [--device cpu|cuda] [--filter SUBSTR] [--reps R] [--json FILE]
 #include <cblas.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "engine/core/allocator.h"
+#include "kernels/device_ceilings.h"
 #include "test/ops/op_case.h"
 
 using namespace shardrec;
@@ -57,9 +60,13 @@ double measure_copy_gbps() {
     return 2.0 * static_cast<double>(n) / (t.med_us * 1e-6) / 1e9;
 }
 
-double sgemm_time_us(const std::vector<OpCase::Gemm>& gemms, int reps) {
+double sgemm_time_us(const std::vector<OpCase::Gemm>& gemms, int reps, Device device) {
     double total = 0;
     for (const auto& g : gemms) {
+        if (device.is_cuda()) {
+            total += kernels::cuda::sgemm_time_us(device.index, g.m, g.n, g.k, reps);
+            continue;
+        }
         std::vector<float> a(static_cast<size_t>(g.m * g.k), 0.5f),
             b(static_cast<size_t>(g.k * g.n), 0.25f), c(static_cast<size_t>(g.m * g.n));
         const Timing t = time_it(
@@ -80,21 +87,29 @@ double sgemm_time_us(const std::vector<OpCase::Gemm>& gemms, int reps) {
 int main(int argc, char** argv) {
     std::string filter, json_path;
     int reps = 20;
+    Device device = Device::cpu();
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--filter" && i + 1 < argc) {
+        if (a == "--device" && i + 1 < argc) {
+            device = Device::parse(argv[++i]);
+        } else if (a == "--filter" && i + 1 < argc) {
             filter = argv[++i];
         } else if (a == "--reps" && i + 1 < argc) {
             reps = std::max(1, std::atoi(argv[++i]));
         } else if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: bench_ops [--filter SUBSTR] [--reps R] [--json FILE]\n");
+            std::fprintf(stderr,
+                         "usage: bench_ops [--device cpu|cuda] [--filter SUBSTR] [--reps R] "
+                         "[--json FILE]\n");
             return 2;
         }
     }
-    const double copy_gbps = measure_copy_gbps();
-    std::printf("# host memcpy bandwidth (read+write): %.2f GB/s\n", copy_gbps);
+    const double copy_gbps =
+        device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index, size_t{2} << 30, 10)
+                         : measure_copy_gbps();
+    std::printf("# device %s, %s copy bandwidth (read+write): %.2f GB/s\n", device.str().c_str(),
+                device.is_cuda() ? "device-to-device cudaMemcpy" : "host memcpy", copy_gbps);
     std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %9s %7s %6s\n", "op", "vars", "med_us",
                 "p10_us", "p90_us", "GB/s", "GFLOP/s", "%bw", "sgemm_us", "%gemm", "#wrong");
     std::vector<std::string> rows;
@@ -103,12 +118,17 @@ int main(int argc, char** argv) {
         if (!filter.empty() && (name + "(" + c->vars() + ")").find(filter) == std::string::npos) {
             continue;
         }
+        if (c->gpu_bench_only() && device.is_cpu()) {
+            continue;
+        }
         // Verify first: a number is printed only for an output that was checked.
         c->make_inputs(test_seed());
         const auto ref = c->reference();
+        c->set_device(device);
         c->clear_outputs();
-        const auto got = c->run(Device::cpu());
-        int wrong = 0;
+        const auto got = c->run(device);
+        c->stream().synchronize();
+        int wrong = c->check_guards().empty() ? 0 : 1;
         for (size_t i = 0; i < ref.size(); ++i) {
             const auto g = to_double(got[i]);
             std::vector<float> gf(g.begin(), g.end());
@@ -117,25 +137,27 @@ int main(int argc, char** argv) {
         const Timing t = time_it(
             [&] {
                 c->clear_outputs();
-                (void)c->run(Device::cpu());
+                (void)c->run(device);
+                c->stream().synchronize();
             },
             reps);
         const double gbps = c->bytes() / (t.med_us * 1e-6) / 1e9;
         const double gflops = c->flops() / (t.med_us * 1e-6) / 1e9;
-        const double sgemm_us = c->gemms().empty() ? 0.0 : sgemm_time_us(c->gemms(), reps);
+        const double sgemm_us = c->gemms().empty() ? 0.0 : sgemm_time_us(c->gemms(), reps, device);
         const double pct_bw = c->bytes() > 0 ? 100.0 * gbps / copy_gbps : 0.0;
         const double pct_gemm = sgemm_us > 0 ? 100.0 * sgemm_us / t.med_us : 0.0;
         std::printf("%-32s %-48s %10.1f %10.1f %10.1f %9.2f %9.2f %7.1f %9.1f %7.1f %6d\n",
                     name.c_str(), c->vars().c_str(), t.med_us, t.p10_us, t.p90_us, gbps, gflops,
                     pct_bw, sgemm_us, pct_gemm, wrong);
         rows.push_back(fmt::format(
-            "{{\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":{:.3f},\"p10_us\":{:.3f},\"p90_us\":{:.3f}"
+            "{{\"device\":\"{}\",\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":{:.3f},\"p10_us\":{:.3f}"
+            ",\"p90_us\":{:.3f}"
             ","
             "\"bytes\":{:.0f},\"flops\":{:.0f},\"gbps\":{:.4f},\"gflops\":{:.4f},"
             "\"copy_gbps\":{:.4f},\"pct_bw\":{:.2f},\"sgemm_us\":{:.3f},\"pct_gemm\":{:.2f},"
             "\"wrong\":{}}}",
-            name, c->vars(), t.med_us, t.p10_us, t.p90_us, c->bytes(), c->flops(), gbps, gflops,
-            copy_gbps, pct_bw, sgemm_us, pct_gemm, wrong));
+            device.str(), name, c->vars(), t.med_us, t.p10_us, t.p90_us, c->bytes(), c->flops(),
+            gbps, gflops, copy_gbps, pct_bw, sgemm_us, pct_gemm, wrong));
     }
     if (!json_path.empty()) {
         std::ofstream out(json_path);

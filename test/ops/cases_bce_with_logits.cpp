@@ -52,7 +52,7 @@ public:
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor loss = make_output({1});
         Tensor grad = make_output(logits_.shape());
-        kernels::bce_with_logits(logits_, labels_, loss, grad, Stream::cpu());
+        kernels::bce_with_logits(in(logits_), in(labels_), loss, grad, stream());
         return {loss, grad};
     }
 

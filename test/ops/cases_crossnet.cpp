@@ -86,8 +86,8 @@ public:
         Tensor out = make_output({s_.B, s_.N});
         Tensor u = make_output({s_.B, s_.N});
         Tensor vx = s_.r > 0 ? make_output({s_.B, s_.r}) : Tensor();
-        kernels::crossnet_forward(in_.x0, in_.xl, in_.w, in_.v_ptr(), in_.bias, out, u,
-                                  s_.r > 0 ? &vx : nullptr, Stream::cpu());
+        kernels::crossnet_forward(in(in_.x0), in(in_.xl), in(in_.w), in(in_.v_ptr()), in(in_.bias),
+                                  out, u, s_.r > 0 ? &vx : nullptr, stream());
         if (s_.r > 0) {
             return {out, u, vx};
         }
@@ -166,9 +166,9 @@ public:
         Tensor gw = make_output(s_.w_shape());
         Tensor gb = make_output({s_.N});
         Tensor gv = s_.r > 0 ? make_output({s_.r, s_.N}) : Tensor();
-        kernels::crossnet_backward(in_.x0, in_.xl, in_.w, in_.v_ptr(), u_,
-                                   s_.r > 0 ? &vx_ : nullptr, grad_out_, gx0, gxl, gw,
-                                   s_.r > 0 ? &gv : nullptr, gb, Stream::cpu());
+        kernels::crossnet_backward(in(in_.x0), in(in_.xl), in(in_.w), in(in_.v_ptr()), in(u_),
+                                   s_.r > 0 ? &in(vx_) : nullptr, in(grad_out_), gx0, gxl, gw,
+                                   s_.r > 0 ? &gv : nullptr, gb, stream());
         std::vector<Tensor> out{gx0};
         if (!alias_) {
             out.push_back(gxl);

@@ -88,10 +88,10 @@ public:
         Tensor s2 = make_output_like(state2_);
         switch (c_.optim) {
             case Optim::kSgd:
-                kernels::sgd_update(p, grad_, kLr, c_.weight_decay, Stream::cpu());
+                kernels::sgd_update(p, in(grad_), kLr, c_.weight_decay, stream());
                 return {p};
             case Optim::kAdagrad:
-                kernels::adagrad_update(p, grad_, s1, kLr, kEps, c_.weight_decay, Stream::cpu());
+                kernels::adagrad_update(p, in(grad_), s1, kLr, kEps, c_.weight_decay, stream());
                 return {p, s1};
             case Optim::kAdam:
                 break;
@@ -99,7 +99,7 @@ public:
         kernels::AdamHyperParams hp;
         hp.lr = kLr, hp.beta1 = kBeta1, hp.beta2 = kBeta2, hp.eps = kEps;
         hp.weight_decay = c_.weight_decay, hp.step = c_.step;
-        kernels::adam_update(p, grad_, s1, s2, hp, Stream::cpu());
+        kernels::adam_update(p, in(grad_), s1, s2, hp, stream());
         return {p, s1, s2};
     }
 

@@ -57,7 +57,7 @@ public:
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor out = make_output({s_.B, s_.width()});
-        kernels::dot_interaction_forward(dense_, sparse_, out, Stream::cpu());
+        kernels::dot_interaction_forward(in(dense_), in(sparse_), out, stream());
         return {out};
     }
 
@@ -103,7 +103,7 @@ public:
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor gd = make_output({s_.B, s_.D});
         Tensor gs = make_output({s_.B, s_.F * s_.D});
-        kernels::dot_interaction_backward(dense_, sparse_, grad_out_, gd, gs, Stream::cpu());
+        kernels::dot_interaction_backward(in(dense_), in(sparse_), in(grad_out_), gd, gs, stream());
         return {gd, gs};
     }
 

@@ -39,14 +39,19 @@ RefOutput ref_output(const char* name, ref::Values v) {
 
 class EmbeddingBagForwardCase : public OpCase {
 public:
-    EmbeddingBagForwardCase(EmbeddingInputSpec spec, PoolingMode mode, bool bench = false)
-        : spec_(std::move(spec)), mode_(mode), bench_(bench) {}
+    EmbeddingBagForwardCase(EmbeddingInputSpec spec,
+                            PoolingMode mode,
+                            bool bench = false,
+                            bool gpu_bench = false)
+        : spec_(std::move(spec)), mode_(mode), bench_(bench || gpu_bench), gpu_bench_(gpu_bench) {}
 
     OpKind kind() const override { return OpKind::kEmbeddingBagForward; }
 
     std::string vars() const override { return spec_.vars() + ",mode=" + pooling_mode_name(mode_); }
 
     bool bench_only() const override { return bench_; }
+
+    bool gpu_bench_only() const override { return gpu_bench_; }
 
     void make_inputs(uint64_t seed) override {
         in_ = make_embedding_inputs(spec_, seed);
@@ -67,9 +72,10 @@ public:
     std::vector<Tensor> run(Device /*device*/) override {
         // Bench cases reuse one output: a fresh guarded buffer per run would time page faults.
         const int64_t num_features = in_.feature_table.numel();
-        Tensor out = bench_ ? bench_out_ : make_output({spec_.batch, num_features * spec_.dim});
-        kernels::embedding_bag_forward(in_.weights, in_.table_offsets, in_.feature_table, in_.ids,
-                                       in_.offsets, in_.psw(), mode_, out, Stream::cpu());
+        Tensor out = bench_ ? in(bench_out_) : make_output({spec_.batch, num_features * spec_.dim});
+        kernels::embedding_bag_forward(in(in_.weights), in(in_.table_offsets),
+                                       in(in_.feature_table), in(in_.ids), in(in_.offsets),
+                                       in(in_.psw()), mode_, out, stream());
         return {out};
     }
 
@@ -92,7 +98,7 @@ public:
 private:
     EmbeddingInputSpec spec_;
     PoolingMode mode_;
-    bool bench_;
+    bool bench_, gpu_bench_;
     EmbeddingInputs in_;
     Tensor bench_out_;
 };
@@ -131,10 +137,10 @@ public:
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor grad_weights = make_output(in_.weights.shape());
         Tensor grad_psw = psw_grad_ ? make_output({in_.ids.numel()}) : Tensor();
-        kernels::embedding_bag_backward(grad_out_, in_.weights, in_.table_offsets,
-                                        in_.feature_table, in_.ids, in_.offsets, in_.psw(), mode_,
-                                        &grad_weights, psw_grad_ ? &grad_psw : nullptr, workspace_,
-                                        Stream::cpu());
+        kernels::embedding_bag_backward(in(grad_out_), in(in_.weights), in(in_.table_offsets),
+                                        in(in_.feature_table), in(in_.ids), in(in_.offsets),
+                                        in(in_.psw()), mode_, &grad_weights,
+                                        psw_grad_ ? &grad_psw : nullptr, workspace_, stream());
         if (!psw_grad_) {
             return {grad_weights};
         }
@@ -181,8 +187,13 @@ public:
     EmbeddingBagBackwardFusedCase(EmbeddingInputSpec spec,
                                   PoolingMode mode,
                                   FusedOptimizerParams optim,
-                                  bool bench = false)
-        : spec_(std::move(spec)), mode_(mode), optim_(optim), bench_(bench) {}
+                                  bool bench = false,
+                                  bool gpu_bench = false)
+        : spec_(std::move(spec)),
+          mode_(mode),
+          optim_(optim),
+          bench_(bench || gpu_bench),
+          gpu_bench_(gpu_bench) {}
 
     OpKind kind() const override { return OpKind::kEmbeddingBagBackwardFused; }
 
@@ -192,6 +203,8 @@ public:
     }
 
     bool bench_only() const override { return bench_; }
+
+    bool gpu_bench_only() const override { return gpu_bench_; }
 
     void make_inputs(uint64_t seed) override {
         in_ = make_embedding_inputs(spec_, seed);
@@ -232,13 +245,15 @@ public:
     // cases update the inputs themselves (a 512 MiB copy per run would swamp the timing), so
     // only their first run after make_inputs is checked, as bench_ops does.
     std::vector<Tensor> run(Device /*device*/) override {
-        Tensor w = bench_ ? in_.weights : make_output_like(in_.weights);
-        Tensor s1 = state1_.defined() ? (bench_ ? state1_ : make_output_like(state1_)) : Tensor();
-        Tensor s2 = state2_.defined() ? (bench_ ? state2_ : make_output_like(state2_)) : Tensor();
+        Tensor w = bench_ ? in(in_.weights) : make_output_like(in_.weights);
+        Tensor s1 =
+            state1_.defined() ? (bench_ ? in(state1_) : make_output_like(state1_)) : Tensor();
+        Tensor s2 =
+            state2_.defined() ? (bench_ ? in(state2_) : make_output_like(state2_)) : Tensor();
         kernels::embedding_bag_backward_fused(
-            grad_out_, in_.table_offsets, in_.feature_table, in_.ids, in_.offsets, in_.psw(), mode_,
-            optim_, w, s1.defined() ? &s1 : nullptr, s2.defined() ? &s2 : nullptr, workspace_,
-            Stream::cpu());
+            in(grad_out_), in(in_.table_offsets), in(in_.feature_table), in(in_.ids),
+            in(in_.offsets), in(in_.psw()), mode_, optim_, w, s1.defined() ? &s1 : nullptr,
+            s2.defined() ? &s2 : nullptr, workspace_, stream());
         std::vector<Tensor> out{w};
         if (s1.defined()) {
             out.push_back(s1);
@@ -294,7 +309,7 @@ private:
     EmbeddingInputSpec spec_;
     PoolingMode mode_;
     FusedOptimizerParams optim_;
-    bool bench_;
+    bool bench_, gpu_bench_;
     EmbeddingInputs in_;
     Tensor grad_out_, state1_, state2_;
     kernels::EmbeddingBackwardWorkspace workspace_;
@@ -336,6 +351,15 @@ EmbeddingInputSpec bench_spec() {
     return s;
 }
 
+// GPU bench (bench_ops --device cuda only): MLPerf DLRM-DCNv2 shapes scaled to one GPU and to a
+// host that builds the float64 reference: one 4M-row, D = 128 table (2 GiB in f32, far beyond
+// L2, so every row read goes to HBM) shared by 4 features, B = 8192, L = 20 per bag (655k ids).
+EmbeddingInputSpec gpu_bench_spec(DType dtype) {
+    EmbeddingInputSpec s = spec({int64_t{4} << 20}, {0, 0, 0, 0}, 8192, 128, 20, false, dtype);
+    s.min_length = 20;
+    return s;
+}
+
 void add_forward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     constexpr auto kSum = PoolingMode::kSum;
     constexpr auto kMean = PoolingMode::kMean;
@@ -359,7 +383,14 @@ void add_forward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     EmbeddingInputSpec exact = spec({16, 16}, {0, 1}, 64, 33, 20, true, DType::kF32);
     exact.exact = true;
     v.push_back(std::make_unique<EmbeddingBagForwardCase>(exact, kSum));
+    // D beyond one pass of a warp's 16-byte loads (CUDA: 32 lanes x 8 f16 = 256 columns).
+    v.push_back(std::make_unique<EmbeddingBagForwardCase>(
+        spec({30, 40}, {0, 1}, 16, 272, 6, true, DType::kF16), kMean));
     v.push_back(std::make_unique<EmbeddingBagForwardCase>(bench_spec(), kSum, true));
+    for (DType dtype : {DType::kF32, DType::kF16}) {
+        v.push_back(
+            std::make_unique<EmbeddingBagForwardCase>(gpu_bench_spec(dtype), kSum, false, true));
+    }
 }
 
 void add_backward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
@@ -374,6 +405,10 @@ void add_backward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     v.push_back(std::make_unique<EmbeddingBagBackwardCase>(hot, kSum, true));
     v.push_back(std::make_unique<EmbeddingBagBackwardCase>(
         spec({30, 40}, {1, 0, 1}, 64, 128, 8, false, DType::kF16), kMean, true));
+    // D beyond one 128-column chunk, a hot row beyond one warp's share (CUDA: block per row).
+    EmbeddingInputSpec wide = spec({20}, {0, 0}, 32, 200, 5, true, DType::kF32);
+    wide.hot_row = true;
+    v.push_back(std::make_unique<EmbeddingBagBackwardCase>(wide, kSum, false));
     EmbeddingInputSpec exact = spec({16, 16}, {0, 1, 0}, 7, 33, 10, true, DType::kF32);
     exact.exact = true;
     v.push_back(std::make_unique<EmbeddingBagBackwardCase>(exact, kSum, true));
@@ -396,6 +431,12 @@ void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
             spec({40}, {0, 0}, 7, 3, 5, true, DType::kBF16), kSum, optimizer(type, lr)));
         v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
             spec({5}, {0}, 1, 1, 3, false, DType::kF32), kSum, optimizer(type, lr)));
+        // D beyond one 128-column chunk, with a hot row (CUDA: the multi-chunk paths of the
+        // warp-per-row and block-per-row updates).
+        EmbeddingInputSpec wide = spec({20}, {0, 0}, 32, 200, 5, true, DType::kBF16);
+        wide.hot_row = true;
+        v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(wide, kMean,
+                                                                    optimizer(type, lr, 0.01f)));
     }
     // Exact mode: integer rows and grads, lr 1/4: every update is exact in fp32.
     EmbeddingInputSpec exact = spec({16, 16}, {0, 1, 0}, 64, 33, 10, true, DType::kF32);
@@ -405,6 +446,9 @@ void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
                                                                 optimizer(OptimType::kSgd, 0.25f)));
     v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
         bench_spec(), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f), true));
+    v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+        gpu_bench_spec(DType::kF32), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f), false,
+        true));
 }
 
 const RegisterOpCases kRegister([] {

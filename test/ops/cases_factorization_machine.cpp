@@ -51,7 +51,7 @@ public:
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor out = make_output({s_.B, 1});
-        kernels::factorization_machine_forward(x_, out, Stream::cpu());
+        kernels::factorization_machine_forward(in(x_), out, stream());
         return {out};
     }
 
@@ -87,7 +87,7 @@ public:
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor gx = make_output({s_.B, s_.N});
-        kernels::factorization_machine_backward(x_, grad_out_, gx, Stream::cpu());
+        kernels::factorization_machine_backward(in(x_), in(grad_out_), gx, stream());
         return {gx};
     }
 

@@ -79,7 +79,7 @@ public:
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor y = make_output({s_.B, s_.O});
-        kernels::linear_forward(x_, w_, s_.bias ? &b_ : nullptr, s_.act, y, Stream::cpu());
+        kernels::linear_forward(in(x_), in(w_), s_.bias ? &in(b_) : nullptr, s_.act, y, stream());
         return {y};
     }
 
@@ -150,8 +150,8 @@ public:
         Tensor gx = grad_x_ ? make_output({s_.B, s_.I}) : Tensor();
         Tensor gw = make_output({s_.O, s_.I});
         Tensor gb = s_.bias ? make_output({s_.O}) : Tensor();
-        kernels::linear_backward(x_, w_, y_, grad_y_, s_.act, grad_x_ ? &gx : nullptr, gw,
-                                 s_.bias ? &gb : nullptr, Stream::cpu());
+        kernels::linear_backward(in(x_), in(w_), in(y_), in(grad_y_), s_.act,
+                                 grad_x_ ? &gx : nullptr, gw, s_.bias ? &gb : nullptr, stream());
         std::vector<Tensor> out;
         if (grad_x_) {
             out.push_back(gx);

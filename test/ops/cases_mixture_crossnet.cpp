@@ -81,6 +81,11 @@ struct MixtureInputs {
     }
 };
 
+// The layer's parameters on the case's run device.
+kernels::MixtureCrossNetWeights on_device(OpCase& c, const kernels::MixtureCrossNetWeights& w) {
+    return {c.in(w.u), c.in(w.c), c.in(w.v), c.in(w.bias), c.in(w.gates)};
+}
+
 class MixtureCrossNetForwardCase : public OpCase {
 public:
     explicit MixtureCrossNetForwardCase(MixtureShape s) : s_(s) {}
@@ -111,9 +116,9 @@ public:
         Tensor a2 = make_output({s_.B, s_.K, s_.r});
         Tensor e = make_output({s_.B, s_.K, s_.N});
         Tensor probs = s_.K > 1 ? make_output({s_.B, s_.K}) : Tensor();
-        kernels::mixture_crossnet_forward(in_.x0, in_.xl, in_.weights(), s_.act, out,
-                                          {&a1, &a2, &e, s_.K > 1 ? &probs : nullptr},
-                                          Stream::cpu());
+        kernels::mixture_crossnet_forward(in(in_.x0), in(in_.xl), on_device(*this, in_.weights()),
+                                          s_.act, out, {&a1, &a2, &e, s_.K > 1 ? &probs : nullptr},
+                                          stream());
         if (s_.K > 1) {
             return {out, a1, a2, e, probs};
         }
@@ -247,10 +252,11 @@ public:
         Tensor gv = make_output({s_.K, s_.r, s_.N});
         Tensor gb = make_output({s_.N});
         Tensor gg = s_.K > 1 ? make_output_like(grad_gates_init_) : Tensor();
-        const kernels::MixtureCrossNetSaved saved{&a1_, &a2_, &e_, s_.K > 1 ? &probs_ : nullptr};
+        const kernels::MixtureCrossNetSaved saved{&in(a1_), &in(a2_), &in(e_),
+                                                  s_.K > 1 ? &in(probs_) : nullptr};
         kernels::mixture_crossnet_backward(
-            in_.x0, in_.xl, in_.weights(), s_.act, saved, grad_out_,
-            {&gx0, &gxl, &gu, &gc, &gv, &gb, s_.K > 1 ? &gg : nullptr}, Stream::cpu());
+            in(in_.x0), in(in_.xl), on_device(*this, in_.weights()), s_.act, saved, in(grad_out_),
+            {&gx0, &gxl, &gu, &gc, &gv, &gb, s_.K > 1 ? &gg : nullptr}, stream());
         std::vector<Tensor> out{gx0};
         if (!alias_) {
             out.push_back(gxl);

@@ -52,8 +52,9 @@ public:
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor out = make_output({in_.ids.numel(), spec_.dim});
-        kernels::sequence_embedding_forward(in_.weights, in_.table_offsets, in_.feature_table,
-                                            in_.ids, in_.offsets, out, Stream::cpu());
+        kernels::sequence_embedding_forward(in(in_.weights), in(in_.table_offsets),
+                                            in(in_.feature_table), in(in_.ids), in(in_.offsets),
+                                            out, stream());
         return {out};
     }
 
@@ -129,8 +130,9 @@ public:
         Tensor s1 = state1_.defined() ? make_output_like(state1_) : Tensor();
         Tensor s2 = state2_.defined() ? make_output_like(state2_) : Tensor();
         kernels::sequence_embedding_backward_fused(
-            grad_out_, in_.table_offsets, in_.feature_table, in_.ids, in_.offsets, optim_, w,
-            s1.defined() ? &s1 : nullptr, s2.defined() ? &s2 : nullptr, workspace_, Stream::cpu());
+            in(grad_out_), in(in_.table_offsets), in(in_.feature_table), in(in_.ids),
+            in(in_.offsets), optim_, w, s1.defined() ? &s1 : nullptr, s2.defined() ? &s2 : nullptr,
+            workspace_, stream());
         std::vector<Tensor> out{w};
         if (s1.defined()) {
             out.push_back(s1);

@@ -69,8 +69,8 @@ public:
         Tensor y = make_output({s_.R, s_.N});
         Tensor mean = make_output({s_.R});
         Tensor rstd = make_output({s_.R});
-        kernels::swish_layer_norm_forward(in_.x, in_.gamma, in_.beta, kernels::kLayerNormEps, y,
-                                          mean, rstd, Stream::cpu());
+        kernels::swish_layer_norm_forward(in(in_.x), in(in_.gamma), in(in_.beta),
+                                          kernels::kLayerNormEps, y, mean, rstd, stream());
         return {y, mean, rstd};
     }
 
@@ -126,8 +126,8 @@ public:
         Tensor gx = make_output({s_.R, s_.N});
         Tensor gg = make_output({s_.N});
         Tensor gb = make_output({s_.N});
-        kernels::swish_layer_norm_backward(in_.x, in_.gamma, in_.beta, mean_, rstd_, grad_y_, gx,
-                                           gg, gb, Stream::cpu());
+        kernels::swish_layer_norm_backward(in(in_.x), in(in_.gamma), in(in_.beta), in(mean_),
+                                           in(rstd_), in(grad_y_), gx, gg, gb, stream());
         return {gx, gg, gb};
     }
 

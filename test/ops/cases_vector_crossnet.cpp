@@ -68,7 +68,8 @@ public:
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor out = make_output({s_.B, s_.N});
         Tensor dots = make_output({s_.B});
-        kernels::vector_crossnet_forward(in_.x0, in_.xl, in_.w, in_.bias, out, dots, Stream::cpu());
+        kernels::vector_crossnet_forward(in(in_.x0), in(in_.xl), in(in_.w), in(in_.bias), out, dots,
+                                         stream());
         return {out, dots};
     }
 
@@ -126,8 +127,8 @@ public:
         Tensor gxl = alias_ ? gx0 : make_output({s_.B, s_.N});
         Tensor gw = make_output({s_.N});
         Tensor gb = make_output({s_.N});
-        kernels::vector_crossnet_backward(in_.x0, in_.xl, in_.w, s_saved_, grad_out_, gx0, gxl, gw,
-                                          gb, Stream::cpu());
+        kernels::vector_crossnet_backward(in(in_.x0), in(in_.xl), in(in_.w), in(s_saved_),
+                                          in(grad_out_), gx0, gxl, gw, gb, stream());
         if (alias_) {
             return {gx0, gw, gb};
         }

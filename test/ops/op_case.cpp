@@ -21,6 +21,37 @@ Tolerance OpCase::tolerance(size_t output) const {
     return t;
 }
 
+void OpCase::set_device(Device device) {
+    if (stream_ != nullptr && stream_->device() != device) {
+        stream_.reset();
+    }
+    device_ = device;
+    inputs_.clear();
+}
+
+Stream& OpCase::stream() {
+    if (device_.is_cpu()) {
+        return Stream::cpu();
+    }
+    if (stream_ == nullptr) {
+        stream_ = std::make_unique<Stream>(device_);
+    }
+    return *stream_;
+}
+
+Tensor& OpCase::in(const Tensor& host) {
+    for (Input& i : inputs_) {
+        if (i.host.data_ptr() == host.data_ptr() && i.host.shape() == host.shape() &&
+            i.host.dtype() == host.dtype()) {
+            return *i.on_device;
+        }
+    }
+    // The entry keeps `host` alive, so its address cannot be reused by another buffer.
+    auto on_device = std::make_unique<Tensor>(device_.is_cpu() ? host : host.to(device_));
+    inputs_.push_back({host, std::move(on_device)});
+    return *inputs_.back().on_device;
+}
+
 Tensor OpCase::make_output(const Shape& shape, DType dtype) {
     const size_t data_bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
     Tensor buffer = Tensor::empty({static_cast<int64_t>(data_bytes + 2 * kGuardBytes)}, DType::kU8);
@@ -28,8 +59,12 @@ Tensor OpCase::make_output(const Shape& shape, DType dtype) {
     std::memset(p, kGuardByte, kGuardBytes);
     std::memset(p + kGuardBytes, 0xFF, data_bytes);  // NaN for floats, -1 for integers
     std::memset(p + kGuardBytes + data_bytes, kGuardByte, kGuardBytes);
+    if (!device_.is_cpu()) {
+        buffer = buffer.to(device_);  // guards and poison travel with the buffer
+        p = static_cast<uint8_t*>(buffer.data_ptr());
+    }
     guarded_.push_back({buffer, data_bytes});
-    return Tensor::from_blob(p + kGuardBytes, shape, dtype);
+    return Tensor::from_blob(p + kGuardBytes, shape, dtype, device_);
 }
 
 Tensor OpCase::make_output_like(const Tensor& init) {
@@ -40,7 +75,9 @@ Tensor OpCase::make_output_like(const Tensor& init) {
 
 std::string OpCase::check_guards() const {
     for (size_t i = 0; i < guarded_.size(); ++i) {
-        const uint8_t* p = guarded_[i].buffer.data<uint8_t>();
+        const Tensor& buffer = guarded_[i].buffer;
+        const Tensor host = buffer.device().is_cpu() ? buffer : buffer.to(Device::cpu());
+        const uint8_t* p = host.data<uint8_t>();
         const size_t n = guarded_[i].data_bytes;
         for (size_t j = 0; j < kGuardBytes; ++j) {
             if (p[j] != kGuardByte)
@@ -64,6 +101,20 @@ std::vector<std::unique_ptr<OpCase>> all_op_cases() {
             all.push_back(std::move(c));
     }
     return all;
+}
+
+CaseRun run_case(OpCase& c, Device device, uint64_t seed) {
+    c.make_inputs(seed);
+    c.set_device(device);
+    c.clear_outputs();
+    const std::vector<Tensor> got = c.run(device);
+    c.stream().synchronize();
+    CaseRun r;
+    r.guards = c.check_guards();
+    for (const Tensor& t : got) {
+        r.outputs.push_back(to_double(t));
+    }
+    return r;
 }
 
 std::vector<double> to_double(const Tensor& t) {

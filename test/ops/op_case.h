@@ -1,6 +1,8 @@
 // The backend-ops harness (STYLE.md R3): one OpCase is one op at one parameter point. The harness
 // runs every case on every backend, compares each output with the float64 reference under a
 // derived bound, checks guard bytes around every output, and times cases in bench_ops.
+// A case builds its inputs on the host; run() passes them through in() and makes its outputs
+// with make_output, so the same case runs on whichever device the harness selected.
 #pragma once
 
 #include <functional>
@@ -8,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/stream.h"
 #include "engine/core/tensor.h"
 #include "kernels/ops.h"
 #include "test/support/compare.h"
@@ -51,7 +54,28 @@ public:
     // Large cases timed by bench_ops only; test_backend_ops skips them (they take seconds).
     virtual bool bench_only() const { return false; }
 
-    // Guarded, NaN-poisoned output (f32: NaN, integers: all bits set).
+    // Bench cases sized for a GPU (tables of millions of rows, large batches): bench_ops runs
+    // them on CUDA only. Implies bench_only().
+    virtual bool gpu_bench_only() const { return false; }
+
+    // The device of the next runs (call after make_inputs: it drops the device copies of the
+    // previous inputs). CPU by default.
+    void set_device(Device device);
+
+    Device device() const { return device_; }
+
+    // The stream every kernel of run() is enqueued on: Stream::cpu(), or one CUDA stream per case.
+    // The harness synchronises it before it reads outputs.
+    Stream& stream();
+
+    // An input on the run's device: `host` itself on the CPU, else a device copy made once per
+    // set_device (kept, so in-place bench runs keep updating the same device tensor). The same
+    // host buffer always maps to the same device tensor, so aliased inputs stay aliased.
+    Tensor& in(const Tensor& host);
+
+    Tensor* in(const Tensor* host) { return host != nullptr ? &in(*host) : nullptr; }
+
+    // Guarded, NaN-poisoned output on the run's device (f32: NaN, integers: all bits set).
     Tensor make_output(const Shape& shape, DType dtype = DType::kF32);
     // A guarded output initialised with a copy of `init` (for in-place updates).
     Tensor make_output_like(const Tensor& init);
@@ -66,7 +90,15 @@ private:
         size_t data_bytes;
     };
 
+    struct Input {
+        Tensor host;
+        std::unique_ptr<Tensor> on_device;
+    };
+
     std::vector<Guarded> guarded_;
+    Device device_ = Device::cpu();
+    std::vector<Input> inputs_;
+    std::unique_ptr<Stream> stream_;
 };
 
 using OpCaseFactory = std::function<std::vector<std::unique_ptr<OpCase>>()>;
@@ -77,6 +109,15 @@ struct RegisterOpCases {
 };
 
 std::vector<std::unique_ptr<OpCase>> all_op_cases();
+
+// One run of a case on a device from fresh inputs: make_inputs(seed), set_device, run, then the
+// stream synchronised, the guards checked and every output read back as float64.
+struct CaseRun {
+    std::vector<std::vector<double>> outputs;
+    std::string guards;  // empty when every guard is intact
+};
+
+CaseRun run_case(OpCase& c, Device device, uint64_t seed);
 
 // Converts any tensor (f32, f16, bf16, i32, i64) to float64 values.
 std::vector<double> to_double(const Tensor& t);

@@ -1,0 +1,210 @@
+// Helpers every CUDA kernel file shares (STYLE.md R1: in one place, not per file): the stream of
+// a Stream, launch sizes, storage <-> fp32 conversions of the engine's Half/BFloat16, fixed-order
+// (deterministic) warp and block sums, stream-ordered scratch memory, and the row-major cuBLAS
+// GEMM every dense op uses. Only kernels/cuda/*.cu include this header.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "engine/core/cuda/cuda_check.h"
+#include "engine/core/dtype.h"
+#include "engine/core/stream.h"
+#include "engine/core/tensor.h"
+#include "kernels/linear.h"
+
+namespace shardrec::kernels::cuda {
+
+constexpr int kWarpSize = 32;
+constexpr int kBlockSize = 256;
+
+inline cudaStream_t cuda_stream(Stream& stream) {
+    SR_DCHECK(stream.device().is_cuda(), "a CUDA kernel needs a CUDA stream, got {}",
+              stream.device().str());
+    return static_cast<cudaStream_t>(stream.handle());
+}
+
+__host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+// Blocks of kBlockSize threads covering n threads (at least one block).
+inline unsigned blocks_for(int64_t n, int threads = kBlockSize) {
+    const int64_t b = ceil_div(n, threads);
+    SR_CHECK(b < (int64_t{1} << 31), "launch of {} threads is too large", n);
+    return static_cast<unsigned>(b > 0 ? b : 1);
+}
+
+inline bool is_aligned(const void* p, size_t bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// ---- storage conversions (bit-exact with engine/core/dtype.h: round to nearest even) ----
+
+__device__ __forceinline__ float to_f32(float x) {
+    return x;
+}
+
+__device__ __forceinline__ float to_f32(Half x) {
+    return __half2float(__ushort_as_half(x.bits));
+}
+
+__device__ __forceinline__ float to_f32(BFloat16 x) {
+    return __uint_as_float(static_cast<uint32_t>(x.bits) << 16);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) {
+    return x;
+}
+
+template <>
+__device__ __forceinline__ Half from_f32<Half>(float x) {
+    return Half{__half_as_ushort(__float2half_rn(x))};
+}
+
+template <>
+__device__ __forceinline__ BFloat16 from_f32<BFloat16>(float x) {
+    return BFloat16{__bfloat16_as_ushort(__float2bfloat16_rn(x))};
+}
+
+// ---- fixed-order reductions: the same inputs always give the same bits ----
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+    }
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `shared` holds 32 floats. Ends with a barrier, so it can be called again right away.
+__device__ __forceinline__ float block_sum(float v, float* shared) {
+    const int lane = threadIdx.x % kWarpSize;
+    const int warp = threadIdx.x / kWarpSize;
+    v = warp_sum(v);
+    if (lane == 0) {
+        shared[warp] = v;
+    }
+    __syncthreads();
+    const int num_warps = blockDim.x / kWarpSize;
+    float total = lane < num_warps ? shared[lane] : 0.f;
+    total = warp_sum(total);
+    __syncthreads();
+    return total;
+}
+
+__device__ __forceinline__ float sigmoid_f32(float z) {
+    return 1.f / (1.f + expf(-z));
+}
+
+__device__ __forceinline__ float apply_activation(Activation act, float z) {
+    switch (act) {
+        case Activation::kRelu:
+            return z > 0.f ? z : 0.f;
+        case Activation::kSigmoid:
+            return sigmoid_f32(z);
+        case Activation::kIdentity:
+            break;
+    }
+    return z;
+}
+
+// act'(z) from y = act(z), as kernels/linear.h documents.
+__device__ __forceinline__ float activation_grad_from_output(Activation act, float y) {
+    switch (act) {
+        case Activation::kRelu:
+            return y > 0.f ? 1.f : 0.f;
+        case Activation::kSigmoid:
+            return y * (1.f - y);
+        case Activation::kIdentity:
+            break;
+    }
+    return 1.f;
+}
+
+// ---- scratch memory ----
+
+// Temporary device memory ordered on one stream: allocated from the device's stream-ordered pool
+// and given back on the same stream when the object dies, so it stays valid for every kernel
+// enqueued before that. The pool keeps freed memory (release threshold raised once per device),
+// so a steady shape allocates nothing from the driver.
+class DeviceScratch {
+public:
+    DeviceScratch(Stream& stream, size_t bytes);
+    ~DeviceScratch();
+    DeviceScratch(const DeviceScratch&) = delete;
+    DeviceScratch& operator=(const DeviceScratch&) = delete;
+
+    void* data() const { return ptr_; }
+
+    template <typename T>
+    T* as(size_t element_offset = 0) const {
+        return static_cast<T*>(ptr_) + element_offset;
+    }
+
+private:
+    cudaStream_t stream_;
+    void* ptr_ = nullptr;
+};
+
+// ---- GEMM ----
+
+enum class Trans { kNo, kYes };
+
+// Row-major C[m, n] = alpha op(A) op(B) + beta C on `stream`, as kernels/cpu/linear.h's sgemm:
+// lda/ldb/ldc are the row strides of the stored matrices. One cuBLAS call, in the math mode of
+// gemm_math() (fp32 by default; TF32 or bf16 tensor cores when asked for).
+void sgemm(Stream& stream,
+           Trans ta,
+           Trans tb,
+           int64_t m,
+           int64_t n,
+           int64_t k,
+           const float* a,
+           int64_t lda,
+           const float* b,
+           int64_t ldb,
+           float beta,
+           float* c,
+           int64_t ldc,
+           float alpha = 1.f);
+
+// Batched form: matrix i of A, B and C starts stride_a/b/c floats after matrix i - 1.
+void sgemm_strided_batched(Stream& stream,
+                           Trans ta,
+                           Trans tb,
+                           int64_t m,
+                           int64_t n,
+                           int64_t k,
+                           const float* a,
+                           int64_t lda,
+                           int64_t stride_a,
+                           const float* b,
+                           int64_t ldb,
+                           int64_t stride_b,
+                           float beta,
+                           float* c,
+                           int64_t ldc,
+                           int64_t stride_c,
+                           int64_t batch);
+
+// dst[r, c] = src[r, c] for a [rows, cols] block between row strides (a strided device copy).
+void copy_rows(Stream& stream,
+               float* dst,
+               int64_t dst_ld,
+               const float* src,
+               int64_t src_ld,
+               int64_t rows,
+               int64_t cols);
+
+// out[c] = sum_r x[r, c] of a row-major [rows, cols] matrix, written. Rows are summed in a fixed
+// order (blocks of rows, then the block partials in order), so the result is deterministic.
+void column_sums(Stream& stream, const float* x, int64_t rows, int64_t cols, float* out);
+
+}  // namespace shardrec::kernels::cuda

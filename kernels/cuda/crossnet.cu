@@ -1,0 +1,123 @@
+// Cross layer on CUDA: the products are cuBLAS GEMMs (xl W^T, or xl V^T then W^T) and one
+// elementwise pass adds the bias, scales by x0 and adds the residual (it writes u and out, both
+// of which the layer must produce). Backward: one pass forms gu = grad_out * x0, updates grad_x0
+// and starts grad_xl; grad_b is a fixed-order column sum of gu; the rest are GEMMs, the input
+// gradient accumulating onto grad_xl (beta = 1). Letters: B batch, N features, r low rank.
+#include "kernels/crossnet.h"
+#include "kernels/cuda/common.cuh"
+
+namespace shardrec::kernels::cuda {
+namespace {
+
+// u += bias; out = x0 * u + xl.
+__global__ void crossnet_forward_epilogue_kernel(int64_t batch,
+                                                 int64_t n,
+                                                 const float* x0,
+                                                 const float* xl,
+                                                 const float* bias,
+                                                 float* u,
+                                                 float* out) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i >= batch * n) {
+        return;
+    }
+    const float ui = u[i] + bias[i % n];
+    u[i] = ui;
+    out[i] = x0[i] * ui + xl[i];
+}
+
+// gu = g x0; grad_x0 += g u; grad_xl = g, or += g when it is grad_x0 (layer 0).
+__global__ void crossnet_backward_prologue_kernel(int64_t count,
+                                                  const float* grad_out,
+                                                  const float* x0,
+                                                  const float* u,
+                                                  float* gu,
+                                                  float* grad_x0,
+                                                  float* grad_xl) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i >= count) {
+        return;
+    }
+    const float g = grad_out[i];
+    gu[i] = g * x0[i];
+    const float gx0 = grad_x0[i] + g * u[i];
+    if (grad_xl == grad_x0) {
+        grad_x0[i] = gx0 + g;
+    } else {
+        grad_x0[i] = gx0;
+        grad_xl[i] = g;
+    }
+}
+
+}  // namespace
+
+void crossnet_forward(const Tensor& x0,
+                      const Tensor& xl,
+                      const Tensor& w,
+                      const Tensor* v,
+                      const Tensor& bias,
+                      Tensor& out,
+                      Tensor& u,
+                      Tensor* vx,
+                      Stream& stream) {
+    const int64_t batch = x0.size(0), n = x0.size(1);
+    const float* xlp = xl.data<float>();
+    float* up = u.data<float>();
+    if (v == nullptr) {
+        sgemm(stream, Trans::kNo, Trans::kYes, batch, n, n, xlp, n, w.data<float>(), n, 0.f, up, n);
+    } else {
+        const int64_t r = v->size(0);
+        float* vxp = vx->data<float>();
+        sgemm(stream, Trans::kNo, Trans::kYes, batch, r, n, xlp, n, v->data<float>(), n, 0.f, vxp,
+              r);
+        sgemm(stream, Trans::kNo, Trans::kYes, batch, n, r, vxp, r, w.data<float>(), r, 0.f, up, n);
+    }
+    const cudaStream_t s = cuda_stream(stream);
+    crossnet_forward_epilogue_kernel<<<blocks_for(batch * n), kBlockSize, 0, s>>>(
+        batch, n, x0.data<float>(), xlp, bias.data<float>(), up, out.data<float>());
+    SR_CUDA_LAUNCH_CHECK(s);
+}
+
+void crossnet_backward(const Tensor& x0,
+                       const Tensor& xl,
+                       const Tensor& w,
+                       const Tensor* v,
+                       const Tensor& u,
+                       const Tensor* vx,
+                       const Tensor& grad_out,
+                       Tensor& grad_x0,
+                       Tensor& grad_xl,
+                       Tensor& grad_w,
+                       Tensor* grad_v,
+                       Tensor& grad_b,
+                       Stream& stream) {
+    const int64_t batch = x0.size(0), n = x0.size(1);
+    const int64_t r = v != nullptr ? v->size(0) : 0;
+    const cudaStream_t s = cuda_stream(stream);
+    DeviceScratch scratch(stream, static_cast<size_t>(batch * (n + r)) * sizeof(float));
+    float* gu = scratch.as<float>();  // [B, N], then gv [B, r]
+    float* gxl = grad_xl.data<float>();
+    crossnet_backward_prologue_kernel<<<blocks_for(batch * n), kBlockSize, 0, s>>>(
+        batch * n, grad_out.data<float>(), x0.data<float>(), u.data<float>(), gu,
+        grad_x0.data<float>(), gxl);
+    SR_CUDA_LAUNCH_CHECK(s);
+    column_sums(stream, gu, batch, n, grad_b.data<float>());
+    const float* xlp = xl.data<float>();
+    if (v == nullptr) {
+        // grad_w [N, N] = gu^T xl;  grad_xl += gu W
+        sgemm(stream, Trans::kYes, Trans::kNo, n, n, batch, gu, n, xlp, n, 0.f,
+              grad_w.data<float>(), n);
+        sgemm(stream, Trans::kNo, Trans::kNo, batch, n, n, gu, n, w.data<float>(), n, 1.f, gxl, n);
+        return;
+    }
+    float* gv = gu + batch * n;
+    // gv [B, r] = gu W;  grad_w [N, r] = gu^T vx;  grad_v [r, N] = gv^T xl;  grad_xl += gv V
+    sgemm(stream, Trans::kNo, Trans::kNo, batch, r, n, gu, n, w.data<float>(), r, 0.f, gv, r);
+    sgemm(stream, Trans::kYes, Trans::kNo, n, r, batch, gu, n, vx->data<float>(), r, 0.f,
+          grad_w.data<float>(), r);
+    sgemm(stream, Trans::kYes, Trans::kNo, r, n, batch, gv, r, xlp, n, 0.f, grad_v->data<float>(),
+          n);
+    sgemm(stream, Trans::kNo, Trans::kNo, batch, n, r, gv, r, v->data<float>(), n, 1.f, gxl, n);
+}
+
+}  // namespace shardrec::kernels::cuda

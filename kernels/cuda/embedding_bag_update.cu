@@ -1,0 +1,456 @@
+// Sort-then-reduce embedding backward on CUDA (see embedding_bag_update.cuh). Phases: one thread
+// per id makes its contribution; CUB radix-sorts (row, id) pairs on the row bits only and
+// run-length encodes the rows; a warp per segment (lanes over D, kColsPerLane columns each per
+// 128-column chunk) or a block per hot segment sums the gradient rows in id order and applies
+// the update. Letters: N ids, D dim, E rows.
+#include <algorithm>
+#include <cmath>
+#include <cub/cub.cuh>
+
+#include "kernels/cuda/embedding_bag_update.cuh"
+
+namespace shardrec::kernels::cuda {
+namespace {
+
+constexpr int kColsPerLane = 4;
+constexpr int64_t kChunkCols = kWarpSize * kColsPerLane;
+constexpr int kHotBlockWarps = 8;
+constexpr int64_t kMaxDim = 8192;  // the hot-row kernel keeps one gradient row in shared memory
+constexpr int kDense = 4;          // the update "rule" that writes a dense gradient instead
+
+// Workspace slots (EmbeddingBackwardWorkspace::buffer).
+enum Slot : size_t {
+    kKeysIn,
+    kKeysOut,
+    kIdsIn,
+    kIdsOut,
+    kGradOffsets,
+    kScales,
+    kRows,
+    kCounts,
+    kBegins,
+    kHot,
+    kCounters,
+    kCubTemp,
+    kNumSlots,
+};
+
+struct UpdateConstants {
+    float lr, eps, beta1, beta2, weight_decay;
+    float bias_correction1, bias_correction2;  // Adam: 1 - beta^step
+};
+
+int bits_for(int64_t max_value) {  // bits to represent [0, max_value]
+    return max_value > 0 ? 64 - __builtin_clzll(static_cast<uint64_t>(max_value)) : 1;
+}
+
+// ---- contributions ----
+
+__global__ void contributions_kernel(LookupArgs a,
+                                     bool pooled,
+                                     bool mean,
+                                     BadIdRecord* bad,
+                                     uint64_t* keys,
+                                     int32_t* id_index,
+                                     int64_t* grad_offsets,
+                                     float* scales) {
+    const int64_t n = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (n >= a.num_ids) {
+        return;
+    }
+    const int64_t num_bags = a.num_features * a.batch;
+    const int64_t j = bag_of_id(a.offsets, num_bags, n);
+    const int64_t f = j / a.batch;
+    const int64_t b = j % a.batch;
+    const int32_t t = a.feature_table[f];
+    const int64_t first_row = a.table_offsets[t];
+    const int64_t rows = a.table_offsets[t + 1] - first_row;
+    const int64_t id = a.ids[n];
+    const bool valid = id >= 0 && id < rows;
+    if (!valid) {
+        record_bad_id(bad, f, b, id, rows);
+    }
+    // Bad ids sort last, into the segment of row total_rows, which no update touches.
+    keys[n] = static_cast<uint64_t>(valid ? first_row + id : a.total_rows);
+    id_index[n] = static_cast<int32_t>(n);
+    if (pooled) {
+        grad_offsets[n] = (b * a.num_features + f) * a.dim;  // grad_out[b, f*D]
+        const float w = a.per_sample_weights != nullptr ? a.per_sample_weights[n] : 1.f;
+        const auto length = static_cast<float>(a.offsets[j + 1] - a.offsets[j]);
+        scales[n] = mean ? w / length : w;
+    } else {
+        grad_offsets[n] = n * a.dim;  // grad_out[n, :]
+        scales[n] = 1.f;
+    }
+}
+
+__global__ void collect_hot_segments_kernel(
+    int64_t max_segments, int64_t total_rows, RowSegments sg, int32_t* hot, int32_t* num_hot) {
+    const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (s >= max_segments || s >= *sg.num_segments) {
+        return;
+    }
+    if (sg.counts[s] > kHotSegmentIds && sg.rows[s] < total_rows) {
+        hot[atomicAdd(num_hot, 1)] = static_cast<int32_t>(s);
+    }
+}
+
+// ---- per-row reduction and update ----
+
+// acc[i] = sum over sorted positions [k_begin, k_end) of scale * grad row, at column
+// col0 + lane + 32 i (in id order).
+__device__ __forceinline__ void reduce_ids(const RowSegments& sg,
+                                           const float* grad,
+                                           int64_t dim,
+                                           int64_t k_begin,
+                                           int64_t k_end,
+                                           int64_t col0,
+                                           int lane,
+                                           float (&acc)[kColsPerLane]) {
+    for (int i = 0; i < kColsPerLane; ++i) {
+        acc[i] = 0.f;
+    }
+    for (int64_t k = k_begin; k < k_end; ++k) {
+        const int32_t n = sg.ids_sorted[k];
+        const float scale = sg.scales[n];
+        const float* g = grad + sg.grad_offsets[n] + col0;  // g is grad row n from column col0
+        for (int i = 0; i < kColsPerLane; ++i) {
+            const int64_t d = lane + kWarpSize * i;
+            if (col0 + d < dim) {
+                acc[i] += scale * g[d];
+            }
+        }
+    }
+}
+
+// One element of a touched row, rule kRule (an OptimType, or kDense), g already holding the
+// weight decay. rowwise_step is lr / (sqrt(G) + eps) of row-wise Adagrad.
+template <typename Weight, int kRule>
+__device__ __forceinline__ void update_element(int64_t idx,
+                                               float g,
+                                               const UpdateConstants& k,
+                                               float rowwise_step,
+                                               Weight* weights,
+                                               float* s1,
+                                               float* s2,
+                                               float* dense) {
+    if constexpr (kRule == kDense) {
+        dense[idx] = g;
+    } else if constexpr (kRule == static_cast<int>(OptimType::kSgd)) {
+        weights[idx] = from_f32<Weight>(to_f32(weights[idx]) - k.lr * g);
+    } else if constexpr (kRule == static_cast<int>(OptimType::kExactAdagrad)) {
+        const float sum_sq = s1[idx] + g * g;
+        s1[idx] = sum_sq;
+        weights[idx] = from_f32<Weight>(to_f32(weights[idx]) - k.lr * g / (sqrtf(sum_sq) + k.eps));
+    } else if constexpr (kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad)) {
+        weights[idx] = from_f32<Weight>(to_f32(weights[idx]) - rowwise_step * g);
+    } else {
+        static_assert(kRule == static_cast<int>(OptimType::kAdam));
+        const float m = k.beta1 * s1[idx] + (1.f - k.beta1) * g;
+        const float v = k.beta2 * s2[idx] + (1.f - k.beta2) * g * g;
+        s1[idx] = m;
+        s2[idx] = v;
+        const float m_hat = m / k.bias_correction1;
+        const float v_hat = v / k.bias_correction2;
+        weights[idx] =
+            from_f32<Weight>(to_f32(weights[idx]) - k.lr * m_hat / (sqrtf(v_hat) + k.eps));
+    }
+}
+
+template <typename Weight, int kRule>
+__device__ __forceinline__ float decayed(float g, const Weight* weights, int64_t idx, float wd) {
+    if constexpr (kRule == kDense) {
+        return g;
+    } else {
+        return wd != 0.f ? g + wd * to_f32(weights[idx]) : g;
+    }
+}
+
+struct UpdateTarget {
+    void* weights;  // Weight [sum E, D]
+    float* state1;  // [sum E, D], or [sum E] for row-wise Adagrad
+    float* state2;
+    float* dense;  // grad_weights [sum E, D] for kDense
+};
+
+// A warp per segment of at most kHotSegmentIds ids.
+template <typename Weight, int kRule>
+__global__ void segment_update_warp_kernel(
+    RowSegments sg, const float* grad, int64_t dim, UpdateConstants k, UpdateTarget target) {
+    const int64_t s = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize;
+    if (s >= sg.max_segments || s >= *sg.num_segments) {
+        return;
+    }
+    const int64_t row = sg.rows[s];
+    const int32_t count = sg.counts[s];
+    if (row >= sg.total_rows || count > kHotSegmentIds) {
+        return;  // bad ids, or a hot row for the block kernel
+    }
+    auto* weights = static_cast<Weight*>(target.weights);
+    const int64_t begin = sg.begins[s];
+    const int64_t row_base = row * dim;
+    const int64_t num_chunks = ceil_div(dim, kChunkCols);
+    float acc[kColsPerLane];
+    float rowwise_step = 0.f;
+    if constexpr (kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad)) {
+        // G += mean over D of g^2 needs the whole row first: one pass for the sum of squares
+        // (the accumulators of a single-chunk row are kept for the update below).
+        float sum_sq = 0.f;
+        for (int64_t c = 0; c < num_chunks; ++c) {
+            reduce_ids(sg, grad, dim, begin, begin + count, c * kChunkCols, lane, acc);
+            for (int i = 0; i < kColsPerLane; ++i) {
+                const int64_t d = c * kChunkCols + lane + kWarpSize * i;
+                if (d < dim) {
+                    acc[i] = decayed<Weight, kRule>(acc[i], weights, row_base + d, k.weight_decay);
+                    sum_sq += acc[i] * acc[i];
+                }
+            }
+        }
+        const float old_sum = target.state1[row];
+        const float new_sum = old_sum + warp_sum(sum_sq) / static_cast<float>(dim);
+        if (lane == 0) {
+            target.state1[row] = new_sum;
+        }
+        rowwise_step = k.lr / (sqrtf(new_sum) + k.eps);
+    }
+    for (int64_t c = 0; c < num_chunks; ++c) {
+        const bool kept =
+            kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad) && num_chunks == 1;
+        if (!kept) {
+            reduce_ids(sg, grad, dim, begin, begin + count, c * kChunkCols, lane, acc);
+        }
+        for (int i = 0; i < kColsPerLane; ++i) {
+            const int64_t d = c * kChunkCols + lane + kWarpSize * i;
+            if (d < dim) {
+                const float g =
+                    kept ? acc[i]
+                         : decayed<Weight, kRule>(acc[i], weights, row_base + d, k.weight_decay);
+                update_element<Weight, kRule>(row_base + d, g, k, rowwise_step, weights,
+                                              target.state1, target.state2, target.dense);
+            }
+        }
+    }
+}
+
+// A block per hot segment: warp w sums its fixed contiguous slice of the segment's ids, the
+// slices are added in warp order into a shared gradient row, then all threads update the row.
+template <typename Weight, int kRule>
+__global__ void segment_update_hot_block_kernel(
+    RowSegments sg, const float* grad, int64_t dim, UpdateConstants k, UpdateTarget target) {
+    extern __shared__ float shared[];
+    float* partial = shared;                               // [warps][kChunkCols]
+    float* g_row = partial + kHotBlockWarps * kChunkCols;  // [D]
+    float* reduce_scratch = g_row + dim;                   // [32]
+    const int lane = threadIdx.x % kWarpSize;
+    const int warp = threadIdx.x / kWarpSize;
+    auto* weights = static_cast<Weight*>(target.weights);
+    for (int64_t h = blockIdx.x; h < *sg.num_hot; h += gridDim.x) {
+        const int64_t s = sg.hot[h];
+        const int64_t row = sg.rows[s];
+        const int64_t begin = sg.begins[s];
+        const int64_t count = sg.counts[s];
+        const int64_t slice = ceil_div(count, kHotBlockWarps);
+        const int64_t k_begin = begin + min(count, warp * slice);
+        const int64_t k_end = begin + min(count, (warp + 1) * slice);
+        for (int64_t c0 = 0; c0 < dim; c0 += kChunkCols) {
+            float acc[kColsPerLane];
+            reduce_ids(sg, grad, dim, k_begin, k_end, c0, lane, acc);
+            for (int i = 0; i < kColsPerLane; ++i) {
+                partial[warp * kChunkCols + lane + kWarpSize * i] = acc[i];
+            }
+            __syncthreads();
+            for (int64_t col = threadIdx.x; col < kChunkCols && c0 + col < dim; col += blockDim.x) {
+                float sum = 0.f;
+                for (int w = 0; w < kHotBlockWarps; ++w) {
+                    sum += partial[w * kChunkCols + col];
+                }
+                g_row[c0 + col] =
+                    decayed<Weight, kRule>(sum, weights, row * dim + c0 + col, k.weight_decay);
+            }
+            __syncthreads();
+        }
+        float rowwise_step = 0.f;
+        if constexpr (kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad)) {
+            float sum_sq = 0.f;
+            for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+                sum_sq += g_row[d] * g_row[d];
+            }
+            const float old_sum = target.state1[row];
+            const float new_sum =
+                old_sum + block_sum(sum_sq, reduce_scratch) / static_cast<float>(dim);
+            if (threadIdx.x == 0) {
+                target.state1[row] = new_sum;
+            }
+            rowwise_step = k.lr / (sqrtf(new_sum) + k.eps);
+        }
+        for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+            update_element<Weight, kRule>(row * dim + d, g_row[d], k, rowwise_step, weights,
+                                          target.state1, target.state2, target.dense);
+        }
+        __syncthreads();  // g_row is reused by the next hot row
+    }
+}
+
+template <typename Weight, int kRule>
+void launch_segment_update(const RowSegments& sg,
+                           const float* grad,
+                           int64_t dim,
+                           const UpdateConstants& k,
+                           const UpdateTarget& target,
+                           cudaStream_t s) {
+    if (sg.max_segments == 0) {
+        return;
+    }
+    segment_update_warp_kernel<Weight, kRule>
+        <<<blocks_for(sg.max_segments * kWarpSize), kBlockSize, 0, s>>>(sg, grad, dim, k, target);
+    SR_CUDA_LAUNCH_CHECK(s);
+    const int64_t max_hot = std::max<int64_t>(1, sg.max_segments / (kHotSegmentIds + 1));
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>(max_hot, 1024));
+    const size_t shared = (kHotBlockWarps * kChunkCols + dim + kWarpSize) * sizeof(float);
+    segment_update_hot_block_kernel<Weight, kRule>
+        <<<blocks, kHotBlockWarps * kWarpSize, shared, s>>>(sg, grad, dim, k, target);
+    SR_CUDA_LAUNCH_CHECK(s);
+}
+
+template <typename T>
+T* slot_buffer(EmbeddingBackwardWorkspace& ws, Slot slot, int64_t count, Device device) {
+    return static_cast<T*>(
+        ws.buffer(slot, std::max<int64_t>(count, 1) * static_cast<int64_t>(sizeof(T)), device));
+}
+
+}  // namespace
+
+RowSegments sort_contributions(const LookupArgs& a,
+                               bool pooled,
+                               PoolingMode mode,
+                               EmbeddingBackwardWorkspace& workspace,
+                               Stream& stream) {
+    const int64_t n = a.num_ids;
+    SR_CHECK(n < INT32_MAX, "embedding backward on CUDA: {} ids exceed the 32-bit id index", n);
+    SR_CHECK(a.dim <= kMaxDim, "embedding backward on CUDA: dim {} above the supported {}", a.dim,
+             kMaxDim);
+    const cudaStream_t s = cuda_stream(stream);
+    const Device device = stream.device();
+    const int count = static_cast<int>(n);
+    const int end_bit = bits_for(a.total_rows);  // row keys and the bad-id key total_rows
+    // CUB's scratch: the most any of the three passes needs.
+    size_t sort_bytes = 0, rle_bytes = 0, scan_bytes = 0;
+    SR_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (uint64_t*)nullptr,
+                                                  (uint64_t*)nullptr, (int32_t*)nullptr,
+                                                  (int32_t*)nullptr, count, 0, end_bit, s));
+    SR_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle_bytes, (uint64_t*)nullptr,
+                                                     (int64_t*)nullptr, (int32_t*)nullptr,
+                                                     (int32_t*)nullptr, count, s));
+    SR_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, (int32_t*)nullptr,
+                                                (int32_t*)nullptr, count, s));
+    const auto cub_bytes = static_cast<int64_t>(std::max({sort_bytes, rle_bytes, scan_bytes}));
+    const int64_t slot_bytes[kNumSlots] = {8 * n, 8 * n, 4 * n, 4 * n, 8 * n, 4 * n,
+                                           8 * n, 4 * n, 4 * n, 4 * n, 16,    cub_bytes};
+    bool fits = true;
+    for (size_t i = 0; i < kNumSlots; ++i) {
+        fits = fits && workspace.fits(i, std::max<int64_t>(slot_bytes[i], 4), device);
+    }
+    if (!fits) {
+        stream.synchronize();  // earlier kernels on this stream may still read the old buffers
+    }
+    auto* keys_in = slot_buffer<uint64_t>(workspace, kKeysIn, n, device);
+    auto* keys_out = slot_buffer<uint64_t>(workspace, kKeysOut, n, device);
+    auto* ids_in = slot_buffer<int32_t>(workspace, kIdsIn, n, device);
+    auto* ids_out = slot_buffer<int32_t>(workspace, kIdsOut, n, device);
+    auto* grad_offsets = slot_buffer<int64_t>(workspace, kGradOffsets, n, device);
+    auto* scales = slot_buffer<float>(workspace, kScales, n, device);
+    auto* rows = slot_buffer<int64_t>(workspace, kRows, n, device);
+    auto* counts = slot_buffer<int32_t>(workspace, kCounts, n, device);
+    auto* begins = slot_buffer<int32_t>(workspace, kBegins, n, device);
+    auto* hot = slot_buffer<int32_t>(workspace, kHot, n, device);
+    auto* counters = slot_buffer<int32_t>(workspace, kCounters, 4, device);  // segments, hot
+    void* cub_temp = workspace.buffer(kCubTemp, std::max<int64_t>(cub_bytes, 4), device);
+
+    RowSegments sg;
+    sg.max_segments = n;
+    sg.total_rows = a.total_rows;
+    sg.num_segments = counters;
+    sg.rows = rows;
+    sg.counts = counts;
+    sg.begins = begins;
+    sg.ids_sorted = ids_out;
+    sg.grad_offsets = grad_offsets;
+    sg.scales = scales;
+    sg.num_hot = counters + 1;
+    sg.hot = hot;
+    SR_CUDA_CHECK(cudaMemsetAsync(counters, 0, 4 * sizeof(int32_t), s));
+    if (n == 0) {
+        return sg;
+    }
+    contributions_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(a, pooled, mode == PoolingMode::kMean,
+                                                              bad_id_record(device.index), keys_in,
+                                                              ids_in, grad_offsets, scales);
+    SR_CUDA_LAUNCH_CHECK(s);
+    // Radix sort is stable: the ids of a row keep ascending index order.
+    SR_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_temp, sort_bytes, keys_in, keys_out, ids_in,
+                                                  ids_out, count, 0, end_bit, s));
+    // Counts past the last run stay 0, so the scan over all N entries is defined.
+    SR_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(n) * sizeof(int32_t), s));
+    SR_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(cub_temp, rle_bytes, keys_out,
+                                                     reinterpret_cast<uint64_t*>(rows), counts,
+                                                     counters, count, s));
+    SR_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(cub_temp, scan_bytes, counts, begins, count, s));
+    collect_hot_segments_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(n, a.total_rows, sg, hot,
+                                                                     counters + 1);
+    SR_CUDA_LAUNCH_CHECK(s);
+    return sg;
+}
+
+void apply_fused_update(const RowSegments& segments,
+                        const float* grad,
+                        const FusedOptimizerParams& optim,
+                        Tensor& weights,
+                        Tensor* state1,
+                        Tensor* state2,
+                        Stream& stream) {
+    const auto step = static_cast<double>(optim.step);
+    const UpdateConstants k{
+        optim.learning_rate,
+        optim.eps,
+        optim.beta1,
+        optim.beta2,
+        optim.weight_decay,
+        static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta1), step)),
+        static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta2), step))};
+    const UpdateTarget target{weights.data_ptr(), state1 ? state1->data<float>() : nullptr,
+                              state2 ? state2->data<float>() : nullptr, nullptr};
+    const int64_t dim = weights.size(1);
+    const cudaStream_t s = cuda_stream(stream);
+    visit_float_dtype(weights.dtype(), [&](auto tag) {
+        using Weight = typename decltype(tag)::type;
+        switch (optim.type) {
+            case OptimType::kSgd:
+                return launch_segment_update<Weight, static_cast<int>(OptimType::kSgd)>(
+                    segments, grad, dim, k, target, s);
+            case OptimType::kExactAdagrad:
+                return launch_segment_update<Weight, static_cast<int>(OptimType::kExactAdagrad)>(
+                    segments, grad, dim, k, target, s);
+            case OptimType::kExactRowWiseAdagrad:
+                return launch_segment_update<Weight,
+                                             static_cast<int>(OptimType::kExactRowWiseAdagrad)>(
+                    segments, grad, dim, k, target, s);
+            case OptimType::kAdam:
+                return launch_segment_update<Weight, static_cast<int>(OptimType::kAdam)>(
+                    segments, grad, dim, k, target, s);
+        }
+    });
+}
+
+void write_dense_gradient(const RowSegments& segments,
+                          const float* grad,
+                          Tensor& grad_weights,
+                          Stream& stream) {
+    const cudaStream_t s = cuda_stream(stream);
+    SR_CUDA_CHECK(cudaMemsetAsync(grad_weights.data_ptr(), 0, grad_weights.nbytes(), s));
+    const UpdateTarget target{nullptr, nullptr, nullptr, grad_weights.data<float>()};
+    launch_segment_update<float, kDense>(segments, grad, grad_weights.size(1), UpdateConstants{},
+                                         target, s);
+}
+
+}  // namespace shardrec::kernels::cuda

@@ -1,0 +1,181 @@
+// Linear on CUDA. Forward: one cuBLASLt matmul with the bias and relu fused into its epilogue
+// (CUBLASLT_EPILOGUE_BIAS / RELU / RELU_BIAS), so y is written once; sigmoid has no cuBLASLt
+// epilogue and takes one elementwise pass after the biased GEMM. Backward: one pass forms
+// g = grad_y * act'(y) (skipped for identity), grad_b is a fixed-order column sum of g, and
+// grad_w, grad_x are two cuBLAS GEMMs. Letters: B rows, I inputs, O outputs.
+#include <cublasLt.h>
+
+#include <unordered_map>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/linear.h"
+
+namespace shardrec::kernels::cuda {
+namespace {
+
+constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
+
+#define SR_CUBLASLT_CHECK(expr) SR_CHECK_STATUS_(expr, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
+
+cublasLtHandle_t lt_handle(int device) {
+    thread_local std::unordered_map<int, cublasLtHandle_t> handles;
+    cublasLtHandle_t& h = handles[device];
+    if (h == nullptr) {
+        SR_CUBLASLT_CHECK(cublasLtCreate(&h));
+    }
+    return h;
+}
+
+cublasComputeType_t lt_compute_type() {
+    switch (gemm_math()) {
+        case GemmMath::kTf32:
+            return CUBLAS_COMPUTE_32F_FAST_TF32;
+        case GemmMath::kBf16:
+            return CUBLAS_COMPUTE_32F_FAST_16BF;
+        case GemmMath::kF32:
+            break;
+    }
+    return CUBLAS_COMPUTE_32F;
+}
+
+// The descriptors of one matmul, destroyed together.
+struct LtMatmul {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+
+    LtMatmul() = default;
+    LtMatmul(const LtMatmul&) = delete;
+    LtMatmul& operator=(const LtMatmul&) = delete;
+
+    ~LtMatmul() {
+        if (pref != nullptr)
+            cublasLtMatmulPreferenceDestroy(pref);
+        if (c != nullptr)
+            cublasLtMatrixLayoutDestroy(c);
+        if (b != nullptr)
+            cublasLtMatrixLayoutDestroy(b);
+        if (a != nullptr)
+            cublasLtMatrixLayoutDestroy(a);
+        if (op != nullptr)
+            cublasLtMatmulDescDestroy(op);
+    }
+};
+
+// y [B, O] = x [B, I] w [O, I]^T (+ bias [O]) (relu), row-major. Column-major, that is
+// y^T (O x B, ld O) = op_T(w^T: I x O, ld I) * (x^T: I x B, ld I), the bias along y^T's rows.
+void lt_linear(Stream& stream,
+               const float* x,
+               const float* w,
+               const float* bias,
+               bool relu,
+               float* y,
+               int64_t batch,
+               int64_t in,
+               int64_t out) {
+    LtMatmul m;
+    SR_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&m.op, lt_compute_type(), CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    SR_CUBLASLT_CHECK(
+        cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    SR_CUBLASLT_CHECK(
+        cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    if (bias != nullptr) {
+        epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+        SR_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                         &bias, sizeof(bias)));
+    } else if (relu) {
+        epilogue = CUBLASLT_EPILOGUE_RELU;
+    }
+    SR_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                     sizeof(epilogue)));
+    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.a, CUDA_R_32F, in, out, in));
+    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.b, CUDA_R_32F, in, batch, in));
+    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.c, CUDA_R_32F, out, batch, out));
+    SR_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&m.pref));
+    SR_CUBLASLT_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(m.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &kLtWorkspaceBytes, sizeof(kLtWorkspaceBytes)));
+    const cublasLtHandle_t lt = lt_handle(stream.device().index);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    SR_CUBLASLT_CHECK(
+        cublasLtMatmulAlgoGetHeuristic(lt, m.op, m.a, m.b, m.c, m.c, m.pref, 1, &result, &found));
+    SR_CHECK(found > 0, "cuBLASLt has no algorithm for linear B={} I={} O={}", batch, in, out);
+    DeviceScratch workspace(stream, kLtWorkspaceBytes);
+    const float alpha = 1.f, beta = 0.f;
+    SR_CUBLASLT_CHECK(cublasLtMatmul(lt, m.op, &alpha, w, m.a, x, m.b, &beta, y, m.c, y, m.c,
+                                     &result.algo, workspace.data(), kLtWorkspaceBytes,
+                                     cuda_stream(stream)));
+}
+
+__global__ void sigmoid_inplace_kernel(int64_t n, float* y) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i < n) {
+        y[i] = sigmoid_f32(y[i]);
+    }
+}
+
+__global__ void activation_grad_kernel(
+    int64_t n, Activation act, const float* y, const float* grad_y, float* g) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i < n) {
+        g[i] = grad_y[i] * activation_grad_from_output(act, y[i]);
+    }
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& x,
+                    const Tensor& w,
+                    const Tensor* bias,
+                    Activation act,
+                    Tensor& y,
+                    Stream& stream) {
+    const int64_t batch = x.size(0), in = x.size(1), out = w.size(0);
+    lt_linear(stream, x.data<float>(), w.data<float>(),
+              bias != nullptr ? bias->data<float>() : nullptr, act == Activation::kRelu,
+              y.data<float>(), batch, in, out);
+    if (act == Activation::kSigmoid) {
+        const cudaStream_t s = cuda_stream(stream);
+        sigmoid_inplace_kernel<<<blocks_for(batch * out), kBlockSize, 0, s>>>(batch * out,
+                                                                              y.data<float>());
+        SR_CUDA_LAUNCH_CHECK(s);
+    }
+}
+
+void linear_backward(const Tensor& x,
+                     const Tensor& w,
+                     const Tensor& y,
+                     const Tensor& grad_y,
+                     Activation act,
+                     Tensor* grad_x,
+                     Tensor& grad_w,
+                     Tensor* grad_b,
+                     Stream& stream) {
+    const int64_t batch = x.size(0), in = x.size(1), out = w.size(0);
+    const cudaStream_t s = cuda_stream(stream);
+    const bool identity = act == Activation::kIdentity;
+    DeviceScratch scratch(stream, identity ? 0 : static_cast<size_t>(batch * out) * sizeof(float));
+    const float* g = grad_y.data<float>();
+    if (!identity) {
+        activation_grad_kernel<<<blocks_for(batch * out), kBlockSize, 0, s>>>(
+            batch * out, act, y.data<float>(), grad_y.data<float>(), scratch.as<float>());
+        SR_CUDA_LAUNCH_CHECK(s);
+        g = scratch.as<float>();
+    }
+    if (grad_b != nullptr) {
+        column_sums(stream, g, batch, out, grad_b->data<float>());
+    }
+    // grad_w [O, I] = g^T [O, B] x [B, I]
+    sgemm(stream, Trans::kYes, Trans::kNo, out, in, batch, g, out, x.data<float>(), in, 0.f,
+          grad_w.data<float>(), in);
+    if (grad_x != nullptr) {
+        // grad_x [B, I] = g [B, O] w [O, I]
+        sgemm(stream, Trans::kNo, Trans::kNo, batch, in, out, g, out, w.data<float>(), in, 0.f,
+              grad_x->data<float>(), in);
+    }
+}
+
+}  // namespace shardrec::kernels::cuda

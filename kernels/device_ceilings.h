@@ -1,0 +1,20 @@
+// Measured ceilings the benchmarks report against (STYLE.md R9: measured on the machine, never
+// taken from spec sheets). CUDA-free signatures; defined in kernels/cuda/device_ceilings.cu, and
+// throwing "built without CUDA" in kernels/cuda/disabled.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace shardrec::kernels::cuda {
+
+// Device-to-device copy bandwidth on `device` in GB/s, counting bytes read plus bytes written
+// (so it compares with a kernel's read + write traffic): median of `reps` timed copies of a
+// `bytes`-byte buffer, timed with CUDA events.
+double measure_copy_gbps(int device, size_t bytes, int reps);
+
+// Median time in microseconds of one cuBLAS GEMM of row-major [m, k] x [k, n] fp32 matrices
+// (in the math mode of kernels::gemm_math()), timed with CUDA events over `reps` runs.
+double sgemm_time_us(int device, int64_t m, int64_t n, int64_t k, int reps);
+
+}  // namespace shardrec::kernels::cuda

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The GPU check, one command on a GPU machine: builds shardrec's kernels for sm_90, runs the CUDA
+# backend-ops tests (every op against the float64 reference on random inputs of several sizes,
+# outputs NaN-poisoned and guarded, plus bitwise determinism), compute-sanitizer memcheck and
+# racecheck over them, and the benchmarks (embedding forward/backward against the measured
+# device copy bandwidth, GEMM-shaped ops against cuBLAS on the DLRM/DCN shapes), and writes
+# everything to one folder: $OUT when set (the device tool), else bench/results/gpu-DATE/.
+#
+# On a GPU node with shardrec's packages installed (scripts/setup.sh):
+#   scripts/gpu_check.sh
+# Through the device tool (its image has CUDA, cuBLAS, NCCL, CMake, ninja, Python, but none of
+# Catch2, spdlog, OpenBLAS, yaml-cpp or MPI): once, here, `scripts/gpu_deps.sh`, then the call
+#   run(command="bash scripts/gpu_check.sh", carry=["third_party/gpu-deps"], timeout_s=600)
+# The carried .debs are unpacked into /tmp and the build is kernels-only (SHARDREC_KERNELS_ONLY:
+# core, kernels, their tests and bench_ops; no MPI). The output is at most 7 files (the tool
+# brings back 8).
+#
+# Environment: STEPS (default "build test memcheck racecheck bench"; "configure" alone only
+# configures, a dry run of the dependency handling on any machine; a later call on a warm machine
+# can run the rest), BUILD_DIR (default build-gpu), CUDA_ARCHS (default 90), USE_CARRIED_DEPS=1
+# (unpack third_party/gpu-deps even where the system has the packages), KERNELS_ONLY=ON|OFF
+# (default: ON where there is no MPI).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+out=${OUT:-bench/results/gpu-$(date -u +%Y%m%d)}
+mkdir -p "$out"
+steps=${STEPS:-build test memcheck racecheck bench}
+build_dir=${BUILD_DIR:-build-gpu}
+summary="$out/summary.txt"
+deps_dir=third_party/gpu-deps
+jobs=$(nproc 2>/dev/null || echo 4)
+
+note() { echo "$*" | tee -a "$summary"; }
+has_step() { [[ " $steps " == *" $1 "* ]]; }
+# Keeps a log under the tool's 16 MiB per file.
+cap() { head -c 15000000; }
+
+: > "$summary"
+note "# shardrec GPU check"
+note "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+note "host: $(hostname), $(nproc) cores, $(uname -r)"
+note "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME"), $(ldd --version 2>&1 | head -1)"
+note "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+note "nvcc: $(nvcc --version 2>&1 | tail -1)"
+note "cmake: $(cmake --version 2>&1 | head -1); c++: $(c++ --version 2>&1 | head -1)"
+note "steps: $steps"
+
+# ---- dependencies: the system's, or the carried Debian packages ----
+cmake_args=()
+if [ -d "$deps_dir" ] && { [ "${USE_CARRIED_DEPS:-0}" = 1 ] || ! [ -f /usr/include/spdlog/spdlog.h ]; }; then
+    prefix=/tmp/shardrec-gpu-deps
+    rm -rf "$prefix"
+    mkdir -p "$prefix"
+    for deb in "$deps_dir"/*.deb; do
+        if command -v dpkg-deb >/dev/null; then
+            dpkg-deb -x "$deb" "$prefix"
+        else  # a .deb is an ar archive holding data.tar.{xz,zst,gz}
+            member=$(ar t "$deb" | grep '^data\.tar')
+            case "$member" in
+                *.xz) ar p "$deb" "$member" | tar -xJ -C "$prefix" ;;
+                *.zst) ar p "$deb" "$member" | tar --zstd -x -C "$prefix" ;;
+                *) ar p "$deb" "$member" | tar -xz -C "$prefix" ;;
+            esac
+        fi
+    done
+    lib="$prefix/usr/lib/x86_64-linux-gnu"
+    export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    cmake_args+=(-DCMAKE_PREFIX_PATH="$prefix/usr"
+                 -Dspdlog_DIR="$lib/cmake/spdlog" -Dfmt_DIR="$lib/cmake/fmt"
+                 -DCatch2_DIR="$prefix/usr/lib/cmake/Catch2"
+                 -DCMAKE_LIBRARY_PATH="$lib/openblas-pthread"
+                 -DCBLAS_INCLUDE_DIR="$prefix/usr/include/x86_64-linux-gnu/openblas-pthread")
+    note "deps: unpacked $(ls "$deps_dir"/*.deb | wc -l) carried .debs into $prefix"
+fi
+kernels_only=${KERNELS_ONLY:-OFF}
+if [ -z "${KERNELS_ONLY:-}" ] && ! command -v mpicc >/dev/null; then
+    kernels_only=ON
+fi
+note "kernels-only build (no MPI here): $kernels_only"
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+failed=()
+run_step() {  # run_step NAME LOG TIMEOUT_S command... (TIMEOUT_S 0: none, for shell functions)
+    local name=$1 log=$2 limit=$3
+    shift 3
+    local t0=$SECONDS rc
+    if [ "$limit" -gt 0 ]; then
+        timeout "$limit" "$@" 2>&1 | cap > "$out/$log"
+        rc=${PIPESTATUS[0]}
+    else
+        "$@" 2>&1 | cap > "$out/$log"
+        rc=${PIPESTATUS[0]}
+    fi
+    local verdict="ok"
+    if [ "$rc" -eq 124 ]; then
+        verdict="TIMED OUT after ${limit}s"
+    elif [ "$rc" -ne 0 ]; then
+        verdict="FAILED (exit $rc)"
+    fi
+    [ "$verdict" = ok ] || failed+=("$name")
+    note "step $name: $verdict in $((SECONDS - t0))s (log: $log)"
+    return "$rc"
+}
+
+# ---- build ----
+configure() {
+    cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DSHARDREC_CUDA=ON -DSHARDREC_CUDA_ARCHS="${CUDA_ARCHS:-90}" -DSHARDREC_WERROR=ON \
+        -DSHARDREC_KERNELS_ONLY="$kernels_only" "${cmake_args[@]}"
+}
+build() {
+    configure &&
+        cmake --build "$build_dir" -j "$jobs" --target test_backend_ops test_backend_ops_cuda \
+            bench_ops
+}
+if has_step configure; then
+    run_step configure build.log 0 configure || { note "configure failed: stopping"; exit 1; }
+fi
+if has_step build; then
+    run_step build build.log 0 build || { note "build failed: stopping"; exit 1; }
+fi
+tests="$build_dir/test/test_backend_ops_cuda"
+match_case="backend ops: every case matches the float64 reference on CUDA"
+
+# ---- tests: the cuda label through ctest (exit 77 would show as Not Run) ----
+if has_step test; then
+    run_step test ctest.log 240 ctest --test-dir "$build_dir" -L cuda --output-on-failure \
+        --timeout 230
+    grep -E "tests passed|Not Run|Failed|Passed" "$out/ctest.log" | tail -5 | sed 's/^/  /' | tee -a "$summary"
+fi
+
+# ---- compute-sanitizer over the kernel tests ----
+if has_step memcheck; then
+    run_step memcheck memcheck.log 200 compute-sanitizer --tool memcheck --leak-check no \
+        --error-exitcode 99 "$tests" "$match_case"
+    tail -3 "$out/memcheck.log" | sed 's/^/  /' | tee -a "$summary"
+fi
+if has_step racecheck; then
+    run_step racecheck racecheck.log 150 compute-sanitizer --tool racecheck --error-exitcode 99 \
+        "$tests" "$match_case"
+    tail -3 "$out/racecheck.log" | sed 's/^/  /' | tee -a "$summary"
+fi
+
+# ---- benchmarks ----
+if has_step bench; then
+    run_step bench bench_ops.txt 300 "$build_dir/test/bench_ops" --device cuda --reps 20 \
+        --json "$out/bench_ops.json"
+    grep -E "^# |EmbeddingBag|Linear|CrossNet" "$out/bench_ops.txt" | cut -c1-200 | sed 's/^/  /' |
+        tee -a "$summary"
+fi
+
+if [ ${#failed[@]} -eq 0 ]; then
+    note "GPU CHECK: all steps ok"
+else
+    note "GPU CHECK: failed steps: ${failed[*]}"
+fi
+note "results in $out"
+[ ${#failed[@]} -eq 0 ]
