@@ -1,8 +1,10 @@
 #include "engine/core/stream.h"
 
+#include <cstring>
 #include <utility>
 
 #include "engine/core/cuda/cuda_runtime_api.h"
+#include "engine/core/error.h"
 
 namespace shardrec {
 
@@ -62,6 +64,27 @@ void Event::wait(Stream& stream) {
 void Event::synchronize() {
     if (handle_ != nullptr)
         cuda::event_synchronize(handle_);
+}
+
+bool Event::query() {
+    return handle_ == nullptr || cuda::event_query(handle_);
+}
+
+void copy_async(void* dst,
+                Device dst_device,
+                const void* src,
+                Device src_device,
+                size_t bytes,
+                Stream& stream) {
+    if (bytes == 0)
+        return;
+    if (dst_device.is_cpu() && src_device.is_cpu()) {
+        std::memcpy(dst, src, bytes);
+        return;
+    }
+    SR_CHECK(stream.device().is_cuda(), "copy_async: a copy to or from {} needs a CUDA stream",
+             dst_device.is_cuda() ? dst_device.str() : src_device.str());
+    cuda::copy_async(dst, dst_device.is_cuda(), src, src_device.is_cuda(), bytes, stream.handle());
 }
 
 }  // namespace shardrec

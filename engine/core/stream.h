@@ -3,6 +3,8 @@
 // through the opaque handles of engine/core/cuda/cuda_runtime_api.h.
 #pragma once
 
+#include <cstddef>
+
 #include "engine/core/device.h"
 
 namespace shardrec {
@@ -40,10 +42,16 @@ public:
     void record(Stream& stream);
     void wait(Stream& stream);  // makes `stream` wait for this event
     void synchronize();         // blocks the host until the event has completed
+    bool query();               // true when the work it recorded has completed (CPU: always)
 
 private:
     Device device_;
     void* handle_ = nullptr;
 };
+
+// Copies `bytes` in `stream`'s order: asynchronous on CUDA (a host side overlaps only when it is
+// pinned, see PinnedHostBuffer), a memcpy done on return between host buffers.
+void copy_async(
+    void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, Stream& stream);
 
 }  // namespace shardrec

@@ -1,6 +1,9 @@
 // The CUDA runtime behind engine/core/cuda/cuda_runtime_api.h: stream-ordered pool allocations,
 // copies, streams and events. Nothing here uses the legacy default stream.
+#include <cstdint>
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 
 #include "engine/core/cuda/cuda_check.h"
 #include "engine/core/cuda/cuda_runtime_api.h"
@@ -37,10 +40,31 @@ int device_count() {
     return n;
 }
 
+// The default pool returns freed memory to the driver at every synchronisation unless told to
+// keep it; a training step frees and reallocates the same sizes, so the pool keeps everything.
+void keep_pool_memory(int device) {
+    static std::mutex mutex;
+    static std::vector<bool> done;
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (static_cast<size_t>(device) >= done.size())
+        done.resize(static_cast<size_t>(device) + 1, false);
+    if (done[static_cast<size_t>(device)])
+        return;
+    cudaMemPool_t pool;
+    SR_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t threshold = UINT64_MAX;
+    SR_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    done[static_cast<size_t>(device)] = true;
+}
+
+// Stream-ordered pool allocation, completed before it returns: the caller may use the memory on
+// any stream. Frees are ordered on the service stream, so a tensor must outlive the work of
+// every stream that reads it (TrainPipelineSparseDist keeps each batch until its event).
 void* alloc(int device, size_t bytes) {
     if (bytes == 0)
         return nullptr;
     SR_CUDA_CHECK(cudaSetDevice(device));
+    keep_pool_memory(device);
     void* p = nullptr;
     SR_CUDA_CHECK(cudaMallocAsync(&p, bytes, service_stream()));
     SR_CUDA_CHECK(cudaStreamSynchronize(service_stream()));
@@ -63,6 +87,29 @@ void copy(void* dst, bool dst_is_device, const void* src, bool src_is_device, si
 void memset_zero(void* dst, size_t bytes) {
     SR_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, service_stream()));
     SR_CUDA_CHECK(cudaStreamSynchronize(service_stream()));
+}
+
+void copy_async(void* dst,
+                bool dst_is_device,
+                const void* src,
+                bool src_is_device,
+                size_t bytes,
+                void* stream) {
+    const cudaMemcpyKind kind =
+        dst_is_device ? (src_is_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                      : (src_is_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    SR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
+    SR_CUDA_LAUNCH_CHECK(static_cast<cudaStream_t>(stream));
+}
+
+void* host_alloc_pinned(size_t bytes) {
+    void* p = nullptr;
+    SR_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    return p;
+}
+
+void host_free_pinned(void* ptr) {
+    SR_CUDA_WARN(cudaFreeHost(ptr));
 }
 
 void* stream_create(int device) {
@@ -103,6 +150,14 @@ void stream_wait_event(void* stream, void* event) {
 
 void event_synchronize(void* event) {
     SR_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+bool event_query(void* event) {
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (e == cudaErrorNotReady)
+        return false;
+    SR_CUDA_CHECK(e);
+    return true;
 }
 
 }  // namespace shardrec::cuda

@@ -12,6 +12,12 @@ void* alloc(int device, size_t bytes);
 void free(int device, void* ptr);
 void copy(void* dst, bool dst_is_device, const void* src, bool src_is_device, size_t bytes);
 void memset_zero(void* dst, size_t bytes);
+// Ordered on `stream`; returns at once (pinned or device memory) or after staging (pageable).
+void copy_async(
+    void* dst, bool dst_is_device, const void* src, bool src_is_device, size_t bytes, void* stream);
+// Page-locked host memory (cudaMallocHost / cudaFreeHost).
+void* host_alloc_pinned(size_t bytes);
+void host_free_pinned(void* ptr);
 
 // Streams and events as opaque handles.
 void* stream_create(int device);
@@ -22,5 +28,6 @@ void event_destroy(void* event);
 void event_record(void* event, void* stream);
 void stream_wait_event(void* stream, void* event);
 void event_synchronize(void* event);
+bool event_query(void* event);  // true when the work before the record has completed
 
 }  // namespace shardrec::cuda

@@ -31,6 +31,16 @@ void memset_zero(void*, size_t) {
     not_built("cuda::memset_zero");
 }
 
+void copy_async(void*, bool, const void*, bool, size_t, void*) {
+    not_built("cuda::copy_async");
+}
+
+void* host_alloc_pinned(size_t) {
+    not_built("cuda::host_alloc_pinned");
+}
+
+void host_free_pinned(void*) {}
+
 void* stream_create(int) {
     not_built("cuda::stream_create");
 }
@@ -57,6 +67,10 @@ void stream_wait_event(void*, void*) {
 
 void event_synchronize(void*) {
     not_built("cuda::event_synchronize");
+}
+
+bool event_query(void*) {
+    not_built("cuda::event_query");
 }
 
 }  // namespace shardrec::cuda
