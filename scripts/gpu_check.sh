@@ -112,9 +112,11 @@ configure() {
         -DSHARDREC_KERNELS_ONLY="$kernels_only" "${cmake_args[@]}"
 }
 build() {
-    configure &&
-        cmake --build "$build_dir" -j "$jobs" --target test_backend_ops test_backend_ops_cuda \
-            bench_ops
+    # Kernels-only: the kernel tests and bench_ops; otherwise everything, so that ctest -L cuda
+    # also finds the NCCL tests.
+    local targets=()
+    [ "$kernels_only" = ON ] && targets=(--target test_backend_ops test_backend_ops_cuda bench_ops)
+    configure && cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
 }
 if has_step configure; then
     run_step configure build.log 0 configure || { note "configure failed: stopping"; exit 1; }

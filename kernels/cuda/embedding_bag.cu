@@ -35,7 +35,7 @@ __global__ void embedding_bag_forward_kernel(
     const int64_t end = a.offsets[j + 1];
     const float* psw = a.per_sample_weights;
     float* o = out + (b * a.num_features + f) * a.dim;  // out[b, f*D : (f+1)*D]
-    const float inv_length = mean && end > begin ? 1.f / static_cast<float>(end - begin) : 1.f;
+    const auto length = static_cast<float>(end - begin);
     const int64_t stride = static_cast<int64_t>(V) << lanes_log2;
     for (int64_t d0 = static_cast<int64_t>(lane) * V; d0 < a.dim; d0 += stride) {
         float acc[V] = {};
@@ -68,7 +68,7 @@ __global__ void embedding_bag_forward_kernel(
         }
         // MEAN: the same division the CPU backend does (sum, then / L).
         for (int v = 0; v < V; ++v) {
-            acc[v] = mean ? acc[v] * inv_length : acc[v];
+            acc[v] = mean && end > begin ? acc[v] / length : acc[v];
         }
         store_f32<V>(o + d0, acc);
     }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/core/allocator.h"
+#include "engine/core/cuda/cuda_runtime_api.h"
 #include "kernels/device_ceilings.h"
 #include "test/ops/op_case.h"
 
@@ -105,6 +106,11 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    if (device.is_cuda() && device.index >= cuda::device_count()) {
+        std::fprintf(stderr, "bench_ops: %s is not available (%d CUDA devices visible)\n",
+                     device.str().c_str(), cuda::device_count());
+        return 1;
+    }
     const double copy_gbps =
         device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index, size_t{2} << 30, 10)
                          : measure_copy_gbps();
@@ -134,6 +140,7 @@ int main(int argc, char** argv) {
             std::vector<float> gf(g.begin(), g.end());
             wrong += compare(gf, ref[i].value, ref[i].mag, c->tolerance(i)).ok ? 0 : 1;
         }
+        c->reuse_outputs(true);
         const Timing t = time_it(
             [&] {
                 c->clear_outputs();
@@ -141,6 +148,8 @@ int main(int argc, char** argv) {
                 c->stream().synchronize();
             },
             reps);
+        c->reuse_outputs(false);
+        c->clear_outputs();
         const double gbps = c->bytes() / (t.med_us * 1e-6) / 1e9;
         const double gflops = c->flops() / (t.med_us * 1e-6) / 1e9;
         const double sgemm_us = c->gemms().empty() ? 0.0 : sgemm_time_us(c->gemms(), reps, device);

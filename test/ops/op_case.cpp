@@ -52,8 +52,24 @@ Tensor& OpCase::in(const Tensor& host) {
     return *inputs_.back().on_device;
 }
 
+void OpCase::clear_outputs() {
+    spare_.clear();
+    if (reuse_outputs_) {
+        spare_.swap(guarded_);
+    }
+    guarded_.clear();
+}
+
 Tensor OpCase::make_output(const Shape& shape, DType dtype) {
     const size_t data_bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+    for (size_t i = 0; i < spare_.size(); ++i) {
+        if (spare_[i].data_bytes == data_bytes && spare_[i].buffer.device() == device_) {
+            guarded_.push_back(spare_[i]);
+            spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
+            auto* p = static_cast<uint8_t*>(guarded_.back().buffer.data_ptr());
+            return Tensor::from_blob(p + kGuardBytes, shape, dtype, device_);
+        }
+    }
     Tensor buffer = Tensor::empty({static_cast<int64_t>(data_bytes + 2 * kGuardBytes)}, DType::kU8);
     uint8_t* p = buffer.data<uint8_t>();
     std::memset(p, kGuardByte, kGuardBytes);

@@ -1,7 +1,8 @@
 // The backend-ops cases on CUDA: every case against the float64 reference (outputs NaN-poisoned
 // and guarded on the device), and bitwise determinism of two runs (the embedding backwards
 // included: no atomics on weights). Runs with catch_cuda_main, which exits 77 (ctest "Not Run")
-// when no GPU is visible.
+// when no GPU is visible. Plus the CUDA-only report of out-of-range ids.
+#include "kernels/embedding_bag.h"
 #include "test/ops/check_case.h"
 
 using namespace shardrec;
@@ -25,4 +26,29 @@ TEST_CASE("backend ops: every case is bitwise deterministic on CUDA", "[ops][cud
             check_case_deterministic(*c, Device::cuda(0));
         }
     }
+}
+
+TEST_CASE("embedding lookup on CUDA: an out-of-range id is an Error at the next call",
+          "[ops][cuda]") {
+    const Device cuda = Device::cuda(0);
+    Stream stream(cuda);
+    // One table of 4 rows, D = 8, two features sharing it, batch 2; id 9 in feature 1, sample 0.
+    const Tensor weights = Tensor::zeros({4, 8}, DType::kF32).to(cuda);
+    const Tensor table_offsets = Tensor::from_vector<int64_t>({0, 4}).to(cuda);
+    const Tensor feature_table = Tensor::from_vector<int32_t>({0, 0}).to(cuda);
+    const Tensor offsets = Tensor::from_vector<int64_t>({0, 1, 2, 4, 5}).to(cuda);
+    const Tensor bad_ids = Tensor::from_vector<int64_t>({0, 1, 9, 2, 3}).to(cuda);
+    const Tensor good_ids = Tensor::from_vector<int64_t>({0, 1, 2, 2, 3}).to(cuda);
+    Tensor out = Tensor::empty({2, 16}, DType::kF32, cuda);
+    kernels::embedding_bag_forward(weights, table_offsets, feature_table, bad_ids, offsets, nullptr,
+                                   PoolingMode::kSum, out, stream);
+    stream.synchronize();
+    REQUIRE_THROWS_WITH(
+        kernels::embedding_bag_forward(weights, table_offsets, feature_table, good_ids, offsets,
+                                       nullptr, PoolingMode::kSum, out, stream),
+        Catch::Contains("feature 1 sample 0: id 9 out of range [0, 4)"));
+    // Reported once: the next call with good ids runs.
+    kernels::embedding_bag_forward(weights, table_offsets, feature_table, good_ids, offsets,
+                                   nullptr, PoolingMode::kSum, out, stream);
+    stream.synchronize();
 }
