@@ -30,6 +30,11 @@ public:
 
     RecModel& model() { return *model_; }
 
+    const Config& config() const { return config_; }
+
+    // nullptr when training alone.
+    const std::shared_ptr<comm::ProcessGroup>& process_group() const { return pg_; }
+
     DenseOptimizer& dense_optimizer() { return *optimizer_; }
 
     float dense_lr(int64_t step) const;

@@ -1,0 +1,257 @@
+// Checkpoint save and load: files, the agreement of the ranks, and reading saved shards by region.
+#include "engine/train/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "engine/core/log.h"
+#include "engine/data/crc32.h"
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+#include "engine/train/checkpoint_collective.h"
+#include "engine/train/trainer.h"
+
+namespace shardrec::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string step_name(int64_t step) {
+    return fmt::format("step-{:08d}", step);
+}
+
+// ---- files ----
+
+CheckpointFile write_tensor_file(const fs::path& dir, const std::string& rel, const Tensor& t) {
+    const fs::path path = dir / rel;
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    SR_CHECK(f != nullptr, "checkpoint: cannot create {}", path.string());
+    const size_t n = t.nbytes();
+    const bool ok = std::fwrite(t.data_ptr(), 1, n, f) == n;
+    const bool closed = std::fclose(f) == 0;
+    SR_CHECK(ok && closed, "checkpoint: writing {} failed (disk full?)", path.string());
+    return {rel, static_cast<int64_t>(n), data::crc32(t.data_ptr(), n)};
+}
+
+// ---- what is saved ----
+
+std::string sharding_type_of(EmbeddingBagCollectionInterface& sparse, const std::string& table) {
+    auto* sharded = dynamic_cast<ShardedEmbeddingBagCollection*>(&sparse);
+    return sharded == nullptr ? "unsharded"
+                              : sharding_type_name(sharded->plan().at(table).sharding_type);
+}
+
+}  // namespace
+
+CheckpointManifest describe_trainer(Trainer& trainer, int64_t step) {
+    const Config& config = trainer.config();
+    CheckpointManifest m;
+    m.step = step;
+    m.seed = config.train.seed;
+    m.world_size = trainer.process_group() ? trainer.process_group()->size() : 1;
+    m.global_batch_size = trainer.global_batch_size();
+    m.model_type = config.model.type;
+    m.sparse_optimizer = config.optimizer.sparse.type;
+    m.sparse_state = sparse_state_names(m.sparse_optimizer);
+    m.dense_optimizer = config.optimizer.dense.type;
+    for (const EmbeddingBagConfig& t : embedding_bag_configs(config.model)) {
+        m.tables.push_back({t.name,
+                            t.num_embeddings,
+                            t.embedding_dim,
+                            t.data_type,
+                            sharding_type_of(trainer.model().sparse_arch(), t.name),
+                            {}});
+    }
+    for (Parameter* p : trainer.model().parameters()) {
+        m.dense.push_back(
+            {p->name, p->value.dtype(), p->value.shape(), "dense/" + p->name + ".bin"});
+    }
+    for (const auto& [name, t] : trainer.dense_optimizer().state()) {
+        m.dense_optimizer_state.push_back(
+            {name, t->dtype(), t->shape(), "dense_optimizer/" + name + ".bin"});
+    }
+    return m;
+}
+
+namespace {
+
+// This rank's files: its table shards (replicated ones on rank 0 only), and on rank 0 the dense
+// parameters and dense optimizer state. Returns the shards' part of the manifest as YAML.
+std::string write_rank_files(Trainer& trainer, const CheckpointManifest& m, const fs::path& dir) {
+    const int rank = trainer.process_group() ? trainer.process_group()->rank() : 0;
+    std::vector<std::pair<std::string, CheckpointShard>> shards;
+    std::vector<CheckpointFile> files;
+    for (const EmbeddingShardState& s : trainer.model().sparse_arch().shard_states()) {
+        if (s.replicated && rank != 0)
+            continue;
+        const std::string& table = m.tables.at(static_cast<size_t>(s.table)).name;
+        CheckpointShard cs{rank,   s.row_offset,
+                           s.rows, s.col_offset,
+                           s.cols, s.optimizer_step ? *s.optimizer_step : 1,
+                           {}};
+        const std::string base = fmt::format("tables/{}.{}.{}.", table, s.row_offset, s.col_offset);
+        files.push_back(write_tensor_file(dir, base + "weight.bin", s.weight));
+        cs.files.push_back(files.back().path);
+        SR_CHECK(s.optimizer_state.size() == m.sparse_state.size(),
+                 "checkpoint: table '{}' has {} optimizer states, {} expected for {}", table,
+                 s.optimizer_state.size(), m.sparse_state.size(), m.sparse_optimizer);
+        for (size_t i = 0; i < s.optimizer_state.size(); ++i) {
+            files.push_back(
+                write_tensor_file(dir, base + m.sparse_state[i] + ".bin", s.optimizer_state[i]));
+            cs.files.push_back(files.back().path);
+        }
+        shards.emplace_back(table, std::move(cs));
+    }
+    if (rank == 0) {
+        const auto params = trainer.model().parameters();
+        for (size_t i = 0; i < params.size(); ++i)
+            files.push_back(write_tensor_file(dir, m.dense[i].file, params[i]->value));
+        const auto state = trainer.dense_optimizer().state();
+        for (size_t i = 0; i < state.size(); ++i)
+            files.push_back(
+                write_tensor_file(dir, m.dense_optimizer_state[i].file, *state[i].second));
+    }
+    return shards_to_yaml(shards, files);
+}
+
+// Complete checkpoints (step-<N> with a manifest) in `parent`, oldest first.
+std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const fs::path& parent) {
+    std::vector<std::pair<int64_t, fs::path>> out;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(parent, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("step-", 0) != 0 || !fs::exists(entry.path() / kManifestName))
+            continue;
+        try {
+            out.emplace_back(std::stoll(name.substr(5)), entry.path());
+        } catch (const std::exception&) {  // not one of ours
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// Rank 0, after every rank wrote: the manifest, the rename, the pruning.
+void publish(const CheckpointManifest& m,
+             const fs::path& tmp,
+             const fs::path& final_dir,
+             int64_t keep) {
+    const std::string text = manifest_to_yaml(m);
+    std::FILE* f = std::fopen((tmp / kManifestName).c_str(), "wb");
+    SR_CHECK(f != nullptr, "checkpoint: cannot create {}", (tmp / kManifestName).string());
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    SR_CHECK(std::fclose(f) == 0 && ok, "checkpoint: writing {} failed",
+             (tmp / kManifestName).string());
+    // An older save of the same step is replaced only once this one is complete.
+    const fs::path old = final_dir.parent_path() / (".old-" + final_dir.filename().string());
+    fs::remove_all(old);
+    if (fs::exists(final_dir))
+        fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fs::remove_all(old);
+    // Leftovers of failed saves (never complete, never resumed from) go too.
+    for (const auto& entry : fs::directory_iterator(final_dir.parent_path())) {
+        if (entry.path().filename().string().rfind(".tmp-step-", 0) == 0)
+            fs::remove_all(entry.path());
+    }
+    const auto all = complete_checkpoints(final_dir.parent_path());
+    for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < all.size(); ++i)
+        fs::remove_all(all[i].second);
+}
+
+}  // namespace
+
+// ---- save ----
+
+std::string save_checkpoint(Trainer& trainer,
+                            const std::string& parent,
+                            int64_t step,
+                            int64_t keep) {
+    comm::ProcessGroup* pg = trainer.process_group().get();
+    const int rank = pg ? pg->rank() : 0;
+    const fs::path final_dir = fs::path(parent) / step_name(step);
+    const fs::path tmp = fs::path(parent) / (".tmp-" + step_name(step));
+    auto cleanup = [&] {
+        std::error_code ec;
+        if (rank == 0)
+            fs::remove_all(tmp, ec);
+    };
+    together(pg, [&] {
+        if (rank == 0) {
+            fs::remove_all(tmp);
+            fs::create_directories(tmp / "tables");
+            fs::create_directories(tmp / "dense");
+            fs::create_directories(tmp / "dense_optimizer");
+        }
+    });
+    CheckpointManifest m = describe_trainer(trainer, step);
+    std::string mine;
+    together(
+        pg, [&] { mine = write_rank_files(trainer, m, tmp); }, cleanup);
+    const std::vector<std::string> parts = gather_strings(pg, mine);
+    together(
+        pg,
+        [&] {
+            if (rank != 0)
+                return;
+            for (const std::string& part : parts)
+                append_shards_from_yaml(part, m);
+            publish(m, tmp, final_dir, keep);
+        },
+        cleanup);
+    log::root().info("checkpoint step {}: {} ({} files, {:.1f} MiB)", step, final_dir.string(),
+                     m.files.size(), static_cast<double>(m.total_bytes()) / (1 << 20));
+    return final_dir.string();
+}
+
+// ---- load ----
+
+std::string resolve_checkpoint(const std::string& dir) {
+    if (fs::exists(fs::path(dir) / kManifestName))
+        return dir;
+    SR_CHECK(fs::is_directory(dir), "checkpoint {}: no such directory", dir);
+    const auto all = complete_checkpoints(dir);
+    SR_CHECK(!all.empty(),
+             "checkpoint {}: no {} and no step-<N> directory holding one (a .tmp- directory is "
+             "an incomplete save)",
+             dir, kManifestName);
+    return all.back().second.string();
+}
+
+std::string verify_checkpoint_files(const std::string& dir,
+                                    const CheckpointManifest& m,
+                                    int rank,
+                                    int world_size) {
+    std::vector<char> buffer(1 << 20);
+    for (size_t i = 0; i < m.files.size(); ++i) {
+        if (static_cast<int>(i % static_cast<size_t>(world_size)) != rank)
+            continue;
+        const CheckpointFile& f = m.files[i];
+        const fs::path path = fs::path(dir) / f.path;
+        std::ifstream in(path, std::ios::binary);
+        if (!in.good())
+            return fmt::format("checkpoint {}: missing file {}", dir, f.path);
+        uint32_t crc = 0;
+        int64_t bytes = 0;
+        while (in) {
+            in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+            crc = data::crc32(buffer.data(), static_cast<size_t>(in.gcount()), crc);
+            bytes += in.gcount();
+        }
+        if (bytes != f.bytes) {
+            return fmt::format("checkpoint {}: file {} has {} bytes, the manifest says {}", dir,
+                               f.path, bytes, f.bytes);
+        }
+        if (crc != f.crc32) {
+            return fmt::format(
+                "checkpoint {}: file {} is corrupt: CRC-32 0x{:08x} expected (manifest), 0x{:08x} "
+                "found",
+                dir, f.path, f.crc32, crc);
+        }
+    }
+    return "";
+}
+
+}  // namespace shardrec::train

@@ -1,0 +1,85 @@
+// Sharded, atomic, checksummed checkpoints of a Trainer, loadable under another world size or
+// plan (TorchRec: the sharded state_dict with ShardMetadata, plus the fused optimizer's state).
+//
+// Save (collective): every rank writes its own table shards and their fused optimizer state,
+// rank 0 the replicated (data_parallel) tables, the dense parameters, the dense optimizer state
+// and manifest.yaml (checkpoint_manifest.h: model signature, shard placement, every file with its
+// size and CRC-32). Files go into <parent>/.tmp-step-<N>; rank 0 renames it to <parent>/step-<N>
+// only once every rank has written and checked its files, then keeps the newest `keep`. A failure
+// on any rank fails every rank with that rank's message and leaves only the .tmp- directory,
+// which --resume never picks (the next save of that step replaces it). The ranks must share the
+// file system.
+//
+// Load (collective): the manifest's model signature must match the trainer's (tables, dims,
+// dtypes, dense layer shapes, optimizer types; a mismatch is named). Every file's size and CRC-32
+// is checked, the files split over the ranks. Each local shard then reads only the rows and
+// columns it overlaps in the saved shards, so a checkpoint written by W ranks under one plan
+// loads under W' ranks and another plan, optimizer state included.
+//   rowwise_adagrad under column_wise: the state is one value per row of each column shard
+//   (TorchRec: the mean of g^2 over the shard's columns). A shard loading columns from several
+//   saved shards takes their mean weighted by the columns each contributes: exact when the new
+//   shard is a union of saved ones (column_wise -> table_wise), and when a saved shard is split
+//   (table_wise -> column_wise) every part starts from the whole row's mean (the per-column values
+//   were never stored), so that continuation differs from the original plan's as plans do.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/train/checkpoint_manifest.h"
+
+namespace shardrec::train {
+
+class Trainer;
+
+// Writes the state of `trainer` after `step` completed steps to <parent>/step-<step> (zero-padded
+// to 8 digits) and keeps the newest `keep` checkpoints there (0: all). Returns the directory.
+std::string save_checkpoint(Trainer& trainer,
+                            const std::string& parent,
+                            int64_t step,
+                            int64_t keep);
+
+struct LoadOptions {
+    // Resuming training: train.seed must match (the data stream depends on it).
+    bool resume = false;
+};
+
+// Loads a checkpoint into `trainer` (built from a config of the same model; any world size and
+// plan). `dir`: a checkpoint, or a directory of them (the newest complete one is taken). Returns
+// the checkpoint's step: the number of completed steps, the data position to continue from.
+int64_t load_checkpoint(Trainer& trainer, const std::string& dir, const LoadOptions& options = {});
+
+// The checkpoint `dir` names: itself when it holds manifest.yaml, else its newest step-<N>
+// subdirectory with a manifest (.tmp- directories are never complete). Throws when there is none.
+std::string resolve_checkpoint(const std::string& dir);
+
+// The manifest of `trainer` without shards and files: its model signature (tables, dense
+// parameters, optimizer types) and run facts (seed, world size, global batch).
+CheckpointManifest describe_trainer(Trainer& trainer, int64_t step);
+
+// Checks the size and CRC-32 of the manifest's files; only files i with i % world == rank (so
+// the ranks share the reading). Returns the first problem ("" when none), naming the file and the
+// expected and actual values.
+std::string verify_checkpoint_files(const std::string& dir,
+                                    const CheckpointManifest& manifest,
+                                    int rank = 0,
+                                    int world_size = 1);
+
+// Reads rows [row_offset, +rows) x columns [col_offset, +cols) of the unsharded table `table`
+// from the saved shards into `out`: the weight (state -1, out [rows, cols] of the table's dtype)
+// or sparse state `state` (index into manifest.sparse_state; out [rows, cols] f32, or [rows] f32
+// for rowwise_adagrad: the column-weighted mean of the saved shards', see above). Reads only the
+// overlapping parts. Throws when the saved shards do not cover the region. Sets *optimizer_step
+// to the saved shards' step when given.
+void read_table_region(const std::string& dir,
+                       const CheckpointManifest& manifest,
+                       const CheckpointTable& table,
+                       int state,
+                       int64_t row_offset,
+                       int64_t rows,
+                       int64_t col_offset,
+                       int64_t cols,
+                       Tensor& out,
+                       int64_t* optimizer_step = nullptr);
+
+}  // namespace shardrec::train

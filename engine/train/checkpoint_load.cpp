@@ -1,0 +1,231 @@
+// Checkpoint load: the model signature check, and every local shard filled from the overlapping
+// regions of the saved shards (any world size and plan).
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/log.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/checkpoint_collective.h"
+#include "engine/train/trainer.h"
+
+namespace shardrec::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string names_of(const std::vector<CheckpointTable>& tables) {
+    std::string out;
+    for (const auto& t : tables)
+        out += (out.empty() ? "" : ", ") + t.name;
+    return out;
+}
+
+// The model `trainer` is against the checkpoint's: every difference is named.
+void check_signature(const CheckpointManifest& saved,
+                     const CheckpointManifest& model,
+                     const std::string& dir) {
+    const std::string where = "checkpoint " + dir + " is from another model";
+    SR_CHECK(saved.model_type == model.model_type, "{}: model.type {} in the checkpoint, {} here",
+             where, saved.model_type, model.model_type);
+    for (const CheckpointTable& t : model.tables) {
+        const CheckpointTable* s = saved.table(t.name);
+        SR_CHECK(s != nullptr, "{}: table '{}' is not in it (it has {})", where, t.name,
+                 names_of(saved.tables));
+        SR_CHECK(s->num_embeddings == t.num_embeddings && s->embedding_dim == t.embedding_dim &&
+                     s->dtype == t.dtype,
+                 "{}: table '{}' is [{}, {}] {} in the checkpoint, [{}, {}] {} here", where, t.name,
+                 s->num_embeddings, s->embedding_dim, dtype_name(s->dtype), t.num_embeddings,
+                 t.embedding_dim, dtype_name(t.dtype));
+    }
+    for (const CheckpointTable& s : saved.tables) {
+        SR_CHECK(model.table(s.name) != nullptr, "{}: its table '{}' is not in this model ({})",
+                 where, s.name, names_of(model.tables));
+    }
+    SR_CHECK(saved.dense.size() == model.dense.size(),
+             "{}: {} dense parameters in the checkpoint, {} here", where, saved.dense.size(),
+             model.dense.size());
+    for (size_t i = 0; i < model.dense.size(); ++i) {
+        const CheckpointTensor &s = saved.dense[i], &t = model.dense[i];
+        SR_CHECK(s.name == t.name && s.shape == t.shape && s.dtype == t.dtype,
+                 "{}: dense parameter {} is {} {} in the checkpoint, {} {} here", where, i, s.name,
+                 shape_str(s.shape), t.name, shape_str(t.shape));
+    }
+    SR_CHECK(saved.sparse_optimizer == model.sparse_optimizer &&
+                 saved.sparse_state == model.sparse_state,
+             "{}: optimizer.sparse.type {} in the checkpoint, {} here", where,
+             saved.sparse_optimizer, model.sparse_optimizer);
+    SR_CHECK(saved.dense_optimizer == model.dense_optimizer,
+             "{}: optimizer.dense.type {} in the checkpoint, {} here", where, saved.dense_optimizer,
+             model.dense_optimizer);
+}
+
+const CheckpointTensor& find_tensor(const std::vector<CheckpointTensor>& list,
+                                    const std::string& name,
+                                    const std::string& dir) {
+    for (const auto& t : list) {
+        if (t.name == name)
+            return t;
+    }
+    SR_CHECK(false, "checkpoint {}: no saved tensor '{}'", dir, name);
+    return list.front();
+}
+
+void read_whole(const std::string& dir, const CheckpointTensor& saved, Tensor& out) {
+    SR_CHECK(saved.shape == out.shape() && saved.dtype == out.dtype(),
+             "checkpoint {}: '{}' is {} {}, the model has {}", dir, saved.name,
+             dtype_name(saved.dtype), shape_str(saved.shape), out.str());
+    std::ifstream in(fs::path(dir) / saved.file, std::ios::binary);
+    in.read(static_cast<char*>(out.data_ptr()), static_cast<std::streamsize>(out.nbytes()));
+    SR_CHECK(in.gcount() == static_cast<std::streamsize>(out.nbytes()),
+             "checkpoint {}: {} is shorter than {}", dir, saved.file, out.str());
+}
+
+void load_dense(Trainer& trainer, const CheckpointManifest& m, const std::string& dir) {
+    const auto params = trainer.model().parameters();
+    for (Parameter* p : params)
+        read_whole(dir, find_tensor(m.dense, p->name, dir), p->value);
+    if (m.dense_optimizer_state.empty())
+        return;  // saved before the first step: the state is made by the first step
+    trainer.dense_optimizer().init_state(params);
+    for (const auto& [name, t] : trainer.dense_optimizer().state())
+        read_whole(dir, find_tensor(m.dense_optimizer_state, name, dir), *t);
+}
+
+void load_shards(Trainer& trainer, const CheckpointManifest& m, const std::string& dir) {
+    const auto configs = embedding_bag_configs(trainer.config().model);
+    for (EmbeddingShardState& s : trainer.model().sparse_arch().shard_states()) {
+        const std::string& name = configs.at(static_cast<size_t>(s.table)).name;
+        const CheckpointTable* table = m.table(name);
+        SR_CHECK(table != nullptr, "checkpoint {}: no table '{}'", dir, name);
+        int64_t step = 1;
+        read_table_region(dir, m, *table, -1, s.row_offset, s.rows, s.col_offset, s.cols, s.weight,
+                          &step);
+        for (size_t i = 0; i < s.optimizer_state.size(); ++i) {
+            read_table_region(dir, m, *table, static_cast<int>(i), s.row_offset, s.rows,
+                              s.col_offset, s.cols, s.optimizer_state[i]);
+        }
+        if (s.optimizer_step != nullptr)
+            *s.optimizer_step = step;
+    }
+}
+
+// Bytes [offset, +bytes) of a file into out.
+void read_at(std::ifstream& in, const fs::path& path, int64_t offset, int64_t bytes, void* out) {
+    in.seekg(offset);
+    in.read(static_cast<char*>(out), bytes);
+    SR_CHECK(in.gcount() == bytes, "checkpoint: {} ends before byte {}", path.string(),
+             offset + bytes);
+}
+
+}  // namespace
+
+void read_table_region(const std::string& dir,
+                       const CheckpointManifest& m,
+                       const CheckpointTable& table,
+                       int state,
+                       int64_t row_offset,
+                       int64_t rows,
+                       int64_t col_offset,
+                       int64_t cols,
+                       Tensor& out,
+                       int64_t* optimizer_step) {
+    const bool rowwise = state >= 0 && out.dim() == 1;
+    const DType dtype = state >= 0 ? DType::kF32 : table.dtype;
+    const size_t elem = dtype_size(dtype);
+    SR_CHECK(out.dtype() == dtype && out.shape() == (rowwise ? Shape{rows} : Shape{rows, cols}),
+             "checkpoint: table '{}' region [{}, {}] read into {}", table.name, rows, cols,
+             out.str());
+    std::vector<double> acc(rowwise ? static_cast<size_t>(rows) : 0, 0.0);
+    std::vector<float> saved_state;
+    char* dst = static_cast<char*>(out.data_ptr());
+    int64_t covered = 0;
+    bool have_step = false;
+    for (const CheckpointShard& sh : table.shards) {
+        const int64_t r0 = std::max(row_offset, sh.row_offset);
+        const int64_t r1 = std::min(row_offset + rows, sh.row_offset + sh.rows);
+        const int64_t c0 = std::max(col_offset, sh.col_offset);
+        const int64_t c1 = std::min(col_offset + cols, sh.col_offset + sh.cols);
+        if (r0 >= r1 || c0 >= c1)
+            continue;
+        const size_t index = static_cast<size_t>(state + 1);
+        SR_CHECK(index < sh.files.size(), "checkpoint {}: a shard of table '{}' lists {} files",
+                 dir, table.name, sh.files.size());
+        const fs::path path = fs::path(dir) / sh.files[index];
+        const int64_t saved_cols = rowwise ? 1 : sh.cols;
+        const int64_t want = sh.rows * saved_cols * static_cast<int64_t>(elem);
+        SR_CHECK(m.file(sh.files[index]).bytes == want,
+                 "checkpoint {}: {} holds {} bytes, its shard [{}, {}] needs {}", dir,
+                 sh.files[index], m.file(sh.files[index]).bytes, sh.rows, saved_cols, want);
+        std::ifstream in(path, std::ios::binary);
+        SR_CHECK(in.good(), "checkpoint {}: missing file {}", dir, sh.files[index]);
+        if (rowwise) {
+            saved_state.resize(static_cast<size_t>(r1 - r0));
+            read_at(in, path, (r0 - sh.row_offset) * 4, (r1 - r0) * 4, saved_state.data());
+            for (int64_t r = r0; r < r1; ++r) {
+                acc[static_cast<size_t>(r - row_offset)] +=
+                    static_cast<double>(c1 - c0) * saved_state[static_cast<size_t>(r - r0)];
+            }
+        } else if (c0 == col_offset && c1 - c0 == cols && c0 == sh.col_offset &&
+                   c1 - c0 == sh.cols) {  // whole rows on both sides: one read
+            read_at(in, path, (r0 - sh.row_offset) * cols * static_cast<int64_t>(elem),
+                    (r1 - r0) * cols * static_cast<int64_t>(elem),
+                    dst + (r0 - row_offset) * cols * static_cast<int64_t>(elem));
+        } else {
+            for (int64_t r = r0; r < r1; ++r) {
+                read_at(in, path,
+                        ((r - sh.row_offset) * sh.cols + (c0 - sh.col_offset)) *
+                            static_cast<int64_t>(elem),
+                        (c1 - c0) * static_cast<int64_t>(elem),
+                        dst + ((r - row_offset) * cols + (c0 - col_offset)) *
+                                  static_cast<int64_t>(elem));
+            }
+        }
+        covered += (r1 - r0) * (c1 - c0);
+        if (optimizer_step != nullptr) {
+            SR_CHECK(!have_step || *optimizer_step == sh.optimizer_step,
+                     "checkpoint {}: the shards of table '{}' are at optimizer steps {} and {}",
+                     dir, table.name, *optimizer_step, sh.optimizer_step);
+            *optimizer_step = sh.optimizer_step;
+            have_step = true;
+        }
+    }
+    SR_CHECK(covered == rows * cols,
+             "checkpoint {}: the saved shards of table '{}' cover {} of the {} elements of rows "
+             "[{}, {}) columns [{}, {})",
+             dir, table.name, covered, rows * cols, row_offset, row_offset + rows, col_offset,
+             col_offset + cols);
+    if (rowwise) {
+        float* o = out.data<float>();
+        for (int64_t r = 0; r < rows; ++r)
+            o[r] = static_cast<float>(acc[static_cast<size_t>(r)] / static_cast<double>(cols));
+    }
+}
+
+int64_t load_checkpoint(Trainer& trainer, const std::string& dir_in, const LoadOptions& options) {
+    comm::ProcessGroup* pg = trainer.process_group().get();
+    const int rank = pg ? pg->rank() : 0, world = pg ? pg->size() : 1;
+    std::string dir;
+    CheckpointManifest m;
+    together(pg, [&] {
+        dir = resolve_checkpoint(dir_in);
+        m = read_manifest(dir);
+        check_signature(m, describe_trainer(trainer, m.step), dir);
+        SR_CHECK(!options.resume || m.seed == trainer.config().train.seed,
+                 "checkpoint {} was written with train.seed {}, this run has {}: resuming would "
+                 "read other data",
+                 dir, m.seed, trainer.config().train.seed);
+    });
+    together(pg, [&] {
+        const std::string problem = verify_checkpoint_files(dir, m, rank, world);
+        SR_CHECK(problem.empty(), "{}", problem);
+    });
+    together(pg, [&] {
+        load_dense(trainer, m, dir);
+        load_shards(trainer, m, dir);
+    });
+    log::root().info("loaded checkpoint {}: step {}, written by {} rank(s)", dir, m.step,
+                     m.world_size);
+    return m.step;
+}
+
+}  // namespace shardrec::train

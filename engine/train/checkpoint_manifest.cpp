@@ -1,0 +1,304 @@
+// manifest.yaml: written with yaml-cpp's emitter, read back with checks that name the file and key.
+#include "engine/train/checkpoint_manifest.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/error.h"
+
+namespace shardrec::train {
+namespace {
+
+std::string crc_text(uint32_t crc) {
+    return fmt::format("0x{:08x}", crc);
+}
+
+YAML::Node flow_list(const std::vector<int64_t>& v) {
+    YAML::Node n(YAML::NodeType::Sequence);
+    for (int64_t x : v)
+        n.push_back(x);
+    n.SetStyle(YAML::EmitterStyle::Flow);
+    return n;
+}
+
+YAML::Node tensor_node(const CheckpointTensor& t) {
+    YAML::Node n;
+    n["name"] = t.name;
+    n["dtype"] = dtype_name(t.dtype);
+    n["shape"] = flow_list(t.shape);
+    n["file"] = t.file;
+    n.SetStyle(YAML::EmitterStyle::Flow);
+    return n;
+}
+
+YAML::Node shard_node(const CheckpointShard& s) {
+    YAML::Node n;
+    n["rank"] = s.rank;
+    n["offsets"] = flow_list({s.row_offset, s.col_offset});
+    n["sizes"] = flow_list({s.rows, s.cols});
+    n["optimizer_step"] = s.optimizer_step;
+    YAML::Node files(YAML::NodeType::Sequence);
+    for (const auto& f : s.files)
+        files.push_back(f);
+    n["files"] = files;
+    n.SetStyle(YAML::EmitterStyle::Flow);
+    return n;
+}
+
+YAML::Node file_node(const CheckpointFile& f) {
+    YAML::Node n;
+    n["path"] = f.path;
+    n["bytes"] = f.bytes;
+    n["crc32"] = crc_text(f.crc32);
+    n.SetStyle(YAML::EmitterStyle::Flow);
+    return n;
+}
+
+// Reads a required key; errors name the source, the entry and the key.
+class Reader {
+public:
+    explicit Reader(std::string source) : source_(std::move(source)) {}
+
+    YAML::Node at(const YAML::Node& node, const char* key, const std::string& where) const {
+        const YAML::Node v = node[key];
+        SR_CHECK(v.IsDefined() && !v.IsNull(), "{}: {}{} is missing (not a shardrec checkpoint?)",
+                 source_, where.empty() ? "" : where + ".", key);
+        return v;
+    }
+
+    template <typename T>
+    T get(const YAML::Node& node, const char* key, const std::string& where) const {
+        const YAML::Node v = at(node, key, where);
+        try {
+            return v.as<T>();
+        } catch (const YAML::Exception&) {
+            SR_CHECK(false, "{}:{}: {}{}: bad value '{}'", source_, v.Mark().line + 1,
+                     where.empty() ? "" : where + ".", key, YAML::Dump(v));
+        }
+        return T{};
+    }
+
+    Shape shape(const YAML::Node& node, const char* key, const std::string& where) const {
+        return get<std::vector<int64_t>>(node, key, where);
+    }
+
+    CheckpointTensor tensor(const YAML::Node& n, const std::string& where) const {
+        CheckpointTensor t;
+        t.name = get<std::string>(n, "name", where);
+        t.dtype = dtype_from_name(get<std::string>(n, "dtype", where));
+        t.shape = shape(n, "shape", where);
+        t.file = get<std::string>(n, "file", where);
+        return t;
+    }
+
+    CheckpointShard shard(const YAML::Node& n, const std::string& where) const {
+        CheckpointShard s;
+        s.rank = get<int>(n, "rank", where);
+        const Shape offsets = shape(n, "offsets", where), sizes = shape(n, "sizes", where);
+        SR_CHECK(offsets.size() == 2 && sizes.size() == 2,
+                 "{}: {}: offsets and sizes need 2 values", source_, where);
+        s.row_offset = offsets[0];
+        s.col_offset = offsets[1];
+        s.rows = sizes[0];
+        s.cols = sizes[1];
+        s.optimizer_step = get<int64_t>(n, "optimizer_step", where);
+        s.files = get<std::vector<std::string>>(n, "files", where);
+        return s;
+    }
+
+    CheckpointFile file(const YAML::Node& n, const std::string& where) const {
+        CheckpointFile f;
+        f.path = get<std::string>(n, "path", where);
+        f.bytes = get<int64_t>(n, "bytes", where);
+        f.crc32 =
+            static_cast<uint32_t>(std::stoul(get<std::string>(n, "crc32", where), nullptr, 16));
+        return f;
+    }
+
+    const std::string& source() const { return source_; }
+
+private:
+    std::string source_;
+};
+
+}  // namespace
+
+const CheckpointTable* CheckpointManifest::table(const std::string& name) const {
+    for (const auto& t : tables) {
+        if (t.name == name)
+            return &t;
+    }
+    return nullptr;
+}
+
+const CheckpointFile& CheckpointManifest::file(const std::string& path) const {
+    for (const auto& f : files) {
+        if (f.path == path)
+            return f;
+    }
+    SR_CHECK(false, "checkpoint manifest: file '{}' is used but not listed under files", path);
+    return files.front();
+}
+
+int64_t CheckpointManifest::total_bytes() const {
+    int64_t n = 0;
+    for (const auto& f : files)
+        n += f.bytes;
+    return n;
+}
+
+std::vector<std::string> sparse_state_names(const std::string& sparse_optimizer) {
+    if (sparse_optimizer == "adagrad" || sparse_optimizer == "rowwise_adagrad")
+        return {"momentum1"};
+    if (sparse_optimizer == "adam")
+        return {"exp_avg", "exp_avg_sq"};
+    SR_CHECK(sparse_optimizer == "sgd", "unknown sparse optimizer '{}'", sparse_optimizer);
+    return {};
+}
+
+std::string manifest_to_yaml(const CheckpointManifest& m) {
+    YAML::Node root;
+    root["format"] = kCheckpointFormat;
+    root["version"] = m.version;
+    root["step"] = m.step;
+    root["seed"] = m.seed;
+    root["world_size"] = m.world_size;
+    root["global_batch_size"] = m.global_batch_size;
+    YAML::Node model;
+    model["type"] = m.model_type;
+    model["sparse_optimizer"] = m.sparse_optimizer;
+    YAML::Node state(YAML::NodeType::Sequence);
+    for (const auto& s : m.sparse_state)
+        state.push_back(s);
+    model["sparse_state"] = state;
+    model["dense_optimizer"] = m.dense_optimizer;
+    model.SetStyle(YAML::EmitterStyle::Flow);
+    root["model"] = model;
+    YAML::Node tables(YAML::NodeType::Sequence);
+    for (const auto& t : m.tables) {
+        YAML::Node n;
+        n["name"] = t.name;
+        n["num_embeddings"] = t.num_embeddings;
+        n["embedding_dim"] = t.embedding_dim;
+        n["dtype"] = dtype_name(t.dtype);
+        n["sharding_type"] = t.sharding_type;
+        YAML::Node shards(YAML::NodeType::Sequence);
+        for (const auto& s : t.shards)
+            shards.push_back(shard_node(s));
+        n["shards"] = shards;
+        tables.push_back(n);
+    }
+    root["tables"] = tables;
+    for (const auto& [key, list] :
+         {std::pair<const char*, const std::vector<CheckpointTensor>*>{"dense", &m.dense},
+          {"dense_optimizer", &m.dense_optimizer_state}}) {
+        YAML::Node seq(YAML::NodeType::Sequence);
+        for (const auto& t : *list)
+            seq.push_back(tensor_node(t));
+        root[key] = seq;
+    }
+    YAML::Node files(YAML::NodeType::Sequence);
+    for (const auto& f : m.files)
+        files.push_back(file_node(f));
+    root["files"] = files;
+    YAML::Emitter out;
+    out << root;
+    return std::string(out.c_str()) + "\n";
+}
+
+CheckpointManifest parse_manifest(const std::string& text, const std::string& source) {
+    YAML::Node root;
+    try {
+        root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+        SR_CHECK(false, "{}: not valid YAML: {}", source, e.what());
+    }
+    const Reader r(source);
+    SR_CHECK(
+        root.IsMap() && root["format"] && root["format"].as<std::string>("") == kCheckpointFormat,
+        "{}: not a shardrec checkpoint manifest (format: {} expected)", source, kCheckpointFormat);
+    CheckpointManifest m;
+    m.version = r.get<int>(root, "version", "");
+    SR_CHECK(m.version == kCheckpointVersion, "{}: checkpoint version {}, this build reads {}",
+             source, m.version, kCheckpointVersion);
+    m.step = r.get<int64_t>(root, "step", "");
+    m.seed = r.get<int64_t>(root, "seed", "");
+    m.world_size = r.get<int>(root, "world_size", "");
+    m.global_batch_size = r.get<int64_t>(root, "global_batch_size", "");
+    const YAML::Node model = r.at(root, "model", "");
+    m.model_type = r.get<std::string>(model, "type", "model");
+    m.sparse_optimizer = r.get<std::string>(model, "sparse_optimizer", "model");
+    m.sparse_state = model["sparse_state"] ? model["sparse_state"].as<std::vector<std::string>>()
+                                           : std::vector<std::string>{};
+    m.dense_optimizer = r.get<std::string>(model, "dense_optimizer", "model");
+    for (const YAML::Node& n : r.at(root, "tables", "")) {
+        CheckpointTable t;
+        t.name = r.get<std::string>(n, "name", "tables[]");
+        const std::string where = "tables[" + t.name + "]";
+        t.num_embeddings = r.get<int64_t>(n, "num_embeddings", where);
+        t.embedding_dim = r.get<int64_t>(n, "embedding_dim", where);
+        t.dtype = dtype_from_name(r.get<std::string>(n, "dtype", where));
+        t.sharding_type = r.get<std::string>(n, "sharding_type", where);
+        if (n["shards"]) {
+            for (const YAML::Node& s : n["shards"])
+                t.shards.push_back(r.shard(s, where + ".shards[]"));
+        }
+        m.tables.push_back(std::move(t));
+    }
+    for (const YAML::Node& n : r.at(root, "dense", ""))
+        m.dense.push_back(r.tensor(n, "dense[]"));
+    for (const YAML::Node& n : r.at(root, "dense_optimizer", ""))
+        m.dense_optimizer_state.push_back(r.tensor(n, "dense_optimizer[]"));
+    for (const YAML::Node& n : r.at(root, "files", ""))
+        m.files.push_back(r.file(n, "files[]"));
+    return m;
+}
+
+CheckpointManifest read_manifest(const std::string& dir) {
+    const std::string path = (std::filesystem::path(dir) / kManifestName).string();
+    std::ifstream in(path, std::ios::binary);
+    SR_CHECK(in.good(), "checkpoint {}: cannot open {} (missing file: not a complete checkpoint)",
+             dir, path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse_manifest(text.str(), path);
+}
+
+std::string shards_to_yaml(const std::vector<std::pair<std::string, CheckpointShard>>& shards,
+                           const std::vector<CheckpointFile>& files) {
+    YAML::Node root;
+    YAML::Node seq(YAML::NodeType::Sequence);
+    for (const auto& [table, s] : shards) {
+        YAML::Node n = shard_node(s);
+        n["table"] = table;
+        seq.push_back(n);
+    }
+    root["shards"] = seq;
+    YAML::Node fs(YAML::NodeType::Sequence);
+    for (const auto& f : files)
+        fs.push_back(file_node(f));
+    root["files"] = fs;
+    YAML::Emitter out;
+    out << root;
+    return out.c_str();
+}
+
+void append_shards_from_yaml(const std::string& text, CheckpointManifest& m) {
+    const Reader r("<shards of one rank>");
+    const YAML::Node root = YAML::Load(text);
+    for (const YAML::Node& n : root["shards"]) {
+        const std::string table = r.get<std::string>(n, "table", "shards[]");
+        auto it = std::find_if(m.tables.begin(), m.tables.end(),
+                               [&](const CheckpointTable& t) { return t.name == table; });
+        SR_CHECK(it != m.tables.end(), "checkpoint: a rank saved a shard of unknown table '{}'",
+                 table);
+        it->shards.push_back(r.shard(n, "shards[]"));
+    }
+    for (const YAML::Node& n : root["files"])
+        m.files.push_back(r.file(n, "files[]"));
+}
+
+}  // namespace shardrec::train

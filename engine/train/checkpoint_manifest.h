@@ -1,0 +1,104 @@
+// The manifest of a checkpoint (manifest.yaml): the model signature, where every table shard sat
+// in the plan that wrote it, and every file with its size and CRC-32. Tensors are raw row-major
+// little-endian files (no header); the manifest gives their dtype and shape. Example:
+//   format: shardrec-checkpoint
+//   version: 1
+//   step: 20                      # completed steps = the next step's data position
+//   seed: 7
+//   world_size: 2
+//   global_batch_size: 16
+//   model: {type: dlrm, sparse_optimizer: adagrad, sparse_state: [momentum1], dense_optimizer:
+//   adam} tables:
+//     - name: big
+//       num_embeddings: 301
+//       embedding_dim: 8
+//       dtype: f32
+//       sharding_type: row_wise
+//       shards:
+//         - {rank: 0, offsets: [0, 0], sizes: [151, 8], optimizer_step: 21,
+//            files: [tables/big.0.0.weight.bin, tables/big.0.0.momentum1.bin]}
+//   dense: [{name: dense_arch.model._mlp.0._linear.weight, dtype: f32, shape: [16, 13],
+//            file: dense/dense_arch.model._mlp.0._linear.weight.bin}, ...]
+//   dense_optimizer: [{name: step, dtype: i64, shape: [1], file: ...}, ...]
+//   files: [{path: tables/big.0.0.weight.bin, bytes: 4832, crc32: 0x1c291ca3}, ...]
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/core/dtype.h"
+#include "engine/core/tensor.h"
+
+namespace shardrec::train {
+
+constexpr const char* kCheckpointFormat = "shardrec-checkpoint";
+constexpr int kCheckpointVersion = 1;
+constexpr const char* kManifestName = "manifest.yaml";
+
+struct CheckpointFile {
+    std::string path;  // relative to the checkpoint directory
+    int64_t bytes = 0;
+    uint32_t crc32 = 0;
+};
+
+// One dense tensor (a parameter or a dense optimizer state).
+struct CheckpointTensor {
+    std::string name;
+    DType dtype = DType::kF32;
+    Shape shape;
+    std::string file;
+};
+
+// One saved table shard: rows [row_offset, +rows) x columns [col_offset, +cols).
+struct CheckpointShard {
+    int rank = 0;  // the rank that wrote it
+    int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;
+    int64_t optimizer_step = 1;
+    std::vector<std::string> files;  // weight, then one per sparse state name
+};
+
+struct CheckpointTable {
+    std::string name;
+    int64_t num_embeddings = 0;
+    int64_t embedding_dim = 0;
+    DType dtype = DType::kF32;
+    std::string sharding_type;  // "unsharded" when written by one process
+    std::vector<CheckpointShard> shards;
+};
+
+struct CheckpointManifest {
+    int version = kCheckpointVersion;
+    int64_t step = 0;
+    int64_t seed = 0;
+    int world_size = 1;
+    int64_t global_batch_size = 0;
+    std::string model_type;
+    std::string sparse_optimizer;           // optimizer.sparse.type
+    std::vector<std::string> sparse_state;  // the state names of every shard, in order
+    std::string dense_optimizer;            // optimizer.dense.type
+    std::vector<CheckpointTable> tables;    // model order
+    std::vector<CheckpointTensor> dense;    // the model's parameters() order
+    std::vector<CheckpointTensor> dense_optimizer_state;  // DenseOptimizer::state() order
+    std::vector<CheckpointFile> files;
+
+    const CheckpointTable* table(const std::string& name) const;
+    const CheckpointFile& file(const std::string& path) const;  // throws when not listed
+    int64_t total_bytes() const;
+};
+
+// The state names of a fused optimizer (TorchRec's fused optimizer state_dict keys):
+// sgd {}, adagrad and rowwise_adagrad {momentum1}, adam {exp_avg, exp_avg_sq}.
+std::vector<std::string> sparse_state_names(const std::string& sparse_optimizer);
+
+std::string manifest_to_yaml(const CheckpointManifest& manifest);
+// Reads `dir`/manifest.yaml; errors name the file and the bad key.
+CheckpointManifest read_manifest(const std::string& dir);
+CheckpointManifest parse_manifest(const std::string& text, const std::string& source);
+
+// The shards' part of a manifest as YAML text (what each rank sends to rank 0), and back.
+std::string shards_to_yaml(const std::vector<std::pair<std::string, CheckpointShard>>& shards,
+                           const std::vector<CheckpointFile>& files);
+void append_shards_from_yaml(const std::string& text, CheckpointManifest& manifest);
+
+}  // namespace shardrec::train

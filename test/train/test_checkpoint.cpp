@@ -1,0 +1,193 @@
+// Checkpoints in one process: save then load gives the bitwise state, training 2N steps straight
+// equals N, save, load into a fresh trainer, N more; bad checksums, other models, missing files
+// and incomplete saves are refused with the file or mismatch named.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/train/checkpoint.h"
+#include "engine/train/trainer.h"
+
+using namespace shardrec;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kConfig = R"(
+train: {steps: 8, seed: 5, log_every: 4, eval_samples: 256}
+data: {type: synthetic, batch_size: 16}
+model:
+  type: dlrm
+  embedding_dim: 4
+  bottom_mlp: [8, 4]
+  top_mlp: [8, 1]
+  tables:
+    - {name: a, num_embeddings: 37, pooling_factor: 2}
+    - {name: b, num_embeddings: 11, feature_names: [b1, b2]}
+optimizer:
+  dense: {type: adam, learning_rate: 0.01}
+  sparse: {type: adam, learning_rate: 0.02}
+)";
+
+fs::path fresh(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / ("shardrec_test_ckpt_" + name);
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+// Every byte of the training state: table shards and their optimizer state and step, dense
+// parameters, dense optimizer state.
+std::vector<std::vector<uint8_t>> snapshot(train::Trainer& t) {
+    std::vector<std::vector<uint8_t>> out;
+    auto bytes = [&](const Tensor& x) {
+        const auto* p = static_cast<const uint8_t*>(x.data_ptr());
+        out.emplace_back(p, p + x.nbytes());
+    };
+    for (const auto& s : t.model().sparse_arch().shard_states()) {
+        bytes(s.weight);
+        for (const auto& st : s.optimizer_state)
+            bytes(st);
+        out.push_back({static_cast<uint8_t>(*s.optimizer_step)});
+    }
+    for (Parameter* p : t.model().parameters())
+        bytes(p->value);
+    for (const auto& [name, x] : t.dense_optimizer().state())
+        bytes(*x);
+    return out;
+}
+
+std::vector<float> train_steps(train::Trainer& t, int64_t first, int64_t end) {
+    std::vector<float> losses;
+    for (int64_t s = first; s < end; ++s)
+        losses.push_back(t.train_step(t.train_batch(s), s).loss);
+    return losses;
+}
+
+std::string with(std::string text, const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    return text.replace(at, from.size(), to);
+}
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: N steps, save, load into a fresh trainer, N more equals 2N straight",
+          "[train][checkpoint]") {
+    for (const char* sparse : {"adam", "rowwise_adagrad", "adagrad", "sgd"}) {
+        INFO("optimizer.sparse.type " << sparse);
+        const Config config =
+            parse_config(kConfig, {std::string("optimizer.sparse.type=") + sparse});
+        const fs::path dir = fresh(std::string("resume_") + sparse);
+        train::Trainer straight(config, nullptr);
+        const auto straight_losses = train_steps(straight, 0, 8);
+
+        train::Trainer first(config, nullptr);
+        auto losses = train_steps(first, 0, 4);
+        const std::string saved = train::save_checkpoint(first, dir.string(), 4, 2);
+        CHECK(fs::path(saved).filename() == "step-00000004");
+
+        train::Trainer resumed(config, nullptr);
+        CHECK(train::load_checkpoint(resumed, dir.string(), {true}) == 4);
+        REQUIRE(snapshot(resumed) == snapshot(first));
+        const auto more = train_steps(resumed, 4, 8);
+        losses.insert(losses.end(), more.begin(), more.end());
+        CHECK(losses == straight_losses);  // bitwise
+        CHECK(snapshot(resumed) == snapshot(straight));
+    }
+}
+
+TEST_CASE("checkpoint: keeps the newest K, and a parent directory resolves to the newest",
+          "[train][checkpoint]") {
+    const Config config = parse_config(kConfig, {});
+    const fs::path dir = fresh("keep");
+    train::Trainer t(config, nullptr);
+    for (int64_t step = 1; step <= 4; ++step) {
+        (void)train_steps(t, step - 1, step);
+        train::save_checkpoint(t, dir.string(), step, 2);
+    }
+    CHECK(!fs::exists(dir / "step-00000002"));
+    CHECK(fs::exists(dir / "step-00000003"));
+    // An incomplete save (no manifest, a .tmp- name) is never picked.
+    fs::create_directories(dir / ".tmp-step-00000009" / "tables");
+    fs::create_directories(dir / "step-00000010");  // no manifest: incomplete
+    CHECK(train::resolve_checkpoint(dir.string()) == (dir / "step-00000004").string());
+    const auto m = train::read_manifest((dir / "step-00000004").string());
+    CHECK(m.step == 4);
+    CHECK(m.tables.size() == 2);
+    CHECK(m.tables[0].shards.size() == 1);
+    CHECK(m.sparse_state == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
+    // The next complete save removes leftovers of failed ones.
+    (void)train_steps(t, 4, 5);
+    train::save_checkpoint(t, dir.string(), 5, 2);
+    CHECK(!fs::exists(dir / ".tmp-step-00000009"));
+}
+
+TEST_CASE("checkpoint: a corrupt, foreign or incomplete checkpoint is refused by name",
+          "[train][checkpoint]") {
+    const Config config = parse_config(kConfig, {});
+    const fs::path dir = fresh("bad");
+    train::Trainer t(config, nullptr);
+    (void)train_steps(t, 0, 2);
+    const fs::path ckpt = train::save_checkpoint(t, dir.string(), 2, 0);
+
+    SECTION("a flipped byte names the file and both checksums") {
+        const fs::path file = ckpt / "tables" / "a.0.0.exp_avg.bin";
+        REQUIRE(fs::exists(file));
+        {
+            std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(5);
+            f.put('\x7f');
+        }
+        train::Trainer u(config, nullptr);
+        const std::string e = error_of([&] { train::load_checkpoint(u, ckpt.string()); });
+        CHECK_THAT(e, Catch::Contains("tables/a.0.0.exp_avg.bin") && Catch::Contains("CRC-32") &&
+                          Catch::Contains("expected"));
+    }
+    SECTION("another model names the table and both shapes") {
+        const Config other =
+            parse_config(with(kConfig, "num_embeddings: 37", "num_embeddings: 38"), {});
+        train::Trainer u(other, nullptr);
+        const std::string e = error_of([&] { train::load_checkpoint(u, ckpt.string()); });
+        CHECK_THAT(e, Catch::Contains("another model") && Catch::Contains("table 'a'") &&
+                          Catch::Contains("[37, 4]") && Catch::Contains("[38, 4]"));
+    }
+    SECTION("another dense layer names the parameter") {
+        const Config other =
+            parse_config(with(kConfig, "bottom_mlp: [8, 4]", "bottom_mlp: [6, 4]"), {});
+        train::Trainer u(other, nullptr);
+        const std::string e = error_of([&] { train::load_checkpoint(u, ckpt.string()); });
+        CHECK_THAT(e, Catch::Contains("dense_arch.model._mlp.0._linear.weight"));
+    }
+    SECTION("another optimizer is named") {
+        const Config other = parse_config(kConfig, {"optimizer.sparse.type=adagrad"});
+        train::Trainer u(other, nullptr);
+        const std::string e = error_of([&] { train::load_checkpoint(u, ckpt.string()); });
+        CHECK_THAT(e, Catch::Contains("optimizer.sparse.type adam"));
+    }
+    SECTION("a missing file is named") {
+        fs::remove(ckpt / "dense" / "over_arch.final._linear.bias.bin");
+        train::Trainer u(config, nullptr);
+        const std::string e = error_of([&] { train::load_checkpoint(u, ckpt.string()); });
+        CHECK_THAT(e, Catch::Contains("missing file dense/over_arch.final._linear.bias.bin"));
+    }
+    SECTION("resuming with another seed is refused") {
+        const Config other = parse_config(kConfig, {"train.seed=6"});
+        train::Trainer u(other, nullptr);
+        const std::string e = error_of([&] { train::load_checkpoint(u, ckpt.string(), {true}); });
+        CHECK_THAT(e, Catch::Contains("train.seed 5"));
+    }
+    SECTION("a directory without any complete checkpoint") {
+        const std::string e = error_of([&] { train::resolve_checkpoint(fresh("empty").string()); });
+        CHECK_THAT(e, Catch::Contains("no manifest.yaml"));
+    }
+}
