@@ -1,0 +1,221 @@
+// End to end on Criteo-format data that the test writes itself (no download): the real binary
+// preprocesses TSV days (bad lines stop or are skipped, a rerun resumes to identical bytes, memory
+// does not grow with the input), then trains on the shards with 1 and 2 ranks to the same losses
+// (each rank reads its slice of the global batch), and refuses a corrupted shard by name.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+#include "test/e2e/e2e_support.h"
+#include "test/support/criteo_tsv_gen.h"
+
+using namespace shardrec::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> write_days(const fs::path& dir, const std::vector<uint64_t>& lines) {
+    std::vector<std::string> paths;
+    uint64_t first = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+        paths.push_back((dir / ("day_" + std::to_string(i) + ".tsv")).string());
+        (void)write_criteo_tsv(paths.back(), 5, first, lines[i]);
+        first += lines[i];
+    }
+    return paths;
+}
+
+std::vector<std::string> preprocess_args(const std::vector<std::string>& inputs,
+                                         const fs::path& out,
+                                         std::vector<std::string> extra) {
+    std::vector<std::string> args = {"data", "criteo-preprocess", "--in"};
+    args.insert(args.end(), inputs.begin(), inputs.end());
+    args.insert(args.end(), {"--out", out.string(), "--no-progress"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+}
+
+std::string read_bytes(const fs::path& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+    std::map<std::string, std::string> out;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        out[e.path().filename().string()] = read_bytes(e.path());
+    }
+    return out;
+}
+
+// A small DLRM over the 26 Criteo features, tables of 64 rows (the data's --max-ind-range).
+std::string criteo_config(const fs::path& data) {
+    std::string tables;
+    for (int t = 0; t < 26; ++t) {
+        tables += "    - {name: t_cat_" + std::to_string(t) +
+                  ", num_embeddings: 64, feature_names: [cat_" + std::to_string(t) + "]}\n";
+    }
+    return "train: {steps: 12, seed: 3, log_every: 1, eval_every: 0, eval_samples: 64}\n"
+           "data:\n  type: criteo_binary\n  batch_size: 16\n  criteo_binary: {path: " +
+           data.string() +
+           "}\n"
+           "model:\n  type: dlrm\n  embedding_dim: 4\n  bottom_mlp: [8, 4]\n  top_mlp: [8, 1]\n"
+           "  tables:\n" +
+           tables +
+           "optimizer:\n  dense: {type: sgd, learning_rate: 0.1}\n"
+           "  sparse: {type: sgd, learning_rate: 0.1}\n";
+}
+
+std::vector<double> train_losses(const fs::path& run_dir) {
+    std::vector<double> out;
+    for (const auto& r : read_metrics(run_dir)) {
+        if (r.at("kind") == "train") {
+            out.push_back(std::stod(r.at("loss")));
+        }
+    }
+    return out;
+}
+
+double peak_rss_mib(const std::string& output) {
+    std::smatch m;
+    REQUIRE(std::regex_search(output, m, std::regex("peak RSS ([0-9.]+) MiB")));
+    return std::stod(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("criteo e2e: preprocess, resume to identical bytes, train np 1 == np 2", "[e2e][mpi]") {
+    const fs::path dir = fresh_dir("criteo");
+    const auto days = write_days(dir, {700, 300, 200});
+    const auto args = preprocess_args(days, dir / "data",
+                                      {"--max-ind-range", "64", "--threads", "2",
+                                       "--lines-per-shard", "256", "--chunk-lines", "50"});
+    RunResult r = run_shardrec(args);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("1200 rows") != std::string::npos);
+    const auto full = snapshot(dir / "data");
+    CHECK(full.count("manifest.json") == 1);
+    CHECK(full.count("shard_0000_00002.bin") == 1);
+
+    // An interrupted run: the last shard never renamed, its temporary left behind.
+    fs::remove(dir / "data" / "shard_0002_00000.bin");
+    fs::remove(dir / "data" / "manifest.json");
+    std::ofstream(dir / "data" / "shard_0002_00000.bin.tmp") << "partial";
+    r = run_shardrec(args);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("1 shards written, 5 kept") != std::string::npos);
+    CHECK(snapshot(dir / "data") == full);
+
+    // Train: 1 rank with batch 16 and 2 ranks with batch 8 read the same global batches.
+    const fs::path config = dir / "criteo.yaml";
+    std::ofstream(config) << criteo_config(dir / "data");
+    r = run_shardrec({"train", config.string(), "--out", (dir / "np1").string()});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_shardrec(
+        {"train", config.string(), "--out", (dir / "np2").string(), "--set", "data.batch_size=8"},
+        "mpirun -np 2 --allow-run-as-root --oversubscribe");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto one = train_losses(dir / "np1");
+    const auto two = train_losses(dir / "np2");
+    REQUIRE(one.size() == 12);
+    REQUIRE(two.size() == 12);
+    CHECK(std::abs(one[0] - two[0]) <= 1e-6 * std::abs(one[0]));
+    for (size_t i = 0; i < one.size(); ++i) {
+        INFO("step " << i + 1 << ": " << one[i] << " vs " << two[i]);
+        CHECK(std::isfinite(one[i]));
+        CHECK(std::abs(one[i] - two[i]) <= 1e-4 * std::abs(one[i]));
+    }
+    // The losses follow the data: with a train split of 100 rows the 7th batch wraps around.
+    r = run_shardrec({"train", config.string(), "--out", (dir / "wrap").string(), "--set",
+                      "data.criteo_binary.eval_fraction=0.9166667"});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto wrap = train_losses(dir / "wrap");
+    REQUIRE(wrap.size() == 12);
+    for (size_t i = 0; i < 6; ++i) {
+        CHECK(wrap[i] == one[i]);
+    }
+    CHECK(wrap[6] != one[6]);
+
+    // A corrupted shard stops training on every rank with its name.
+    {
+        std::fstream f(dir / "data" / "shard_0000_00000.bin",
+                       std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(200);
+        const char byte = static_cast<char>(f.get() ^ 0x01);
+        f.seekp(200);
+        f.put(byte);
+    }
+    r = run_shardrec(
+        {"train", config.string(), "--out", (dir / "bad").string(), "--set", "data.batch_size=8"},
+        "mpirun -np 2 --allow-run-as-root --oversubscribe");
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("shard_0000_00000.bin") != std::string::npos);
+    CHECK(r.output.find("checksum mismatch") != std::string::npos);
+    fs::resize_file(dir / "data" / "shard_0000_00002.bin", 1000);
+    r = run_shardrec({"train", config.string(), "--out", (dir / "short").string()});
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("shard_0000_00002.bin") != std::string::npos);
+    CHECK(r.output.find("truncated") != std::string::npos);
+}
+
+TEST_CASE("criteo e2e: a malformed line stops with FILE:LINE and the field; or is skipped",
+          "[e2e]") {
+    const fs::path dir = fresh_dir("criteo_bad");
+    const auto days = write_days(dir, {40, 40});
+    {
+        std::ofstream f(days[1], std::ios::app);
+        std::string bad = criteo_sample(5, 999).line;
+        const size_t field =
+            bad.find('\t', bad.find('\t', bad.find('\t', bad.find('\t') + 1) + 1) + 1);
+        bad.insert(field + 1, "x");  // int_3 (the 5th field) gets a letter
+        f << bad << "\n";
+    }
+    RunResult r = run_shardrec(preprocess_args(days, dir / "data", {"--lines-per-shard", "16"}));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find(days[1] + ":41: field int_3 (column 5): not an integer") !=
+          std::string::npos);
+    CHECK(!fs::exists(dir / "data" / "manifest.json"));
+    for (const auto& e : fs::directory_iterator(dir / "data")) {
+        CHECK(e.path().extension() != ".tmp");
+    }
+    r = run_shardrec(
+        preprocess_args(days, dir / "data", {"--lines-per-shard", "16", "--skip-bad-lines"}));
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("80 rows") != std::string::npos);
+    CHECK(r.output.find("(1 bad lines skipped)") != std::string::npos);
+    r = run_shardrec({"data", "criteo-preprocess", "--in", days[0]});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("needs --out DIR") != std::string::npos);
+    r = run_shardrec({"data", "criteo-preprocess", "--in", (dir / "nope.tsv").string(), "--out",
+                      (dir / "x").string()});
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("nope.tsv: cannot read") != std::string::npos);
+}
+
+TEST_CASE("criteo e2e: preprocessing memory does not grow with the input", "[e2e]") {
+    const fs::path dir = fresh_dir("criteo_mem");
+    const auto small = write_days(dir / "", {2000});
+    fs::create_directories(dir / "big");
+    const auto big = write_days(dir / "big", {120000});  // about 25 MB
+    const std::vector<std::string> opts = {"--threads",       "2",   "--chunk-lines", "256",
+                                           "--max-ind-range", "1000"};
+    const RunResult a = run_shardrec(preprocess_args(small, dir / "small_out", opts));
+    const RunResult b = run_shardrec(preprocess_args(big, dir / "big_out", opts));
+    INFO(a.output << b.output);
+    REQUIRE(a.exit_code == 0);
+    REQUIRE(b.exit_code == 0);
+    const double input_mib = static_cast<double>(fs::file_size(big[0])) / 1048576.0;
+    CHECK(input_mib > 20);
+    // The chunks in flight are a few MiB at most; the rest is the process itself.
+    CHECK(peak_rss_mib(b.output) - peak_rss_mib(a.output) < 8.0);
+}
