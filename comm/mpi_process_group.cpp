@@ -145,10 +145,10 @@ MPI_Comm with_errors_return(MPI_Comm comm) {
 
 // ---- group lifetime ----
 
-double comm_timeout_s_from_env() {
+double comm_timeout_s_from_env(double fallback) {
     const char* s = std::getenv("SHARDREC_COMM_TIMEOUT_S");
     if (s == nullptr || *s == '\0') {
-        return kDefaultCommTimeoutS;
+        return fallback;
     }
     char* end = nullptr;
     const double t = std::strtod(s, &end);

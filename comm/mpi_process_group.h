@@ -18,9 +18,11 @@
 
 namespace shardrec::comm {
 
-// SHARDREC_COMM_TIMEOUT_S: seconds a wait() may take before it throws; 0 waits forever.
+// SHARDREC_COMM_TIMEOUT_S: seconds a wait() may take before it throws; 0 waits forever. When it
+// is unset, `fallback` (runtime.comm_timeout_s in a run): the environment wins, as with
+// SHARDREC_LOG_LEVEL, so a stuck job can be given a short limit without editing its config.
 constexpr double kDefaultCommTimeoutS = 600.0;
-double comm_timeout_s_from_env();
+double comm_timeout_s_from_env(double fallback = kDefaultCommTimeoutS);
 
 class MpiProcessGroup final : public ProcessGroup {
 public:

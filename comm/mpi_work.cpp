@@ -86,8 +86,9 @@ void MpiWork::wait() {
     while (!test()) {
         const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
         if (timeout_s_ > 0 && waited.count() > timeout_s_) {
-            fail("wait", fmt::format("did not complete within {} s (SHARDREC_COMM_TIMEOUT_S): a "
-                                     "peer died or called collectives in another order",
+            fail("wait", fmt::format("did not complete within {} s (runtime.comm_timeout_s or "
+                                     "SHARDREC_COMM_TIMEOUT_S): a peer died, stalls or called "
+                                     "collectives in another order",
                                      timeout_s_));
         }
         if (waited.count() >= kSpinS) {

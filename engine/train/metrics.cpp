@@ -54,15 +54,19 @@ Metrics compute_metrics(const float* logits, const float* labels, int64_t n) {
     }
     double loss_sum = 0;
     double label_sum = 0;
+    double prediction_sum = 0;
     int64_t correct = 0;
     for (int64_t i = 0; i < n; ++i) {
         loss_sum += bce_with_logits(logits[i], labels[i]);
         label_sum += labels[i];
+        prediction_sum += 1.0 / (1.0 + std::exp(-static_cast<double>(logits[i])));
         correct += (logits[i] >= 0.0f) == (labels[i] >= 0.5f) ? 1 : 0;
     }
     const double count = static_cast<double>(n);
     m.loss = loss_sum / count;
     m.accuracy = static_cast<double>(correct) / count;
+    m.calibration =
+        label_sum > 0 ? prediction_sum / label_sum : std::numeric_limits<double>::quiet_NaN();
     // TorchRec's NE clamps the base rate away from 0 and 1 so a one-class pass stays finite.
     const double p = std::clamp(label_sum / count, 1e-12, 1.0 - 1e-12);
     const double entropy = -(p * std::log(p) + (1.0 - p) * std::log(1.0 - p));
@@ -95,6 +99,36 @@ Metrics MetricsAccumulator::compute() const {
 void MetricsAccumulator::reset() {
     logits_.clear();
     labels_.clear();
+}
+
+MetricsAccumulator all_gather_pairs(const MetricsAccumulator& local, comm::ProcessGroup* pg) {
+    if (pg == nullptr) {
+        return local;
+    }
+    const int world = pg->size();
+    Tensor count = Tensor::from_vector<int64_t>({local.count()});
+    std::vector<int64_t> counts(static_cast<size_t>(world));
+    Tensor all_counts = Tensor::from_blob(counts.data(), {world}, DType::kI64);
+    pg->all_gather_v(count, all_counts, std::vector<int64_t>(static_cast<size_t>(world), 1)).wait();
+    int64_t total = 0;
+    for (int64_t c : counts) {
+        total += c;
+    }
+    Tensor logits = Tensor::empty({total}, DType::kF32);
+    Tensor labels = Tensor::empty({total}, DType::kF32);
+    const Tensor my_logits = Tensor::from_vector(local.logits());
+    const Tensor my_labels = Tensor::from_vector(local.labels());
+    comm::Work a = pg->all_gather_v(my_logits, logits, counts);
+    comm::Work b = pg->all_gather_v(my_labels, labels, counts);
+    a.wait();
+    b.wait();
+    MetricsAccumulator all;
+    all.add(logits.data<float>(), labels.data<float>(), total);
+    return all;
+}
+
+Metrics global_metrics(const MetricsAccumulator& local, comm::ProcessGroup* pg) {
+    return pg == nullptr ? local.compute() : all_gather_pairs(local, pg).compute();
 }
 
 }  // namespace shardrec::train

@@ -1,12 +1,14 @@
 // Evaluation metrics of a click model from logits and 0/1 labels: exact ROC AUC (ties share the
-// average rank, i.e. the trapezoid rule), mean BCE-with-logits loss, normalized entropy and
-// accuracy at p = 0.5. MetricsAccumulator keeps every (logit, label) pair of an eval pass, so the
-// AUC is exact and a distributed eval can all_gather the pairs and compute the global metrics.
+// average rank, i.e. the trapezoid rule), mean BCE-with-logits loss, normalized entropy, accuracy
+// at p = 0.5 and calibration (TorchRec CalibrationMetric: sum of predictions / sum of labels).
+// MetricsAccumulator keeps every (logit, label) pair of an eval pass, so the AUC is exact and a
+// distributed eval can all_gather the pairs and compute the global metrics.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "comm/process_group.h"
 #include "engine/core/tensor.h"
 
 namespace shardrec::train {
@@ -16,7 +18,10 @@ struct Metrics {
     double auc = 0.5;     // ROC AUC; 0.5 when a class is absent; NaN if any logit is NaN
     double ne = 0;        // loss / entropy of the base rate (lower is better, 1 = base rate)
     double accuracy = 0;  // fraction with (logit >= 0) == (label >= 0.5)
-    int64_t count = 0;    // number of samples
+    // sum sigmoid(logit) / sum label: 1 when the mean prediction is the base rate; NaN without
+    // positives (JSON null).
+    double calibration = 0;
+    int64_t count = 0;  // number of samples
 };
 
 // Exact ROC AUC of scores against labels. A label counts as positive with weight label and as
@@ -27,7 +32,7 @@ double auc(const float* scores, const float* labels, int64_t n);
 // Numerically stable BCE with logits, element-wise: max(x, 0) - x*y + log1p(exp(-|x|)).
 double bce_with_logits(double logit, double label);
 
-// All four metrics of n samples. n == 0 gives count 0 and the defaults above.
+// Every metric of n samples. n == 0 gives count 0 and the defaults above.
 Metrics compute_metrics(const float* logits, const float* labels, int64_t n);
 
 class MetricsAccumulator {
@@ -51,5 +56,13 @@ private:
     std::vector<float> logits_;
     std::vector<float> labels_;
 };
+
+// Every rank's pairs, concatenated in rank order, on every rank (two all_gather_v); `local`
+// itself when pg is null. Collective.
+MetricsAccumulator all_gather_pairs(const MetricsAccumulator& local, comm::ProcessGroup* pg);
+
+// The metrics of every rank's pairs: bitwise the same on every rank and equal to
+// compute_metrics over the concatenation, so ranks may act on them without agreeing first.
+Metrics global_metrics(const MetricsAccumulator& local, comm::ProcessGroup* pg);
 
 }  // namespace shardrec::train

@@ -1,5 +1,8 @@
 #include "engine/train/train_pipeline_base.h"
 
+#include <cmath>
+#include <limits>
+
 #include "engine/core/stream.h"
 #include "kernels/bce_with_logits.h"
 
@@ -11,7 +14,8 @@ TrainPipelineBase::TrainPipelineBase(RecModel& model,
     : model_(model),
       optimizer_(optimizer),
       pg_(std::move(pg)),
-      loss_(Tensor::zeros({1}, DType::kF32)) {}
+      loss_(Tensor::zeros({1}, DType::kF32)),
+      skip_flag_(Tensor::zeros({1}, DType::kF32)) {}
 
 namespace {
 
@@ -39,13 +43,26 @@ void all_reduce_gradients(comm::ProcessGroup& pg,
 
 }  // namespace
 
-StepResult TrainPipelineBase::progress(const Batch& batch, float dense_lr, float sparse_lr) {
+StepResult TrainPipelineBase::progress(const Batch& batch,
+                                       float dense_lr,
+                                       float sparse_lr,
+                                       bool input_finite) {
     const int64_t B = batch.batch_size();
     if (!grad_logits_.defined() || grad_logits_.numel() != B) {
         grad_logits_ = Tensor::empty({B}, DType::kF32);
     }
     const Tensor& logits = model_.forward(batch);
     kernels::bce_with_logits(logits, batch.labels, loss_, grad_logits_, Stream::cpu());
+    if (skip_non_finite_) {
+        const bool finite = input_finite && std::isfinite(loss_.data<float>()[0]);
+        skip_flag_.data<float>()[0] = finite ? 0.0f : 1.0f;
+        if (pg_ != nullptr) {
+            pg_->all_reduce(skip_flag_, comm::ReduceOp::kMax).wait();
+        }
+        if (skip_flag_.data<float>()[0] != 0.0f) {
+            return StepResult{std::numeric_limits<float>::quiet_NaN(), true};
+        }
+    }
     model_.sparse_arch().set_learning_rate(sparse_lr);
     model_.backward(grad_logits_);
     if (pg_ != nullptr) {
@@ -61,28 +78,7 @@ const Tensor& TrainPipelineBase::predict(const Batch& batch) {
 }
 
 Metrics TrainPipelineBase::global_metrics(const MetricsAccumulator& local) const {
-    if (pg_ == nullptr) {
-        return local.compute();
-    }
-    const int world = pg_->size();
-    Tensor count = Tensor::from_vector<int64_t>({local.count()});
-    std::vector<int64_t> counts(static_cast<size_t>(world));
-    Tensor all_counts = Tensor::from_blob(counts.data(), {world}, DType::kI64);
-    pg_->all_gather_v(count, all_counts, std::vector<int64_t>(static_cast<size_t>(world), 1))
-        .wait();
-    int64_t total = 0;
-    for (int64_t c : counts) {
-        total += c;
-    }
-    Tensor logits = Tensor::empty({total}, DType::kF32);
-    Tensor labels = Tensor::empty({total}, DType::kF32);
-    const Tensor my_logits = Tensor::from_vector(local.logits());
-    const Tensor my_labels = Tensor::from_vector(local.labels());
-    comm::Work a = pg_->all_gather_v(my_logits, logits, counts);
-    comm::Work b = pg_->all_gather_v(my_labels, labels, counts);
-    a.wait();
-    b.wait();
-    return compute_metrics(logits.data<float>(), labels.data<float>(), total);
+    return train::global_metrics(local, pg_.get());
 }
 
 }  // namespace shardrec::train

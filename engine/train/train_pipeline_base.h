@@ -16,7 +16,8 @@
 namespace shardrec::train {
 
 struct StepResult {
-    float loss = 0;  // mean BCE over the batch
+    float loss = 0;        // mean BCE over the batch (NaN when skipped)
+    bool skipped = false;  // skip_non_finite: the batch changed no parameter on any rank
 };
 
 class TrainPipelineBase {
@@ -26,7 +27,17 @@ public:
                       DenseOptimizer& optimizer,
                       std::shared_ptr<comm::ProcessGroup> pg = nullptr);
 
-    StepResult progress(const Batch& batch, float dense_lr, float sparse_lr);
+    // input_finite: the caller's check of the dense features and labels (BatchChecker).
+    StepResult progress(const Batch& batch,
+                        float dense_lr,
+                        float sparse_lr,
+                        bool input_finite = true);
+
+    // runtime.nan_policy skip_batch: after the forward, before anything changes, the ranks agree
+    // in one all-reduce whether any saw a non-finite input or loss; if so every rank skips the
+    // backward and both optimizer steps, so the replicas stay identical.
+    void set_skip_non_finite(bool skip) { skip_non_finite_ = skip; }
+
     // Forward only (evaluation): logits [B], valid until the next call.
     const Tensor& predict(const Batch& batch);
     // Metrics over every rank's (logit, label) pairs, the same on every rank.
@@ -38,6 +49,8 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;
     Tensor grad_bucket_;  // every dense gradient, flattened, for one all-reduce
     Tensor loss_;         // [1]
+    Tensor skip_flag_;    // [1]: 1 when this rank wants the batch skipped (max over ranks)
+    bool skip_non_finite_ = false;
     Tensor grad_logits_;  // [B], reused while B is unchanged
 };
 

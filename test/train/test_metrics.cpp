@@ -155,3 +155,83 @@ TEST_CASE("MetricsAccumulator: chunks, tensors, reset and gathered pairs", "[tra
     CHECK_THROWS_AS(acc.add(Tensor::zeros({3, 2}, DType::kF32), Tensor::zeros({6}, DType::kF32)),
                     Error);
 }
+
+namespace {
+
+// Every metric from its textbook definition in long double, sharing no code with metrics.cpp:
+// p = 1 / (1 + e^-x), loss = -mean(y ln p + (1 - y) ln(1 - p)), NE = loss / H(mean y),
+// accuracy over p >= 1/2, calibration = sum p / sum y, AUC by counting pairs.
+Metrics reference_metrics(const std::vector<float>& logits, const std::vector<float>& labels) {
+    const size_t n = logits.size();
+    long double loss = 0, sum_p = 0, sum_y = 0, correct = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const long double p = 1.0L / (1.0L + std::exp(-static_cast<long double>(logits[i])));
+        loss -= labels[i] * std::log(p) + (1.0L - labels[i]) * std::log(1.0L - p);
+        sum_p += p;
+        sum_y += labels[i];
+        correct += ((p >= 0.5L) == (labels[i] == 1.0f)) ? 1 : 0;
+    }
+    const long double base = sum_y / n;
+    const long double entropy = -(base * std::log(base) + (1 - base) * std::log(1 - base));
+    Metrics m;
+    m.count = static_cast<int64_t>(n);
+    m.loss = static_cast<double>(loss / n);
+    m.ne = static_cast<double>(loss / n / entropy);
+    m.accuracy = static_cast<double>(correct / n);
+    m.calibration = static_cast<double>(sum_p / sum_y);
+    m.auc = brute_force_auc(logits, labels);
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("Metrics: every metric equals its float64 definition on random data", "[train]") {
+    const uint64_t seed = test::test_seed();
+    for (int64_t n : {3, 50, 777}) {
+        for (double rate : {0.05, 0.3, 0.8}) {
+            rng::Rng gen(seed, static_cast<uint64_t>(n * 1000 + rate * 100));
+            std::vector<float> logits(static_cast<size_t>(n));
+            std::vector<float> labels(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i) {
+                labels[i] = gen.uniform() < rate ? 1.0f : 0.0f;
+                // Moderate logits keep the naive log(1 - p) of the reference accurate.
+                logits[i] = static_cast<float>(2.0 * gen.normal() + labels[i] - 0.5);
+            }
+            labels[0] = 1.0f;
+            labels[1] = 0.0f;
+            const Metrics want = reference_metrics(logits, labels);
+            const Metrics got = compute_metrics(logits.data(), labels.data(), n);
+            INFO("seed=" << seed << " n=" << n << " rate=" << rate);
+            CHECK(got.count == want.count);
+            CHECK(std::abs(got.loss - want.loss) <= 1e-12 * want.loss);
+            CHECK(std::abs(got.ne - want.ne) <= 1e-12 * want.ne);
+            CHECK(got.accuracy == want.accuracy);
+            CHECK(std::abs(got.calibration - want.calibration) <= 1e-12 * want.calibration);
+            CHECK(std::abs(got.auc - want.auc) <= 4 * 0x1.0p-52);
+        }
+    }
+}
+
+TEST_CASE("Metrics: calibration of hand-computed examples; none without positives", "[train]") {
+    // sigmoid(0) = 1/2 for both samples: sum p = 1, one positive: calibration 1.
+    const std::vector<float> zero = {0, 0};
+    const std::vector<float> y = {0, 1};
+    CHECK(compute_metrics(zero.data(), y.data(), 2).calibration == 1.0);
+    // Logit ln 3 (p = 3/4) on four samples with one positive: 3 / 1.
+    const std::vector<float> three(4, static_cast<float>(std::log(3.0)));
+    const std::vector<float> one = {0, 0, 1, 0};
+    CHECK(std::abs(compute_metrics(three.data(), one.data(), 4).calibration - 3.0) <= 1e-6);
+    const std::vector<float> none = {0, 0};
+    CHECK(std::isnan(compute_metrics(zero.data(), none.data(), 2).calibration));
+}
+
+TEST_CASE("Metrics: global_metrics without a process group is the local computation", "[train]") {
+    MetricsAccumulator acc;
+    const std::vector<float> logits = {0.3f, -1.0f, 2.0f};
+    const std::vector<float> labels = {1, 0, 1};
+    acc.add(logits.data(), labels.data(), 3);
+    const Metrics m = global_metrics(acc, nullptr);
+    CHECK(m.auc == acc.compute().auc);
+    CHECK(m.loss == acc.compute().loss);
+    CHECK(all_gather_pairs(acc, nullptr).logits() == logits);
+}
