@@ -1,0 +1,163 @@
+// The three stages of TrainPipelineSparseDist. One progress() call, with i the oldest queued step:
+//   1. copy stage: top the queue up to kDepth (on the first call batches i, i+1 and i+2);
+//   2. a batch whose input dist never started (the first, or after a drain) is distributed now;
+//   3. input dist of batch i+1: phase 1 (splits) is posted and completed, phase 2 (lengths,
+//      values, weights) is posted and left in flight;
+//   4. batch i trains; its sparse forward takes its input dist from the pipeline;
+//   5. batch i+1's phase 2 completes (MPI progressed it inside batch i's collectives).
+// Every rank runs the same stages for the same steps, so the collectives match.
+#include "engine/train/train_pipeline_sparse_dist.h"
+
+#include <cstring>
+
+#include "engine/core/pinned_buffer.h"
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+
+namespace shardrec::train {
+
+struct TrainPipelineSparseDist::InFlight {
+    explicit InFlight(Device device) : copied(device), distributed(device), trained(device) {}
+
+    TrainInput input;          // the host batch
+    Batch device_batch;        // what the model reads: input.batch itself on the CPU
+    PinnedHostBuffer staging;  // CUDA: the host side of the copy
+    std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> dist;  // sharded arch only
+    bool dist_started = false;
+    Event copied;       // copy stream: device_batch is complete
+    Event distributed;  // data-dist stream: dist has received every shard's features
+    Event trained;      // compute stream: nothing reads this slot's buffers any more
+};
+
+namespace {
+
+constexpr size_t kStagingAlignment = 256;
+
+size_t staged_bytes(const Tensor& t) {
+    return (t.nbytes() + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment;
+}
+
+// host -> pinned staging (a host memcpy) -> device on the copy stream. The staging bytes and
+// the device tensor stay with the slot until its `trained` event has passed.
+Tensor stage_to_device(const Tensor& host,
+                       Device device,
+                       PinnedHostBuffer& staging,
+                       size_t& offset,
+                       Stream& copy_stream) {
+    Tensor out = Tensor::empty(host.shape(), host.dtype(), device);
+    char* pinned = staging.data() + offset;
+    std::memcpy(pinned, host.data_ptr(), host.nbytes());
+    copy_async(out.data_ptr(), device, pinned, Device::cpu(), host.nbytes(), copy_stream);
+    offset += staged_bytes(host);
+    return out;
+}
+
+// Dense features and labels go to the device; the KJT stays on the host, where the MPI input
+// dist and the bucketize of row-wise sharding read it.
+Batch copy_batch_to_device(const Batch& host,
+                           Device device,
+                           PinnedHostBuffer& staging,
+                           Stream& copy_stream) {
+    if (device.is_cpu())
+        return host;
+    staging.reserve(staged_bytes(host.dense) + staged_bytes(host.labels));
+    size_t offset = 0;
+    Batch out;
+    out.dense = stage_to_device(host.dense, device, staging, offset, copy_stream);
+    out.labels = stage_to_device(host.labels, device, staging, offset, copy_stream);
+    out.sparse = host.sparse;
+    return out;
+}
+
+}  // namespace
+
+TrainPipelineSparseDist::TrainPipelineSparseDist(TrainPipelineBase& compute,
+                                                 RecModel& model,
+                                                 Device device)
+    : compute_(compute),
+      model_(model),
+      device_(device),
+      sharded_(dynamic_cast<ShardedEmbeddingBagCollection*>(&model.sparse_arch())),
+      copy_stream_(device),
+      data_dist_stream_(device),
+      compute_stream_(device) {}
+
+// Queued input dists are complete (step 5), so dropping them leaves nothing in flight.
+TrainPipelineSparseDist::~TrainPipelineSparseDist() = default;
+
+std::unique_ptr<TrainPipelineSparseDist::InFlight> TrainPipelineSparseDist::take_free_slot() {
+    if (free_.empty())
+        return std::make_unique<InFlight>(device_);
+    std::unique_ptr<InFlight> slot = std::move(free_.back());
+    free_.pop_back();
+    slot->trained.synchronize();  // the compute stream is done with its previous batch
+    return slot;
+}
+
+void TrainPipelineSparseDist::enqueue(DataIterator& inputs) {
+    std::optional<TrainInput> input = inputs.next();
+    if (!input)
+        return;
+    std::unique_ptr<InFlight> slot = take_free_slot();
+    slot->input = std::move(*input);
+    slot->device_batch =
+        copy_batch_to_device(slot->input.batch, device_, slot->staging, copy_stream_);
+    slot->copied.record(copy_stream_);
+    slot->dist.reset();
+    slot->dist_started = false;
+    queue_.push_back(std::move(slot));
+}
+
+void TrainPipelineSparseDist::start_sparse_data_dist(InFlight& slot) {
+    slot.dist_started = true;
+    slot.copied.wait(data_dist_stream_);
+    if (sharded_ == nullptr)
+        return;
+    slot.dist = sharded_->input_dist(slot.device_batch.sparse);
+    sharded_->input_dist_start_tensors(*slot.dist);
+}
+
+void TrainPipelineSparseDist::wait_sparse_data_dist(InFlight& slot) {
+    if (sharded_ != nullptr)
+        sharded_->input_dist_wait(*slot.dist);
+    slot.distributed.record(data_dist_stream_);
+}
+
+std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& inputs) {
+    while (num_queued() < kDepth) {
+        const int64_t before = num_queued();
+        enqueue(inputs);
+        if (num_queued() == before)
+            break;  // exhausted: the queue drains
+    }
+    if (queue_.empty())
+        return std::nullopt;
+    InFlight& batch = *queue_.front();
+    if (!batch.dist_started) {  // filling: nothing to overlap with
+        start_sparse_data_dist(batch);
+        wait_sparse_data_dist(batch);
+    }
+    InFlight* next = queue_.size() > 1 ? queue_[1].get() : nullptr;
+    if (next != nullptr)
+        start_sparse_data_dist(*next);
+
+    batch.distributed.wait(compute_stream_);
+    if (sharded_ != nullptr)
+        sharded_->set_pipelined_input(std::move(batch.dist));
+    const TrainInput& in = batch.input;
+    const StepResult result =
+        compute_.progress(batch.device_batch, in.dense_lr, in.sparse_lr, in.input_finite);
+    SR_CHECK(sharded_ == nullptr || !sharded_->has_pipelined_input(),
+             "TrainPipelineSparseDist: the model's forward of step {} did not read the sparse "
+             "features the pipeline distributed",
+             in.step + 1);
+    batch.trained.record(compute_stream_);
+
+    if (next != nullptr)
+        wait_sparse_data_dist(*next);
+    TrainOutput out{in.step, result};
+    free_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+    return out;
+}
+
+}  // namespace shardrec::train

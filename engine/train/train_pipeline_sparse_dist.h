@@ -1,0 +1,92 @@
+// TrainPipelineSparseDist (TorchRec): three batches in flight, one per stage and stream.
+//   copy stream:      the host-to-device copy of batch i+2 (pinned staging; nothing on CPU);
+//   data-dist stream: the input dist (KJT all-to-alls) of batch i+1, after its copy's event;
+//   compute stream:   forward, loss, backward, fused sparse update and dense step of batch i
+//                     (TrainPipelineBase::progress), after its input dist's event.
+// Each batch's buffers (host batch, staging, device batch, all-to-all buffers) belong to its
+// in-flight slot, which is recycled only after the compute stream has passed the batch's event.
+// Exactness: the input dist only moves ids, and batch i+1's lookups run inside its own forward,
+// after batch i's fused optimizer updated the rows, so the numbers are TrainPipelineBase's (the
+// "pipelines agree" test). On CPU the all-to-alls of batch i+1 are non-blocking MPI collectives
+// posted before batch i's compute and completed after it; MPI progresses them inside batch i's
+// own collectives. Without a sharded sparse arch (one process) only the copy stage remains.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "engine/core/device.h"
+#include "engine/core/stream.h"
+#include "engine/train/train_pipeline_base.h"
+
+namespace shardrec {
+class ShardedEmbeddingBagCollection;
+}
+
+namespace shardrec::train {
+
+// One train step's input as the pipelines take it: TorchRec's dataloader_iter item, plus the
+// step's learning rates (which TorchRec's optimizer and scheduler carry).
+struct TrainInput {
+    int64_t step = 0;          // 0-based
+    Batch batch;               // host tensors
+    bool input_finite = true;  // BatchChecker's verdict on the dense features and labels
+    float dense_lr = 0;
+    float sparse_lr = 0;
+};
+
+// Yields train inputs in step order; nullopt once exhausted (and on every call after).
+class DataIterator {
+public:
+    virtual ~DataIterator() = default;
+    virtual std::optional<TrainInput> next() = 0;
+};
+
+struct TrainOutput {
+    int64_t step = 0;
+    StepResult result;
+};
+
+class TrainPipelineSparseDist {
+public:
+    // compute: the step of one batch (its model is the one trained here). device: where the
+    // model runs (cpu, or cuda:N).
+    TrainPipelineSparseDist(TrainPipelineBase& compute, RecModel& model, Device device);
+    ~TrainPipelineSparseDist();
+    TrainPipelineSparseDist(const TrainPipelineSparseDist&) = delete;
+    TrainPipelineSparseDist& operator=(const TrainPipelineSparseDist&) = delete;
+
+    // Trains the oldest queued step after topping the queue up to three from `inputs`; nullopt
+    // when `inputs` is exhausted and nothing is queued (the last two calls drain the queue).
+    // Collective when the sparse arch is sharded: every rank calls it with the same steps.
+    std::optional<TrainOutput> progress(DataIterator& inputs);
+
+    // Steps taken from an iterator and not trained yet (0, 1 or 2 between calls).
+    int64_t num_queued() const { return static_cast<int64_t>(queue_.size()); }
+
+    static constexpr int64_t kDepth = 3;  // batches i, i+1, i+2
+
+private:
+    struct InFlight;
+
+    void enqueue(DataIterator& inputs);  // copy stage of one more batch, if there is one
+    void start_sparse_data_dist(InFlight& slot);
+    void wait_sparse_data_dist(InFlight& slot);
+    std::unique_ptr<InFlight> take_free_slot();
+
+    TrainPipelineBase& compute_;
+    RecModel& model_;
+    Device device_;
+    ShardedEmbeddingBagCollection* sharded_;  // null when the tables are not sharded
+    Stream copy_stream_;
+    Stream data_dist_stream_;
+    Stream compute_stream_;
+    std::deque<std::unique_ptr<InFlight>> queue_;  // front: batch i
+    std::vector<std::unique_ptr<InFlight>> free_;  // trained, waiting for reuse
+};
+
+}  // namespace shardrec::train
