@@ -13,9 +13,12 @@
 //   offsets            [F*B + 1]  i64, bag j = f*B + b (KJT key-major order) is
 //                      ids[offsets[j] : offsets[j+1]]; offsets[0] == 0, non-decreasing, last == N
 //   per_sample_weights [N]        f32 or nullptr (weighted / position-weighted features)
-// Ids out of range are an Error naming feature, sample, id and range (checked on the CPU).
-// Accumulation is fp32 in id order, one bag per thread: results are bitwise deterministic
-// whatever the thread count. Every entry runs on `stream` (the CPU backend ignores it).
+// Ids out of range are an Error naming feature, sample, id and range: checked before the CPU
+// kernels run; on CUDA the ids stay on the device, the kernels skip a bad id (it adds nothing)
+// and the next embedding entry on that device throws the Error.
+// Accumulation is fp32 in id order (CPU: one bag per thread; CUDA: lanes split D, not ids):
+// results are bitwise deterministic on a given backend. Every entry runs on `stream` (the CPU
+// backend ignores it).
 #pragma once
 
 #include <algorithm>
