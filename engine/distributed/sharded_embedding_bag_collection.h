@@ -11,6 +11,12 @@
 //   data_parallel: every rank holds the whole table and pools its own batch; the backward gathers
 //     the ids and gradients of every rank so each replica applies the same update.
 // Rows come from (seed, table, row, col), so every plan starts from the model one process builds.
+// Fused optimizers run per shard on the shard's rows and columns. SGD, Adagrad and Adam are
+// element-wise, so every plan updates a row as one process does. Row-wise Adagrad keeps one
+// accumulator per row of each shard, the mean of g^2 over the shard's columns (TorchRec keeps the
+// state of a column-wise shard the same way): under column_wise with several shards a row's
+// columns scale by different accumulators, so that combination is not invariant to the column
+// split; one column shard, and every other type, is (test_sharding_invariance_exact.cpp).
 // Letters: B local batch, Bg global batch (sum over ranks), F features, D columns.
 #pragma once
 
@@ -48,6 +54,7 @@ public:
     // and reads no row, so a pipeline may run it for batch i+1 while batch i trains: batch i+1's
     // lookups still see the rows that batch i's fused optimizer updated, and the numbers match.
     // Each stage is collective: every rank calls it in the same order as its other collectives.
+
     // One dist path's input dist: the all-to-all's two phases, then the KJT it received.
     struct PathInputDist {
         std::optional<KJTAllToAllSplitsAwaitable> splits;
