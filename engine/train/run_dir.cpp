@@ -94,12 +94,17 @@ void MetricsWriter::write_line(const std::string& line) {
     SR_CHECK(ok, "cannot write '{}': {}", path_, std::strerror(errno));
 }
 
-void MetricsWriter::train(int64_t step, double loss, double lr, double samples_per_s) {
+void MetricsWriter::train(
+    int64_t step, double loss, double lr, double samples_per_s, double loader_wait_ms) {
     if (!file_) {
         return;
     }
-    write_line(fmt::format(R"({{"kind":"train","step":{},"loss":{},"lr":{},"samples_per_s":{}}})",
-                           step, json_number(loss), json_number(lr), json_number(samples_per_s)));
+    const std::string wait =
+        loader_wait_ms >= 0 ? fmt::format(R"(,"loader_wait_ms":{})", json_number(loader_wait_ms))
+                            : "";
+    write_line(fmt::format(R"({{"kind":"train","step":{},"loss":{},"lr":{},"samples_per_s":{}{}}})",
+                           step, json_number(loss), json_number(lr), json_number(samples_per_s),
+                           wait));
 }
 
 void MetricsWriter::eval(int64_t step, double loss, double auc, double ne, double accuracy) {

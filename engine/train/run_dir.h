@@ -20,7 +20,7 @@ std::string default_run_dir(const std::string& parent = "runs");
 std::string create_run_dir(const std::string& dir, const Config& config);
 
 // Appends metrics to <run_dir>/metrics.jsonl, one object per line:
-//   {"kind":"train","step":N,"loss":L,"lr":X,"samples_per_s":Y}
+//   {"kind":"train","step":N,"loss":L,"lr":X,"samples_per_s":Y,"loader_wait_ms":W}
 //   {"kind":"eval","step":N,"loss":L,"auc":A,"ne":E,"accuracy":C}
 //   {"kind":"done","steps":N,"samples":M,"wall_s":T}
 // Floats use %.9g; NaN and infinities are written as null (JSON has no literal for them).
@@ -36,7 +36,9 @@ public:
     MetricsWriter& operator=(const MetricsWriter&) = delete;
     ~MetricsWriter() = default;
 
-    void train(int64_t step, double loss, double lr, double samples_per_s);
+    // loader_wait_ms (the mean time a step waited for its batch) is written when >= 0.
+    void train(
+        int64_t step, double loss, double lr, double samples_per_s, double loader_wait_ms = -1);
     void eval(int64_t step, double loss, double auc, double ne, double accuracy);
     void done(int64_t steps, int64_t samples, double wall_s);
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <utility>
 
 #include "comm/mpi_env.h"
 #include "comm/process_group.h"
@@ -20,6 +21,9 @@ namespace shardrec::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Batches produced ahead of the step that trains, on the prefetch thread.
+constexpr int kPrefetchDepth = 2;
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -93,6 +97,8 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       rank_(pg_ ? pg_->rank() : 0),
       world_size_(pg_ ? pg_->size() : 1),
       dataset_(data::make_dataset(config)),
+      prefetcher_(std::make_unique<data::BatchPrefetcher>(
+          [this](int64_t step) { return rank_slice(step); }, 0)),
       model_(make_model(
           config.model, static_cast<uint64_t>(config.train.seed), make_sparse_arch(config, pg_))),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
@@ -103,9 +109,25 @@ int64_t Trainer::global_batch_size() const {
     return config_.data.batch_size * world_size_;
 }
 
-Batch Trainer::train_batch(int64_t step) const {
+Batch Trainer::rank_slice(int64_t step) const {
     const int64_t B = config_.data.batch_size;
     return dataset_->batch(step * global_batch_size() + rank_ * B, B, data::Split::kTrain);
+}
+
+Batch Trainer::train_batch(int64_t step) const {
+    double wait_s = 0;
+    Batch batch = prefetcher_->get(step, &wait_s);
+    loader_wait_s_ += wait_s;
+    return batch;
+}
+
+void Trainer::set_prefetch_depth(int depth) {
+    prefetcher_ = std::make_unique<data::BatchPrefetcher>(
+        [this](int64_t step) { return rank_slice(step); }, depth);
+}
+
+double Trainer::take_loader_wait_s() {
+    return std::exchange(loader_wait_s_, 0.0);
 }
 
 float Trainer::dense_lr(int64_t step) const {
@@ -142,6 +164,7 @@ Metrics Trainer::evaluate() {
 TrainSummary run(const Config& config, const std::string& run_dir) {
     const int threads = configure_threads(config);
     Trainer trainer(config, default_process_group());
+    trainer.set_prefetch_depth(kPrefetchDepth);
     const bool rank0 = comm::process_info().rank == 0;
     MetricsWriter writer(run_dir, rank0);
     Progress progress(config.train.steps, config.train.log_every);
@@ -159,7 +182,10 @@ TrainSummary run(const Config& config, const std::string& run_dir) {
         const int64_t done = step + 1;
         if (done % config.train.log_every == 0 || done == config.train.steps) {
             const double sps = static_cast<double>(window_samples) / seconds_since(window_t0);
-            writer.train(done, r.loss, trainer.dense_lr(step), sps);
+            const double steps_in_window = static_cast<double>(window_samples) /
+                                           static_cast<double>(trainer.global_batch_size());
+            writer.train(done, r.loss, trainer.dense_lr(step), sps,
+                         1e3 * trainer.take_loader_wait_s() / steps_in_window);
             progress.update(done, r.loss, sps);
             window_t0 = Clock::now();
             window_samples = 0;

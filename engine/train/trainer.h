@@ -8,6 +8,7 @@
 
 #include "comm/process_group.h"
 #include "engine/config/config.h"
+#include "engine/data/batch_prefetcher.h"
 #include "engine/data/dataset.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/train/metrics.h"
@@ -23,6 +24,11 @@ public:
 
     // The per-rank slice of global batch `step` (0-based) of the train split.
     Batch train_batch(int64_t step) const;
+    // From now on train_batch produces the batches of the next `depth` steps on a background
+    // thread (run() sets 2); 0, the default, produces each batch on the caller's thread.
+    void set_prefetch_depth(int depth);
+    // Seconds train_batch waited for its batches since the last call (the loader wait).
+    double take_loader_wait_s();
     // One step: forward, loss, backward, fused sparse update, dense step at the scheduled lr.
     StepResult train_step(const Batch& batch, int64_t step);
     // Loss, AUC, NE and accuracy over train.eval_samples samples of the eval split.
@@ -42,11 +48,17 @@ public:
     int64_t global_batch_size() const;
 
 private:
+    // Rows [step * global_B + rank * B, + B) of the train split.
+    Batch rank_slice(int64_t step) const;
+
     const Config& config_;
     std::shared_ptr<comm::ProcessGroup> pg_;
     int rank_;
     int world_size_;
     std::unique_ptr<data::Dataset> dataset_;  // data.type: make_dataset
+    // The same batches as dataset_, sooner; mutable: train_batch is logically const.
+    mutable std::unique_ptr<data::BatchPrefetcher> prefetcher_;
+    mutable double loader_wait_s_ = 0;
     std::unique_ptr<RecModel> model_;
     std::unique_ptr<DenseOptimizer> optimizer_;
     LrScheduleConfig schedule_;
