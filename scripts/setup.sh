@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config
           libopenmpi-dev openmpi-bin
           libyaml-cpp-dev libspdlog-dev libfmt-dev catch2
-          libopenblas-dev)
+          libopenblas-dev
+          clang-14 libclang-rt-14-dev)  # the libFuzzer tests (fuzz/); skipped without them
 
 missing=()
 for p in "${packages[@]}"; do
