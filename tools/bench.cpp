@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "comm/mpi_env.h"
@@ -60,6 +61,31 @@ int64_t dense_bytes(RecModel& model, DenseOptimizer& optimizer) {
     return bytes;
 }
 
+// The batches made before timing, cycled, as the pipeline's inputs: train.pipeline decides the
+// schedule (sparse_dist takes two steps ahead; its last two steps drain the queue).
+class CyclingInputs final : public train::DataIterator {
+public:
+    CyclingInputs(const train::Trainer& trainer, const std::vector<Batch>& batches, int64_t steps)
+        : trainer_(trainer), batches_(batches), steps_(steps) {}
+
+    std::optional<train::TrainInput> next() override {
+        if (next_ >= steps_)
+            return std::nullopt;
+        train::TrainInput in;
+        in.step = next_++;
+        in.batch = batches_[static_cast<size_t>(in.step) % batches_.size()];
+        in.dense_lr = trainer_.dense_lr(in.step);
+        in.sparse_lr = trainer_.sparse_lr(in.step);
+        return in;
+    }
+
+private:
+    const train::Trainer& trainer_;
+    const std::vector<Batch>& batches_;
+    int64_t steps_;
+    int64_t next_ = 0;
+};
+
 }  // namespace
 
 int bench_main(const std::vector<std::string>& args) {
@@ -102,17 +128,15 @@ int bench_main(const std::vector<std::string>& args) {
     }
     const double data_ms = std::chrono::duration<double>(Clock::now() - data_t0).count() * 1e3 /
                            static_cast<double>(batches.size());
-    auto batch_of = [&](int64_t s) -> const Batch& {
-        return batches[static_cast<size_t>(s) % batches.size()];
-    };
+    CyclingInputs inputs(trainer, batches, warmup + steps);
     for (int64_t s = 0; s < warmup; ++s)
-        (void)trainer.train_step(batch_of(s), s);
+        (void)trainer.progress(inputs);
 
     const AllocStats before = cpu_alloc_stats();
     std::vector<double> step_s;
     for (int64_t s = warmup; s < warmup + steps; ++s) {
         const auto t0 = Clock::now();
-        (void)trainer.train_step(batch_of(s), s);
+        (void)trainer.progress(inputs);
         step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     const AllocStats after = cpu_alloc_stats();
@@ -128,9 +152,10 @@ int bench_main(const std::vector<std::string>& args) {
     const double allocs_per_step =
         static_cast<double>(after.num_allocs - before.num_allocs) / static_cast<double>(steps);
 
-    std::printf("config            %s (%s, %zu tables, batch %ld per rank, %d threads)\n",
-                path.c_str(), config.model.type.c_str(), config.model.tables.size(),
-                static_cast<long>(config.data.batch_size), threads);
+    std::printf(
+        "config            %s (%s, %zu tables, batch %ld per rank, %d threads, pipeline %s)\n",
+        path.c_str(), config.model.type.c_str(), config.model.tables.size(),
+        static_cast<long>(config.data.batch_size), threads, config.train.pipeline.c_str());
     std::printf("step time         median %.3f ms (p10 %.3f, p90 %.3f)\n", med * 1e3, p10 * 1e3,
                 p90 * 1e3);
     std::printf("throughput        %.0f samples/s\n", sps);
@@ -147,14 +172,15 @@ int bench_main(const std::vector<std::string>& args) {
     if (!json.empty() && comm::process_info().rank == 0) {
         std::ofstream out(json);
         out << fmt::format(
-            "{{\"config\":\"{}\",\"model\":\"{}\",\"batch_size\":{},\"threads\":{},"
+            "{{\"config\":\"{}\",\"model\":\"{}\",\"pipeline\":\"{}\",\"batch_size\":{},"
+            "\"threads\":{},"
             "\"step_ms\":{:.4f},\"step_ms_p10\":{:.4f},\"step_ms_p90\":{:.4f},"
             "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"table_bytes\":{},"
             "\"optimizer_state_bytes\":{},\"dense_bytes\":{},\"peak_bytes\":{},"
             "\"allocs_per_step\":{:.3f},\"data_ms_per_batch\":{:.4f}}}\n",
-            path, config.model.type, config.data.batch_size, threads, med * 1e3, p10 * 1e3,
-            p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense, after.peak_bytes,
-            allocs_per_step, data_ms);
+            path, config.model.type, config.train.pipeline, config.data.batch_size, threads,
+            med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense,
+            after.peak_bytes, allocs_per_step, data_ms);
     }
     return 0;
 }

@@ -19,6 +19,26 @@ void TrainConfig::visit(FieldVisitor& v) {
         eval_every);
     v.field(Field("eval_samples", "held-out samples per evaluation; 0: no evaluation").at_least(0),
             eval_samples);
+    v.field(Field("target_auc",
+                  "stop training once an evaluation's AUC reaches it (MLPerf style); 0: never")
+                .at_least(0)
+                .at_most(1),
+            target_auc);
+    v.field(Field("pipeline",
+                  "train pipeline: base (one batch at a time) or sparse_dist (the input "
+                  "all-to-all of the next batch overlaps this one; the same numbers)")
+                .one_of({"base", "sparse_dist"}),
+            pipeline);
+    v.field(Field("checkpoint_every",
+                  "steps between checkpoints (also after the last step); 0: no checkpoints")
+                .at_least(0),
+            checkpoint_every);
+    v.field(Field("checkpoint_dir", "where checkpoints go (step-<N> directories)")
+                .default_doc("the run directory's checkpoints/"),
+            checkpoint_dir);
+    v.field(
+        Field("checkpoint_keep", "how many of the newest checkpoints are kept; 0: all").at_least(0),
+        checkpoint_keep);
 }
 
 void TrainConfig::from_yaml(ConfigNode& node) {
@@ -44,11 +64,11 @@ void DataConfig::CriteoBinary::visit(FieldVisitor& v) {
             path);
     v.field(Field("eval_days", "the last N input files (days) are the eval split").at_least(0),
             eval_days);
-    v.field(Field("eval_fraction",
-                  "when > 0: the last fraction of the rows is the eval split instead")
-                .at_least(0)
-                .less_than(1),
-            eval_fraction);
+    v.field(
+        Field("eval_fraction", "when > 0: the last fraction of the rows is the eval split instead")
+            .at_least(0)
+            .less_than(1),
+        eval_fraction);
 }
 
 void DataConfig::visit(FieldVisitor& v) {
@@ -83,6 +103,22 @@ void RuntimeConfig::visit(FieldVisitor& v) {
     v.field(Field("deterministic",
                   "bitwise-reproducible kernels; false allows faster atomic reductions"),
             deterministic);
+    v.field(Field("bounds_check",
+                  "ids outside a table (TorchRec BoundsCheckMode): fatal stops naming table, "
+                  "feature, sample and id; warning counts, logs the first 10 and reads row 0 "
+                  "instead; ignore reads row 0 silently")
+                .one_of({"fatal", "warning", "ignore"}),
+            bounds_check);
+    v.field(Field("nan_policy",
+                  "NaN or Inf in dense features, labels or the loss: stop the run, or skip the "
+                  "batch on every rank (no parameter changes)")
+                .one_of({"stop", "skip_batch"}),
+            nan_policy);
+    v.field(Field("comm_timeout_s",
+                  "seconds a collective may wait for a peer before the run fails; 0: no limit "
+                  "(SHARDREC_COMM_TIMEOUT_S overrides it)")
+                .at_least(0),
+            comm_timeout_s);
 }
 
 void RuntimeConfig::resolve(ConfigNode& node) {

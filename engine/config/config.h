@@ -23,6 +23,11 @@ struct TrainConfig {
     int64_t log_every = 50;
     int64_t eval_every = 0;  // 0: evaluate only after the last step
     int64_t eval_samples = 65536;
+    double target_auc = 0;  // MLPerf style: stop once an evaluation reaches it; 0: never
+    std::string pipeline = "sparse_dist";  // base | sparse_dist (engine/train)
+    int64_t checkpoint_every = 0;          // steps between checkpoints; 0: none
+    std::string checkpoint_dir;            // empty: the run directory's checkpoints/
+    int64_t checkpoint_keep = 3;           // the newest kept; 0: all
 
     void visit(FieldVisitor& v);
     void from_yaml(ConfigNode& node);
@@ -147,6 +152,9 @@ struct RuntimeConfig {
     std::string log_level = "info";
     int64_t threads = 0;  // CPU threads per rank; 0: all cores
     bool deterministic = true;
+    std::string bounds_check = "fatal";  // fatal | warning | ignore (TorchRec BoundsCheckMode)
+    std::string nan_policy = "stop";     // stop | skip_batch
+    double comm_timeout_s = 600;         // SHARDREC_COMM_TIMEOUT_S overrides it; 0: no limit
 
     void visit(FieldVisitor& v);
     void from_yaml(ConfigNode& node);

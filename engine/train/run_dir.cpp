@@ -107,13 +107,23 @@ void MetricsWriter::train(
                            wait));
 }
 
-void MetricsWriter::eval(int64_t step, double loss, double auc, double ne, double accuracy) {
+void MetricsWriter::eval(int64_t step, const Metrics& m) {
     if (!file_) {
         return;
     }
-    write_line(
-        fmt::format(R"({{"kind":"eval","step":{},"loss":{},"auc":{},"ne":{},"accuracy":{}}})", step,
-                    json_number(loss), json_number(auc), json_number(ne), json_number(accuracy)));
+    write_line(fmt::format(
+        R"({{"kind":"eval","step":{},"loss":{},"auc":{},"ne":{},"accuracy":{},"calibration":{},)"
+        R"("count":{}}})",
+        step, json_number(m.loss), json_number(m.auc), json_number(m.ne), json_number(m.accuracy),
+        json_number(m.calibration), m.count));
+}
+
+void MetricsWriter::target_reached(int64_t step, double auc, double target_auc) {
+    if (!file_) {
+        return;
+    }
+    write_line(fmt::format(R"({{"kind":"target_reached","step":{},"auc":{},"target_auc":{}}})",
+                           step, json_number(auc), json_number(target_auc)));
 }
 
 void MetricsWriter::done(int64_t steps, int64_t samples, double wall_s) {

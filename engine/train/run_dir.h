@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/config/config.h"
+#include "engine/train/metrics.h"
 
 namespace shardrec::train {
 
@@ -21,7 +22,8 @@ std::string create_run_dir(const std::string& dir, const Config& config);
 
 // Appends metrics to <run_dir>/metrics.jsonl, one object per line:
 //   {"kind":"train","step":N,"loss":L,"lr":X,"samples_per_s":Y,"loader_wait_ms":W}
-//   {"kind":"eval","step":N,"loss":L,"auc":A,"ne":E,"accuracy":C}
+//   {"kind":"eval","step":N,"loss":L,"auc":A,"ne":E,"accuracy":C,"calibration":K,"count":S}
+//   {"kind":"target_reached","step":N,"auc":A,"target_auc":T}   (train.target_auc ends the run)
 //   {"kind":"done","steps":N,"samples":M,"wall_s":T}
 // Floats use %.9g; NaN and infinities are written as null (JSON has no literal for them).
 // Each line is flushed, so a crashed run keeps every line written before the crash.
@@ -39,7 +41,8 @@ public:
     // loader_wait_ms (the mean time a step waited for its batch) is written when >= 0.
     void train(
         int64_t step, double loss, double lr, double samples_per_s, double loader_wait_ms = -1);
-    void eval(int64_t step, double loss, double auc, double ne, double accuracy);
+    void eval(int64_t step, const Metrics& m);
+    void target_reached(int64_t step, double auc, double target_auc);
     void done(int64_t steps, int64_t samples, double wall_s);
 
     bool enabled() const { return file_ != nullptr; }

@@ -3,16 +3,20 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <thread>
 #include <utility>
 
 #include "comm/mpi_env.h"
+#include "comm/mpi_process_group.h"
 #include "comm/process_group.h"
 #include "engine/core/log.h"
 #include "engine/data/make_dataset.h"
 #include "engine/distributed/planner.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/distributed/topology.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/fault_inject.h"
 #include "engine/train/progress.h"
 #include "engine/train/run_dir.h"
 #include "kernels/threads.h"
@@ -91,9 +95,18 @@ std::shared_ptr<comm::ProcessGroup> default_process_group() {
     return comm::process_info().world_size > 1 ? comm::world_process_group() : nullptr;
 }
 
+std::shared_ptr<comm::ProcessGroup> with_comm_timeout(std::shared_ptr<comm::ProcessGroup> pg,
+                                                      const Config& config) {
+    if (auto* mpi = dynamic_cast<comm::MpiProcessGroup*>(pg.get())) {
+        mpi->set_timeout_s(comm::comm_timeout_s_from_env(config.runtime.comm_timeout_s));
+    }
+    return pg;
+}
+
+// The timeout is set before the sparse arch splits its sub-groups from pg (they inherit it).
 Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
     : config_((check_supported(config), config)),
-      pg_(std::move(pg)),
+      pg_(with_comm_timeout(std::move(pg), config)),
       rank_(pg_ ? pg_->rank() : 0),
       world_size_(pg_ ? pg_->size() : 1),
       dataset_(data::make_dataset(config)),
@@ -103,7 +116,17 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
           config.model, static_cast<uint64_t>(config.train.seed), make_sparse_arch(config, pg_))),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
       schedule_(lr_schedule_config(config.optimizer.dense)),
-      pipeline_(*model_, *optimizer_, pg_) {}
+      pipeline_(*model_, *optimizer_, pg_),
+      checker_(config.model,
+               parse_bounds_check_mode(config.runtime.bounds_check),
+               parse_nan_policy(config.runtime.nan_policy)) {
+    pipeline_.set_skip_non_finite(parse_nan_policy(config.runtime.nan_policy) ==
+                                  NanPolicy::kSkipBatch);
+    if (config.train.pipeline == "sparse_dist") {
+        sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(
+            pipeline_, *model_, Device::parse(config.runtime.device));
+    }
+}
 
 int64_t Trainer::global_batch_size() const {
     return config_.data.batch_size * world_size_;
@@ -141,12 +164,76 @@ float Trainer::sparse_lr(int64_t step) const {
 }
 
 StepResult Trainer::train_step(const Batch& batch, int64_t step) {
-    const StepResult r = pipeline_.progress(batch, dense_lr(step), sparse_lr(step));
-    SR_CHECK(std::isfinite(r.loss), "loss is {} at step {}", r.loss, step + 1);
+    bool finite = true;
+    const Batch& checked = checker_.check(batch, BatchOrigin{"train", step + 1, rank_}, finite);
+    return finish_step(pipeline_.progress(checked, dense_lr(step), sparse_lr(step), finite), step);
+}
+
+namespace {
+
+// Calls fn for each next().
+class FunctionIterator final : public DataIterator {
+public:
+    explicit FunctionIterator(std::function<std::optional<TrainInput>()> fn) : fn_(std::move(fn)) {}
+
+    std::optional<TrainInput> next() override { return fn_(); }
+
+private:
+    std::function<std::optional<TrainInput>()> fn_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataIterator> Trainer::train_inputs(int64_t first_step,
+                                                    int64_t end_step,
+                                                    std::function<void(int64_t, Batch&)> prepare) {
+    return std::make_unique<FunctionIterator>([this, step = first_step, end_step,
+                                               prepare = std::move(prepare)]() mutable
+                                              -> std::optional<TrainInput> {
+        if (step >= end_step)
+            return std::nullopt;
+        TrainInput in;
+        in.step = step++;
+        Batch batch = train_batch(in.step);
+        if (prepare)
+            prepare(in.step, batch);
+        // A handle copy: the checker's fixed batch is made anew for each batch it fixes.
+        in.batch = checker_.check(batch, BatchOrigin{"train", in.step + 1, rank_}, in.input_finite);
+        in.dense_lr = dense_lr(in.step);
+        in.sparse_lr = sparse_lr(in.step);
+        return in;
+    });
+}
+
+std::optional<TrainOutput> Trainer::progress(DataIterator& inputs) {
+    std::optional<TrainOutput> out;
+    if (sparse_dist_ != nullptr) {
+        out = sparse_dist_->progress(inputs);
+    } else if (std::optional<TrainInput> in = inputs.next()) {
+        out = TrainOutput{
+            in->step, pipeline_.progress(in->batch, in->dense_lr, in->sparse_lr, in->input_finite)};
+    }
+    if (out)
+        out->result = finish_step(out->result, out->step);
+    return out;
+}
+
+StepResult Trainer::finish_step(const StepResult& r, int64_t step) {
+    if (r.skipped) {
+        log::root().warn(
+            "train step {}: a rank saw NaN or Inf; the batch is skipped on every "
+            "rank (runtime.nan_policy: skip_batch)",
+            step + 1);
+        return r;
+    }
+    SR_CHECK(std::isfinite(r.loss),
+             "train step {}: the loss is {} (runtime.nan_policy: stop; skip_batch skips such "
+             "batches on every rank)",
+             step + 1, r.loss);
     return r;
 }
 
-Metrics Trainer::evaluate() {
+Metrics Trainer::evaluate(MetricsAccumulator* samples) {
     eval_acc_.reset();
     // Every rank runs the same number of batches (the sharded lookups are collective): the eval
     // split's first eval_samples samples, rounded up to whole global batches.
@@ -156,18 +243,40 @@ Metrics Trainer::evaluate() {
     for (int64_t i = 0; i < steps; ++i) {
         const int64_t start = i * global + rank_ * B;
         const Batch batch = dataset_->batch(start, B, data::Split::kEval);
-        eval_acc_.add(pipeline_.predict(batch), batch.labels);
+        bool finite = true;
+        const Batch& checked = checker_.check(batch, BatchOrigin{"eval", i + 1, rank_}, finite);
+        const Tensor& logits = pipeline_.predict(checked);  // collective: every rank runs it
+        if (finite) {  // skip_batch: a batch with NaN or Inf inputs does not count
+            eval_acc_.add(logits, checked.labels);
+        }
+        if (samples != nullptr) {
+            // This batch's samples are consecutive over the ranks: gathered in rank order they
+            // are in sample order.
+            MetricsAccumulator batch_pairs;
+            if (finite) {
+                batch_pairs.add(logits, checked.labels);
+            }
+            const MetricsAccumulator all = all_gather_pairs(batch_pairs, pg_.get());
+            samples->add(all.logits().data(), all.labels().data(), all.count());
+        }
     }
     return pipeline_.global_metrics(eval_acc_);
 }
 
-TrainSummary run(const Config& config, const std::string& run_dir) {
+TrainSummary run(const Config& config, const std::string& run_dir, const std::string& resume) {
     const int threads = configure_threads(config);
     Trainer trainer(config, default_process_group());
     trainer.set_prefetch_depth(kPrefetchDepth);
-    const bool rank0 = comm::process_info().rank == 0;
-    MetricsWriter writer(run_dir, rank0);
+    // The data position is the step: a resumed run continues with batch `start`.
+    const int64_t start = resume.empty() ? 0 : load_checkpoint(trainer, resume, {true});
+    const std::string checkpoint_dir =
+        config.train.checkpoint_dir.empty()
+            ? (std::filesystem::path(run_dir) / "checkpoints").string()
+            : config.train.checkpoint_dir;
+    const int rank = comm::process_info().rank;
+    MetricsWriter writer(run_dir, rank == 0);
     Progress progress(config.train.steps, config.train.log_every);
+    const FaultInjector faults(config.model);
     log::root().info("training {} ({} tables) for {} steps, batch {} per rank, {} threads",
                      config.model.type, config.model.tables.size(), config.train.steps,
                      config.data.batch_size, threads);
@@ -176,10 +285,23 @@ TrainSummary run(const Config& config, const std::string& run_dir) {
     const auto t0 = Clock::now();
     auto window_t0 = t0;
     int64_t window_samples = 0;
-    for (int64_t step = 0; step < config.train.steps; ++step) {
-        const StepResult r = trainer.train_step(trainer.train_batch(step), step);
+    int64_t done = start;
+    const auto inputs = trainer.train_inputs(start, config.train.steps,
+                                             [&faults, rank](int64_t step, Batch& batch) {
+                                                 if (!faults.empty()) {
+                                                     faults.apply(step + 1, rank, batch);
+                                                 }
+                                             });
+    while (!summary.target_reached) {
+        const std::optional<TrainOutput> out = trainer.progress(*inputs);
+        if (!out) {
+            break;
+        }
+        const int64_t step = out->step;
+        done = step + 1;
+        const StepResult& r = out->result;
+        summary.skipped_batches += r.skipped ? 1 : 0;
         window_samples += trainer.global_batch_size();
-        const int64_t done = step + 1;
         if (done % config.train.log_every == 0 || done == config.train.steps) {
             const double sps = static_cast<double>(window_samples) / seconds_since(window_t0);
             const double steps_in_window = static_cast<double>(window_samples) /
@@ -193,17 +315,39 @@ TrainSummary run(const Config& config, const std::string& run_dir) {
         const bool last = done == config.train.steps;
         if (last || (config.train.eval_every > 0 && done % config.train.eval_every == 0)) {
             const Metrics m = trainer.evaluate();
-            writer.eval(done, m.loss, m.auc, m.ne, m.accuracy);
-            progress.message(
-                fmt::format("eval step {}: loss {:.5f} auc {:.5f} ne {:.5f} acc {:.4f}", done,
-                            m.loss, m.auc, m.ne, m.accuracy));
+            writer.eval(done, m);
+            progress.message(fmt::format(
+                "eval step {}: loss {:.5f} auc {:.5f} ne {:.5f} acc {:.4f} calibration {:.4f}",
+                done, m.loss, m.auc, m.ne, m.accuracy, m.calibration));
             summary.last_eval_auc = m.auc;
             summary.last_eval_loss = m.loss;
+            // Every rank computed the same metrics from the same gathered pairs, so every rank
+            // takes the same decision without another collective.
+            if (config.train.target_auc > 0 && m.auc >= config.train.target_auc) {
+                summary.target_reached = true;
+                writer.target_reached(done, m.auc, config.train.target_auc);
+                progress.message(
+                    fmt::format("eval AUC {:.5f} reached train.target_auc {} at step {}", m.auc,
+                                config.train.target_auc, done));
+            }
             window_t0 = Clock::now();  // evaluation time is not training throughput
         }
+        const int64_t every = config.train.checkpoint_every;
+        if (every > 0 && (done % every == 0 || last || summary.target_reached)) {
+            save_checkpoint(trainer, checkpoint_dir, done, config.train.checkpoint_keep);
+            window_t0 = Clock::now();
+        }
     }
-    summary.steps = config.train.steps;
-    summary.samples = config.train.steps * trainer.global_batch_size();
+    if (trainer.batch_checker().invalid_ids() > 0) {
+        log::all().warn("{} ids outside their tables were read as row 0 (runtime.bounds_check)",
+                        trainer.batch_checker().invalid_ids());
+    }
+    if (summary.skipped_batches > 0) {
+        log::root().warn("{} batches were skipped for NaN or Inf (runtime.nan_policy: skip_batch)",
+                         summary.skipped_batches);
+    }
+    summary.steps = done;
+    summary.samples = (done - start) * trainer.global_batch_size();
     summary.wall_s = seconds_since(t0);
     writer.done(summary.steps, summary.samples, summary.wall_s);
     progress.finish();

@@ -3,7 +3,9 @@
 // held-out split, metrics.jsonl and progress. `shardrec bench` and the tests drive a Trainer too.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/process_group.h"
@@ -11,8 +13,10 @@
 #include "engine/data/batch_prefetcher.h"
 #include "engine/data/dataset.h"
 #include "engine/optim/lr_schedule.h"
+#include "engine/train/batch_check.h"
 #include "engine/train/metrics.h"
 #include "engine/train/train_pipeline_base.h"
+#include "engine/train/train_pipeline_sparse_dist.h"
 
 namespace shardrec::train {
 
@@ -29,10 +33,28 @@ public:
     void set_prefetch_depth(int depth);
     // Seconds train_batch waited for its batches since the last call (the loader wait).
     double take_loader_wait_s();
-    // One step: forward, loss, backward, fused sparse update, dense step at the scheduled lr.
+    // One step: input checks (BatchChecker), forward, loss, backward, fused sparse update, dense
+    // step at the scheduled lr. A non-finite loss throws (nan_policy stop) or skips the batch on
+    // every rank (skip_batch: StepResult::skipped).
+    // This step runs on TrainPipelineBase whatever train.pipeline says (the same numbers).
     StepResult train_step(const Batch& batch, int64_t step);
-    // Loss, AUC, NE and accuracy over train.eval_samples samples of the eval split.
-    Metrics evaluate();
+    // The train inputs of steps [first_step, end_step): train_batch(step), then `prepare` (test
+    // fault injection; may be empty), then the input checks, with the step's learning rates.
+    std::unique_ptr<DataIterator> train_inputs(
+        int64_t first_step,
+        int64_t end_step,
+        std::function<void(int64_t step, Batch& batch)> prepare = {});
+    // Trains the next step of `inputs` on train.pipeline (sparse_dist takes up to two steps ahead
+    // from `inputs`); nullopt once both are exhausted. Checks the loss as train_step does.
+    std::optional<TrainOutput> progress(DataIterator& inputs);
+
+    // Steps taken from an iterator by the pipeline and not trained yet.
+    int64_t num_queued() const { return sparse_dist_ ? sparse_dist_->num_queued() : 0; }
+
+    // Every metric over train.eval_samples samples of the eval split (rounded up to whole global
+    // batches), the same on every rank. `samples`: every evaluated (logit, label) pair in eval
+    // sample order, on every rank (one more gather per batch; `shardrec eval --predictions`).
+    Metrics evaluate(MetricsAccumulator* samples = nullptr);
 
     RecModel& model() { return *model_; }
 
@@ -47,9 +69,14 @@ public:
     float sparse_lr(int64_t step) const;
     int64_t global_batch_size() const;
 
+    const BatchChecker& batch_checker() const { return checker_; }
+
 private:
     // Rows [step * global_B + rank * B, + B) of the train split.
     Batch rank_slice(int64_t step) const;
+
+    // A skipped step is logged; a non-finite loss throws (nan_policy stop).
+    StepResult finish_step(const StepResult& r, int64_t step);
 
     const Config& config_;
     std::shared_ptr<comm::ProcessGroup> pg_;
@@ -63,7 +90,9 @@ private:
     std::unique_ptr<DenseOptimizer> optimizer_;
     LrScheduleConfig schedule_;
     TrainPipelineBase pipeline_;
+    std::unique_ptr<TrainPipelineSparseDist> sparse_dist_;  // train.pipeline: sparse_dist
     MetricsAccumulator eval_acc_;
+    BatchChecker checker_;
 };
 
 struct TrainSummary {
@@ -72,12 +101,20 @@ struct TrainSummary {
     double wall_s = 0;
     double last_eval_auc = 0;
     double last_eval_loss = 0;
+    bool target_reached = false;  // train.target_auc ended the run at `steps`
+    int64_t skipped_batches = 0;  // runtime.nan_policy skip_batch
 };
 
-TrainSummary run(const Config& config, const std::string& run_dir);
+// resume: a checkpoint (or a directory of them) to continue from; empty starts at step 0.
+TrainSummary run(const Config& config, const std::string& run_dir, const std::string& resume = "");
 
 // The world group when the process runs with several ranks, else nullptr (one process).
 std::shared_ptr<comm::ProcessGroup> default_process_group();
+
+// Sets the wait limit of an MPI group (and of the groups split from it later) to
+// runtime.comm_timeout_s, or to SHARDREC_COMM_TIMEOUT_S when that is set. Returns pg.
+std::shared_ptr<comm::ProcessGroup> with_comm_timeout(std::shared_ptr<comm::ProcessGroup> pg,
+                                                      const Config& config);
 
 // CPU threads per rank: runtime.threads, or the cores shared evenly by the node's ranks. Applied
 // to OpenMP and OpenBLAS.

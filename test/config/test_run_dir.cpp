@@ -66,11 +66,22 @@ TEST_CASE("MetricsWriter: one flushed JSON object per line with %.9g floats", "[
     CHECK(read_file(writer.path()) ==
           "{\"kind\":\"train\",\"step\":50,\"loss\":0.693147181,\"lr\":0.004,"
           "\"samples_per_s\":123456.789}\n");
-    writer.eval(100, 0.5, 0.80275123456, 0.98, std::numeric_limits<double>::quiet_NaN());
+    train::Metrics m;
+    m.loss = 0.5;
+    m.auc = 0.80275123456;
+    m.ne = 0.98;
+    m.accuracy = std::numeric_limits<double>::quiet_NaN();
+    m.calibration = 1.25;
+    m.count = 4096;
+    writer.eval(100, m);
+    writer.target_reached(100, 0.80275123456, 0.8);
     writer.done(100, 25600, 1.5);
     const std::string text = read_file(writer.path());
     CHECK_THAT(text, Contains("{\"kind\":\"eval\",\"step\":100,\"loss\":0.5,\"auc\":0.802751235,"
-                              "\"ne\":0.98,\"accuracy\":null}\n"));
+                              "\"ne\":0.98,\"accuracy\":null,\"calibration\":1.25,"
+                              "\"count\":4096}\n"));
+    CHECK_THAT(text, Contains("{\"kind\":\"target_reached\",\"step\":100,\"auc\":0.802751235,"
+                              "\"target_auc\":0.8}\n"));
     CHECK_THAT(text, Contains("{\"kind\":\"done\",\"steps\":100,\"samples\":25600,"
                               "\"wall_s\":1.5}\n"));
 }

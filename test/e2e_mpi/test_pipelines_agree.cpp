@@ -1,0 +1,135 @@
+// Pipelines agree (ARCHITECTURE.md): TrainPipelineSparseDist gives TrainPipelineBase's numbers
+// bitwise (losses, every table row, every dense parameter, eval metrics), here with every dist
+// path in one plan, an evaluation while the sparse-dist pipeline holds two batches, and the last
+// two steps drained. Each rank runs both pipelines side by side on the same process group.
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "comm/process_group.h"
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+#include "engine/train/trainer.h"
+
+using namespace shardrec;
+
+namespace {
+
+const char* const kConfig = R"(
+train: {steps: 7, seed: 11, log_every: 10, eval_samples: 64}
+data: {type: synthetic, batch_size: 6}
+model:
+  type: dlrm
+  embedding_dim: 8
+  bottom_mlp: [16, 8]
+  top_mlp: [16, 1]
+  tables:
+    - {name: big, num_embeddings: 301, pooling_factor: 2}
+    - {name: avg, num_embeddings: 97, pooling: mean, pooling_factor: 3}
+    - {name: wtd, num_embeddings: 50, weighted: true, pooling_factor: 0.7}
+    - {name: shared, num_embeddings: 41, feature_names: [s1, s2]}
+    - {name: cols, num_embeddings: 23}
+optimizer:
+  dense: {type: adagrad, learning_rate: 0.05}
+  sparse: {type: rowwise_adagrad, learning_rate: 0.05}
+sharding:
+  sharding_type: table_wise
+  tables:
+    - {name: big, sharding_type: row_wise}
+    - {name: avg, sharding_type: table_row_wise}
+    - {name: wtd, sharding_type: data_parallel}
+    - {name: cols, sharding_type: column_wise}
+)";
+
+bool same_bits(float a, float b) {
+    return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+void require_same_tensor(const Tensor& got, const Tensor& want, const std::string& what) {
+    REQUIRE(got.numel() == want.numel());
+    const std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+    for (size_t i = 0; i < g.size(); ++i) {
+        INFO(what << " [" << i << "]: sparse_dist " << g[i] << " base " << w[i]);
+        REQUIRE(same_bits(g[i], w[i]));
+    }
+}
+
+void require_same_metrics(const train::Metrics& a, const train::Metrics& b) {
+    CHECK(a.count == b.count);
+    CHECK(a.auc == b.auc);
+    CHECK(a.loss == b.loss);
+    CHECK(a.accuracy == b.accuracy);
+}
+
+// Trains every step of `config` on `pipeline`, evaluating after step `eval_after` (1-based).
+std::vector<float> train_all(train::Trainer& trainer,
+                             const Config& config,
+                             int64_t eval_after,
+                             train::Metrics& mid_eval) {
+    auto inputs = trainer.train_inputs(0, config.train.steps);
+    std::vector<float> losses;
+    while (const std::optional<train::TrainOutput> out = trainer.progress(*inputs)) {
+        REQUIRE(out->step == static_cast<int64_t>(losses.size()));
+        losses.push_back(out->result.loss);
+        if (out->step + 1 == eval_after)
+            mid_eval = trainer.evaluate();
+    }
+    REQUIRE(!trainer.progress(*inputs));  // exhausted stays exhausted
+    return losses;
+}
+
+void check_pipelines_agree(const std::shared_ptr<comm::ProcessGroup>& pg) {
+    const Config base_config = parse_config(kConfig, {"train.pipeline=base"});
+    const Config dist_config = parse_config(kConfig, {"train.pipeline=sparse_dist"});
+    train::Trainer base(base_config, pg);
+    train::Trainer dist(dist_config, pg);
+
+    train::Metrics base_mid, dist_mid;
+    const std::vector<float> base_losses = train_all(base, base_config, 3, base_mid);
+    const std::vector<float> dist_losses = train_all(dist, dist_config, 3, dist_mid);
+    REQUIRE(dist_losses.size() == static_cast<size_t>(base_config.train.steps));
+    REQUIRE(base_losses.size() == dist_losses.size());
+    for (size_t s = 0; s < base_losses.size(); ++s) {
+        INFO("step " << s + 1 << ": sparse_dist " << dist_losses[s] << " base " << base_losses[s]);
+        CHECK(same_bits(dist_losses[s], base_losses[s]));
+    }
+    require_same_metrics(dist_mid, base_mid);
+    require_same_metrics(dist.evaluate(), base.evaluate());
+
+    const std::vector<Parameter*> bp = base.model().parameters();
+    const std::vector<Parameter*> dp = dist.model().parameters();
+    REQUIRE(bp.size() == dp.size());
+    for (size_t i = 0; i < bp.size(); ++i)
+        require_same_tensor(dp[i]->value, bp[i]->value, "dense parameter " + std::to_string(i));
+    const int64_t num_tables = static_cast<int64_t>(base_config.model.tables.size());
+    if (pg != nullptr) {
+        auto& b = dynamic_cast<ShardedEmbeddingBagCollection&>(base.model().sparse_arch());
+        auto& d = dynamic_cast<ShardedEmbeddingBagCollection&>(dist.model().sparse_arch());
+        for (int64_t t = 0; t < num_tables; ++t)
+            require_same_tensor(d.unsharded_weight(t), b.unsharded_weight(t),
+                                "table " + std::to_string(t));
+    } else {
+        auto& b = dynamic_cast<EmbeddingBagCollection&>(base.model().sparse_arch());
+        auto& d = dynamic_cast<EmbeddingBagCollection&>(dist.model().sparse_arch());
+        for (int64_t t = 0; t < num_tables; ++t)
+            require_same_tensor(d.weight(t), b.weight(t), "table " + std::to_string(t));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("pipelines agree: sharded over every rank, every dist path", "[mpi][e2e]") {
+    check_pipelines_agree(comm::world_process_group());
+}
+
+TEST_CASE("pipelines agree: one process, unsharded tables", "[mpi][e2e]") {
+    check_pipelines_agree(nullptr);
+}
+
+TEST_CASE("TrainPipelineSparseDist: holds two steps ahead, then drains", "[mpi][e2e]") {
+    const Config config = parse_config(kConfig, {"train.pipeline=sparse_dist"});
+    train::Trainer trainer(config, comm::world_process_group());
+    auto inputs = trainer.train_inputs(0, 4);
+    std::vector<int64_t> queued;
+    while (const auto out = trainer.progress(*inputs))
+        queued.push_back(trainer.num_queued());
+    CHECK(queued == std::vector<int64_t>{2, 2, 1, 0});
+}
