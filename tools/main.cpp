@@ -20,11 +20,14 @@ const char* const kMainUsage =
     "\n"
     "commands:\n"
     "  train CONFIG.yaml [--out DIR] [--set KEY=VALUE ...]   train a model\n"
+    "        [--resume CHECKPOINT]                            continue from a checkpoint\n"
     "  validate CONFIG.yaml [--set KEY=VALUE ...]            check a config, print it resolved\n"
     "  validate --reference                                  print every config key\n"
     "  bench CONFIG.yaml [--steps N] [--json FILE]           time training steps of a config\n"
     "  plan CONFIG.yaml --world-size N [--out PLAN.yaml]     shard the tables, predict step time\n"
     "  data criteo-preprocess --in FILE... --out DIR         Criteo TSV to binary shards\n"
+    "  ckpt info CHECKPOINT                                  what a checkpoint holds\n"
+    "  ckpt export CHECKPOINT --format npy|safetensors --out DIR   unsharded model tensors\n"
     "\n"
     "options:\n"
     "  --version    version, commit, backends and library versions\n"
@@ -79,6 +82,9 @@ int dispatch(const std::vector<std::string>& args) {
     }
     if (command == "plan") {
         return plan_main(rest);
+    }
+    if (command == "ckpt") {
+        return ckpt_main(rest);
     }
     if (command == "data") {
         return data_main(rest);

@@ -15,12 +15,14 @@
 namespace shardrec::cli {
 
 const char* const kTrainUsage =
-    "usage: shardrec train CONFIG.yaml [--out DIR] [--set KEY=VALUE ...]\n"
+    "usage: shardrec train CONFIG.yaml [--out DIR] [--resume CHECKPOINT] [--set KEY=VALUE ...]\n"
     "\n"
     "Trains the model CONFIG.yaml describes; run several ranks with mpirun -np N.\n"
     "\n"
     "  --out DIR         run directory for config.yaml and metrics.jsonl\n"
     "                    (default runs/<YYYYmmdd-HHMMSS>)\n"
+    "  --resume CKPT     continue from a checkpoint (a step-<N> directory, or the directory\n"
+    "                    holding them: the newest complete one); any world size and plan\n"
     "  --set KEY=VALUE   override one config key, e.g. --set train.steps=100 (repeatable)\n"
     "\n"
     "SHARDREC_LOG_LEVEL=debug overrides runtime.log_level.\n";
@@ -28,6 +30,7 @@ const char* const kTrainUsage =
 int train_main(const std::vector<std::string>& args) {
     std::string path;
     std::string out;
+    std::string resume;
     std::vector<std::string> sets;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
@@ -45,6 +48,11 @@ int train_main(const std::vector<std::string>& args) {
                 throw UsageError("--out needs a directory", kTrainUsage);
             }
             out = arg == "--out" ? args[++i] : arg.substr(6);
+        } else if (arg == "--resume" || arg.rfind("--resume=", 0) == 0) {
+            if (arg == "--resume" && i + 1 >= args.size()) {
+                throw UsageError("--resume needs a checkpoint directory", kTrainUsage);
+            }
+            resume = arg == "--resume" ? args[++i] : arg.substr(9);
         } else if (!arg.empty() && arg[0] == '-') {
             throw UsageError(fmt::format("unknown option '{}'", arg), kTrainUsage);
         } else if (path.empty()) {
@@ -68,7 +76,7 @@ int train_main(const std::vector<std::string>& args) {
                      SHARDREC_GIT_COMMIT, path, info.world_size, run_dir);
     log::root().info("resolved config:\n{}", dump_config(config));
 
-    const train::TrainSummary summary = train::run(config, run_dir);
+    const train::TrainSummary summary = train::run(config, run_dir, resume);
     log::root().info(
         "done: {} steps, {} samples in {:.1f} s ({:.0f} samples/s)", summary.steps, summary.samples,
         summary.wall_s,

@@ -1,0 +1,217 @@
+// ckpt info and export: the manifest summarised, the tables assembled from their saved shards,
+// and the .npy and safetensors writers.
+#include "engine/train/checkpoint_export.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/train/checkpoint.h"
+
+namespace shardrec::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Writes `bytes` to path through a temporary name, so no partial file is ever left under path.
+void write_file_atomic(const fs::path& path, const std::string& head, const Tensor& body) {
+    const fs::path tmp = path.string() + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    SR_CHECK(f != nullptr, "cannot create {}", tmp.string());
+    bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
+    if (body.defined())
+        ok = ok && std::fwrite(body.data_ptr(), 1, body.nbytes(), f) == body.nbytes();
+    const bool closed = std::fclose(f) == 0;
+    if (!ok || !closed) {
+        std::error_code ec;
+        fs::remove(tmp, ec);
+        SR_CHECK(false, "writing {} failed (disk full?)", path.string());
+    }
+    fs::rename(tmp, path);
+}
+
+std::string shape_tuple(const Shape& shape) {  // Python tuple syntax: (3,) and (3, 4)
+    std::string s = "(";
+    for (size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+std::string shape_json(const Shape& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+        s += (i ? "," : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+const char* safetensors_dtype(DType dtype) {
+    switch (dtype) {
+        case DType::kF32:
+            return "F32";
+        case DType::kF16:
+            return "F16";
+        case DType::kBF16:
+            return "BF16";
+        case DType::kI32:
+            return "I32";
+        case DType::kI64:
+            return "I64";
+        default:
+            SR_CHECK(false, "safetensors: dtype {} is not exported", dtype_name(dtype));
+    }
+    return "";
+}
+
+Tensor to_f32(const Tensor& t) {
+    Tensor out = Tensor::empty(t.shape(), DType::kF32);
+    float* o = out.data<float>();
+    const BFloat16* b = t.data<BFloat16>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+        o[i] = bf16_to_float(b[i]);
+    return out;
+}
+
+// The whole table [E, D] in its saved dtype, from its shards.
+Tensor assemble_table(const std::string& dir,
+                      const CheckpointManifest& m,
+                      const CheckpointTable& table) {
+    Tensor full = Tensor::empty({table.num_embeddings, table.embedding_dim}, table.dtype);
+    read_table_region(dir, m, table, -1, 0, table.num_embeddings, 0, table.embedding_dim, full);
+    return full;
+}
+
+Tensor read_dense(const std::string& dir, const CheckpointTensor& t) {
+    Tensor out = Tensor::empty(t.shape, t.dtype);
+    std::ifstream in(fs::path(dir) / t.file, std::ios::binary);
+    in.read(static_cast<char*>(out.data_ptr()), static_cast<std::streamsize>(out.nbytes()));
+    SR_CHECK(in.gcount() == static_cast<std::streamsize>(out.nbytes()),
+             "checkpoint {}: {} is shorter than {}", dir, t.file, out.str());
+    return out;
+}
+
+}  // namespace
+
+std::string table_export_name(const std::string& table) {
+    return "sparse_arch.embedding_bag_collection.embedding_bags." + table + ".weight";
+}
+
+void write_npy(const std::string& path, const Tensor& t) {
+    const char* descr = nullptr;
+    switch (t.dtype()) {
+        case DType::kF32:
+            descr = "<f4";
+            break;
+        case DType::kF16:
+            descr = "<f2";
+            break;
+        case DType::kI32:
+            descr = "<i4";
+            break;
+        case DType::kI64:
+            descr = "<i8";
+            break;
+        default:
+            SR_CHECK(false, "npy: dtype {} has no NumPy type here", dtype_name(t.dtype()));
+    }
+    std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
+                                     descr, shape_tuple(t.shape()));
+    // Magic (6) + version (2) + header length (2) + header, padded with spaces and ended by a
+    // newline to a multiple of 64 bytes (what NumPy writes, so the data is aligned).
+    const size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
+    header.append(total - 10 - header.size() - 1, ' ');
+    header += '\n';
+    std::string head = "\x93NUMPY";
+    head += '\x01';
+    head += '\x00';
+    head += static_cast<char>(header.size() & 0xff);
+    head += static_cast<char>((header.size() >> 8) & 0xff);
+    write_file_atomic(path, head + header, t);
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, Tensor>>& tensors) {
+    std::string json = "{\"__metadata__\":{\"format\":\"pt\"}";
+    size_t offset = 0;
+    for (const auto& [name, t] : tensors) {
+        json += fmt::format(",\"{}\":{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}",
+                            name, safetensors_dtype(t.dtype()), shape_json(t.shape()), offset,
+                            offset + t.nbytes());
+        offset += t.nbytes();
+    }
+    json += "}";
+    json.append((8 - json.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+    std::string head(8, '\0');
+    for (int i = 0; i < 8; ++i)
+        head[static_cast<size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+    Tensor data = Tensor::empty({static_cast<int64_t>(offset)}, DType::kU8);
+    size_t at = 0;
+    for (const auto& [name, t] : tensors) {
+        std::memcpy(data.data<uint8_t>() + at, t.data_ptr(), t.nbytes());
+        at += t.nbytes();
+    }
+    write_file_atomic(path, head + json, data);
+}
+
+std::string checkpoint_info(const std::string& dir_in) {
+    const std::string dir = resolve_checkpoint(dir_in);
+    const CheckpointManifest m = read_manifest(dir);
+    const std::string problem = verify_checkpoint_files(dir, m);
+    std::ostringstream out;
+    out << fmt::format("checkpoint {}\n", dir);
+    out << fmt::format("  step {} (training continues with step {}), seed {}\n", m.step, m.step + 1,
+                       m.seed);
+    out << fmt::format("  written by {} rank(s), global batch {}\n", m.world_size,
+                       m.global_batch_size);
+    out << fmt::format("  model {}; sparse optimizer {}; dense optimizer {}\n", m.model_type,
+                       m.sparse_optimizer, m.dense_optimizer);
+    out << "  tables:\n";
+    for (const auto& t : m.tables) {
+        out << fmt::format("    {:<20} [{}, {}] {:<5} {:<15} {} shard(s):", t.name,
+                           t.num_embeddings, t.embedding_dim, dtype_name(t.dtype), t.sharding_type,
+                           t.shards.size());
+        for (const auto& s : t.shards) {
+            out << fmt::format(" rank {} [{}:{}, {}:{}]", s.rank, s.row_offset,
+                               s.row_offset + s.rows, s.col_offset, s.col_offset + s.cols);
+        }
+        out << "\n";
+    }
+    int64_t dense_values = 0;
+    for (const auto& d : m.dense)
+        dense_values += shape_numel(d.shape);
+    out << fmt::format("  dense parameters: {} tensors, {} values\n", m.dense.size(), dense_values);
+    out << fmt::format("  files: {}, {} bytes; checksums: {}\n", m.files.size(), m.total_bytes(),
+                       problem.empty() ? "ok" : problem);
+    return out.str();
+}
+
+std::vector<std::string> export_checkpoint(const std::string& dir_in,
+                                           const std::string& format,
+                                           const std::string& out_dir) {
+    SR_CHECK(format == "npy" || format == "safetensors",
+             "ckpt export: --format {}: npy or safetensors", format);
+    const std::string dir = resolve_checkpoint(dir_in);
+    const CheckpointManifest m = read_manifest(dir);
+    const std::string problem = verify_checkpoint_files(dir, m);
+    SR_CHECK(problem.empty(), "{}", problem);
+    fs::create_directories(out_dir);
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& t : m.tables)
+        tensors.emplace_back(table_export_name(t.name), assemble_table(dir, m, t));
+    for (const auto& d : m.dense)
+        tensors.emplace_back(d.name, read_dense(dir, d));
+    std::vector<std::string> names;
+    if (format == "safetensors") {
+        write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
+    }
+    for (auto& [name, t] : tensors) {
+        if (format == "npy") {
+            write_npy((fs::path(out_dir) / (name + ".npy")).string(),
+                      t.dtype() == DType::kBF16 ? to_f32(t) : t);
+        }
+        names.push_back(name);
+    }
+    return names;
+}
+
+}  // namespace shardrec::train

@@ -1,0 +1,182 @@
+// Checkpoints end to end with the real binary: 2N steps straight and N steps, then --resume for N
+// more, write bitwise-identical metrics and checkpoints (at 1 and 2 ranks, and resuming on
+// another world size); ckpt info and export read what train wrote; a corrupted file is refused.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <fstream>
+
+#include "engine/train/checkpoint.h"
+#include "engine/train/checkpoint_export.h"
+#include "test/e2e/e2e_support.h"
+
+using namespace shardrec::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kMpirun2 = "timeout -k 10 300 mpirun -np 2 --allow-run-as-root --oversubscribe";
+
+// The quickstart model, small batches, a loss line every step.
+std::vector<std::string> train_args(const fs::path& run,
+                                    int steps,
+                                    const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {
+        "train", (repo_root() / "configs" / "quickstart.yaml").string(),
+        "--out", run.string(),
+        "--set", "train.steps=" + std::to_string(steps),
+        "--set", "train.log_every=1",
+        "--set", "train.eval_every=4",
+        "--set", "train.eval_samples=256",
+        "--set", "data.batch_size=16",
+        "--set", "train.checkpoint_every=4"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+}
+
+// Lines of metrics.jsonl from step `from` on, without timings.
+std::vector<std::string> numbers(const fs::path& run, int from) {
+    std::vector<std::string> out;
+    for (const auto& r : read_metrics(run)) {
+        const auto step = r.find("step");
+        if (step == r.end() || std::stoi(step->second) < from)
+            continue;
+        std::string line = r.at("kind") + " " + step->second;
+        for (const char* key : {"loss", "lr", "auc", "ne", "accuracy"}) {
+            if (r.count(key))
+                line += std::string(" ") + key + "=" + r.at(key);
+        }
+        out.push_back(line);
+    }
+    return out;
+}
+
+// path -> crc32 of every file of a checkpoint.
+std::map<std::string, uint32_t> crcs(const fs::path& ckpt) {
+    std::map<std::string, uint32_t> out;
+    for (const auto& f : shardrec::train::read_manifest(ckpt.string()).files)
+        out[f.path] = f.crc32;
+    return out;
+}
+
+void check_exact_resume(const std::string& prefix,
+                        const std::string& resume_prefix,
+                        const std::string& name) {
+    const auto dir = fresh_dir(name);
+    const RunResult straight = run_shardrec(train_args(dir / "straight", 8), prefix);
+    INFO(straight.output);
+    REQUIRE(straight.exit_code == 0);
+    const RunResult first = run_shardrec(train_args(dir / "first", 4), prefix);
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    auto args = train_args(dir / "resumed", 8);
+    args.insert(args.end(), {"--resume", (dir / "first" / "checkpoints").string()});
+    const RunResult resumed = run_shardrec(args, resume_prefix);
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    const auto want = numbers(dir / "straight", 5);
+    REQUIRE(want.size() == 5);  // train 5..8, eval 8
+    CHECK(numbers(dir / "resumed", 0) == want);
+    if (prefix == resume_prefix) {  // the same plan: every byte of the model and optimizer
+        CHECK(crcs(dir / "resumed" / "checkpoints" / "step-00000008") ==
+              crcs(dir / "straight" / "checkpoints" / "step-00000008"));
+    }
+}
+
+std::vector<char> read_bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<char>((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint e2e: N steps, --resume, N more equals 2N straight on one rank",
+          "[e2e][checkpoint]") {
+    check_exact_resume("", "", "ckpt_np1");
+}
+
+TEST_CASE("checkpoint e2e: N steps, --resume, N more equals 2N straight on two ranks",
+          "[e2e][checkpoint]") {
+    check_exact_resume(kMpirun2, kMpirun2, "ckpt_np2");
+}
+
+TEST_CASE("checkpoint e2e: two ranks table_wise resume on one rank", "[e2e][checkpoint]") {
+    const auto dir = fresh_dir("ckpt_reshard");
+    const RunResult first =
+        run_shardrec(train_args(dir / "first", 4, {"--set", "data.batch_size=8"}), kMpirun2);
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    auto args = train_args(dir / "resumed", 6);
+    args.insert(args.end(),
+                {"--resume", (dir / "first" / "checkpoints" / "step-00000004").string()});
+    const RunResult resumed = run_shardrec(args);
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK_THAT(resumed.output, Contains("written by 2 rank(s)"));
+    CHECK(numbers(dir / "resumed", 0).size() == 3);  // train 5, 6 and eval 6
+}
+
+TEST_CASE("checkpoint e2e: ckpt info, export npy and safetensors, a corrupt file refused",
+          "[e2e][checkpoint]") {
+    const auto dir = fresh_dir("ckpt_tools");
+    const RunResult run = run_shardrec(train_args(dir / "run", 4), kMpirun2);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    const fs::path ckpt = dir / "run" / "checkpoints" / "step-00000004";
+
+    const RunResult info = run_shardrec({"ckpt", "info", (dir / "run" / "checkpoints").string()});
+    INFO(info.output);
+    CHECK(info.exit_code == 0);
+    CHECK_THAT(info.output, Contains("step 4") && Contains("written by 2 rank(s)") &&
+                                Contains("t7") && Contains("checksums: ok"));
+
+    const RunResult npy = run_shardrec(
+        {"ckpt", "export", ckpt.string(), "--format", "npy", "--out", (dir / "npy").string()});
+    INFO(npy.output);
+    REQUIRE(npy.exit_code == 0);
+    const auto t0 = read_bytes(dir / "npy" / (shardrec::train::table_export_name("t0") + ".npy"));
+    REQUIRE(t0.size() > 128);
+    CHECK(std::string(t0.data() + 1, 5) == "NUMPY");
+    CHECK_THAT(std::string(t0.data(), 128), Contains("'shape': (20000, 16)"));
+    CHECK(t0.size() == 128 + 20000 * 16 * 4);
+    CHECK(fs::exists(dir / "npy" / "dense_arch.model._mlp.0._linear.weight.npy"));
+
+    const RunResult st = run_shardrec({"ckpt", "export", ckpt.string(), "--format", "safetensors",
+                                       "--out", (dir / "st").string()});
+    INFO(st.output);
+    REQUIRE(st.exit_code == 0);
+    const auto blob = read_bytes(dir / "st" / "model.safetensors");
+    REQUIRE(blob.size() > 8);
+    uint64_t header = 0;
+    std::memcpy(&header, blob.data(), 8);
+    const std::string json(blob.data() + 8, header);
+    CHECK_THAT(json, Contains("\"sparse_arch.embedding_bag_collection.embedding_bags.t0.weight\":"
+                              "{\"dtype\":\"F32\",\"shape\":[20000,16]"));
+    // The table's bytes in both exports are the same.
+    const std::string key =
+        "embedding_bags.t0.weight\":{\"dtype\":\"F32\",\"shape\":[20000,16],"
+        "\"data_offsets\":[";
+    const size_t at = json.find(key) + key.size();
+    const uint64_t begin = std::stoull(json.substr(at));
+    CHECK(std::memcmp(blob.data() + 8 + header + begin, t0.data() + 128, 20000 * 16 * 4) == 0);
+
+    // Flip one byte of a shard: info and train --resume name the file.
+    const fs::path shard = ckpt / "tables" / "t3.0.0.weight.bin";
+    REQUIRE(fs::exists(shard));
+    {
+        std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(17);
+        f.put('\x55');
+    }
+    const RunResult bad_info = run_shardrec({"ckpt", "info", ckpt.string()});
+    CHECK(bad_info.exit_code != 0);
+    CHECK_THAT(bad_info.output, Contains("tables/t3.0.0.weight.bin is corrupt"));
+    auto args = train_args(dir / "resumed", 8);
+    args.insert(args.end(), {"--resume", ckpt.string()});
+    const RunResult resumed = run_shardrec(args, kMpirun2);
+    INFO(resumed.output);
+    CHECK(resumed.exit_code != 0);
+    CHECK_THAT(resumed.output, Contains("tables/t3.0.0.weight.bin is corrupt") &&
+                                   Contains("CRC-32") && Contains("expected"));
+}
