@@ -25,8 +25,9 @@ extern const char* const kTrainUsage;
 extern const char* const kValidateUsage;
 extern const char* const kBenchUsage;
 extern const char* const kPlanUsage;
-extern const char* const kDataUsage;
 extern const char* const kCkptUsage;
+extern const char* const kDataUsage;
+extern const char* const kEvalUsage;
 
 // Each takes the arguments after its own name and returns the exit code.
 int train_main(const std::vector<std::string>& args);
@@ -34,8 +35,9 @@ int validate_main(const std::vector<std::string>& args);
 int version_main();
 int bench_main(const std::vector<std::string>& args);
 int plan_main(const std::vector<std::string>& args);
-int data_main(const std::vector<std::string>& args);
 int ckpt_main(const std::vector<std::string>& args);
+int data_main(const std::vector<std::string>& args);
+int eval_main(const std::vector<std::string>& args);
 
 // `--set K=V` and `--set=K=V`: true (and the value appended) when args[i] is one; advances i
 // past its value. Throws UsageError when the value is missing.

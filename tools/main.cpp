@@ -21,6 +21,7 @@ const char* const kMainUsage =
     "commands:\n"
     "  train CONFIG.yaml [--out DIR] [--set KEY=VALUE ...]   train a model\n"
     "        [--resume CHECKPOINT]                            continue from a checkpoint\n"
+    "  eval CONFIG.yaml --checkpoint DIR [--predictions F]   evaluate a checkpoint: AUC, NE, ...\n"
     "  validate CONFIG.yaml [--set KEY=VALUE ...]            check a config, print it resolved\n"
     "  validate --reference                                  print every config key\n"
     "  bench CONFIG.yaml [--steps N] [--json FILE]           time training steps of a config\n"
@@ -73,6 +74,9 @@ int dispatch(const std::vector<std::string>& args) {
     }
     if (command == "train") {
         return train_main(rest);
+    }
+    if (command == "eval") {
+        return eval_main(rest);
     }
     if (command == "validate") {
         return validate_main(rest);

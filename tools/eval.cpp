@@ -1,0 +1,125 @@
+// `shardrec eval CONFIG.yaml --checkpoint DIR [--predictions FILE] [--set K=V ...]`: loads a
+// checkpoint into the model CONFIG describes (any world size and plan), evaluates it on the
+// eval split as training does (train.eval_samples) and prints the global metrics as one JSON line
+// on rank 0. --predictions writes every evaluated sample's label and score (the predicted click
+// probability) in eval-sample order; rank 0 gathers them and writes FILE.tmp, then renames it.
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "comm/mpi_env.h"
+#include "engine/config/config.h"
+#include "engine/core/error.h"
+#include "engine/core/log.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/run_dir.h"
+#include "engine/train/trainer.h"
+#include "tools/cli.h"
+
+namespace shardrec::cli {
+
+const char* const kEvalUsage =
+    "usage: shardrec eval CONFIG.yaml --checkpoint DIR [--predictions FILE] [--set KEY=VALUE ...]\n"
+    "\n"
+    "Evaluates a checkpoint on the eval split of CONFIG.yaml (train.eval_samples samples, rounded\n"
+    "up to whole global batches); run several ranks with mpirun -np N (any N, any plan).\n"
+    "Prints one JSON line: {\"kind\":\"eval\",\"step\":N,\"loss\":L,\"auc\":A,\"ne\":E,\n"
+    "\"accuracy\":C,\"calibration\":K,\"count\":S,\"checkpoint\":\"DIR\"}.\n"
+    "\n"
+    "  --checkpoint DIR    a step-<N> checkpoint, or a directory of them (the newest complete)\n"
+    "  --predictions FILE  write 'label,score' per evaluated sample, in order (score: the\n"
+    "                      predicted probability); written to FILE.tmp, then renamed\n"
+    "  --set KEY=VALUE     override one config key, e.g. --set train.eval_samples=100000\n";
+
+namespace {
+
+void write_predictions(const std::string& path, const train::MetricsAccumulator& samples) {
+    const std::string tmp = path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    SR_CHECK(f != nullptr, "cannot create '{}': {}", tmp, std::strerror(errno));
+    bool ok = std::fputs("label,score\n", f) >= 0;
+    const std::vector<float>& logits = samples.logits();
+    const std::vector<float>& labels = samples.labels();
+    for (size_t i = 0; i < logits.size() && ok; ++i) {
+        const double score = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[i])));
+        ok = std::fprintf(f, "%g,%.9g\n", static_cast<double>(labels[i]), score) > 0;
+    }
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok) {
+        std::remove(tmp.c_str());
+    }
+    SR_CHECK(ok, "cannot write '{}': {}", tmp, std::strerror(errno));
+    std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+int eval_main(const std::vector<std::string>& args) {
+    std::string path;
+    std::string checkpoint;
+    std::string predictions;
+    std::vector<std::string> sets;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        if (take_set(args, i, sets, kEvalUsage)) {
+            continue;
+        }
+        if (arg == "--help" || arg == "-h") {
+            if (comm::process_info().rank == 0) {
+                std::fputs(kEvalUsage, stdout);
+            }
+            return 0;
+        }
+        if (arg == "--checkpoint" || arg == "--predictions") {
+            if (i + 1 >= args.size()) {
+                throw UsageError(fmt::format("{} needs a value", arg), kEvalUsage);
+            }
+            (arg == "--checkpoint" ? checkpoint : predictions) = args[++i];
+        } else if (!arg.empty() && arg[0] == '-') {
+            throw UsageError(fmt::format("unknown option '{}'", arg), kEvalUsage);
+        } else if (path.empty()) {
+            path = arg;
+        } else {
+            throw UsageError(fmt::format("unexpected argument '{}'", arg), kEvalUsage);
+        }
+    }
+    if (path.empty()) {
+        throw UsageError("eval needs a CONFIG.yaml", kEvalUsage);
+    }
+    if (checkpoint.empty()) {
+        throw UsageError("eval needs --checkpoint DIR", kEvalUsage);
+    }
+
+    const Config config = load_config(path, sets);
+    if (std::getenv("SHARDREC_LOG_LEVEL") == nullptr) {
+        log::set_level(config.runtime.log_level);
+    }
+    train::configure_threads(config);
+    train::Trainer trainer(config, train::default_process_group());
+    const std::string resolved = train::resolve_checkpoint(checkpoint);
+    const int64_t step = train::load_checkpoint(trainer, resolved);
+    log::root().info("evaluating {} (step {}) on {} rank(s)", resolved, step,
+                     comm::process_info().world_size);
+    train::MetricsAccumulator samples;
+    const train::Metrics m = trainer.evaluate(predictions.empty() ? nullptr : &samples);
+    if (comm::process_info().rank == 0) {
+        if (!predictions.empty()) {
+            write_predictions(predictions, samples);
+        }
+        fmt::print(R"({{"kind":"eval","step":{},"loss":{},"auc":{},"ne":{},"accuracy":{},)"
+                   R"("calibration":{},"count":{},"checkpoint":"{}"}})"
+                   "\n",
+                   step, train::json_number(m.loss), train::json_number(m.auc),
+                   train::json_number(m.ne), train::json_number(m.accuracy),
+                   train::json_number(m.calibration), m.count, resolved);
+        std::fflush(stdout);
+    }
+    return 0;
+}
+
+}  // namespace shardrec::cli
