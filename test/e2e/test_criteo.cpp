@@ -120,6 +120,11 @@ TEST_CASE("criteo e2e: preprocess, resume to identical bytes, train np 1 == np 2
         "mpirun -np 2 --allow-run-as-root --oversubscribe");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
+    for (const auto& rec : read_metrics(dir / "np1")) {
+        if (rec.at("kind") == "train") {
+            CHECK(std::stod(rec.at("loader_wait_ms")) >= 0);  // reported for every train line
+        }
+    }
     const auto one = train_losses(dir / "np1");
     const auto two = train_losses(dir / "np2");
     REQUIRE(one.size() == 12);
