@@ -33,6 +33,11 @@ struct NcclProcessGroup::Comm {
         }
     }
 
+    bool is_aborted() {
+        const std::lock_guard<std::mutex> lock(mutex);
+        return aborted;
+    }
+
     // After a timeout or an asynchronous error: the communicator cannot be trusted again, and
     // aborting it frees the kernels stuck in it so the process can report and exit.
     void abort() {
@@ -156,6 +161,8 @@ public:
     bool is_completed() override {
         if (done_)
             return true;
+        if (comm_->is_aborted())  // an aborted communicator must not be queried again
+            fail("cannot complete: an earlier failure aborted the communicator");
         ncclResult_t async = ncclSuccess;
         const ncclResult_t rc = ncclCommGetAsyncError(comm_->comm, &async);
         if (rc != ncclSuccess || async != ncclSuccess) {
@@ -285,6 +292,8 @@ Work NcclProcessGroup::all_to_all_v(const Tensor& input,
                                     Tensor& output,
                                     const std::vector<int64_t>& output_splits) {
     const char* const kName = "all_to_all_v";
+    SR_CHECK(!comm_->is_aborted(), "{}: NCCL group '{}' was aborted by an earlier failure", kName,
+             name());
     check_device(kName, input, "input", device_);
     check_device(kName, output, "output", device_);
     SR_CHECK(input.dtype() == output.dtype(), "{}: input is {} but output is {}", kName,
@@ -315,6 +324,8 @@ Work NcclProcessGroup::all_to_all_v(const Tensor& input,
 
 Work NcclProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
     const char* const kName = "all_reduce";
+    SR_CHECK(!comm_->is_aborted(), "{}: NCCL group '{}' was aborted by an earlier failure", kName,
+             name());
     check_device(kName, tensor, "tensor", device_);
     const ncclRedOp_t nop = nccl_op(kName, op, tensor.dtype());
     SR_NCCL_CHECK(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(),
@@ -329,6 +340,8 @@ Work NcclProcessGroup::reduce_scatter_v(const Tensor& input,
                                         Tensor& output,
                                         ReduceOp op) {
     const char* const kName = "reduce_scatter_v";
+    SR_CHECK(!comm_->is_aborted(), "{}: NCCL group '{}' was aborted by an earlier failure", kName,
+             name());
     check_device(kName, input, "input", device_);
     check_device(kName, output, "output", device_);
     SR_CHECK(input.dtype() == output.dtype(), "{}: input is {} but output is {}", kName,
@@ -369,6 +382,8 @@ Work NcclProcessGroup::all_gather_v(const Tensor& input,
                                     Tensor& output,
                                     const std::vector<int64_t>& output_splits) {
     const char* const kName = "all_gather_v";
+    SR_CHECK(!comm_->is_aborted(), "{}: NCCL group '{}' was aborted by an earlier failure", kName,
+             name());
     check_device(kName, input, "input", device_);
     check_device(kName, output, "output", device_);
     SR_CHECK(input.dtype() == output.dtype(), "{}: input is {} but output is {}", kName,
@@ -404,6 +419,8 @@ Work NcclProcessGroup::all_gather_v(const Tensor& input,
 
 Work NcclProcessGroup::broadcast(Tensor& tensor, int root) {
     const char* const kName = "broadcast";
+    SR_CHECK(!comm_->is_aborted(), "{}: NCCL group '{}' was aborted by an earlier failure", kName,
+             name());
     check_device(kName, tensor, "tensor", device_);
     SR_CHECK(root >= 0 && root < size(), "{}: root {} is not a rank of group '{}' (size {})", kName,
              root, name(), size());
@@ -416,6 +433,8 @@ Work NcclProcessGroup::broadcast(Tensor& tensor, int root) {
 
 // NCCL has no barrier: an all-reduce of one float completes only once every rank joined.
 Work NcclProcessGroup::barrier() {
+    SR_CHECK(!comm_->is_aborted(), "barrier: NCCL group '{}' was aborted by an earlier failure",
+             name());
     SR_NCCL_CHECK(
         ncclAllReduce(barrier_buffer_.data_ptr(), barrier_buffer_.data_ptr(), 1, ncclFloat32,
                       ncclSum, comm_->comm, static_cast<cudaStream_t>(stream_->handle())),
