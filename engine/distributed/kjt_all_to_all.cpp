@@ -34,7 +34,19 @@ void check_input(const KJTAllToAllInput& in, const std::vector<int64_t>& splits)
     }
 }
 
+// The first n elements of `buf`, which grows (with headroom, as batches vary in ids) only when
+// n does not fit, so a steady state allocates nothing.
+Tensor grown_view(Tensor& buf, int64_t n, DType dtype) {
+    if (!buf.defined() || buf.numel() < n)
+        buf = Tensor::empty({n + n / 2}, dtype);
+    return buf.slice(0, n);
+}
+
 }  // namespace
+
+struct KJTAllToAllBuffers {
+    Tensor send_counts, recv_counts, lengths, values, weights;
+};
 
 KJTAllToAllInput KJTAllToAllInput::from_kjt(const KeyedJaggedTensor& kjt) {
     SR_CHECK(!kjt.variable_stride_per_key(),
@@ -70,8 +82,20 @@ KJTAllToAllSplitsAwaitable KJTAllToAll::start(KJTAllToAllInput input) const {
     a.pg_ = pg_;
     a.key_splits_ = splits_;
     a.stagger_ = stagger_;
-    a.send_counts_ = Tensor::empty({world, kCounts}, DType::kI64);
-    a.recv_counts_ = Tensor::empty({world, kCounts}, DType::kI64);
+    for (const auto& b : buffers_) {
+        if (b.use_count() == 1) {
+            a.buffers_ = b;
+            break;
+        }
+    }
+    if (a.buffers_ == nullptr) {
+        a.buffers_ = std::make_shared<KJTAllToAllBuffers>();
+        buffers_.push_back(a.buffers_);
+    }
+    a.send_counts_ =
+        grown_view(a.buffers_->send_counts, world * kCounts, DType::kI64).view({world, kCounts});
+    a.recv_counts_ =
+        grown_view(a.buffers_->recv_counts, world * kCounts, DType::kI64).view({world, kCounts});
     int64_t* send = a.send_counts_.data<int64_t>();
     const int64_t* len = input.lengths.data<int64_t>();
     int64_t bag = 0;
@@ -147,15 +171,18 @@ KJTAllToAllTensorsAwaitable KJTAllToAllSplitsAwaitable::tensors() {
                    input_.keys.begin() + key_begin + key_splits_[me]);
     t.stagger_ = stagger_;
     t.splits_ = splits_;
-    t.recv_lengths_ = Tensor::empty({total(splits_.lengths_output_splits)}, DType::kI64);
-    t.recv_values_ = Tensor::empty({total(splits_.values_output_splits)}, DType::kI64);
+    t.buffers_ = std::move(buffers_);
+    t.recv_lengths_ =
+        grown_view(t.buffers_->lengths, total(splits_.lengths_output_splits), DType::kI64);
+    t.recv_values_ =
+        grown_view(t.buffers_->values, total(splits_.values_output_splits), DType::kI64);
     // All three in flight together (TorchRec KJTAllToAllTensorsAwaitable).
     t.works_.push_back(pg_->all_to_all_v(input_.lengths, splits_.lengths_input_splits,
                                          t.recv_lengths_, splits_.lengths_output_splits));
     t.works_.push_back(pg_->all_to_all_v(input_.values, splits_.values_input_splits, t.recv_values_,
                                          splits_.values_output_splits));
     if (input_.weights) {
-        t.recv_weights_ = Tensor::empty({t.recv_values_.numel()}, DType::kF32);
+        t.recv_weights_ = grown_view(t.buffers_->weights, t.recv_values_.numel(), DType::kF32);
         t.works_.push_back(pg_->all_to_all_v(*input_.weights, splits_.values_input_splits,
                                              *t.recv_weights_, splits_.values_output_splits));
     }
@@ -203,6 +230,9 @@ KeyedJaggedTensor KJTAllToAllTensorsAwaitable::wait() {
     const int64_t stride =
         std::accumulate(splits_.stride_per_rank.begin(), splits_.stride_per_rank.end(), int64_t{0});
     input_ = KJTAllToAllInput{};  // the sends are complete
+    recv_lengths_ = recv_values_ = Tensor();
+    recv_weights_.reset();
+    buffers_.reset();  // recat: a later all-to-all may reuse them
     return KeyedJaggedTensor::from_lengths_sync(keys_, std::move(values), std::move(lengths),
                                                 std::move(weights), stride);
 }

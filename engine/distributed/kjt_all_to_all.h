@@ -50,6 +50,10 @@ struct KJTAllToAllSplits {
     std::vector<int64_t> values_output_splits;
 };
 
+// The counts and receive buffers of one all-to-all in flight, grow-only and reused by later
+// all-to-alls of the same KJTAllToAll once released (defined in kjt_all_to_all.cpp).
+struct KJTAllToAllBuffers;
+
 // Phase 2 in flight. wait() completes it and returns my KJT; it may be called once.
 class KJTAllToAllTensorsAwaitable {
 public:
@@ -73,6 +77,7 @@ private:
     KJTAllToAllInput input_;  // kept alive while the sends are in flight
     Tensor recv_lengths_, recv_values_;
     std::optional<Tensor> recv_weights_;
+    std::shared_ptr<KJTAllToAllBuffers> buffers_;  // held until wait() has recat them
     bool waited_ = false;
     std::vector<comm::Work> works_;  // last: destroyed (completed) before the buffers above
 };
@@ -104,6 +109,7 @@ private:
     KJTAllToAllInput input_;
     Tensor send_counts_, recv_counts_;  // [world, kCounts] i64
     KJTAllToAllSplits splits_;
+    std::shared_ptr<KJTAllToAllBuffers> buffers_;  // handed to phase 2
     bool started_tensors_ = false;
     std::vector<comm::Work> works_;  // last: destroyed (completed) before the buffers above
 };
@@ -133,6 +139,9 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;
     std::vector<int64_t> splits_;
     int64_t stagger_;
+    // Buffer sets of earlier all-to-alls; one only this vector holds is free. Several may be in
+    // flight at once (a pipelined batch and an evaluation batch), so one set would not do.
+    mutable std::vector<std::shared_ptr<KJTAllToAllBuffers>> buffers_;
 };
 
 }  // namespace shardrec

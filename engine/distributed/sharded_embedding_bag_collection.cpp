@@ -470,8 +470,8 @@ std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> ShardedEmbeddingBagCol
              "ShardedEmbeddingBagCollection: the KJT is {}weighted "
              "but the collection is {}weighted",
              kjt.has_weights() ? "" : "not ", is_weighted_ ? "" : "not ");
-    auto dist = std::make_unique<InputDist>();
-    dist->features = kjt;
+    // Built from `kjt`: a default KeyedJaggedTensor would allocate three tensors per batch.
+    auto dist = std::make_unique<InputDist>(InputDist{kjt, {}, {}, {}});
     if (!entries_->entries.empty()) {
         dist->entries.splits.emplace(
             entries_->a2a->start(entries_input(kjt, entries_->entries, names_)));
