@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <tuple>
 
 #include "engine/distributed/bucketize.h"
@@ -31,6 +32,7 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
     Tensor feature_table;                 // [num_keys] i32 zeros
     kernels::EmbeddingBackwardWorkspace workspace;
     Tensor ids, offsets, psw;  // the latest forward's bags of this shard
+    Tensor offsets_buf;        // grow-only storage of offsets (batch sizes differ in backward)
     Tensor out, grad;          // [batch, num_keys * cols]
     int64_t step = 1;
 };
@@ -47,6 +49,9 @@ struct ShardedEmbeddingBagCollection::Group {
     std::vector<int64_t> batch_size_per_rank;
     Tensor local_out;  // [batch, sum local cols]
     Tensor grad_out;   // [B, sum group cols]
+    // data_parallel backward: every rank's KJT, gathered into grow-only buffers.
+    Tensor gather_mine, gather_sizes, gather_lengths, gather_values, gather_weights;
+    Tensor global_offsets, global_values, global_weights;
     int64_t cols = 0;  // sum of the group's output columns
 };
 
@@ -57,30 +62,44 @@ void ensure(Tensor& t, const Shape& shape) {
         t = Tensor::empty(shape, DType::kF32);
 }
 
-// The bags of keys [first, first + n) of a fixed-stride KJT: ids view, rebased offsets, weights.
+// The first n elements of `buf`, which grows (with headroom, as batches vary in ids) only when
+// n does not fit, so a steady state allocates nothing.
+Tensor grown_view(Tensor& buf, int64_t n, DType dtype) {
+    if (!buf.defined() || buf.numel() < n)
+        buf = Tensor::empty({n + n / 2}, dtype);
+    return buf.slice(0, n);
+}
+
+// The bags of keys [first, first + n) of fixed-stride B jagged data (offsets `off`, values,
+// weights or null): ids view, rebased offsets (in offsets_buf), weights.
+void slice_bags(const int64_t* off,
+                int64_t B,
+                const Tensor& values,
+                const Tensor* weights,
+                int64_t first,
+                int64_t n,
+                ShardedEmbeddingBagCollection::ShardLookup& s) {
+    const int64_t o0 = off[first * B], o1 = off[(first + n) * B];
+    s.offsets = grown_view(s.offsets_buf, n * B + 1, DType::kI64);
+    int64_t* o = s.offsets.data<int64_t>();
+    for (int64_t i = 0; i <= n * B; ++i)
+        o[i] = off[first * B + i] - o0;
+    s.ids = values.slice(o0, o1);
+    s.psw = weights != nullptr ? weights->slice(o0, o1) : Tensor();
+}
+
 void slice_keys(const KeyedJaggedTensor& kjt,
                 int64_t first,
                 int64_t n,
-                Tensor& ids,
-                Tensor& offsets,
-                Tensor& psw) {
-    const int64_t B = kjt.stride();
-    const int64_t* off = kjt.offsets().data<int64_t>();
-    const int64_t o0 = off[first * B], o1 = off[(first + n) * B];
-    if (!offsets.defined() || offsets.numel() != n * B + 1) {
-        offsets = Tensor::empty({n * B + 1}, DType::kI64);
-    }
-    int64_t* o = offsets.data<int64_t>();
-    for (int64_t i = 0; i <= n * B; ++i)
-        o[i] = off[first * B + i] - o0;
-    ids = kjt.values().slice(o0, o1);
-    psw = kjt.has_weights() ? kjt.weights().slice(o0, o1) : Tensor();
+                ShardedEmbeddingBagCollection::ShardLookup& s) {
+    slice_bags(kjt.offsets().data<int64_t>(), kjt.stride(), kjt.values(),
+               kjt.has_weights() ? &kjt.weights() : nullptr, first, n, s);
 }
 
 void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s,
                     const KeyedJaggedTensor& kjt,
                     Stream& stream) {
-    slice_keys(kjt, s.first_key, s.num_keys, s.ids, s.offsets, s.psw);
+    slice_keys(kjt, s.first_key, s.num_keys, s);
     ensure(s.out, {kjt.stride(), s.num_keys * s.cols});
     kernels::embedding_bag_forward(s.weights, s.table_offsets, s.feature_table, s.ids, s.offsets,
                                    s.psw.defined() ? &s.psw : nullptr, s.mode, s.out, stream);
@@ -335,30 +354,38 @@ KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt,
     return in;
 }
 
-// Every rank's KJT, keys in order, samples of rank 0 first: [key][source rank][b].
-KeyedJaggedTensor all_gather_kjt(comm::ProcessGroup& pg, const KeyedJaggedTensor& kjt) {
+// Every rank's KJT, keys in order, samples of rank 0 first: [key][source rank][b], into
+// g.global_offsets / global_values / global_weights (grow-only, so a steady state allocates
+// nothing). Returns every rank's batch size.
+std::vector<int64_t> all_gather_kjt(comm::ProcessGroup& pg,
+                                    const KeyedJaggedTensor& kjt,
+                                    ShardedEmbeddingBagCollection::Group& g) {
     const int world = pg.size();
     const int64_t F = kjt.num_keys();
-    Tensor mine = Tensor::from_vector<int64_t>({kjt.stride(), kjt.values().numel()});
-    Tensor sizes = Tensor::empty({2 * world}, DType::kI64);
+    Tensor mine = grown_view(g.gather_mine, 2, DType::kI64);
+    mine.data<int64_t>()[0] = kjt.stride();
+    mine.data<int64_t>()[1] = kjt.values().numel();
+    Tensor sizes = grown_view(g.gather_sizes, 2 * world, DType::kI64);
     pg.all_gather_v(mine, sizes, std::vector<int64_t>(static_cast<size_t>(world), 2)).wait();
     const int64_t* sz = sizes.data<int64_t>();
-    std::vector<int64_t> len_splits, val_splits;
+    std::vector<int64_t> len_splits, val_splits, batch_size_per_rank;
     int64_t Bg = 0, N = 0;
     for (int r = 0; r < world; ++r) {
         len_splits.push_back(F * sz[2 * r]);
         val_splits.push_back(sz[2 * r + 1]);
+        batch_size_per_rank.push_back(sz[2 * r]);
         Bg += sz[2 * r];
         N += sz[2 * r + 1];
     }
-    Tensor lengths = Tensor::empty({F * Bg}, DType::kI64), values = Tensor::empty({N}, DType::kI64);
+    Tensor lengths = grown_view(g.gather_lengths, F * Bg, DType::kI64);
+    Tensor values = grown_view(g.gather_values, N, DType::kI64);
     comm::Work wl = pg.all_gather_v(kjt.lengths(), lengths, len_splits);
     comm::Work wv = pg.all_gather_v(kjt.values(), values, val_splits);
-    std::optional<Tensor> weights;
+    Tensor weights;
     comm::Work ww;
     if (kjt.has_weights()) {
-        weights = Tensor::empty({N}, DType::kF32);
-        ww = pg.all_gather_v(kjt.weights(), *weights, val_splits);
+        weights = grown_view(g.gather_weights, N, DType::kF32);
+        ww = pg.all_gather_v(kjt.weights(), weights, val_splits);
     }
     wl.wait();
     wv.wait();
@@ -366,7 +393,6 @@ KeyedJaggedTensor all_gather_kjt(comm::ProcessGroup& pg, const KeyedJaggedTensor
     // Recat [rank][key][b] -> [key][rank][b], moving each bag's ids (and weights) with it.
     const int64_t* l = lengths.data<int64_t>();
     std::vector<int64_t> bag_start(static_cast<size_t>(F * Bg));
-    std::vector<int64_t> out_len(static_cast<size_t>(F * Bg));
     int64_t pos = 0, rank_l0 = 0;
     for (int r = 0; r < world; ++r) {
         const int64_t Br = sz[2 * r];
@@ -377,32 +403,31 @@ KeyedJaggedTensor all_gather_kjt(comm::ProcessGroup& pg, const KeyedJaggedTensor
         rank_l0 += F * Br;
     }
     const int64_t* v = values.data<int64_t>();
-    const float* w = weights ? weights->data<float>() : nullptr;
-    std::vector<int64_t> new_vals;
-    std::vector<float> new_w;
-    new_vals.reserve(static_cast<size_t>(N));
+    const float* w = weights.defined() ? weights.data<float>() : nullptr;
+    int64_t* out_off = grown_view(g.global_offsets, F * Bg + 1, DType::kI64).data<int64_t>();
+    int64_t* out_v = grown_view(g.global_values, N, DType::kI64).data<int64_t>();
+    float* out_w =
+        w != nullptr ? grown_view(g.global_weights, N, DType::kF32).data<float>() : nullptr;
+    int64_t n = 0;
+    out_off[0] = 0;
     for (int64_t f = 0; f < F; ++f) {
         int64_t l0 = 0, b_out = 0;
         for (int r = 0; r < world; ++r) {
             const int64_t Br = sz[2 * r];
             for (int64_t b = 0; b < Br; ++b, ++b_out) {
                 const int64_t src = l0 + f * Br + b;
-                out_len[static_cast<size_t>(f * Bg + b_out)] = l[src];
                 const int64_t start = bag_start[static_cast<size_t>(src)];
-                for (int64_t j = 0; j < l[src]; ++j) {
-                    new_vals.push_back(v[start + j]);
-                    if (w != nullptr)
-                        new_w.push_back(w[start + j]);
+                for (int64_t j = 0; j < l[src]; ++j, ++n) {
+                    out_v[n] = v[start + j];
+                    if (out_w != nullptr)
+                        out_w[n] = w[start + j];
                 }
+                out_off[f * Bg + b_out + 1] = n;
             }
             l0 += F * Br;
         }
     }
-    std::optional<Tensor> out_w;
-    if (weights)
-        out_w = Tensor::from_vector(new_w);
-    return KeyedJaggedTensor::from_lengths_sync(kjt.keys(), Tensor::from_vector(new_vals),
-                                                Tensor::from_vector(out_len), out_w, Bg);
+    return batch_size_per_rank;
 }
 
 }  // namespace
@@ -673,19 +698,19 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
         for (int64_t k : g.keys)
             widths.push_back(dims_[static_cast<size_t>(k)]);
         gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths);
-        const KeyedJaggedTensor global = all_gather_kjt(*pg_, g.received);
-        std::vector<int64_t> batch_size_per_rank(static_cast<size_t>(pg_->size()));
-        Tensor mine = Tensor::from_vector<int64_t>({g.received.stride()});
-        Tensor all = Tensor::from_blob(batch_size_per_rank.data(), {pg_->size()}, DType::kI64);
-        pg_->all_gather_v(mine, all, std::vector<int64_t>(static_cast<size_t>(pg_->size()), 1))
-            .wait();
+        const std::vector<int64_t> batch_size_per_rank = all_gather_kjt(*pg_, g.received, g);
+        const int64_t Bg =
+            std::accumulate(batch_size_per_rank.begin(), batch_size_per_rank.end(), int64_t{0});
+        const int64_t N = g.global_offsets.data<int64_t>()[g.received.num_keys() * Bg];
         Tensor gathered = g.all_gather->forward(g.grad_out, batch_size_per_rank);
         float* gp = gathered.data<float>();
         const float inv_world = 1.0f / static_cast<float>(pg_->size());
         for (int64_t i = 0; i < gathered.numel(); ++i)
             gp[i] *= inv_world;
         for (auto& s : g.local)
-            slice_keys(global, s.first_key, s.num_keys, s.ids, s.offsets, s.psw);
+            slice_bags(g.global_offsets.data<int64_t>(), Bg, g.global_values.slice(0, N),
+                       g.received.has_weights() ? &g.global_weights : nullptr, s.first_key,
+                       s.num_keys, s);
         run_updates(g, gathered, optimizer_, stream);
     }
 }
