@@ -37,6 +37,11 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
     int64_t step = 1;
 };
 
+// Grow-only send tensors of one entries-path input dist.
+struct SendBuffers {
+    Tensor lengths, values, weights;
+};
+
 struct ShardedEmbeddingBagCollection::Group {
     std::vector<Entry> entries;      // entries path, in send order (by destination rank)
     std::vector<int64_t> keys;       // row_wise / data_parallel: output keys, in group order
@@ -52,6 +57,9 @@ struct ShardedEmbeddingBagCollection::Group {
     // data_parallel backward: every rank's KJT, gathered into grow-only buffers.
     Tensor gather_mine, gather_sizes, gather_lengths, gather_values, gather_weights;
     Tensor global_offsets, global_values, global_weights;
+    // entries path: send buffer sets; one only this vector holds is free (the pipeline keeps
+    // more than one input dist alive).
+    std::vector<std::shared_ptr<SendBuffers>> send_pool;
     int64_t cols = 0;  // sum of the group's output columns
 };
 
@@ -315,42 +323,62 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
 
 namespace {
 
+// The ids of one bag that travel to `en`'s shard: all, or (TWRW) those of the shard's rows.
+template <typename Fn>
+void for_each_entry_id(const Entry& en, const int64_t* ids, int64_t begin, int64_t end, Fn fn) {
+    for (int64_t i = begin; i < end; ++i) {
+        if (!en.row_sharded || (ids[i] >= en.row_offset && ids[i] < en.row_offset + en.rows))
+            fn(i);
+    }
+}
+
+// What the entries path sends, written into `buf` (grow-only): every entry's bags, ids rebased to
+// its shard.
 KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt,
                                const std::vector<Entry>& entries,
-                               const std::vector<std::string>& names) {
+                               const std::vector<std::string>& names,
+                               SendBuffers& buf) {
     const int64_t B = kjt.stride();
     const int64_t* len = kjt.lengths().data<int64_t>();
     const int64_t* off = kjt.offsets().data<int64_t>();
     const int64_t* ids = kjt.values().data<int64_t>();
     const float* w = kjt.has_weights() ? kjt.weights().data<float>() : nullptr;
+    const auto E = static_cast<int64_t>(entries.size());
     KJTAllToAllInput in;
     in.stride = B;
-    std::vector<int64_t> lengths(entries.size() * static_cast<size_t>(B)), values;
-    std::vector<float> weights;
-    for (size_t e = 0; e < entries.size(); ++e) {
-        const Entry& en = entries[e];
+    in.lengths = grown_view(buf.lengths, E * B, DType::kI64);
+    int64_t* lengths = in.lengths.data<int64_t>();
+    int64_t total = 0;
+    for (int64_t e = 0; e < E; ++e) {
+        const Entry& en = entries[static_cast<size_t>(e)];
         in.keys.push_back(names[static_cast<size_t>(en.key)] + "@" + std::to_string(en.shard));
         const int64_t ki = kjt.key_index(names[static_cast<size_t>(en.key)]);
         for (int64_t b = 0; b < B; ++b) {
             int64_t n = 0;
-            for (int64_t i = off[ki * B + b]; i < off[ki * B + b] + len[ki * B + b]; ++i) {
-                // TWRW: only this shard's rows travel, rebased to the shard.
-                if (en.row_sharded &&
-                    (ids[i] < en.row_offset || ids[i] >= en.row_offset + en.rows)) {
-                    continue;
-                }
-                values.push_back(ids[i] - en.row_offset);
-                if (w != nullptr)
-                    weights.push_back(w[i]);
-                ++n;
-            }
-            lengths[e * static_cast<size_t>(B) + static_cast<size_t>(b)] = n;
+            const int64_t begin = off[ki * B + b];
+            for_each_entry_id(en, ids, begin, begin + len[ki * B + b], [&](int64_t) { ++n; });
+            lengths[e * B + b] = n;
+            total += n;
         }
     }
-    in.lengths = Tensor::from_vector(lengths);
-    in.values = Tensor::from_vector(values);
-    if (w != nullptr)
-        in.weights = Tensor::from_vector(weights);
+    in.values = grown_view(buf.values, total, DType::kI64);
+    int64_t* values = in.values.data<int64_t>();
+    float* weights = nullptr;
+    if (w != nullptr) {
+        in.weights = grown_view(buf.weights, total, DType::kF32);
+        weights = in.weights->data<float>();
+    }
+    int64_t n = 0;
+    for (const Entry& en : entries) {
+        const int64_t ki = kjt.key_index(names[static_cast<size_t>(en.key)]);
+        const int64_t begin = off[ki * B], end = off[(ki + 1) * B];
+        for_each_entry_id(en, ids, begin, end, [&](int64_t i) {
+            values[n] = ids[i] - en.row_offset;
+            if (weights != nullptr)
+                weights[n] = w[i];
+            ++n;
+        });
+    }
     return in;
 }
 
@@ -498,8 +526,20 @@ std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> ShardedEmbeddingBagCol
     // Built from `kjt`: a default KeyedJaggedTensor would allocate three tensors per batch.
     auto dist = std::make_unique<InputDist>(InputDist{kjt, {}, {}, {}});
     if (!entries_->entries.empty()) {
+        std::shared_ptr<SendBuffers> buf;
+        for (const auto& b : entries_->send_pool) {
+            if (b.use_count() == 1) {
+                buf = b;
+                break;
+            }
+        }
+        if (buf == nullptr) {
+            buf = std::make_shared<SendBuffers>();
+            entries_->send_pool.push_back(buf);
+        }
+        dist->entries.send_buffers = buf;
         dist->entries.splits.emplace(
-            entries_->a2a->start(entries_input(kjt, entries_->entries, names_)));
+            entries_->a2a->start(entries_input(kjt, entries_->entries, names_, *buf)));
     }
     if (!row_wise_->keys.empty()) {
         std::vector<int64_t> index, block_sizes;

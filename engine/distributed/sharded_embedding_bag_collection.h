@@ -57,6 +57,9 @@ public:
 
     // One dist path's input dist: the all-to-all's two phases, then the KJT it received.
     struct PathInputDist {
+        // The storage of the tensors this dist sends, reused by a later batch once this dist is
+        // gone (first: destroyed after the awaitables, which complete the sends).
+        std::shared_ptr<void> send_buffers;
         std::optional<KJTAllToAllSplitsAwaitable> splits;
         std::optional<KJTAllToAllTensorsAwaitable> tensors;
         std::optional<KeyedJaggedTensor> received;

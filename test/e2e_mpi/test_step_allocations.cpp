@@ -87,21 +87,22 @@ TEST_CASE("sharded training steps: allocations per step after warm-up", "[mpi][e
 
     // What still allocates per step, as measured at np 1, 2 and 4 (zero-sized tensors allocate
     // nothing, so a rank may allocate fewer). Entries path (table_wise, column_wise,
-    // table_row_wise): entries_input's send tensors, the recat outputs and the received KJT's
-    // offsets (7). row_wise: kjt.permute and bucketize_kjt_before_all2all on top (11).
-    // data_parallel: kjt.permute in forward (5); its backward all-gather reuses its buffers.
-    // The KJTAllToAll counts and receive buffers are reused (kjt_all_to_all.cpp).
+    // table_row_wise): the recat lengths and values and the received KJT's offsets, and 2 more
+    // that every path makes (5). row_wise: kjt.permute and bucketize_kjt_before_all2all on top
+    // (11). data_parallel: kjt.permute in forward (5). Reused instead: the KJTAllToAll counts
+    // and receive buffers, the entries path's send buffers, the data_parallel backward's
+    // all-gather buffers and the lookups' offsets.
     const std::vector<Case> cases = {
-        {{"sharding.sharding_type=table_wise"}, 7},
-        {{"sharding.sharding_type=column_wise"}, 7},
-        {{"sharding.sharding_type=table_row_wise"}, 7},
+        {{"sharding.sharding_type=table_wise"}, 5},
+        {{"sharding.sharding_type=column_wise"}, 5},
+        {{"sharding.sharding_type=table_row_wise"}, 5},
         {{"sharding.sharding_type=row_wise"}, 11},
         {{"sharding.sharding_type=data_parallel"}, 5},
         {{"sharding.sharding_type=table_wise",
           "sharding.tables=[{name: big, sharding_type: "
           "row_wise}, {name: cols, sharding_type: "
           "data_parallel}]"},
-         21},
+         19},
     };
     const int64_t warmup = 6, measured = 4;
     for (const Case& c : cases) {
