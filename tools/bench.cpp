@@ -71,12 +71,10 @@ public:
     std::optional<train::TrainInput> next() override {
         if (next_ >= steps_)
             return std::nullopt;
-        train::TrainInput in;
-        in.step = next_++;
-        in.batch = batches_[static_cast<size_t>(in.step) % batches_.size()];
-        in.dense_lr = trainer_.dense_lr(in.step);
-        in.sparse_lr = trainer_.sparse_lr(in.step);
-        return in;
+        // Built from the batch: a default Batch would allocate its empty KJT every step.
+        const int64_t step = next_++;
+        return train::TrainInput{step, batches_[static_cast<size_t>(step) % batches_.size()], true,
+                                 trainer_.dense_lr(step), trainer_.sparse_lr(step)};
     }
 
 private:
