@@ -39,15 +39,26 @@ void check_bucketize_args(const KeyedJaggedTensor& kjt,
     }
 }
 
+// A new [n] tensor, or the first n elements of *buf (grown, with headroom, when n does not fit).
+Tensor output_tensor(Tensor* buf, int64_t n, DType dtype) {
+    if (buf == nullptr)
+        return Tensor::empty({n}, dtype);
+    if (!buf->defined() || buf->numel() < n)
+        *buf = Tensor::empty({n + n / 2}, dtype);
+    return buf->slice(0, n);
+}
+
 // Pass 1: the bucketized lengths [bucket][f][b].
 Tensor bucketized_lengths(const KeyedJaggedTensor& kjt,
                           int64_t num_buckets,
-                          const std::vector<int64_t>& block_sizes) {
+                          const std::vector<int64_t>& block_sizes,
+                          Tensor* buf) {
     const int64_t batch = kjt.stride();
     const int64_t bags = kjt.num_keys() * batch;  // per bucket
     const int64_t* ids = kjt.values().data<int64_t>();
     const int64_t* off = kjt.offsets().data<int64_t>();
-    Tensor lengths = Tensor::zeros({num_buckets * bags}, DType::kI64);
+    Tensor lengths = output_tensor(buf, num_buckets * bags, DType::kI64);
+    lengths.zero_();
     int64_t* len = lengths.data<int64_t>();
     for (int64_t f = 0; f < kjt.num_keys(); ++f) {
         const BucketRule rule(block_sizes[f], num_buckets);
@@ -111,14 +122,18 @@ BucketizedKJT bucketize_kjt_before_all2all(const KeyedJaggedTensor& kjt,
                                            int64_t num_buckets,
                                            const std::vector<int64_t>& block_sizes,
                                            bool output_permute,
-                                           bool bucketize_pos) {
+                                           bool bucketize_pos,
+                                           BucketizeBuffers* buffers) {
     check_bucketize_args(kjt, num_buckets, block_sizes);
     const int64_t num_ids = kjt.values().numel();
     BucketizedKJT out;
-    out.features.lengths = bucketized_lengths(kjt, num_buckets, block_sizes);
-    out.features.values = Tensor::empty({num_ids}, DType::kI64);
+    out.features.lengths = bucketized_lengths(kjt, num_buckets, block_sizes,
+                                              buffers != nullptr ? &buffers->lengths : nullptr);
+    out.features.values =
+        output_tensor(buffers != nullptr ? &buffers->values : nullptr, num_ids, DType::kI64);
     if (bucketize_pos || kjt.has_weights()) {
-        out.features.weights = Tensor::empty({num_ids}, DType::kF32);
+        out.features.weights =
+            output_tensor(buffers != nullptr ? &buffers->weights : nullptr, num_ids, DType::kF32);
     }
     if (output_permute) {
         out.unbucketize_permute = Tensor::empty({num_ids}, DType::kI64);

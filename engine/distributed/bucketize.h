@@ -30,6 +30,12 @@ struct BucketizedKJT {
     std::optional<Tensor> unbucketize_permute;
 };
 
+// Grow-only storage for the output's lengths, values and weights: a caller that passes the same
+// buffers again (once it no longer uses the previous output) allocates nothing in steady state.
+struct BucketizeBuffers {
+    Tensor lengths, values, weights;
+};
+
 // kjt: fixed stride (no VBE), ids >= 0. block_sizes: [F], each >= 1. bucketize_pos: the output
 // weights are each id's position inside its input bag, as f32 (TorchRec position-weighted
 // features; they replace the input weights, as in TorchRec). TorchRec defaults output_permute to
@@ -38,6 +44,7 @@ BucketizedKJT bucketize_kjt_before_all2all(const KeyedJaggedTensor& kjt,
                                            int64_t num_buckets,
                                            const std::vector<int64_t>& block_sizes,
                                            bool output_permute = true,
-                                           bool bucketize_pos = false);
+                                           bool bucketize_pos = false,
+                                           BucketizeBuffers* buffers = nullptr);
 
 }  // namespace shardrec

@@ -60,6 +60,7 @@ struct ShardedEmbeddingBagCollection::Group {
     // entries path: send buffer sets; one only this vector holds is free (the pipeline keeps
     // more than one input dist alive).
     std::vector<std::shared_ptr<SendBuffers>> send_pool;
+    std::vector<std::shared_ptr<BucketizeBuffers>> bucketize_pool;  // row_wise, the same way
     int64_t cols = 0;  // sum of the group's output columns
 };
 
@@ -507,6 +508,17 @@ void wait_tensors(PathDist& p) {
         p.received = p.tensors->wait();
 }
 
+// A buffer set of `pool` that no input dist holds (one only the pool holds), or a new one.
+template <typename T>
+std::shared_ptr<T> acquire(std::vector<std::shared_ptr<T>>& pool) {
+    for (const auto& b : pool) {
+        if (b.use_count() == 1)
+            return b;
+    }
+    pool.push_back(std::make_shared<T>());
+    return pool.back();
+}
+
 // The same feature tensors (the pipeline keeps its batches alive, so addresses are not reused).
 bool same_features(const KeyedJaggedTensor& a, const KeyedJaggedTensor& b) {
     return a.stride() == b.stride() && a.values().data_ptr() == b.values().data_ptr() &&
@@ -526,17 +538,7 @@ std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> ShardedEmbeddingBagCol
     // Built from `kjt`: a default KeyedJaggedTensor would allocate three tensors per batch.
     auto dist = std::make_unique<InputDist>(InputDist{kjt, {}, {}, {}});
     if (!entries_->entries.empty()) {
-        std::shared_ptr<SendBuffers> buf;
-        for (const auto& b : entries_->send_pool) {
-            if (b.use_count() == 1) {
-                buf = b;
-                break;
-            }
-        }
-        if (buf == nullptr) {
-            buf = std::make_shared<SendBuffers>();
-            entries_->send_pool.push_back(buf);
-        }
+        const std::shared_ptr<SendBuffers> buf = acquire(entries_->send_pool);
         dist->entries.send_buffers = buf;
         dist->entries.splits.emplace(
             entries_->a2a->start(entries_input(kjt, entries_->entries, names_, *buf)));
@@ -548,8 +550,11 @@ std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> ShardedEmbeddingBagCol
             const auto& table = tables_[static_cast<size_t>(key_table_[static_cast<size_t>(k)])];
             block_sizes.push_back(row_block_size(table.num_embeddings, pg_->size()));
         }
-        BucketizedKJT bucketized = bucketize_kjt_before_all2all(
-            kjt.permute(index), pg_->size(), block_sizes, /*output_permute=*/false);
+        const std::shared_ptr<BucketizeBuffers> buf = acquire(row_wise_->bucketize_pool);
+        dist->row_wise.send_buffers = buf;
+        BucketizedKJT bucketized =
+            bucketize_kjt_before_all2all(kjt.permute(index), pg_->size(), block_sizes,
+                                         /*output_permute=*/false, /*bucketize_pos=*/false, &*buf);
         dist->row_wise.splits.emplace(row_wise_->a2a->start(std::move(bucketized.features)));
     }
     if (!data_parallel_->keys.empty()) {  // every rank pools its own batch: nothing travels
