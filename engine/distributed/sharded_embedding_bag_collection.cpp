@@ -1,4 +1,5 @@
-// Sharded EmbeddingBagCollection: building the shards from the plan, then the three dist paths.
+// Sharded EmbeddingBagCollection: building the shards from the plan, then the three dist paths
+// (shard inspection for tests and checkpoints: sharded_embedding_bag_collection_state.cpp).
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 
 #include <algorithm>
@@ -7,62 +8,10 @@
 #include <tuple>
 
 #include "engine/distributed/bucketize.h"
+#include "engine/distributed/sharded_embedding_bag_collection_impl.h"
 #include "engine/modules/interaction.h"
 
 namespace shardrec {
-
-// One feature slot of the entries path: output key `key` looked up in the shard
-// [row_offset, +rows) x [col_offset, +cols) of `table`, which lives on rank `dest`.
-struct Entry {
-    int64_t key = 0;
-    int64_t table = 0;
-    int64_t shard = 0;
-    int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;
-    int dest = 0;
-    bool row_sharded = false;  // ids are filtered to the shard's rows, pooled as SUM
-};
-
-struct ShardedEmbeddingBagCollection::ShardLookup {
-    int64_t table = 0;
-    int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;
-    PoolingMode mode = PoolingMode::kSum;
-    int64_t first_key = 0, num_keys = 0;  // contiguous keys of the received KJT
-    Tensor weights, state1, state2;       // [rows, cols], optimizer state
-    Tensor table_offsets;                 // [2] i64: {0, rows}
-    Tensor feature_table;                 // [num_keys] i32 zeros
-    kernels::EmbeddingBackwardWorkspace workspace;
-    Tensor ids, offsets, psw;  // the latest forward's bags of this shard
-    Tensor offsets_buf;        // grow-only storage of offsets (batch sizes differ in backward)
-    Tensor out, grad;          // [batch, num_keys * cols]
-    int64_t step = 1;
-};
-
-// Grow-only send tensors of one entries-path input dist.
-struct SendBuffers {
-    Tensor lengths, values, weights;
-};
-
-struct ShardedEmbeddingBagCollection::Group {
-    std::vector<Entry> entries;      // entries path, in send order (by destination rank)
-    std::vector<int64_t> keys;       // row_wise / data_parallel: output keys, in group order
-    std::vector<ShardLookup> local;  // this rank's shards, in received key order
-    std::unique_ptr<KJTAllToAll> a2a;
-    std::unique_ptr<PooledEmbeddingsAllToAll> pooled_a2a;
-    std::unique_ptr<PooledEmbeddingsReduceScatter> reduce_scatter;
-    std::unique_ptr<PooledEmbeddingsAllGather> all_gather;
-    KeyedJaggedTensor received;  // my keys for the batch the lookups ran on
-    std::vector<int64_t> batch_size_per_rank;
-    Tensor local_out;  // [batch, sum local cols]
-    Tensor grad_out;   // [B, sum group cols]
-    // data_parallel backward: every rank's KJT, gathered into grow-only buffers.
-    Tensor gather_mine, gather_sizes, gather_lengths, gather_values, gather_weights;
-    Tensor global_offsets, global_values, global_weights;
-    // entries path: send buffer sets; one only this vector holds is free (the pipeline keeps
-    // more than one input dist alive).
-    std::vector<std::shared_ptr<SendBuffers>> send_pool;
-    std::vector<std::shared_ptr<BucketizeBuffers>> bucketize_pool;  // row_wise, the same way
-    int64_t cols = 0;  // sum of the group's output columns
-};
 
 namespace {
 
@@ -758,83 +707,6 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
                        s.num_keys, s);
         run_updates(g, gathered, optimizer_, stream);
     }
-}
-
-// ---- inspection ----
-
-Tensor ShardedEmbeddingBagCollection::unsharded_weight(int64_t table) const {
-    const EmbeddingBagConfig& cfg = tables_.at(static_cast<size_t>(table));
-    Tensor full = Tensor::zeros({cfg.num_embeddings, cfg.embedding_dim}, DType::kF32);
-    float* f = full.data<float>();
-    auto place = [&](const ShardLookup& s) {
-        SR_CHECK(s.weights.dtype() == DType::kF32, "unsharded_weight: table '{}' is stored as {}",
-                 cfg.name, dtype_name(s.weights.dtype()));
-        const float* src = s.weights.data<float>();
-        for (int64_t r = 0; r < s.rows; ++r) {
-            for (int64_t c = 0; c < s.cols; ++c) {
-                f[(s.row_offset + r) * cfg.embedding_dim + s.col_offset + c] = src[r * s.cols + c];
-            }
-        }
-    };
-    for (const Group* g : {entries_.get(), row_wise_.get()}) {
-        for (const ShardLookup& s : g->local) {
-            if (s.table == table)
-                place(s);
-        }
-    }
-    if (pg_->rank() == 0) {  // replicas are identical: one copy joins the sum
-        for (const ShardLookup& s : data_parallel_->local) {
-            if (s.table == table)
-                place(s);
-        }
-    }
-    pg_->all_reduce(full, comm::ReduceOp::kSum).wait();
-    return full;
-}
-
-std::vector<EmbeddingShardState> ShardedEmbeddingBagCollection::shard_states() {
-    std::vector<EmbeddingShardState> out;
-    for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
-        for (ShardLookup& s : g->local) {
-            EmbeddingShardState st;
-            st.table = s.table;
-            st.row_offset = s.row_offset;
-            st.rows = s.rows;
-            st.col_offset = s.col_offset;
-            st.cols = s.cols;
-            st.replicated = g == data_parallel_.get();
-            st.weight = s.weights;
-            for (const Tensor* state : {&s.state1, &s.state2}) {
-                if (state->defined())
-                    st.optimizer_state.push_back(*state);
-            }
-            st.optimizer_step = &s.step;
-            out.push_back(std::move(st));
-        }
-    }
-    return out;
-}
-
-int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
-    int64_t n = 0;
-    for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
-        for (const ShardLookup& s : g->local)
-            n += static_cast<int64_t>(s.weights.nbytes());
-    }
-    return n;
-}
-
-int64_t ShardedEmbeddingBagCollection::optimizer_state_bytes() const {
-    int64_t n = 0;
-    for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
-        for (const ShardLookup& s : g->local) {
-            if (s.state1.defined())
-                n += static_cast<int64_t>(s.state1.nbytes());
-            if (s.state2.defined())
-                n += static_cast<int64_t>(s.state2.nbytes());
-        }
-    }
-    return n;
 }
 
 }  // namespace shardrec

@@ -1,0 +1,67 @@
+// The private parts of ShardedEmbeddingBagCollection that its two source files share: a shard's
+// lookup state and a dist path's group. Not for other code.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/distributed/bucketize.h"
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+#include "kernels/embedding_bag.h"
+
+namespace shardrec {
+
+// One feature slot of the entries path: output key `key` looked up in the shard
+// [row_offset, +rows) x [col_offset, +cols) of `table`, which lives on rank `dest`.
+struct Entry {
+    int64_t key = 0;
+    int64_t table = 0;
+    int64_t shard = 0;
+    int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;
+    int dest = 0;
+    bool row_sharded = false;  // ids are filtered to the shard's rows, pooled as SUM
+};
+
+struct ShardedEmbeddingBagCollection::ShardLookup {
+    int64_t table = 0;
+    int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;
+    PoolingMode mode = PoolingMode::kSum;
+    int64_t first_key = 0, num_keys = 0;  // contiguous keys of the received KJT
+    Tensor weights, state1, state2;       // [rows, cols], optimizer state
+    Tensor table_offsets;                 // [2] i64: {0, rows}
+    Tensor feature_table;                 // [num_keys] i32 zeros
+    kernels::EmbeddingBackwardWorkspace workspace;
+    Tensor ids, offsets, psw;  // the latest forward's bags of this shard
+    Tensor offsets_buf;        // grow-only storage of offsets (batch sizes differ in backward)
+    Tensor out, grad;          // [batch, num_keys * cols]
+    int64_t step = 1;
+};
+
+// Grow-only send tensors of one entries-path input dist.
+struct SendBuffers {
+    Tensor lengths, values, weights;
+};
+
+struct ShardedEmbeddingBagCollection::Group {
+    std::vector<Entry> entries;      // entries path, in send order (by destination rank)
+    std::vector<int64_t> keys;       // row_wise / data_parallel: output keys, in group order
+    std::vector<ShardLookup> local;  // this rank's shards, in received key order
+    std::unique_ptr<KJTAllToAll> a2a;
+    std::unique_ptr<PooledEmbeddingsAllToAll> pooled_a2a;
+    std::unique_ptr<PooledEmbeddingsReduceScatter> reduce_scatter;
+    std::unique_ptr<PooledEmbeddingsAllGather> all_gather;
+    KeyedJaggedTensor received;  // my keys for the batch the lookups ran on
+    std::vector<int64_t> batch_size_per_rank;
+    Tensor local_out;  // [batch, sum local cols]
+    Tensor grad_out;   // [B, sum group cols]
+    // data_parallel backward: every rank's KJT, gathered into grow-only buffers.
+    Tensor gather_mine, gather_sizes, gather_lengths, gather_values, gather_weights;
+    Tensor global_offsets, global_values, global_weights;
+    // entries path: send buffer sets; one only this vector holds is free (the pipeline keeps
+    // more than one input dist alive).
+    std::vector<std::shared_ptr<SendBuffers>> send_pool;
+    std::vector<std::shared_ptr<BucketizeBuffers>> bucketize_pool;  // row_wise, the same way
+    int64_t cols = 0;  // sum of the group's output columns
+};
+
+}  // namespace shardrec

@@ -1,0 +1,83 @@
+// ShardedEmbeddingBagCollection inspection: the unsharded tables (tests), the local shards'
+// placement and state (checkpoints), and the bytes they hold.
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+#include "engine/distributed/sharded_embedding_bag_collection_impl.h"
+
+namespace shardrec {
+
+Tensor ShardedEmbeddingBagCollection::unsharded_weight(int64_t table) const {
+    const EmbeddingBagConfig& cfg = tables_.at(static_cast<size_t>(table));
+    Tensor full = Tensor::zeros({cfg.num_embeddings, cfg.embedding_dim}, DType::kF32);
+    float* f = full.data<float>();
+    auto place = [&](const ShardLookup& s) {
+        SR_CHECK(s.weights.dtype() == DType::kF32, "unsharded_weight: table '{}' is stored as {}",
+                 cfg.name, dtype_name(s.weights.dtype()));
+        const float* src = s.weights.data<float>();
+        for (int64_t r = 0; r < s.rows; ++r) {
+            for (int64_t c = 0; c < s.cols; ++c) {
+                f[(s.row_offset + r) * cfg.embedding_dim + s.col_offset + c] = src[r * s.cols + c];
+            }
+        }
+    };
+    for (const Group* g : {entries_.get(), row_wise_.get()}) {
+        for (const ShardLookup& s : g->local) {
+            if (s.table == table)
+                place(s);
+        }
+    }
+    if (pg_->rank() == 0) {  // replicas are identical: one copy joins the sum
+        for (const ShardLookup& s : data_parallel_->local) {
+            if (s.table == table)
+                place(s);
+        }
+    }
+    pg_->all_reduce(full, comm::ReduceOp::kSum).wait();
+    return full;
+}
+
+std::vector<EmbeddingShardState> ShardedEmbeddingBagCollection::shard_states() {
+    std::vector<EmbeddingShardState> out;
+    for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
+        for (ShardLookup& s : g->local) {
+            EmbeddingShardState st;
+            st.table = s.table;
+            st.row_offset = s.row_offset;
+            st.rows = s.rows;
+            st.col_offset = s.col_offset;
+            st.cols = s.cols;
+            st.replicated = g == data_parallel_.get();
+            st.weight = s.weights;
+            for (const Tensor* state : {&s.state1, &s.state2}) {
+                if (state->defined())
+                    st.optimizer_state.push_back(*state);
+            }
+            st.optimizer_step = &s.step;
+            out.push_back(std::move(st));
+        }
+    }
+    return out;
+}
+
+int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
+    int64_t n = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
+        for (const ShardLookup& s : g->local)
+            n += static_cast<int64_t>(s.weights.nbytes());
+    }
+    return n;
+}
+
+int64_t ShardedEmbeddingBagCollection::optimizer_state_bytes() const {
+    int64_t n = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
+        for (const ShardLookup& s : g->local) {
+            if (s.state1.defined())
+                n += static_cast<int64_t>(s.state1.nbytes());
+            if (s.state2.defined())
+                n += static_cast<int64_t>(s.state2.nbytes());
+        }
+    }
+    return n;
+}
+
+}  // namespace shardrec
