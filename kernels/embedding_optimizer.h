@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "engine/core/tensor.h"
+
 namespace shardrec::kernels {
 
 // Update rules for one touched row r with aggregated gradient g (D floats), all in fp32:
@@ -44,6 +46,19 @@ inline int optim_num_states(OptimType type) {
             return 2;
     }
     return 0;
+}
+
+// Zeroed state of `rows` rows of `cols` columns: row-wise Adagrad keeps one f32 per row, the
+// others one (Adagrad) or two (Adam) f32 tensors shaped like the rows; undefined where unused.
+inline void make_optimizer_states(
+    OptimType type, int64_t rows, int64_t cols, Tensor& state1, Tensor& state2) {
+    if (type == OptimType::kExactRowWiseAdagrad) {
+        state1 = Tensor::zeros({rows}, DType::kF32);
+    } else if (optim_num_states(type) >= 1) {
+        state1 = Tensor::zeros({rows, cols}, DType::kF32);
+    }
+    if (optim_num_states(type) >= 2)
+        state2 = Tensor::zeros({rows, cols}, DType::kF32);
 }
 
 struct FusedOptimizerParams {

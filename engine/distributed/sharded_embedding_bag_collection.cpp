@@ -128,14 +128,7 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
                 const kernels::FusedOptimizerParams& optim) {
     s.weights = Tensor::empty({s.rows, s.cols}, table.data_type);
     init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset, table.num_embeddings);
-    const int num_states = kernels::optim_num_states(optim.type);
-    if (optim.type == kernels::OptimType::kExactRowWiseAdagrad) {
-        s.state1 = Tensor::zeros({s.rows}, DType::kF32);
-    } else if (num_states >= 1) {
-        s.state1 = Tensor::zeros({s.rows, s.cols}, DType::kF32);
-    }
-    if (num_states >= 2)
-        s.state2 = Tensor::zeros({s.rows, s.cols}, DType::kF32);
+    kernels::make_optimizer_states(optim.type, s.rows, s.cols, s.state1, s.state2);
     s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows});
     s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32);
 }

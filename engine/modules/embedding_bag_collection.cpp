@@ -145,15 +145,7 @@ void EmbeddingBagCollection::init_group(int64_t index, uint64_t seed) {
         g.grad_weights = Tensor::zeros({rows, g.dim}, DType::kF32);
         return;
     }
-    const int num_states = kernels::optim_num_states(fused_->type);
-    if (fused_->type == kernels::OptimType::kExactRowWiseAdagrad) {
-        g.state1 = Tensor::zeros({rows}, DType::kF32);
-    } else if (num_states >= 1) {
-        g.state1 = Tensor::zeros({rows, g.dim}, DType::kF32);
-    }
-    if (num_states >= 2) {
-        g.state2 = Tensor::zeros({rows, g.dim}, DType::kF32);
-    }
+    kernels::make_optimizer_states(fused_->type, rows, g.dim, g.state1, g.state2);
 }
 
 // ---- forward ----

@@ -48,14 +48,7 @@ EmbeddingCollection::EmbeddingCollection(std::vector<EmbeddingConfig> tables,
     }
     table_offsets_ = Tensor::from_vector(table_row_offsets_);
     feature_table_ = Tensor::from_vector(feature_table);
-    if (optim_.type == kernels::OptimType::kExactRowWiseAdagrad) {
-        state1_ = Tensor::zeros({rows}, DType::kF32);
-    } else if (kernels::optim_num_states(optim_.type) >= 1) {
-        state1_ = Tensor::zeros({rows, dim_}, DType::kF32);
-    }
-    if (kernels::optim_num_states(optim_.type) >= 2) {
-        state2_ = Tensor::zeros({rows, dim_}, DType::kF32);
-    }
+    kernels::make_optimizer_states(optim_.type, rows, dim_, state1_, state2_);
     packer_ = KjtFeaturePacker("EmbeddingCollection", names_);
 }
 
