@@ -3,6 +3,7 @@
 #include <numeric>
 #include <utility>
 
+#include "engine/distributed/comm_ops.h"
 #include "engine/distributed/permute_sparse_data.h"
 
 namespace shardrec {
@@ -32,14 +33,6 @@ void check_input(const KJTAllToAllInput& in, const std::vector<int64_t>& splits)
         SR_CHECK(in.weights->dtype() == DType::kF32 && in.weights->numel() == in.values.numel(),
                  "KJTAllToAll: weights {} for {} values", in.weights->str(), in.values.numel());
     }
-}
-
-// The first n elements of `buf`, which grows (with headroom, as batches vary in ids) only when
-// n does not fit, so a steady state allocates nothing.
-Tensor grown_view(Tensor& buf, int64_t n, DType dtype) {
-    if (!buf.defined() || buf.numel() < n)
-        buf = Tensor::empty({n + n / 2}, dtype);
-    return buf.slice(0, n);
 }
 
 }  // namespace

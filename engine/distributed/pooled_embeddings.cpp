@@ -44,15 +44,6 @@ std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& given,
     return given;
 }
 
-// TorchRec divides the gradient by the group size (grad.div_(world_size)).
-void divide_by_world(Tensor& t, int64_t world) {
-    float* p = t.data<float>();
-    const auto divisor = static_cast<float>(world);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-        p[i] /= divisor;
-    }
-}
-
 // Block [rows, cols] -> columns [col, col + cols) of matrix [rows, matrix_cols].
 void block_to_columns(const float* block,
                       int64_t rows,

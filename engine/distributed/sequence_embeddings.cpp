@@ -175,10 +175,7 @@ TensorAwaitable SequenceEmbeddingsAllToAll::start_backward(const Tensor& grad_ou
         permute_sparse_data(recat.to_feature_major, recat.rank_major_sizes, lengths, recv, nullptr,
                             scratch_lengths, grad_in, nullptr);
         if (divide) {
-            float* g = grad_in.data<float>();
-            for (int64_t i = 0; i < grad_in.numel(); ++i) {
-                g[i] /= static_cast<float>(world);
-            }
+            divide_by_world(grad_in, world);
         }
         return grad_in;
     };

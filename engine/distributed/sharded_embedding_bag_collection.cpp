@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <tuple>
 
 #include "engine/distributed/bucketize.h"
@@ -18,14 +17,6 @@ namespace {
 void ensure(Tensor& t, const Shape& shape) {
     if (!t.defined() || t.shape() != shape)
         t = Tensor::empty(shape, DType::kF32);
-}
-
-// The first n elements of `buf`, which grows (with headroom, as batches vary in ids) only when
-// n does not fit, so a steady state allocates nothing.
-Tensor grown_view(Tensor& buf, int64_t n, DType dtype) {
-    if (!buf.defined() || buf.numel() < n)
-        buf = Tensor::empty({n + n / 2}, dtype);
-    return buf.slice(0, n);
 }
 
 // The bags of keys [first, first + n) of fixed-stride B jagged data (offsets `off`, values,
@@ -325,82 +316,6 @@ KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt,
     return in;
 }
 
-// Every rank's KJT, keys in order, samples of rank 0 first: [key][source rank][b], into
-// g.global_offsets / global_values / global_weights (grow-only, so a steady state allocates
-// nothing). Returns every rank's batch size.
-std::vector<int64_t> all_gather_kjt(comm::ProcessGroup& pg,
-                                    const KeyedJaggedTensor& kjt,
-                                    ShardedEmbeddingBagCollection::Group& g) {
-    const int world = pg.size();
-    const int64_t F = kjt.num_keys();
-    Tensor mine = grown_view(g.gather_mine, 2, DType::kI64);
-    mine.data<int64_t>()[0] = kjt.stride();
-    mine.data<int64_t>()[1] = kjt.values().numel();
-    Tensor sizes = grown_view(g.gather_sizes, 2 * world, DType::kI64);
-    pg.all_gather_v(mine, sizes, std::vector<int64_t>(static_cast<size_t>(world), 2)).wait();
-    const int64_t* sz = sizes.data<int64_t>();
-    std::vector<int64_t> len_splits, val_splits, batch_size_per_rank;
-    int64_t Bg = 0, N = 0;
-    for (int r = 0; r < world; ++r) {
-        len_splits.push_back(F * sz[2 * r]);
-        val_splits.push_back(sz[2 * r + 1]);
-        batch_size_per_rank.push_back(sz[2 * r]);
-        Bg += sz[2 * r];
-        N += sz[2 * r + 1];
-    }
-    Tensor lengths = grown_view(g.gather_lengths, F * Bg, DType::kI64);
-    Tensor values = grown_view(g.gather_values, N, DType::kI64);
-    comm::Work wl = pg.all_gather_v(kjt.lengths(), lengths, len_splits);
-    comm::Work wv = pg.all_gather_v(kjt.values(), values, val_splits);
-    Tensor weights;
-    comm::Work ww;
-    if (kjt.has_weights()) {
-        weights = grown_view(g.gather_weights, N, DType::kF32);
-        ww = pg.all_gather_v(kjt.weights(), weights, val_splits);
-    }
-    wl.wait();
-    wv.wait();
-    ww.wait();
-    // Recat [rank][key][b] -> [key][rank][b], moving each bag's ids (and weights) with it.
-    const int64_t* l = lengths.data<int64_t>();
-    std::vector<int64_t> bag_start(static_cast<size_t>(F * Bg));
-    int64_t pos = 0, rank_l0 = 0;
-    for (int r = 0; r < world; ++r) {
-        const int64_t Br = sz[2 * r];
-        for (int64_t i = 0; i < F * Br; ++i) {
-            bag_start[static_cast<size_t>(rank_l0 + i)] = pos;
-            pos += l[rank_l0 + i];
-        }
-        rank_l0 += F * Br;
-    }
-    const int64_t* v = values.data<int64_t>();
-    const float* w = weights.defined() ? weights.data<float>() : nullptr;
-    int64_t* out_off = grown_view(g.global_offsets, F * Bg + 1, DType::kI64).data<int64_t>();
-    int64_t* out_v = grown_view(g.global_values, N, DType::kI64).data<int64_t>();
-    float* out_w =
-        w != nullptr ? grown_view(g.global_weights, N, DType::kF32).data<float>() : nullptr;
-    int64_t n = 0;
-    out_off[0] = 0;
-    for (int64_t f = 0; f < F; ++f) {
-        int64_t l0 = 0, b_out = 0;
-        for (int r = 0; r < world; ++r) {
-            const int64_t Br = sz[2 * r];
-            for (int64_t b = 0; b < Br; ++b, ++b_out) {
-                const int64_t src = l0 + f * Br + b;
-                const int64_t start = bag_start[static_cast<size_t>(src)];
-                for (int64_t j = 0; j < l[src]; ++j, ++n) {
-                    out_v[n] = v[start + j];
-                    if (out_w != nullptr)
-                        out_w[n] = w[start + j];
-                }
-                out_off[f * Bg + b_out + 1] = n;
-            }
-            l0 += F * Br;
-        }
-    }
-    return batch_size_per_rank;
-}
-
 }  // namespace
 
 // Pools every local shard for g.received into g.local_out [batch, sum local cols].
@@ -679,25 +594,21 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
     }
     if (!data_parallel_->keys.empty()) {
         // Every replica applies the update of the global batch: gather every rank's ids and
-        // gradients (divided by the world size, as the other paths' backward collectives do).
+        // gradients (divided by the world size when gradient_division() is on, as the other
+        // paths' backward collectives do).
         Group& g = *data_parallel_;
         std::vector<int64_t> widths;
         for (int64_t k : g.keys)
             widths.push_back(dims_[static_cast<size_t>(k)]);
         gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths);
-        const std::vector<int64_t> batch_size_per_rank = all_gather_kjt(*pg_, g.received, g);
-        const int64_t Bg =
-            std::accumulate(batch_size_per_rank.begin(), batch_size_per_rank.end(), int64_t{0});
-        const int64_t N = g.global_offsets.data<int64_t>()[g.received.num_keys() * Bg];
-        Tensor gathered = g.all_gather->forward(g.grad_out, batch_size_per_rank);
-        float* gp = gathered.data<float>();
-        const float inv_world = 1.0f / static_cast<float>(pg_->size());
-        for (int64_t i = 0; i < gathered.numel(); ++i)
-            gp[i] *= inv_world;
+        const GatheredKJT all = all_gather_kjt(
+            *pg_, g.received, g.received.has_weights() ? &g.received.weights() : nullptr, g.gather);
+        Tensor gathered = g.all_gather->forward(g.grad_out, all.batch_size_per_rank);
+        if (gradient_division())
+            divide_by_world(gathered, pg_->size());
         for (auto& s : g.local)
-            slice_bags(g.global_offsets.data<int64_t>(), Bg, g.global_values.slice(0, N),
-                       g.received.has_weights() ? &g.global_weights : nullptr, s.first_key,
-                       s.num_keys, s);
+            slice_bags(all.offsets.data<int64_t>(), all.stride, all.values,
+                       all.payload.defined() ? &all.payload : nullptr, s.first_key, s.num_keys, s);
         run_updates(g, gathered, optimizer_, stream);
     }
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/distributed/bucketize.h"
+#include "engine/distributed/kjt_all_gather.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "kernels/embedding_bag.h"
 
@@ -52,11 +53,9 @@ struct ShardedEmbeddingBagCollection::Group {
     std::unique_ptr<PooledEmbeddingsAllGather> all_gather;
     KeyedJaggedTensor received;  // my keys for the batch the lookups ran on
     std::vector<int64_t> batch_size_per_rank;
-    Tensor local_out;  // [batch, sum local cols]
-    Tensor grad_out;   // [B, sum group cols]
-    // data_parallel backward: every rank's KJT, gathered into grow-only buffers.
-    Tensor gather_mine, gather_sizes, gather_lengths, gather_values, gather_weights;
-    Tensor global_offsets, global_values, global_weights;
+    Tensor local_out;            // [batch, sum local cols]
+    Tensor grad_out;             // [B, sum group cols]
+    KJTAllGatherBuffers gather;  // data_parallel backward: every rank's KJT
     // entries path: send buffer sets; one only this vector holds is free (the pipeline keeps
     // more than one input dist alive).
     std::vector<std::shared_ptr<SendBuffers>> send_pool;

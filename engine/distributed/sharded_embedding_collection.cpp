@@ -1,5 +1,6 @@
 // Sharded EmbeddingCollection: building the shards from the plan, then per path the input dist,
-// the sequence lookups and the sequence embeddings all-to-all (see the header).
+// the sequence lookups and the sequence embeddings all-to-all, or for data_parallel the local
+// lookups and the gathered backward (see the header).
 #include "engine/distributed/sharded_embedding_collection.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <tuple>
 
 #include "engine/distributed/bucketize.h"
+#include "engine/distributed/kjt_all_gather.h"
 #include "engine/distributed/kjt_all_to_all.h"
 #include "engine/distributed/sequence_embeddings.h"
 #include "kernels/sequence_embedding.h"
@@ -44,20 +46,23 @@ struct ShardedEmbeddingCollection::Shard {
 };
 
 struct ShardedEmbeddingCollection::Path {
-    bool row_wise = false;
+    enum class Kind { kWidth, kRowWise, kDataParallel };
+    Kind kind = Kind::kWidth;
     int64_t width = 0;
     std::vector<Entry> entries;   // width path: in send order (by destination rank)
-    std::vector<int64_t> keys;    // row-wise path: output keys, in names order
+    std::vector<int64_t> keys;    // row-wise, data-parallel path: output keys, in names order
     std::vector<int64_t> blocks;  // row-wise path: block size of each key
     std::vector<Shard> local;     // this rank's shards, in received key order
     std::unique_ptr<KJTAllToAll> a2a;
     std::unique_ptr<SequenceEmbeddingsAllToAll> seq_a2a;
     std::optional<KJTAllToAllSplitsAwaitable> pending;
-    KeyedJaggedTensor received;  // my keys for the global batch of the latest forward
+    // My keys for the global batch of the latest forward (data-parallel: for my batch).
+    KeyedJaggedTensor received;
     KJTAllToAllSplits splits;
     std::optional<Tensor> unbucketize_permute;
-    Tensor local_rows;  // [N_local, width] the lookups' rows
-    Tensor grad_in;     // [N_in, width] the gradient rows of my batch
+    Tensor local_rows;           // [N_local, width] the lookups' rows
+    Tensor grad_in;              // [N_in, width] the gradient rows of my batch
+    KJTAllGatherBuffers gather;  // data-parallel backward: every rank's ids and gradient rows
 
     // The output keys of the rows this rank sent, in send order, with their columns.
     std::vector<std::tuple<int64_t, int64_t, int64_t>> sent_keys() const {
@@ -72,17 +77,35 @@ struct ShardedEmbeddingCollection::Path {
 
 namespace {
 
-// Shard s's bags of a fixed-stride KJT (keys [first_key, +num_keys)): ids view, rebased offsets.
-void slice_keys(const KeyedJaggedTensor& kjt, ShardedEmbeddingCollection::Shard& s) {
-    const int64_t B = kjt.stride();
-    const int64_t* off = kjt.offsets().data<int64_t>();
+// Shard s's bags (keys [first_key, +num_keys)) of fixed-stride B jagged data: ids view, rebased
+// offsets.
+void slice_bags(const int64_t* off,
+                int64_t B,
+                const Tensor& values,
+                ShardedEmbeddingCollection::Shard& s) {
     const int64_t o0 = off[s.first_key * B], o1 = off[(s.first_key + s.num_keys) * B];
     s.offsets = Tensor::empty({s.num_keys * B + 1}, DType::kI64);
     int64_t* o = s.offsets.data<int64_t>();
     for (int64_t i = 0; i <= s.num_keys * B; ++i)
         o[i] = off[s.first_key * B + i] - o0;
-    s.ids = kjt.values().slice(o0, o1);
+    s.ids = values.slice(o0, o1);
     s.first_id = o0;
+}
+
+void slice_keys(const KeyedJaggedTensor& kjt, ShardedEmbeddingCollection::Shard& s) {
+    slice_bags(kjt.offsets().data<int64_t>(), kjt.stride(), kjt.values(), s);
+}
+
+// The fused update of shard s's rows for the gradient rows g [s.ids.numel(), cols] of its ids.
+void update_shard(ShardedEmbeddingCollection::Shard& s,
+                  const Tensor& g,
+                  kernels::FusedOptimizerParams optim,
+                  Stream& stream) {
+    optim.step = s.step++;
+    kernels::sequence_embedding_backward_fused(
+        g, s.table_offsets, s.feature_table, s.ids, s.offsets, optim, s.weights,
+        s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
+        s.workspace, stream);
 }
 
 void init_shard(ShardedEmbeddingCollection::Shard& s,
@@ -179,9 +202,11 @@ ShardedEmbeddingCollection::~ShardedEmbeddingCollection() = default;
 void ShardedEmbeddingCollection::build(const ShardingPlan& plan, uint64_t seed) {
     const int me = pg_->rank(), world = pg_->size();
     std::map<int64_t, Path> by_width;
-    Path rw;
-    rw.row_wise = true;
+    Path rw, dp;
+    rw.kind = Path::Kind::kRowWise;
     rw.width = dim_;
+    dp.kind = Path::Kind::kDataParallel;
+    dp.width = dim_;
     for (size_t k = 0; k < names_.size(); ++k) {
         const int64_t t = key_table_[k];
         const EmbeddingConfig& table = tables_[static_cast<size_t>(t)];
@@ -190,6 +215,9 @@ void ShardedEmbeddingCollection::build(const ShardingPlan& plan, uint64_t seed) 
             case ShardingType::kRowWise:
                 rw.keys.push_back(static_cast<int64_t>(k));
                 rw.blocks.push_back(row_block_size(table.num_embeddings, world));
+                break;
+            case ShardingType::kDataParallel:
+                dp.keys.push_back(static_cast<int64_t>(k));
                 break;
             case ShardingType::kTableWise:
             case ShardingType::kColumnWise:
@@ -209,7 +237,7 @@ void ShardedEmbeddingCollection::build(const ShardingPlan& plan, uint64_t seed) 
                 SR_CHECK(
                     false,
                     "ShardedEmbeddingCollection: table '{}' is planned {}; sequence embeddings "
-                    "support table_wise, column_wise and row_wise",
+                    "support data_parallel, table_wise, column_wise and row_wise",
                     table.name, sharding_type_name(ps.sharding_type));
         }
     }
@@ -258,6 +286,18 @@ void ShardedEmbeddingCollection::build(const ShardingPlan& plan, uint64_t seed) 
         rw.seq_a2a = std::make_unique<SequenceEmbeddingsAllToAll>(pg_, splits);
         paths_.push_back(std::make_unique<Path>(std::move(rw)));
     }
+    if (!dp.keys.empty()) {
+        // Every rank holds the whole table; its features stay on the rank (no all-to-all).
+        for (size_t i = 0; i < dp.keys.size(); ++i) {
+            Shard proto;
+            proto.table = key_table_[static_cast<size_t>(dp.keys[i])];
+            proto.rows = tables_[static_cast<size_t>(proto.table)].num_embeddings;
+            proto.cols = dim_;
+            add_key(dp.local, static_cast<int64_t>(i), proto,
+                    [&](const Shard& s) { return s.table == proto.table; });
+        }
+        paths_.push_back(std::make_unique<Path>(std::move(dp)));
+    }
     for (auto& p : paths_) {
         for (Shard& s : p->local)
             init_shard(s, tables_[static_cast<size_t>(s.table)], seed, optimizer_);
@@ -293,7 +333,14 @@ void ShardedEmbeddingCollection::input_dist(const KeyedJaggedTensor& kjt) {
     }
     // Phase 1 of every path first, so the count exchanges overlap.
     for (auto& p : paths_) {
-        if (p->row_wise) {
+        if (p->kind == Path::Kind::kDataParallel) {  // each rank looks up its own batch
+            std::vector<int64_t> dp_index;
+            for (int64_t k : p->keys)
+                dp_index.push_back(index[static_cast<size_t>(k)]);
+            p->received = kjt.permute(dp_index);
+            continue;
+        }
+        if (p->kind == Path::Kind::kRowWise) {
             std::vector<int64_t> rw_index;
             for (int64_t k : p->keys)
                 rw_index.push_back(index[static_cast<size_t>(k)]);
@@ -316,13 +363,15 @@ void ShardedEmbeddingCollection::input_dist(const KeyedJaggedTensor& kjt) {
         in.values = Tensor::from_vector(values);
         p->pending.emplace(p->a2a->start(std::move(in)));
     }
-    std::vector<KJTAllToAllTensorsAwaitable> tensors;
-    for (auto& p : paths_)
-        tensors.push_back(p->pending->tensors());
-    for (size_t i = 0; i < paths_.size(); ++i) {
-        paths_[i]->received = tensors[i].wait();
-        paths_[i]->splits = tensors[i].splits();
-        paths_[i]->pending.reset();
+    std::vector<std::pair<Path*, KJTAllToAllTensorsAwaitable>> tensors;
+    for (auto& p : paths_) {
+        if (p->pending)
+            tensors.emplace_back(p.get(), p->pending->tensors());
+    }
+    for (auto& [p, t] : tensors) {
+        p->received = t.wait();
+        p->splits = t.splits();
+        p->pending.reset();
     }
 }
 
@@ -337,8 +386,10 @@ void ShardedEmbeddingCollection::lookup_and_output_dist(Path& p, Stream& stream)
                                             s.offsets, rows, stream);
     }
     const Tensor back =
-        p.seq_a2a->forward(p.local_rows, p.received.lengths(), p.splits,
-                           p.unbucketize_permute ? &*p.unbucketize_permute : nullptr);
+        p.kind == Path::Kind::kDataParallel
+            ? p.local_rows
+            : p.seq_a2a->forward(p.local_rows, p.received.lengths(), p.splits,
+                                 p.unbucketize_permute ? &*p.unbucketize_permute : nullptr);
     int64_t row = 0;
     for (const auto& [k, col, cols] : p.sent_keys()) {
         const size_t ks = static_cast<size_t>(k);
@@ -399,19 +450,35 @@ void ShardedEmbeddingCollection::backward(const std::vector<std::pair<std::strin
             copy_block(p->grad_in, row, 0, *by_key[ks], 0, col, key_count_[ks], cols);
             row += key_count_[ks];
         }
-        pending.push_back(p->seq_a2a->start_backward(p->grad_in));
+        pending.push_back(p->kind == Path::Kind::kDataParallel
+                              ? TensorAwaitable()
+                              : p->seq_a2a->start_backward(p->grad_in));
     }
     for (size_t i = 0; i < paths_.size(); ++i) {
-        const Tensor grad_local = pending[i].wait();
-        for (Shard& s : paths_[i]->local) {
-            const Tensor g = grad_local.slice(s.first_id, s.first_id + s.ids.numel());
-            kernels::FusedOptimizerParams optim = optimizer_;
-            optim.step = s.step++;
-            kernels::sequence_embedding_backward_fused(
-                g, s.table_offsets, s.feature_table, s.ids, s.offsets, optim, s.weights,
-                s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
-                s.workspace, stream);
+        Path& p = *paths_[i];
+        if (p.kind == Path::Kind::kDataParallel) {
+            backward_data_parallel(p, stream);
+            continue;
         }
+        const Tensor grad_local = pending[i].wait();
+        for (Shard& s : p.local)
+            update_shard(s, grad_local.slice(s.first_id, s.first_id + s.ids.numel()), optimizer_,
+                         stream);
+    }
+}
+
+void ShardedEmbeddingCollection::backward_data_parallel(Path& p, Stream& stream) {
+    // Every replica applies the update of the global batch: every rank's ids with their gradient
+    // rows, in the order one process sees them (feature, then the samples of rank 0, rank 1, ...),
+    // divided by the world size when gradient_division() is on, as the sequence all-to-all's
+    // backward is.
+    const GatheredKJT all = all_gather_kjt(*pg_, p.received, &p.grad_in, p.gather);
+    Tensor grad = all.payload;
+    if (gradient_division())
+        divide_by_world(grad, pg_->size());
+    for (Shard& s : p.local) {
+        slice_bags(all.offsets.data<int64_t>(), all.stride, all.values, s);
+        update_shard(s, grad.slice(s.first_id, s.first_id + s.ids.numel()), optimizer_, stream);
     }
 }
 
@@ -422,6 +489,9 @@ Tensor ShardedEmbeddingCollection::unsharded_weight(int64_t table) const {
     Tensor full = Tensor::zeros({cfg.num_embeddings, cfg.embedding_dim}, DType::kF32);
     float* f = full.data<float>();
     for (const auto& p : paths_) {
+        // Replicas are identical: rank 0's copy joins the sum.
+        if (p->kind == Path::Kind::kDataParallel && pg_->rank() != 0)
+            continue;
         for (const Shard& s : p->local) {
             if (s.table != table)
                 continue;
@@ -435,7 +505,7 @@ Tensor ShardedEmbeddingCollection::unsharded_weight(int64_t table) const {
             }
         }
     }
-    pg_->all_reduce(full, comm::ReduceOp::kSum).wait();  // every element has one owner
+    pg_->all_reduce(full, comm::ReduceOp::kSum).wait();  // every element has one contributor
     return full;
 }
 
@@ -449,6 +519,7 @@ std::vector<EmbeddingShardState> ShardedEmbeddingCollection::shard_states() {
             st.rows = s.rows;
             st.col_offset = s.col_offset;
             st.cols = s.cols;
+            st.replicated = p->kind == Path::Kind::kDataParallel;
             st.weight = s.weights;
             for (const Tensor* state : {&s.state1, &s.state2}) {
                 if (state->defined())

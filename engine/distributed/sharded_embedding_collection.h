@@ -1,7 +1,8 @@
 // ShardedEmbeddingCollection (TorchRec): an EmbeddingCollection (sequence embeddings, one row per
-// id, no pooling) whose tables are placed on the ranks by a ShardingPlan. Each forward runs
-// input_dist, lookup and output_dist per dist path; backward sends the gradient rows back through
-// the transposed collectives and updates the local rows with the fused optimizer.
+// id, no pooling) whose tables are placed on the ranks by a ShardingPlan (TorchRec
+// EmbeddingCollectionSharder's types). Each forward runs input_dist, lookup and output_dist per
+// dist path; backward sends the gradient rows back through the transposed collectives and updates
+// the local rows with the fused optimizer.
 //   table_wise, column_wise: the features travel to the ranks of their shards (KJTAllToAll, one
 //     key per feature and shard), each rank looks up its shards for the global batch, and
 //     SequenceEmbeddingsAllToAll returns every id's row to the rank and position it came from,
@@ -10,13 +11,17 @@
 //     shards of any widths, even or not, each travel in their own all-to-all.
 //   row_wise: bucketize_kjt_before_all2all + KJTAllToAll, the lookup of each rank's row block,
 //     and SequenceEmbeddingsAllToAll with unbucketize_permute back to the original id order.
-//   table_row_wise and data_parallel are refused with an Error naming the table.
+//   data_parallel: every rank holds the whole table and looks up its own batch (no all-to-all);
+//     the backward gathers the ids and gradient rows of every rank (all_gather_kjt) so each
+//     replica applies the same update, that of the global batch.
+//   table_row_wise is refused with an Error naming the table (TorchRec's sharder refuses it too).
 // Without pooling every output row is one table row, so every plan gives bitwise the rows one
 // process gives. Backward aggregates each shard's duplicate ids in the order one process sees them
-// (feature, then the global sample order), so SGD, Adagrad and Adam updates match one process
-// bitwise; row-wise Adagrad keeps one accumulator per row of each shard (as the bag collection),
-// which under column_wise with several shards differs from one process. The sequence all-to-all's
-// backward divides by the world size when gradient_division() is on (TorchRec All2All_Seq).
+// (feature, then the global sample order: rank 0's samples first), so SGD, Adagrad and Adam
+// updates match one process bitwise; row-wise Adagrad keeps one accumulator per row of each shard
+// (as the bag collection), which under column_wise with several shards differs from one process.
+// The sequence all-to-all's backward, and data_parallel's gathered gradient, divide by the world
+// size when gradient_division() is on (TorchRec All2All_Seq).
 // Rows come from (seed, table, row, col), so every plan starts from the model one process builds.
 // Letters: B local batch, F features, D embedding dim (shared by all tables), N ids.
 #pragma once
@@ -39,7 +44,7 @@ namespace shardrec {
 class ShardedEmbeddingCollection {
 public:
     // tables: as EmbeddingCollection (one embedding_dim and data_type). Every table needs a
-    // table_wise, column_wise or row_wise entry in `plan`.
+    // data_parallel, table_wise, column_wise or row_wise entry in `plan`.
     ShardedEmbeddingCollection(std::vector<EmbeddingConfig> tables,
                                const ShardingPlan& plan,
                                std::shared_ptr<comm::ProcessGroup> pg,
@@ -68,14 +73,14 @@ public:
 
     // Collective: the whole table `t` [E, D] f32 assembled from its shards, on every rank.
     Tensor unsharded_weight(int64_t table) const;
-    // The local shards of every path (views).
+    // The local shards of every path (views); data_parallel ones are marked replicated.
     std::vector<EmbeddingShardState> shard_states();
 
-    int64_t parameter_bytes() const;  // the shards on this rank
+    int64_t parameter_bytes() const;  // the shards on this rank, replicas included
     int64_t optimizer_state_bytes() const;
 
     struct Shard;  // one local shard and the contiguous received keys that use it
-    struct Path;   // one all-to-all: the row-wise features, or the shards of one width
+    struct Path;   // one dist: the shards of one width, the row-wise or the data-parallel features
 
 private:
     void build(const ShardingPlan& plan, uint64_t seed);
@@ -83,6 +88,8 @@ private:
     void input_dist(const KeyedJaggedTensor& features);
     // lookup + output_dist of one path; places the rows into out_.
     void lookup_and_output_dist(Path& p, Stream& stream);
+    // Gathers every rank's ids and gradient rows of the data-parallel path, then updates.
+    void backward_data_parallel(Path& p, Stream& stream);
 
     std::vector<EmbeddingConfig> tables_;
     std::shared_ptr<comm::ProcessGroup> pg_;
