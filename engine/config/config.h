@@ -73,6 +73,8 @@ struct ModelConfig {
         double pooling_factor = 1.0;             // mean ids per sample and feature
         std::string data_type = "f32";           // f32 | f16 | bf16 (engine DType names)
         bool weighted = false;
+        int64_t position_weights = 0;  // > 0: position-weighted features (TorchRec
+                                       // PositionWeightedModule), weights of positions [0, n)
 
         void visit(FieldVisitor& v);
     };

@@ -23,6 +23,12 @@ void ModelConfig::Table::visit(FieldVisitor& v) {
     v.field(Field("data_type", "storage type of the rows").one_of({"f32", "f16", "bf16"}),
             data_type);
     v.field(Field("weighted", "its features carry a weight per id"), weighted);
+    v.field(Field("position_weights",
+                  "n > 0: the id at position j < n of a bag is weighted by a learned weight "
+                  "(TorchRec PositionWeightedModule, max_feature_length); longer bags are an "
+                  "error. 0: none")
+                .at_least(0),
+            position_weights);
 }
 
 void ModelConfig::Dcn::visit(FieldVisitor& v) {
@@ -95,7 +101,8 @@ void fill_table_defaults(ModelConfig& model, ConfigNode& tables_node) {
     }
 }
 
-// Table names are unique, and each feature is looked up in exactly one table (TorchRec).
+// Table names are unique, each feature is looked up in exactly one table (TorchRec), and a
+// table's features are weighted by the data or by position, not both.
 void check_names(const ModelConfig& model, ConfigNode& tables_node) {
     std::map<std::string, size_t> table_of_name;
     std::map<std::string, size_t> table_of_feature;
@@ -106,6 +113,12 @@ void check_names(const ModelConfig& model, ConfigNode& tables_node) {
         if (!fresh && !table.name.empty()) {
             node.error_at("name", fmt::format("duplicate table name '{}' (also tables[{}])",
                                               table.name, it->second));
+        }
+        if (table.weighted && table.position_weights > 0) {
+            node.error_at("position_weights",
+                          fmt::format("table '{}' is weighted: its features carry weights from "
+                                      "the data or position weights, not both",
+                                      table.name));
         }
         for (const std::string& feature : table.feature_names) {
             const auto [f_it, f_fresh] = table_of_feature.emplace(feature, i);

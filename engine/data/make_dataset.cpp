@@ -21,6 +21,7 @@ SyntheticSpec synthetic_spec(const Config& config) {
             t.pooling_factor = table.pooling_factor;
             t.zipf_alpha = config.data.synthetic.zipf_alpha;
             t.weighted = table.weighted;
+            t.max_length = table.position_weights;
             spec.tables.push_back(t);
         }
     }

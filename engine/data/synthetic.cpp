@@ -53,7 +53,7 @@ inline uint64_t draw(uint64_t key, uint64_t i) {
 
 using detail::SyntheticTablePlan;
 
-int64_t bag_length(const SyntheticTablePlan& p, uint64_t bits) {
+int64_t poisson_length(const SyntheticTablePlan& p, uint64_t bits) {
     if (p.fixed_length >= 0) {
         return p.fixed_length;
     }
@@ -73,6 +73,11 @@ int64_t bag_length(const SyntheticTablePlan& p, uint64_t bits) {
         cdf += prob;
     }
     return k;
+}
+
+int64_t bag_length(const SyntheticTablePlan& p, uint64_t bits) {
+    const int64_t n = poisson_length(p, bits);
+    return p.max_length > 0 ? std::min(n, p.max_length) : n;
 }
 
 // Zipf rank by the inverse of the continuous CDF (one pow per id), then scattered over the rows.
@@ -125,6 +130,7 @@ SyntheticTablePlan make_plan(const SyntheticTable& table, uint64_t seed, uint64_
     p.scramble_add = rng::hash(seed, kTagSetup, t, 1) % rows;
     const double pf = table.pooling_factor;
     p.fixed_length = table.fixed_pooling ? std::llround(pf) : -1;
+    p.max_length = table.max_length;
     p.poisson_exp_neg = std::exp(-pf);
     p.poisson_normal = pf > kPoissonNormalAbove;
     p.teacher_scale = 1.0 / std::sqrt(std::max(pf, 1.0));

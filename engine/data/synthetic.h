@@ -23,6 +23,7 @@ struct SyntheticTable {
     bool fixed_pooling = false;   // every bag has exactly round(pooling_factor) ids
     double zipf_alpha = 1.05;     // P(rank k) ~ 1 / k^alpha; 0 is uniform
     bool weighted = false;        // per-id weights in (0, 1] (id_score_list feature)
+    int64_t max_length = 0;       // > 0: longer bags are cut to it (position-weighted tables)
 };
 
 struct SyntheticSpec {
@@ -49,6 +50,7 @@ struct SyntheticTablePlan {
     uint64_t scramble_mul = 1;     // id = (mul * rank + add) mod E, gcd(mul, E) = 1
     uint64_t scramble_add = 0;
     int64_t fixed_length = -1;    // >= 0 when fixed_pooling
+    int64_t max_length = 0;       // > 0: the longest bag
     double poisson_exp_neg = 1;   // exp(-pooling_factor)
     bool poisson_normal = false;  // large pooling factor: normal approximation
     double teacher_scale = 1;     // 1 / sqrt(max(pooling_factor, 1))

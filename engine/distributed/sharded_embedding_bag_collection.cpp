@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "engine/distributed/bucketize.h"
+#include "engine/distributed/comm_ops.h"
 #include "engine/distributed/sharded_embedding_bag_collection_impl.h"
 #include "engine/modules/interaction.h"
 
@@ -45,18 +46,54 @@ void slice_keys(const KeyedJaggedTensor& kjt,
                kjt.has_weights() ? &kjt.weights() : nullptr, first, n, s);
 }
 
+// Position-weighted shards: s.psw holds the ids' positions; they become the position weights.
+void apply_position_weights(ShardedEmbeddingBagCollection::ShardLookup& s,
+                            const PositionWeightedModule& pw) {
+    s.positions = s.psw;
+    Tensor weights = grown_view(s.psw_buf, s.positions.numel(), DType::kF32);
+    const int64_t B = (s.offsets.numel() - 1) / s.num_keys;
+    const int64_t* o = s.offsets.data<int64_t>();
+    for (int64_t j = 0; j < s.num_keys; ++j) {
+        const int64_t v0 = o[j * B], v1 = o[(j + 1) * B];
+        pw.weights_at(s.position_weights[static_cast<size_t>(j)], s.positions.data<float>() + v0,
+                      v1 - v0, weights.data<float>() + v0);
+    }
+    s.psw = weights;
+}
+
 void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s,
                     const KeyedJaggedTensor& kjt,
+                    const PositionWeightedModule* pw,
                     Stream& stream) {
     slice_keys(kjt, s.first_key, s.num_keys, s);
+    if (!s.position_weights.empty())
+        apply_position_weights(s, *pw);
     ensure(s.out, {kjt.stride(), s.num_keys * s.cols});
     kernels::embedding_bag_forward(s.weights, s.table_offsets, s.feature_table, s.ids, s.offsets,
                                    s.psw.defined() ? &s.psw : nullptr, s.mode, s.out, stream);
 }
 
+// The fused update of the shard's rows; first, for a position-weighted shard, d loss / d psw
+// (before the rows change), times pw_grad_scale, into the position weights' gradients.
 void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
                      kernels::FusedOptimizerParams optim,
+                     PositionWeightedModule* pw,
+                     float pw_grad_scale,
                      Stream& stream) {
+    if (!s.position_weights.empty()) {
+        Tensor grad_psw = grown_view(s.grad_psw_buf, s.ids.numel(), DType::kF32);
+        kernels::embedding_bag_backward(s.grad, s.weights, s.table_offsets, s.feature_table, s.ids,
+                                        s.offsets, &s.psw, s.mode, nullptr, &grad_psw, s.workspace,
+                                        stream);
+        const int64_t B = (s.offsets.numel() - 1) / s.num_keys;
+        const int64_t* o = s.offsets.data<int64_t>();
+        for (int64_t j = 0; j < s.num_keys; ++j) {
+            const int64_t v0 = o[j * B], v1 = o[(j + 1) * B];
+            pw->accumulate_grad(s.position_weights[static_cast<size_t>(j)],
+                                s.positions.data<float>() + v0, grad_psw.data<float>() + v0,
+                                v1 - v0, pw_grad_scale);
+        }
+    }
     optim.step = s.step++;
     kernels::embedding_bag_backward_fused(
         s.grad, s.table_offsets, s.feature_table, s.ids, s.offsets,
@@ -88,6 +125,7 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     const kernels::FusedOptimizerParams& optimizer)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
+      position_weighted_(make_position_weighted_module(tables_)),
       plan_(plan),
       pg_(std::move(pg)),
       optimizer_(optimizer) {
@@ -251,6 +289,26 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
             init_shard(s, tables_[static_cast<size_t>(s.table)], seed, optimizer_);
         }
     }
+    // The position weights of each received key of a position-weighted shard.
+    std::vector<int64_t> entries_keys;
+    for (const Entry& e : entries_->entries) {
+        if (e.dest == me)
+            entries_keys.push_back(e.key);
+    }
+    const std::pair<Group*, const std::vector<int64_t>*> received_keys[] = {
+        {entries_.get(), &entries_keys},
+        {row_wise_.get(), &row_wise_->keys},
+        {data_parallel_.get(), &data_parallel_->keys}};
+    for (const auto& [g, keys] : received_keys) {
+        for (ShardLookup& s : g->local) {
+            if (tables_[static_cast<size_t>(s.table)].position_weights == 0)
+                continue;
+            for (int64_t j = s.first_key; j < s.first_key + s.num_keys; ++j) {
+                s.position_weights.push_back(position_weighted_->feature_index(
+                    names_[static_cast<size_t>((*keys)[static_cast<size_t>(j)])]));
+            }
+        }
+    }
 }
 
 // ---- forward ----
@@ -319,29 +377,34 @@ KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt,
 }  // namespace
 
 // Pools every local shard for g.received into g.local_out [batch, sum local cols].
-static void run_lookups(ShardedEmbeddingBagCollection::Group& g, Stream& stream) {
+static void run_lookups(ShardedEmbeddingBagCollection::Group& g,
+                        const PositionWeightedModule* pw,
+                        Stream& stream) {
     int64_t cols = 0;
     for (const auto& s : g.local)
         cols += s.num_keys * s.cols;
     ensure(g.local_out, {g.received.stride(), cols});
     int64_t col = 0;
     for (auto& s : g.local) {
-        lookup_forward(s, g.received, stream);
+        lookup_forward(s, g.received, pw, stream);
         copy_into_columns(g.local_out, col, s.out);
         col += s.num_keys * s.cols;
     }
 }
 
-// Sends d loss / d local_out back into every local shard: fused row updates.
+// Sends d loss / d local_out back into every local shard: fused row updates (and position-weight
+// gradients, see lookup_backward).
 static void run_updates(ShardedEmbeddingBagCollection::Group& g,
                         const Tensor& grad_local,
                         const kernels::FusedOptimizerParams& optim,
+                        PositionWeightedModule* pw,
+                        float pw_grad_scale,
                         Stream& stream) {
     int64_t col = 0;
     for (auto& s : g.local) {
         ensure(s.grad, {grad_local.size(0), s.num_keys * s.cols});
         copy_from_columns(s.grad, grad_local, col);
-        lookup_backward(s, optim, stream);
+        lookup_backward(s, optim, pw, pw_grad_scale, stream);
         col += s.num_keys * s.cols;
     }
 }
@@ -385,15 +448,20 @@ bool same_features(const KeyedJaggedTensor& a, const KeyedJaggedTensor& b) {
 }  // namespace
 
 std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> ShardedEmbeddingBagCollection::input_dist(
-    const KeyedJaggedTensor& kjt) {
-    SR_CHECK(!kjt.variable_stride_per_key(),
+    const KeyedJaggedTensor& input) {
+    SR_CHECK(!input.variable_stride_per_key(),
              "ShardedEmbeddingBagCollection: a variable batch per key is not supported");
-    SR_CHECK(kjt.has_weights() == is_weighted_,
+    SR_CHECK(input.has_weights() == is_weighted_,
              "ShardedEmbeddingBagCollection: the KJT is {}weighted "
              "but the collection is {}weighted",
-             kjt.has_weights() ? "" : "not ", is_weighted_ ? "" : "not ");
+             input.has_weights() ? "" : "not ", is_weighted_ ? "" : "not ");
     // Built from `kjt`: a default KeyedJaggedTensor would allocate three tensors per batch.
-    auto dist = std::make_unique<InputDist>(InputDist{kjt, {}, {}, {}});
+    auto dist = std::make_unique<InputDist>(InputDist{input, {}, {}, {}});
+    // Position-weighted keys send each id's position in its bag as its weight.
+    std::optional<KeyedJaggedTensor> with_positions;
+    if (position_weighted_)
+        with_positions.emplace(position_weighted_->with_positions(input, positions_buffer_));
+    const KeyedJaggedTensor& kjt = with_positions ? *with_positions : input;
     if (!entries_->entries.empty()) {
         const std::shared_ptr<SendBuffers> buf = acquire(entries_->send_pool);
         dist->entries.send_buffers = buf;
@@ -502,7 +570,7 @@ void ShardedEmbeddingBagCollection::forward_entries(Stream& stream) {
     Group& g = *entries_;
     if (g.entries.empty())
         return;
-    run_lookups(g, stream);
+    run_lookups(g, position_weighted_.get(), stream);
     const Tensor a_out = g.pooled_a2a->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
     for (const Entry& e : g.entries) {
@@ -515,7 +583,7 @@ void ShardedEmbeddingBagCollection::forward_row_wise(Stream& stream) {
     Group& g = *row_wise_;
     if (g.keys.empty())
         return;
-    run_lookups(g, stream);
+    run_lookups(g, position_weighted_.get(), stream);
     const Tensor summed = g.reduce_scatter->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
     for (int64_t k : g.keys) {
@@ -529,7 +597,7 @@ void ShardedEmbeddingBagCollection::forward_data_parallel(Stream& stream) {
     Group& g = *data_parallel_;
     if (g.keys.empty())
         return;
-    run_lookups(g, stream);
+    run_lookups(g, position_weighted_.get(), stream);
     int64_t col = 0;
     for (int64_t k : g.keys) {
         add_columns(out_, key_col_[static_cast<size_t>(k)], g.local_out, col,
@@ -573,6 +641,14 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
     SR_CHECK(out_.defined() && grad.shape() == out_.shape(),
              "ShardedEmbeddingBagCollection::backward: gradient {} for output {}", grad.str(),
              out_.str());
+    // The backward collectives divide by the world size (gradient_division); the position-weight
+    // gradients of their paths are scaled back so the dense all-reduce's mean sums the ranks'
+    // parts (TorchRec scale_weight_gradients). The data-parallel path computes the whole
+    // gradient on every rank.
+    PositionWeightedModule* pw = position_weighted_.get();
+    const float pw_scale = gradient_division() ? static_cast<float>(pg_->size()) : 1.0f;
+    if (pw != nullptr)
+        pw->zero_grad();
     if (!entries_->entries.empty()) {
         Group& g = *entries_;
         std::vector<int64_t> keys, offsets, widths;
@@ -582,7 +658,7 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
             widths.push_back(e.cols);
         }
         gather_grad(g, grad, keys, offsets, widths);
-        run_updates(g, g.pooled_a2a->backward(g.grad_out), optimizer_, stream);
+        run_updates(g, g.pooled_a2a->backward(g.grad_out), optimizer_, pw, pw_scale, stream);
     }
     if (!row_wise_->keys.empty()) {
         Group& g = *row_wise_;
@@ -590,7 +666,7 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
         for (int64_t k : g.keys)
             widths.push_back(dims_[static_cast<size_t>(k)]);
         gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths);
-        run_updates(g, g.reduce_scatter->backward(g.grad_out), optimizer_, stream);
+        run_updates(g, g.reduce_scatter->backward(g.grad_out), optimizer_, pw, pw_scale, stream);
     }
     if (!data_parallel_->keys.empty()) {
         // Every replica applies the update of the global batch: gather every rank's ids and
@@ -606,10 +682,13 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
         Tensor gathered = g.all_gather->forward(g.grad_out, all.batch_size_per_rank);
         if (gradient_division())
             divide_by_world(gathered, pg_->size());
-        for (auto& s : g.local)
+        for (auto& s : g.local) {
             slice_bags(all.offsets.data<int64_t>(), all.stride, all.values,
                        all.payload.defined() ? &all.payload : nullptr, s.first_key, s.num_keys, s);
-        run_updates(g, gathered, optimizer_, stream);
+            if (!s.position_weights.empty())
+                apply_position_weights(s, *pw);
+        }
+        run_updates(g, gathered, optimizer_, pw, 1.0f, stream);
     }
 }
 

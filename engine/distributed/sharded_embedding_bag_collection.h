@@ -11,6 +11,12 @@
 //   data_parallel: every rank holds the whole table and pools its own batch; the backward gathers
 //     the ids and gradients of every rank so each replica applies the same update.
 // Rows come from (seed, table, row, col), so every plan starts from the model one process builds.
+// Position-weighted tables (TorchRec ShardedFeatureProcessedEmbeddingBagCollection, bucketize_pos):
+// every rank holds the position weights; the ids' positions in their bags travel through the
+// input dist as KJT weights and the rank of a shard turns them into weights, and sends the weight
+// gradients of its shard back into the position weights, scaled by the world size where the
+// backward collective divided by it. The trainer's dense all-reduce then averages them into the
+// gradient one process computes.
 // Fused optimizers run per shard on the shard's rows and columns. SGD, Adagrad and Adam are
 // element-wise, so every plan updates a row as one process does. Row-wise Adagrad keeps one
 // accumulator per row of each shard, the mean of g^2 over the shard's columns (TorchRec keeps the
@@ -31,6 +37,7 @@
 #include "engine/distributed/sharding_plan.h"
 #include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/embedding_config.h"
+#include "engine/modules/position_weighted.h"
 #include "kernels/embedding_bag.h"
 #include "kernels/embedding_optimizer.h"
 
@@ -105,6 +112,9 @@ public:
     int64_t parameter_bytes() const override;  // the shards on this rank
     int64_t optimizer_state_bytes() const override;
 
+    // The position weights, "position_weights.<feature>" (replicated on every rank).
+    std::vector<Parameter*> parameters() override;
+
     struct ShardLookup;  // one local shard and the contiguous received keys that use it
     struct Group;        // the shards of one dist path
 
@@ -125,6 +135,8 @@ private:
 
     std::vector<EmbeddingBagConfig> tables_;
     bool is_weighted_;
+    std::unique_ptr<PositionWeightedModule> position_weighted_;
+    Tensor positions_buffer_;  // input_dist: the weights of the KJT with positions
     ShardingPlan plan_;
     std::shared_ptr<comm::ProcessGroup> pg_;
     kernels::FusedOptimizerParams optimizer_;

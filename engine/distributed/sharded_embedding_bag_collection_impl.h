@@ -33,8 +33,12 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
     Tensor feature_table;                 // [num_keys] i32 zeros
     kernels::EmbeddingBackwardWorkspace workspace;
     Tensor ids, offsets, psw;  // the latest forward's bags of this shard
-    Tensor offsets_buf;        // grow-only storage of offsets (batch sizes differ in backward)
-    Tensor out, grad;          // [batch, num_keys * cols]
+    // Position-weighted shards: the position weights of each key (-1: none), the positions the
+    // KJT brought (psw then holds their weights), and d loss / d psw.
+    std::vector<int64_t> position_weights;
+    Tensor positions, psw_buf, grad_psw_buf;
+    Tensor offsets_buf;  // grow-only storage of offsets (batch sizes differ in backward)
+    Tensor out, grad;    // [batch, num_keys * cols]
     int64_t step = 1;
 };
 

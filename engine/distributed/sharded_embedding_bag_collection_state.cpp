@@ -80,4 +80,8 @@ int64_t ShardedEmbeddingBagCollection::optimizer_state_bytes() const {
     return n;
 }
 
+std::vector<Parameter*> ShardedEmbeddingBagCollection::parameters() {
+    return position_weighted_ ? position_weighted_->parameters() : std::vector<Parameter*>{};
+}
+
 }  // namespace shardrec

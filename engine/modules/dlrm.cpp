@@ -65,6 +65,7 @@ std::vector<Parameter*> DLRM::parameters() {
     if (over_arch_)
         append_parameters(out, *over_arch_);
     append_parameters(out, *over_final_);
+    append_parameters(out, *sparse_arch_);  // position weights (tables own a fused optimizer)
     return out;
 }
 

@@ -74,6 +74,8 @@ EmbeddingBagCollection::EmbeddingBagCollection(
             sum_dims_ += c.embedding_dim;
         }
     }
+    position_weighted_ = make_position_weighted_module(tables_);
+    lookup_weighted_ = is_weighted_ || position_weighted_ != nullptr;
     build_groups(seed);
 }
 
@@ -150,7 +152,16 @@ void EmbeddingBagCollection::init_group(int64_t index, uint64_t seed) {
 
 // ---- forward ----
 
-KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& features, Stream& stream) {
+KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& input, Stream& stream) {
+    if (is_weighted_) {
+        SR_CHECK(input.has_weights(),
+                 "EmbeddingBagCollection: the collection is weighted but the KJT has no weights");
+    }
+    std::optional<KeyedJaggedTensor> weighted;
+    if (position_weighted_) {
+        weighted.emplace(position_weighted_->forward(input));
+    }
+    const KeyedJaggedTensor& features = weighted ? *weighted : input;
     const int64_t batch = features.stride();
     if (batch != batch_) {
         values_ = Tensor::empty({batch, sum_dims_}, DType::kF32);
@@ -158,7 +169,7 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& features, S
     }
     kjt_num_values_ = features.values().numel();
     for (Group& g : groups_) {
-        g.packer.pack(features, is_weighted_);
+        g.packer.pack(features, lookup_weighted_);
         const auto num_features = static_cast<int64_t>(g.features.size());
         if (g.direct_output) {
             g.out = values_;
@@ -167,7 +178,7 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& features, S
         }
         kernels::embedding_bag_forward(
             g.weights, g.table_offsets, g.feature_table, g.packer.ids(), g.packer.offsets(),
-            is_weighted_ ? &g.packer.weights() : nullptr, g.pooling, g.out, stream);
+            lookup_weighted_ ? &g.packer.weights() : nullptr, g.pooling, g.out, stream);
         if (g.direct_output) {
             continue;
         }
@@ -203,7 +214,7 @@ void EmbeddingBagCollection::backward(const Tensor& grad_values, Stream& stream)
         grad_values.dtype() == DType::kF32 && grad_values.shape() == Shape({batch_, sum_dims_}),
         "EmbeddingBagCollection::backward: grad_values must be f32[{}, {}], got {}", batch_,
         sum_dims_, grad_values.str());
-    if (is_weighted_) {
+    if (lookup_weighted_) {
         grad_psw_ = grow_prefix(grad_psw_buffer_, kjt_num_values_, DType::kF32);
         grad_psw_.zero_();  // keys this module does not read get 0
     }
@@ -211,13 +222,13 @@ void EmbeddingBagCollection::backward(const Tensor& grad_values, Stream& stream)
         gather_group_grad(g, grad_values);
         const KjtFeaturePacker& in = g.packer;
         Tensor* grad_psw = nullptr;
-        if (is_weighted_) {
+        if (lookup_weighted_) {
             g.grad_psw = in.is_direct()
                              ? grad_psw_
                              : grow_prefix(g.grad_psw_buffer, in.ids().numel(), DType::kF32);
             grad_psw = &g.grad_psw;
         }
-        const Tensor* psw = is_weighted_ ? &in.weights() : nullptr;
+        const Tensor* psw = lookup_weighted_ ? &in.weights() : nullptr;
         if (fused_) {
             if (grad_psw != nullptr) {  // before the rows change
                 kernels::embedding_bag_backward(g.grad_out, g.weights, g.table_offsets,
@@ -239,6 +250,9 @@ void EmbeddingBagCollection::backward(const Tensor& grad_values, Stream& stream)
     }
     if (fused_) {
         ++fused_->step;
+    }
+    if (position_weighted_) {
+        position_weighted_->backward(grad_psw_);
     }
 }
 
@@ -338,6 +352,10 @@ std::vector<Parameter*> EmbeddingBagCollection::parameters() {
     std::vector<Parameter*> out;
     for (Parameter& p : dense_parameters_) {
         out.push_back(&p);
+    }
+    if (position_weighted_) {
+        for (Parameter* p : position_weighted_->parameters())
+            out.push_back(p);
     }
     return out;
 }

@@ -4,9 +4,13 @@
 // into backward (only touched rows change, no gradient is materialised), or, in dense mode, the
 // backward writes a full gradient per table that a dense optimizer applies (parameters()).
 // Rows come from (seed, table index, row) only, so every sharding starts from the same model.
+// Tables with position_weights get their per-id weights from a PositionWeightedModule applied
+// inside forward (TorchRec FeatureProcessedEmbeddingBagCollection); its position weights are dense
+// parameters, trained by the dense optimizer.
 // Letters: T tables, F features (output keys), B batch, D dim, N ids.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +19,7 @@
 #include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/embedding_config.h"
 #include "engine/modules/module.h"
+#include "engine/modules/position_weighted.h"
 #include "engine/sparse/keyed_jagged_tensor.h"
 #include "engine/sparse/keyed_tensor.h"
 #include "kernels/embedding_bag.h"
@@ -24,7 +29,8 @@ namespace shardrec {
 class EmbeddingBagCollection : public EmbeddingBagCollectionInterface {
 public:
     // fused_optimizer: the optimizer applied inside backward; nullopt selects dense mode.
-    // is_weighted: features carry per-sample weights (KJT weights, e.g. PositionWeightedModule).
+    // is_weighted: the input features carry per-sample weights (KJT weights: id_score_list
+    // features). Position-weighted tables need no input weights.
     EmbeddingBagCollection(std::vector<EmbeddingBagConfig> tables,
                            bool is_weighted,
                            uint64_t seed,
@@ -75,7 +81,8 @@ public:
     std::vector<EmbeddingShardState> shard_states() override;
 
     // d loss / d KJT weights [N] f32, in the latest forward KJT's value order (0 for keys this
-    // module does not read). Defined after backward when is_weighted.
+    // module does not read; for position-weighted keys, d loss / d their position weight). Defined
+    // after backward when is_weighted or some table is position-weighted.
     const Tensor& grad_per_sample_weights() const { return grad_psw_; }
 
     int64_t num_parameters() const;            // sum of E * D
@@ -83,8 +90,12 @@ public:
     int64_t optimizer_state_bytes() const override;
 
     // Dense mode: one Parameter per table, "embedding_bags.<name>.weight", value and grad views
-    // into the group storage. Fused mode: none (the tables own their optimizer).
+    // into the group storage (fused mode: none, the tables own their optimizer); then the position
+    // weights, "position_weights.<feature>".
     std::vector<Parameter*> parameters() override;
+
+    // The position weights; nullptr when no table has position_weights.
+    const PositionWeightedModule* position_weighted() const { return position_weighted_.get(); }
 
 private:
     // One table-batched group: the tables sharing (D, dtype, pooling), looked up by one kernel.
@@ -119,6 +130,8 @@ private:
 
     std::vector<EmbeddingBagConfig> tables_;
     bool is_weighted_;
+    std::unique_ptr<PositionWeightedModule> position_weighted_;
+    bool lookup_weighted_ = false;  // the lookups take per-sample weights (data or position)
     std::optional<kernels::FusedOptimizerParams> fused_;
     Device device_;
     std::vector<std::string> names_;

@@ -24,6 +24,9 @@ struct EmbeddingBagConfig {
     std::vector<std::string> feature_names;
     PoolingMode pooling = PoolingMode::kSum;
     DType data_type = DType::kF32;  // row storage: f32, f16 or bf16 (pooled outputs are f32)
+    // n > 0: the table's features are position-weighted (PositionWeightedModule): the id at
+    // position j < n of a bag is weighted by the learned position_weights.<feature>[j].
+    int64_t position_weights = 0;
 };
 
 // A sequence (non-pooled) table, for EmbeddingCollection.

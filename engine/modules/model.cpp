@@ -36,6 +36,7 @@ std::vector<EmbeddingBagConfig> embedding_bag_configs(const ModelConfig& model) 
         c.feature_names = t.feature_names;
         c.pooling = t.pooling == "mean" ? PoolingMode::kMean : PoolingMode::kSum;
         c.data_type = dtype_from_name(t.data_type);
+        c.position_weights = t.position_weights;
         tables.push_back(std::move(c));
     }
     return tables;

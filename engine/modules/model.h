@@ -29,7 +29,7 @@ public:
 kernels::FusedOptimizerParams sparse_optimizer_params(const OptimizerConfig::Sparse& sparse);
 
 // The tables of model.tables as EmbeddingBagConfigs, and whether the collection is weighted (when
-// any table is: unweighted features then carry weight 1).
+// any table is: the data carries weights, unweighted features weight 1).
 std::vector<EmbeddingBagConfig> embedding_bag_configs(const ModelConfig& model);
 bool is_weighted(const ModelConfig& model);
 

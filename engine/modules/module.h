@@ -57,7 +57,7 @@ protected:
     virtual const Tensor& backward_impl(const Tensor& grad_out, Stream& stream) = 0;
 };
 
-// Prefixes every parameter name of `children` with `prefix.` and appends them to `out`.
+// Appends the parameters of `child` to `out`.
 void append_parameters(std::vector<Parameter*>& out, Module& child);
 
 }  // namespace shardrec

@@ -4,26 +4,14 @@
 
 #include <algorithm>
 
-#include "engine/modules/embedding_config.h"
-
 namespace shardrec {
-namespace {
-
-// Index of `name` in `names`, or -1.
-int64_t find_index(const std::vector<std::string>& names, const std::string& name) {
-    const auto it = std::find(names.begin(), names.end(), name);
-    return it == names.end() ? -1 : static_cast<int64_t>(it - names.begin());
-}
-
-}  // namespace
 
 PositionWeightedModule::PositionWeightedModule(
     std::vector<std::pair<std::string, int64_t>> max_feature_lengths) {
     for (const auto& [feature, max_length] : max_feature_lengths) {
         SR_CHECK(max_length > 0, "PositionWeightedModule: feature '{}' needs max_length > 0",
                  feature);
-        SR_CHECK(find_index(features_, feature) < 0, "PositionWeightedModule: feature '{}' twice",
-                 feature);
+        SR_CHECK(feature_index(feature) < 0, "PositionWeightedModule: feature '{}' twice", feature);
         features_.push_back(feature);
         weights_.emplace_back("position_weights." + feature,
                               Tensor::zeros({max_length}, DType::kF32));
@@ -38,31 +26,92 @@ void PositionWeightedModule::reset_parameters() {
     }
 }
 
-KeyedJaggedTensor PositionWeightedModule::forward(const KeyedJaggedTensor& features) {
+int64_t PositionWeightedModule::feature_index(const std::string& feature) const {
+    const auto it = std::find(features_.begin(), features_.end(), feature);
+    return it == features_.end() ? -1 : static_cast<int64_t>(it - features_.begin());
+}
+
+KeyedJaggedTensor PositionWeightedModule::with_positions(const KeyedJaggedTensor& features,
+                                                         Tensor& buffer) const {
     SR_CHECK(features.values().device().is_cpu(), "PositionWeightedModule: host KJT needed");
     const int64_t num_values = features.values().numel();
-    Tensor weights = grow_prefix(weights_buffer_, num_values, DType::kF32);
+    Tensor weights = grow_prefix(buffer, num_values, DType::kF32);
     float* out = weights.data<float>();
-    std::fill(out, out + num_values, 1.0f);
+    if (features.has_weights()) {
+        std::copy(features.weights().data<float>(), features.weights().data<float>() + num_values,
+                  out);
+    } else {
+        std::fill(out, out + num_values, 1.0f);
+    }
     const int64_t* offsets = features.offsets().data<int64_t>();
     for (int64_t k = 0; k < features.num_keys(); ++k) {
-        const int64_t p = find_index(features_, features.keys()[static_cast<size_t>(k)]);
+        const int64_t p = feature_index(features.keys()[static_cast<size_t>(k)]);
         if (p < 0) {
             continue;
         }
-        const Tensor& pw = weights_[static_cast<size_t>(p)].value;
+        const int64_t max_length = weights_[static_cast<size_t>(p)].value.numel();
         const int64_t first = features.lengths_offset_per_key()[static_cast<size_t>(k)];
         const int64_t last = features.lengths_offset_per_key()[static_cast<size_t>(k) + 1];
         for (int64_t bag = first; bag < last; ++bag) {
             const int64_t length = offsets[bag + 1] - offsets[bag];
-            SR_CHECK(length <= pw.numel(),
-                     "PositionWeightedModule: feature '{}' sample {} has {} "
-                     "ids, more than its max length {}",
-                     features_[static_cast<size_t>(p)], bag - first, length, pw.numel());
-            std::copy(pw.data<float>(), pw.data<float>() + length, out + offsets[bag]);
+            SR_CHECK(length <= max_length,
+                     "PositionWeightedModule: feature '{}' sample {} has {} ids, more than its "
+                     "max length {} (model.tables[].position_weights)",
+                     features_[static_cast<size_t>(p)], bag - first, length, max_length);
+            for (int64_t j = 0; j < length; ++j) {
+                out[offsets[bag] + j] = static_cast<float>(j);
+            }
         }
     }
-    last_ = features;
+    if (features.variable_stride_per_key()) {
+        return KeyedJaggedTensor::from_lengths_variable_stride(features.keys(), features.values(),
+                                                               features.lengths(),
+                                                               features.stride_per_key(), weights);
+    }
+    return KeyedJaggedTensor::from_offsets_sync(features.keys(), features.values(),
+                                                features.offsets(), weights, features.stride());
+}
+
+void PositionWeightedModule::weights_at(int64_t p,
+                                        const float* positions,
+                                        int64_t n,
+                                        float* out) const {
+    const float* pw = weights_[static_cast<size_t>(p)].value.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+        out[i] = pw[static_cast<int64_t>(positions[i])];
+    }
+}
+
+void PositionWeightedModule::accumulate_grad(
+    int64_t p, const float* positions, const float* grad, int64_t n, float scale) {
+    float* g = weights_[static_cast<size_t>(p)].grad.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+        g[static_cast<int64_t>(positions[i])] += scale * grad[i];
+    }
+}
+
+void PositionWeightedModule::zero_grad() {
+    for (Parameter& p : weights_) {
+        p.grad.zero_();
+    }
+}
+
+// The positions go into the weights buffer, then each position-weighted key's become weights.
+KeyedJaggedTensor PositionWeightedModule::forward(const KeyedJaggedTensor& features) {
+    positions_ = with_positions(features, positions_buffer_);
+    const int64_t num_values = features.values().numel();
+    Tensor weights = grow_prefix(weights_buffer_, num_values, DType::kF32);
+    const float* positions = positions_.weights().data<float>();
+    float* out = weights.data<float>();
+    std::copy(positions, positions + num_values, out);
+    for (int64_t k = 0; k < features.num_keys(); ++k) {
+        const int64_t p = feature_index(features.keys()[static_cast<size_t>(k)]);
+        if (p >= 0) {
+            const int64_t v0 = positions_.offset_per_key()[static_cast<size_t>(k)];
+            const int64_t v1 = positions_.offset_per_key()[static_cast<size_t>(k) + 1];
+            weights_at(p, positions + v0, v1 - v0, out + v0);
+        }
+    }
     if (features.variable_stride_per_key()) {
         return KeyedJaggedTensor::from_lengths_variable_stride(features.keys(), features.values(),
                                                                features.lengths(),
@@ -74,26 +123,17 @@ KeyedJaggedTensor PositionWeightedModule::forward(const KeyedJaggedTensor& featu
 
 void PositionWeightedModule::backward(const Tensor& grad_weights) {
     SR_CHECK(grad_weights.dtype() == DType::kF32 &&
-                 grad_weights.shape() == Shape({last_.values().numel()}),
+                 grad_weights.shape() == Shape({positions_.values().numel()}),
              "PositionWeightedModule::backward: grad_weights must be f32[{}], got {}",
-             last_.values().numel(), grad_weights.str());
-    const float* g = grad_weights.data<float>();
-    const int64_t* offsets = last_.offsets().data<int64_t>();
-    for (Parameter& p : weights_) {
-        p.grad.zero_();
-    }
-    for (int64_t k = 0; k < last_.num_keys(); ++k) {
-        const int64_t p = find_index(features_, last_.keys()[static_cast<size_t>(k)]);
-        if (p < 0) {
-            continue;
-        }
-        float* grad = weights_[static_cast<size_t>(p)].grad.data<float>();
-        const int64_t first = last_.lengths_offset_per_key()[static_cast<size_t>(k)];
-        const int64_t last = last_.lengths_offset_per_key()[static_cast<size_t>(k) + 1];
-        for (int64_t bag = first; bag < last; ++bag) {
-            for (int64_t n = offsets[bag]; n < offsets[bag + 1]; ++n) {
-                grad[n - offsets[bag]] += g[n];
-            }
+             positions_.values().numel(), grad_weights.str());
+    zero_grad();
+    const float* positions = positions_.weights().data<float>();
+    for (int64_t k = 0; k < positions_.num_keys(); ++k) {
+        const int64_t p = feature_index(positions_.keys()[static_cast<size_t>(k)]);
+        if (p >= 0) {
+            const int64_t v0 = positions_.offset_per_key()[static_cast<size_t>(k)];
+            const int64_t v1 = positions_.offset_per_key()[static_cast<size_t>(k) + 1];
+            accumulate_grad(p, positions + v0, grad_weights.data<float>() + v0, v1 - v0);
         }
     }
 }
@@ -107,9 +147,23 @@ std::vector<Parameter*> PositionWeightedModule::parameters() {
 }
 
 const Tensor& PositionWeightedModule::position_weight(const std::string& feature) const {
-    const int64_t p = find_index(features_, feature);
+    const int64_t p = feature_index(feature);
     SR_CHECK(p >= 0, "PositionWeightedModule: no position weights for feature '{}'", feature);
     return weights_[static_cast<size_t>(p)].value;
+}
+
+std::unique_ptr<PositionWeightedModule> make_position_weighted_module(
+    const std::vector<EmbeddingBagConfig>& tables) {
+    std::vector<std::pair<std::string, int64_t>> max_feature_lengths;
+    for (const EmbeddingBagConfig& c : tables) {
+        for (const std::string& f : c.feature_names) {
+            if (c.position_weights > 0)
+                max_feature_lengths.emplace_back(f, c.position_weights);
+        }
+    }
+    if (max_feature_lengths.empty())
+        return nullptr;
+    return std::make_unique<PositionWeightedModule>(std::move(max_feature_lengths));
 }
 
 }  // namespace shardrec

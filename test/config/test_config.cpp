@@ -88,6 +88,12 @@ TEST_CASE("Config: model rules name the offending path", "[config]") {
     CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.tables[1].feature_names=[f_a]"}),
                Contains("model.tables[1].feature_names: feature 'f_a' is already looked up in "
                         "tables[0] ('a')"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.tables[1].weighted=true",
+                                "model.tables[1].position_weights=4"}),
+               Contains("model.tables[1].position_weights: table 'b' is weighted: its features "
+                        "carry weights from the data or position weights, not both"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.tables[0].position_weights=-1"}),
+               Contains("model.tables[0].position_weights"));
     CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.embedding_dim=0"}),
                Contains("model.tables[0].embedding_dim: missing: set it on the table or as "
                         "model.embedding_dim"));

@@ -31,7 +31,7 @@ model:
   tables:
     - {name: big, num_embeddings: 103, pooling_factor: 2}
     - {name: avg, num_embeddings: 29, pooling: mean, pooling_factor: 3}
-    - {name: shared, num_embeddings: 17, feature_names: [s1, s2]}
+    - {name: shared, num_embeddings: 17, feature_names: [s1, s2], position_weights: 3}
 optimizer:
   dense: {type: adam, learning_rate: 0.01}
   sparse: {type: adagrad, learning_rate: 0.05}

@@ -1,7 +1,8 @@
 // Pipelines agree (ARCHITECTURE.md): TrainPipelineSparseDist gives TrainPipelineBase's numbers
 // bitwise (losses, every table row, every dense parameter, eval metrics), here with every dist
-// path in one plan, an evaluation while the sparse-dist pipeline holds two batches, and the last
-// two steps drained. Each rank runs both pipelines side by side on the same process group.
+// path in one plan, position-weighted features, an evaluation while the sparse-dist pipeline holds
+// two batches, and the last two steps drained. Each rank runs both pipelines side by side on the
+// same process group.
 #include <catch2/catch.hpp>
 #include <cstring>
 
@@ -25,7 +26,7 @@ model:
     - {name: big, num_embeddings: 301, pooling_factor: 2}
     - {name: avg, num_embeddings: 97, pooling: mean, pooling_factor: 3}
     - {name: wtd, num_embeddings: 50, weighted: true, pooling_factor: 0.7}
-    - {name: shared, num_embeddings: 41, feature_names: [s1, s2]}
+    - {name: shared, num_embeddings: 41, feature_names: [s1, s2], position_weights: 3}
     - {name: cols, num_embeddings: 23}
 optimizer:
   dense: {type: adagrad, learning_rate: 0.05}

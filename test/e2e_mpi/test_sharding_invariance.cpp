@@ -15,7 +15,7 @@ using namespace shardrec;
 namespace {
 
 // Rows not divisible by 4 (or 3), a MEAN table, a weighted table, a table shared by two
-// features, and pooling factors with empty bags.
+// features, a position-weighted MEAN table of two features, and pooling factors with empty bags.
 const char* const kConfig = R"(
 train: {steps: 20, seed: 7, log_every: 10, eval_samples: 256}
 data: {type: synthetic, batch_size: 8}
@@ -30,6 +30,8 @@ model:
     - {name: wtd, num_embeddings: 50, weighted: true, pooling_factor: 0.7}
     - {name: shared, num_embeddings: 41, feature_names: [s1, s2]}
     - {name: tiny, num_embeddings: 3}
+    - {name: pos, num_embeddings: 59, pooling: mean, pooling_factor: 2.5, position_weights: 4,
+       feature_names: [p1, p2]}
 optimizer:
   dense: {type: adagrad, learning_rate: 0.05}
   sparse: {type: adagrad, learning_rate: 0.05}
@@ -83,6 +85,24 @@ void check_invariance(const std::string& sharding) {
         check_close(ebc.unsharded_weight(t).to_vector<float>(), ref.weight(t).to_vector<float>(),
                     5e-5, 5e-4, sharding + " table " + ref.tables()[static_cast<size_t>(t)].name);
     }
+    // The position weights: dense parameters, every rank's part of their gradient summed.
+    int64_t position_weights = 0;
+    for (Parameter* p : reference.model().parameters()) {
+        if (p->name.rfind("position_weights.", 0) != 0)
+            continue;
+        ++position_weights;
+        for (Parameter* q : sharded.model().parameters()) {
+            if (q->name == p->name) {
+                check_close(q->value.to_vector<float>(), p->value.to_vector<float>(), 5e-5, 5e-4,
+                            sharding + " " + p->name);
+                CHECK(q->value.to_vector<float>() != std::vector<float>(4, 1.0f));  // trained
+                // Adagrad hides a constant factor on the gradient; the last step's shows it.
+                check_close(q->grad.to_vector<float>(), p->grad.to_vector<float>(), 1e-6, 1e-4,
+                            sharding + " " + p->name + " gradient");
+            }
+        }
+    }
+    CHECK(position_weights == 2);
     const train::Metrics m_sharded = sharded.evaluate();
     const train::Metrics m_reference = reference.evaluate();
     CHECK(std::fabs(m_sharded.auc - m_reference.auc) < 1e-4);
@@ -114,5 +134,6 @@ TEST_CASE("sharding invariance: a mixed plan, every table on rank 0 but one", "[
     check_invariance(
         "{sharding_type: table_wise, tables: [{name: big, sharding_type: row_wise}, "
         "{name: avg, sharding_type: column_wise}, {name: wtd, sharding_type: data_parallel}, "
-        "{name: shared, ranks: [0]}, {name: tiny, ranks: [0]}]}");
+        "{name: shared, ranks: [0]}, {name: tiny, ranks: [0]}, "
+        "{name: pos, ranks: [0]}]}");
 }

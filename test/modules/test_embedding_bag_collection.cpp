@@ -416,6 +416,52 @@ TEST_CASE("PositionWeightedModule: position-weight gradients through a weighted 
     }
 }
 
+TEST_CASE("EmbeddingBagCollection: position-weighted tables next to data-weighted ones",
+          "[modules]") {
+    // "pos" (features a) has position weights for 3 positions; "dat" (feature b) carries the
+    // data's weights. B = 2. a: [4, 1, 1], [2]; b: [0], [3, 5].
+    EmbeddingBagConfig pos = table("pos", 6, 2, {"a"});
+    pos.position_weights = 3;
+    EmbeddingBagCollection ebc({pos, table("dat", 7, 2, {"b"})}, /*is_weighted=*/true, 5,
+                               std::nullopt);
+    const std::vector<Parameter*> params = ebc.parameters();
+    REQUIRE(params.size() == 3);  // dense mode: two tables, then the position weights
+    REQUIRE(params[2]->name == "position_weights.a");
+    float* pw = params[2]->value.data<float>();
+    pw[0] = 0.5f;
+    pw[1] = -1.f;
+    pw[2] = 2.f;
+    const KeyedJaggedTensor in =
+        kjt({"a", "b"}, {4, 1, 1, 2, 0, 3, 5}, {3, 1, 1, 2}, {9, 9, 9, 9, 0.25f, 2, -3});
+    const KeyedTensor out = ebc.forward(in);
+    const Tensor& wa = ebc.weight(0);
+    const Tensor& wb = ebc.weight(1);
+    for (int64_t d = 0; d < 2; ++d) {
+        // The data's weights of a are replaced by the position weights; b keeps its own.
+        CHECK(column_block(out, 0, 0)[static_cast<size_t>(d)] ==
+              Approx(0.5 * row(wa, 4)[d] - row(wa, 1)[d] + 2 * row(wa, 1)[d]));
+        CHECK(column_block(out, 1, 0)[static_cast<size_t>(d)] == Approx(0.5 * row(wa, 2)[d]));
+        CHECK(column_block(out, 0, 1)[static_cast<size_t>(d)] == Approx(0.25 * row(wb, 0)[d]));
+        CHECK(column_block(out, 1, 1)[static_cast<size_t>(d)] ==
+              Approx(2 * row(wb, 3)[d] - 3 * row(wb, 5)[d]));
+    }
+    const Tensor grad = Tensor::from_vector<float>({1, 2, 3, 4, -1, 0.5f, 2, -2}, {2, 4});
+    ebc.backward(grad);
+    // d loss / d pw[j] = sum over the ids at position j of dot(grad of the bag's a columns, row).
+    auto dot = [&](int64_t b, int64_t r) {
+        return grad.data<float>()[b * 4] * row(wa, r)[0] +
+               grad.data<float>()[b * 4 + 1] * row(wa, r)[1];
+    };
+    const std::vector<float> g = params[2]->grad.to_vector<float>();
+    CHECK(g[0] == Approx(dot(0, 4) + dot(1, 2)));
+    CHECK(g[1] == Approx(dot(0, 1)));
+    CHECK(g[2] == Approx(dot(0, 1)));
+    // A longer bag than the position weights cover names the feature and the sample.
+    CHECK_THROWS_WITH(
+        ebc.forward(kjt({"a", "b"}, {1, 2, 3, 4, 0}, {0, 4, 1, 0}, {1, 1, 1, 1, 1})),
+        Catch::Contains("feature 'a' sample 1 has 4 ids, more than its max length 3"));
+}
+
 TEST_CASE("embedding_bag kernels: rows past 2^31 elements are addressed with 64-bit math",
           "[modules][ops]") {
     // [2^24 + 2, 128] f32 is 2^31 + 256 elements (8 GiB of address space). Only the pages of the
