@@ -30,7 +30,10 @@ namespace shardrec::kernels {
     X(kBceWithLogits)                  \
     X(kSgdUpdate)                      \
     X(kAdagradUpdate)                  \
-    X(kAdamUpdate)
+    X(kAdamUpdate)                     \
+    X(kAsynchronousCompleteCumsum)     \
+    X(kPermuteSparseData)              \
+    X(kBlockBucketizeSparseFeatures)
 
 enum class OpKind {
 #define SR_OP_ENUM(name) name,

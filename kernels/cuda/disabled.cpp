@@ -9,6 +9,7 @@
 #include "kernels/dot_interaction.h"
 #include "kernels/embedding_bag.h"
 #include "kernels/factorization_machine.h"
+#include "kernels/jagged.h"
 #include "kernels/linear.h"
 #include "kernels/mixture_crossnet.h"
 #include "kernels/sequence_embedding.h"
@@ -223,6 +224,37 @@ void adagrad_update(Tensor&, const Tensor&, Tensor&, float, float, float, Stream
 
 void adam_update(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamHyperParams&, Stream&) {
     throw_not_built("cuda::adam_update");
+}
+
+// ---- jagged ops ----
+void asynchronous_complete_cumsum(const Tensor&, Tensor&, Stream&) {
+    throw_not_built("cuda::asynchronous_complete_cumsum");
+}
+
+void permute_sparse_data(const Tensor&,
+                         const Tensor&,
+                         const Tensor&,
+                         const Tensor&,
+                         const Tensor*,
+                         Tensor&,
+                         Tensor&,
+                         Tensor*,
+                         Stream&) {
+    throw_not_built("cuda::permute_sparse_data");
+}
+
+void block_bucketize_sparse_features(const Tensor&,
+                                     const Tensor&,
+                                     const Tensor&,
+                                     int64_t,
+                                     const Tensor*,
+                                     bool,
+                                     Tensor&,
+                                     Tensor&,
+                                     Tensor*,
+                                     Tensor*,
+                                     Stream&) {
+    throw_not_built("cuda::block_bucketize_sparse_features");
 }
 
 // ---- benchmark ceilings (kernels/device_ceilings.h) ----
