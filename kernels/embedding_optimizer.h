@@ -50,15 +50,19 @@ inline int optim_num_states(OptimType type) {
 
 // Zeroed state of `rows` rows of `cols` columns: row-wise Adagrad keeps one f32 per row, the
 // others one (Adagrad) or two (Adam) f32 tensors shaped like the rows; undefined where unused.
-inline void make_optimizer_states(
-    OptimType type, int64_t rows, int64_t cols, Tensor& state1, Tensor& state2) {
+inline void make_optimizer_states(OptimType type,
+                                  int64_t rows,
+                                  int64_t cols,
+                                  Tensor& state1,
+                                  Tensor& state2,
+                                  Device device = Device::cpu()) {
     if (type == OptimType::kExactRowWiseAdagrad) {
-        state1 = Tensor::zeros({rows}, DType::kF32);
+        state1 = Tensor::zeros({rows}, DType::kF32, device);
     } else if (optim_num_states(type) >= 1) {
-        state1 = Tensor::zeros({rows, cols}, DType::kF32);
+        state1 = Tensor::zeros({rows, cols}, DType::kF32, device);
     }
     if (optim_num_states(type) >= 2)
-        state2 = Tensor::zeros({rows, cols}, DType::kF32);
+        state2 = Tensor::zeros({rows, cols}, DType::kF32, device);
 }
 
 struct FusedOptimizerParams {

@@ -119,6 +119,11 @@ void RuntimeConfig::visit(FieldVisitor& v) {
                   "(SHARDREC_COMM_TIMEOUT_S overrides it)")
                 .at_least(0),
             comm_timeout_s);
+    v.field(Field("gemm_math",
+                  "math of the CUDA GEMMs (MLP, cross nets): f32, or TF32 or bf16 tensor cores "
+                  "with f32 accumulation; the CPU computes in f32")
+                .one_of({"f32", "tf32", "bf16"}),
+            gemm_math);
 }
 
 void RuntimeConfig::resolve(ConfigNode& node) {

@@ -87,4 +87,39 @@ void copy_async(void* dst,
     cuda::copy_async(dst, dst_device.is_cuda(), src, src_device.is_cuda(), bytes, stream.handle());
 }
 
+void memset_zero_async(void* dst, Device device, size_t bytes, Stream& stream) {
+    if (bytes == 0)
+        return;
+    if (device.is_cpu()) {
+        std::memset(dst, 0, bytes);
+        return;
+    }
+    SR_CHECK(stream.device().is_cuda(), "memset_zero_async: {} needs a CUDA stream", device.str());
+    cuda::memset_zero_async(dst, bytes, stream.handle());
+}
+
+void copy_2d_async(void* dst,
+                   size_t dst_pitch,
+                   Device dst_device,
+                   const void* src,
+                   size_t src_pitch,
+                   Device src_device,
+                   size_t row_bytes,
+                   size_t rows,
+                   Stream& stream) {
+    if (row_bytes == 0 || rows == 0)
+        return;
+    if (dst_device.is_cpu() && src_device.is_cpu()) {
+        for (size_t r = 0; r < rows; ++r) {
+            std::memcpy(static_cast<char*>(dst) + r * dst_pitch,
+                        static_cast<const char*>(src) + r * src_pitch, row_bytes);
+        }
+        return;
+    }
+    SR_CHECK(stream.device().is_cuda(), "copy_2d_async: a copy to or from {} needs a CUDA stream",
+             dst_device.is_cuda() ? dst_device.str() : src_device.str());
+    cuda::copy_2d_async(dst, dst_pitch, dst_device.is_cuda(), src, src_pitch, src_device.is_cuda(),
+                        row_bytes, rows, stream.handle());
+}
+
 }  // namespace shardrec

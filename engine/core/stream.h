@@ -54,4 +54,20 @@ private:
 void copy_async(
     void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, Stream& stream);
 
+// Zeroes `bytes` at dst in `stream`'s order (a memset on return on the host).
+void memset_zero_async(void* dst, Device device, size_t bytes, Stream& stream);
+
+// Copies `rows` rows of `row_bytes` each, row r from src + r * src_pitch to dst + r * dst_pitch,
+// in `stream`'s order (one cudaMemcpy2DAsync; between host buffers a memcpy per row, done on
+// return). Column blocks of row-major matrices: concatenation along dim 1 and its inverse.
+void copy_2d_async(void* dst,
+                   size_t dst_pitch,
+                   Device dst_device,
+                   const void* src,
+                   size_t src_pitch,
+                   Device src_device,
+                   size_t row_bytes,
+                   size_t rows,
+                   Stream& stream);
+
 }  // namespace shardrec

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/core/allocator.h"
+#include "engine/core/stream.h"
 
 namespace shardrec {
 
@@ -130,6 +131,10 @@ void Tensor::copy_from(const Tensor& src) {
 
 void Tensor::zero_() {
     device_memset_zero(data_ptr(), device_, nbytes());
+}
+
+void Tensor::zero_(Stream& stream) {
+    memset_zero_async(data_ptr(), device_, nbytes(), stream);
 }
 
 std::string Tensor::str() const {

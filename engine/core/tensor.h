@@ -16,6 +16,8 @@
 
 namespace shardrec {
 
+class Stream;
+
 using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& shape);
@@ -88,6 +90,7 @@ public:
     Tensor to(Device device) const;
     void copy_from(const Tensor& src);  // same numel and dtype; any devices
     void zero_();
+    void zero_(Stream& stream);  // in `stream`'s order (a CUDA tensor's users run on streams)
 
     template <typename T>
     std::vector<T> to_vector() const {

@@ -15,9 +15,24 @@ namespace shardrec {
 
 namespace {
 
-void ensure(Tensor& t, const Shape& shape) {
-    if (!t.defined() || t.shape() != shape)
-        t = Tensor::empty(shape, DType::kF32);
+void ensure(Tensor& t, const Shape& shape, Device device = Device::cpu()) {
+    if (!t.defined() || t.shape() != shape || t.device() != device)
+        t = Tensor::empty(shape, DType::kF32, device);
+}
+
+// The shard's bags where its kernels run: the host views themselves, or copies on the device of
+// its rows (in the stream's order).
+void place_bags(ShardedEmbeddingBagCollection::ShardLookup& s, Stream& stream) {
+    const Device device = s.weights.device();
+    if (device.is_cpu()) {
+        s.k_ids = s.ids;
+        s.k_offsets = s.offsets;
+        s.k_psw = s.psw;
+        return;
+    }
+    s.k_ids = copy_to_prefix(s.k_ids_buf, s.ids, device, stream);
+    s.k_offsets = copy_to_prefix(s.k_offsets_buf, s.offsets, device, stream);
+    s.k_psw = s.psw.defined() ? copy_to_prefix(s.k_psw_buf, s.psw, device, stream) : Tensor();
 }
 
 // The bags of keys [first, first + n) of fixed-stride B jagged data (offsets `off`, values,
@@ -68,9 +83,11 @@ void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s,
     slice_keys(kjt, s.first_key, s.num_keys, s);
     if (!s.position_weights.empty())
         apply_position_weights(s, *pw);
-    ensure(s.out, {kjt.stride(), s.num_keys * s.cols});
-    kernels::embedding_bag_forward(s.weights, s.table_offsets, s.feature_table, s.ids, s.offsets,
-                                   s.psw.defined() ? &s.psw : nullptr, s.mode, s.out, stream);
+    place_bags(s, stream);
+    ensure(s.out, {kjt.stride(), s.num_keys * s.cols}, s.weights.device());
+    kernels::embedding_bag_forward(s.weights, s.table_offsets, s.feature_table, s.k_ids,
+                                   s.k_offsets, s.k_psw.defined() ? &s.k_psw : nullptr, s.mode,
+                                   s.out, stream);
 }
 
 // The fused update of the shard's rows; first, for a position-weighted shard, d loss / d psw
@@ -81,10 +98,17 @@ void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
                      float pw_grad_scale,
                      Stream& stream) {
     if (!s.position_weights.empty()) {
-        Tensor grad_psw = grown_view(s.grad_psw_buf, s.ids.numel(), DType::kF32);
-        kernels::embedding_bag_backward(s.grad, s.weights, s.table_offsets, s.feature_table, s.ids,
-                                        s.offsets, &s.psw, s.mode, nullptr, &grad_psw, s.workspace,
-                                        stream);
+        const Device device = s.weights.device();
+        Tensor grad_psw = grow_prefix(s.grad_psw_buf, s.ids.numel(), DType::kF32, device);
+        kernels::embedding_bag_backward(s.grad, s.weights, s.table_offsets, s.feature_table,
+                                        s.k_ids, s.k_offsets, &s.k_psw, s.mode, nullptr, &grad_psw,
+                                        s.workspace, stream);
+        if (device.is_cuda()) {  // accumulated on the host
+            stream.synchronize();
+            Tensor host = grow_prefix(s.grad_psw_host_buf, s.ids.numel(), DType::kF32);
+            host.copy_from(grad_psw);
+            grad_psw = host;
+        }
         const int64_t B = (s.offsets.numel() - 1) / s.num_keys;
         const int64_t* o = s.offsets.data<int64_t>();
         for (int64_t j = 0; j < s.num_keys; ++j) {
@@ -96,8 +120,8 @@ void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
     }
     optim.step = s.step++;
     kernels::embedding_bag_backward_fused(
-        s.grad, s.table_offsets, s.feature_table, s.ids, s.offsets,
-        s.psw.defined() ? &s.psw : nullptr, s.mode, optim, s.weights,
+        s.grad, s.table_offsets, s.feature_table, s.k_ids, s.k_offsets,
+        s.k_psw.defined() ? &s.k_psw : nullptr, s.mode, optim, s.weights,
         s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
         s.workspace, stream);
 }
@@ -122,10 +146,12 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     const ShardingPlan& plan,
     std::shared_ptr<comm::ProcessGroup> pg,
     uint64_t seed,
-    const kernels::FusedOptimizerParams& optimizer)
+    const kernels::FusedOptimizerParams& optimizer,
+    Device device)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
       position_weighted_(make_position_weighted_module(tables_)),
+      device_(device),
       plan_(plan),
       pg_(std::move(pg)),
       optimizer_(optimizer) {
@@ -154,12 +180,14 @@ namespace {
 void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
                 const EmbeddingBagConfig& table,
                 uint64_t seed,
-                const kernels::FusedOptimizerParams& optim) {
-    s.weights = Tensor::empty({s.rows, s.cols}, table.data_type);
+                const kernels::FusedOptimizerParams& optim,
+                Device device) {
+    s.weights = Tensor::empty({s.rows, s.cols}, table.data_type);  // initialised on the host
     init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset, table.num_embeddings);
-    kernels::make_optimizer_states(optim.type, s.rows, s.cols, s.state1, s.state2);
-    s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows});
-    s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32);
+    s.weights = s.weights.to(device);
+    kernels::make_optimizer_states(optim.type, s.rows, s.cols, s.state1, s.state2, device);
+    s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows}).to(device);
+    s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32, device);
 }
 
 // Consecutive keys that share a shard become one lookup (one fused update per shard, so a table
@@ -286,7 +314,7 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
     }
     for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (ShardLookup& s : g->local) {
-            init_shard(s, tables_[static_cast<size_t>(s.table)], seed, optimizer_);
+            init_shard(s, tables_[static_cast<size_t>(s.table)], seed, optimizer_, device_);
         }
     }
     // The position weights of each received key of a position-weighted shard.
@@ -387,9 +415,10 @@ static void run_lookups(ShardedEmbeddingBagCollection::Group& g,
     int64_t col = 0;
     for (auto& s : g.local) {
         lookup_forward(s, g.received, pw, stream);
-        copy_into_columns(g.local_out, col, s.out);
+        copy_into_columns(g.local_out, col, s.out, stream);
         col += s.num_keys * s.cols;
     }
+    stream.synchronize();  // local_out (host) is read by the output dist
 }
 
 // Sends d loss / d local_out back into every local shard: fused row updates (and position-weight
@@ -402,8 +431,8 @@ static void run_updates(ShardedEmbeddingBagCollection::Group& g,
                         Stream& stream) {
     int64_t col = 0;
     for (auto& s : g.local) {
-        ensure(s.grad, {grad_local.size(0), s.num_keys * s.cols});
-        copy_from_columns(s.grad, grad_local, col);
+        ensure(s.grad, {grad_local.size(0), s.num_keys * s.cols}, s.weights.device());
+        copy_from_columns(s.grad, grad_local, col, stream);
         lookup_backward(s, optim, pw, pw_grad_scale, stream);
         col += s.num_keys * s.cols;
     }
@@ -557,7 +586,12 @@ KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_p
                 out[b * width + key_col_[k] + d] /= static_cast<float>(n);
         }
     }
-    return KeyedTensor(names_, dims_, out_);
+    if (device_.is_cpu())
+        return KeyedTensor(names_, dims_, out_);
+    ensure(out_device_, out_.shape(), device_);
+    copy_async(out_device_.data_ptr(), device_, out_.data_ptr(), out_.device(), out_.nbytes(),
+               stream);
+    return KeyedTensor(names_, dims_, out_device_);
 }
 
 bool ShardedEmbeddingBagCollection::mean_after_sum(int64_t key) const {
@@ -637,10 +671,16 @@ void ShardedEmbeddingBagCollection::gather_grad(Group& g,
     }
 }
 
-void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream) {
-    SR_CHECK(out_.defined() && grad.shape() == out_.shape(),
-             "ShardedEmbeddingBagCollection::backward: gradient {} for output {}", grad.str(),
+void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stream) {
+    SR_CHECK(out_.defined() && grad_in.shape() == out_.shape(),
+             "ShardedEmbeddingBagCollection::backward: gradient {} for output {}", grad_in.str(),
              out_.str());
+    if (device_.is_cuda()) {  // the backward collectives read it on the host
+        stream.synchronize();
+        ensure(grad_host_, grad_in.shape());
+        grad_host_.copy_from(grad_in);
+    }
+    const Tensor& grad = device_.is_cuda() ? grad_host_ : grad_in;
     // The backward collectives divide by the world size (gradient_division); the position-weight
     // gradients of their paths are scaled back so the dense all-reduce's mean sums the ranks'
     // parts (TorchRec scale_weight_gradients). The data-parallel path computes the whole
@@ -687,6 +727,7 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad, Stream& stream)
                        all.payload.defined() ? &all.payload : nullptr, s.first_key, s.num_keys, s);
             if (!s.position_weights.empty())
                 apply_position_weights(s, *pw);
+            place_bags(s, stream);
         }
         run_updates(g, gathered, optimizer_, pw, 1.0f, stream);
     }

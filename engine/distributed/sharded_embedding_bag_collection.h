@@ -17,6 +17,11 @@
 // gradients of its shard back into the position weights, scaled by the world size where the
 // backward collective divided by it. The trainer's dense all-reduce then averages them into the
 // gradient one process computes.
+// On a CUDA device the shards' rows and optimizer state live there and every lookup and fused
+// update runs there on the caller's stream; the ids move through the input dist on the host
+// (MPI), are copied to the device per shard, and the pooled results and their gradients travel
+// back through the host for the MPI output dist. forward's output and backward's gradient are
+// on the device.
 // Fused optimizers run per shard on the shard's rows and columns. SGD, Adagrad and Adam are
 // element-wise, so every plan updates a row as one process does. Row-wise Adagrad keeps one
 // accumulator per row of each shard, the mean of g^2 over the shard's columns (TorchRec keeps the
@@ -50,7 +55,8 @@ public:
                                   const ShardingPlan& plan,
                                   std::shared_ptr<comm::ProcessGroup> pg,
                                   uint64_t seed,
-                                  const kernels::FusedOptimizerParams& optimizer);
+                                  const kernels::FusedOptimizerParams& optimizer,
+                                  Device device = Device::cpu());
     ~ShardedEmbeddingBagCollection() override;
 
     KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu()) override;
@@ -137,6 +143,8 @@ private:
     bool is_weighted_;
     std::unique_ptr<PositionWeightedModule> position_weighted_;
     Tensor positions_buffer_;  // input_dist: the weights of the KJT with positions
+    Device device_;
+    Tensor out_device_, grad_host_;  // a CUDA device: out_ copied there, backward's grad here
     ShardingPlan plan_;
     std::shared_ptr<comm::ProcessGroup> pg_;
     kernels::FusedOptimizerParams optimizer_;

@@ -32,13 +32,16 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
     Tensor table_offsets;                 // [2] i64: {0, rows}
     Tensor feature_table;                 // [num_keys] i32 zeros
     kernels::EmbeddingBackwardWorkspace workspace;
-    Tensor ids, offsets, psw;  // the latest forward's bags of this shard
+    Tensor ids, offsets, psw;  // the latest forward's bags of this shard (host)
+    // What the kernels read: ids, offsets, psw themselves on the cpu, their copies on a CUDA
+    // device (grow-only storage *_buf).
+    Tensor k_ids, k_offsets, k_psw, k_ids_buf, k_offsets_buf, k_psw_buf;
     // Position-weighted shards: the position weights of each key (-1: none), the positions the
     // KJT brought (psw then holds their weights), and d loss / d psw.
     std::vector<int64_t> position_weights;
-    Tensor positions, psw_buf, grad_psw_buf;
+    Tensor positions, psw_buf, grad_psw_buf, grad_psw_host_buf;
     Tensor offsets_buf;  // grow-only storage of offsets (batch sizes differ in backward)
-    Tensor out, grad;    // [batch, num_keys * cols]
+    Tensor out, grad;    // [batch, num_keys * cols] on the collection's device
     int64_t step = 1;
 };
 

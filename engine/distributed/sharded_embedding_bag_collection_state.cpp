@@ -12,7 +12,8 @@ Tensor ShardedEmbeddingBagCollection::unsharded_weight(int64_t table) const {
     auto place = [&](const ShardLookup& s) {
         SR_CHECK(s.weights.dtype() == DType::kF32, "unsharded_weight: table '{}' is stored as {}",
                  cfg.name, dtype_name(s.weights.dtype()));
-        const float* src = s.weights.data<float>();
+        const Tensor host = s.weights.device().is_cpu() ? s.weights : s.weights.to(Device::cpu());
+        const float* src = host.data<float>();
         for (int64_t r = 0; r < s.rows; ++r) {
             for (int64_t c = 0; c < s.cols; ++c) {
                 f[(s.row_offset + r) * cfg.embedding_dim + s.col_offset + c] = src[r * s.cols + c];

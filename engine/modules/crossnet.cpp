@@ -31,14 +31,12 @@ const Tensor& cross_forward(CrossNetBuffers& b, size_t num_layers, const Tensor&
 // layer(l, xl, grad_out_l, grad_xl) runs backward layer l; at layer 0 grad_xl IS the x0
 // accumulator (the kernels allow that alias), so it ends holding the whole input gradient.
 template <typename Layer>
-const Tensor& cross_backward(CrossNetBuffers& b,
-                             size_t num_layers,
-                             const Tensor& grad_out,
-                             Layer&& layer) {
+const Tensor& cross_backward(
+    CrossNetBuffers& b, size_t num_layers, const Tensor& grad_out, Stream& stream, Layer&& layer) {
     SR_CHECK(b.input.defined(), "cross net: backward before forward");
     const Shape& shape = b.input.shape();
     const Device device = b.input.device();
-    init::reuse_or_allocate(b.grad_input, shape, device).zero_();
+    init::reuse_or_allocate(b.grad_input, shape, device).zero_(stream);
     if (num_layers > 1) {
         init::reuse_or_allocate(b.grad_ping, shape, device);
         init::reuse_or_allocate(b.grad_pong, shape, device);
@@ -105,7 +103,7 @@ const Tensor& CrossNet::forward_impl(const Tensor& x, Stream& stream) {
 }
 
 const Tensor& CrossNet::backward_impl(const Tensor& grad_out, Stream& stream) {
-    return cross_backward(buf_, kernels_.size(), grad_out,
+    return cross_backward(buf_, kernels_.size(), grad_out, stream,
                           [&](size_t l, const Tensor& xl, const Tensor& g, Tensor& grad_xl) {
                               kernels::crossnet_backward(buf_.input, xl, kernels_[l].value, nullptr,
                                                          u_[l], nullptr, g, buf_.grad_input,
@@ -150,7 +148,7 @@ const Tensor& LowRankCrossNet::forward_impl(const Tensor& x, Stream& stream) {
 }
 
 const Tensor& LowRankCrossNet::backward_impl(const Tensor& grad_out, Stream& stream) {
-    return cross_backward(buf_, w_.size(), grad_out,
+    return cross_backward(buf_, w_.size(), grad_out, stream,
                           [&](size_t l, const Tensor& xl, const Tensor& g, Tensor& grad_xl) {
                               kernels::crossnet_backward(buf_.input, xl, w_[l].value, &v_[l].value,
                                                          u_[l], &vx_[l], g, buf_.grad_input,
@@ -192,7 +190,7 @@ const Tensor& VectorCrossNet::forward_impl(const Tensor& x, Stream& stream) {
 }
 
 const Tensor& VectorCrossNet::backward_impl(const Tensor& grad_out, Stream& stream) {
-    return cross_backward(buf_, kernels_.size(), grad_out,
+    return cross_backward(buf_, kernels_.size(), grad_out, stream,
                           [&](size_t l, const Tensor& xl, const Tensor& g, Tensor& grad_xl) {
                               kernels::vector_crossnet_backward(
                                   buf_.input, xl, kernels_[l].value, s_[l], g, buf_.grad_input,
@@ -275,9 +273,9 @@ const Tensor& LowRankMixtureCrossNet::forward_impl(const Tensor& x, Stream& stre
 const Tensor& LowRankMixtureCrossNet::backward_impl(const Tensor& grad_out, Stream& stream) {
     const int64_t K = num_experts_;
     if (K > 1) {
-        gates_grad_.zero_();  // accumulated over the layers
+        gates_grad_.zero_(stream);  // accumulated over the layers
     }
-    return cross_backward(buf_, u_.size(), grad_out,
+    return cross_backward(buf_, u_.size(), grad_out, stream,
                           [&](size_t l, const Tensor& xl, const Tensor& g, Tensor& grad_xl) {
                               const kernels::MixtureCrossNetWeights w{&u_[l].value, &c_[l].value,
                                                                       &v_[l].value, &bias_[l].value,

@@ -8,7 +8,7 @@ namespace shardrec {
 
 // ---- EmbeddingConcat ----
 
-const Tensor& EmbeddingConcat::concat(const std::vector<Tensor>& embeddings) {
+const Tensor& EmbeddingConcat::concat(const std::vector<Tensor>& embeddings, Stream& stream) {
     SR_CHECK(!embeddings.empty(), "DeepFM/FM: no embeddings to concatenate");
     const int64_t B = embeddings.front().dim() >= 1 ? embeddings.front().size(0) : 0;
     int64_t width = 0;
@@ -23,13 +23,13 @@ const Tensor& EmbeddingConcat::concat(const std::vector<Tensor>& embeddings) {
     int64_t col = 0;
     for (const Tensor& e : embeddings) {
         const int64_t w = e.numel() / B;
-        copy_into_columns(buffer_, col, e.view({B, w}));  // flatten(e) = e.view(B, -1)
+        copy_into_columns(buffer_, col, e.view({B, w}), stream);  // flatten(e) = e.view(B, -1)
         col += w;
     }
     return buffer_;
 }
 
-const std::vector<Tensor>& EmbeddingConcat::split(const Tensor& grad) {
+const std::vector<Tensor>& EmbeddingConcat::split(const Tensor& grad, Stream& stream) {
     SR_CHECK(!shapes_.empty(), "DeepFM/FM: input_grads() needs a forward on a list of embeddings");
     grads_.resize(shapes_.size());
     const int64_t B = grad.size(0);
@@ -38,7 +38,7 @@ const std::vector<Tensor>& EmbeddingConcat::split(const Tensor& grad) {
         const int64_t w = shape_numel(shapes_[i]) / B;
         init::reuse_or_allocate(grads_[i], shapes_[i], grad.device());
         Tensor flat = grads_[i].view({B, w});
-        copy_from_columns(flat, grad, col);
+        copy_from_columns(flat, grad, col, stream);
         col += w;
     }
     return grads_;
@@ -47,7 +47,7 @@ const std::vector<Tensor>& EmbeddingConcat::split(const Tensor& grad) {
 // ---- FactorizationMachine ----
 
 const Tensor& FactorizationMachine::forward(const std::vector<Tensor>& embeddings, Stream& stream) {
-    return forward_impl(concat_.concat(embeddings), stream);
+    return forward_impl(concat_.concat(embeddings, stream), stream);
 }
 
 const Tensor& FactorizationMachine::forward_impl(const Tensor& x, Stream& stream) {
@@ -65,9 +65,9 @@ const Tensor& FactorizationMachine::backward_impl(const Tensor& grad_out, Stream
     return grad_input_;
 }
 
-const std::vector<Tensor>& FactorizationMachine::input_grads() {
+const std::vector<Tensor>& FactorizationMachine::input_grads(Stream& stream) {
     SR_CHECK(grad_input_.defined(), "FactorizationMachine: input_grads() before backward");
-    return concat_.split(grad_input_);
+    return concat_.split(grad_input_, stream);
 }
 
 // ---- DeepFM ----
@@ -77,7 +77,7 @@ DeepFM::DeepFM(std::unique_ptr<DenseModule> dense_module) : dense_module_(std::m
 }
 
 const Tensor& DeepFM::forward(const std::vector<Tensor>& embeddings, Stream& stream) {
-    return forward_impl(concat_.concat(embeddings), stream);
+    return forward_impl(concat_.concat(embeddings, stream), stream);
 }
 
 const Tensor& DeepFM::forward_impl(const Tensor& x, Stream& stream) {
@@ -89,9 +89,9 @@ const Tensor& DeepFM::backward_impl(const Tensor& grad_out, Stream& stream) {
     return *grad_input_;
 }
 
-const std::vector<Tensor>& DeepFM::input_grads() {
+const std::vector<Tensor>& DeepFM::input_grads(Stream& stream) {
     SR_CHECK(grad_input_ != nullptr, "DeepFM: input_grads() before backward");
-    return concat_.split(*grad_input_);
+    return concat_.split(*grad_input_, stream);
 }
 
 }  // namespace shardrec

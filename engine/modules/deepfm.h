@@ -16,8 +16,9 @@ namespace shardrec {
 // The flatten + concat of a list of [B, ...] tensors along dim 1, and the split of its gradient.
 class EmbeddingConcat {
 public:
-    const Tensor& concat(const std::vector<Tensor>& embeddings);
-    const std::vector<Tensor>& split(const Tensor& grad);  // grad [B, sum] -> inputs' shapes
+    const Tensor& concat(const std::vector<Tensor>& embeddings, Stream& stream);
+    // grad [B, sum] -> the inputs' shapes
+    const std::vector<Tensor>& split(const Tensor& grad, Stream& stream);
 
 private:
     std::vector<Shape> shapes_;
@@ -34,7 +35,7 @@ public:
     const Tensor& forward(const std::vector<Tensor>& embeddings, Stream& stream = Stream::cpu());
 
     // The gradient wrt each input of the latest list forward, after backward.
-    const std::vector<Tensor>& input_grads();
+    const std::vector<Tensor>& input_grads(Stream& stream = Stream::cpu());
 
     int64_t out_features() const override { return 1; }
 
@@ -59,7 +60,7 @@ public:
 
     const Tensor& forward(const std::vector<Tensor>& embeddings, Stream& stream = Stream::cpu());
 
-    const std::vector<Tensor>& input_grads();
+    const std::vector<Tensor>& input_grads(Stream& stream = Stream::cpu());
 
     int64_t out_features() const override { return dense_module_->out_features(); }
 

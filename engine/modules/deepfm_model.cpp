@@ -5,9 +5,9 @@
 namespace shardrec {
 namespace {
 
-void ensure(Tensor& t, const Shape& shape) {
-    if (!t.defined() || t.shape() != shape)
-        t = Tensor::empty(shape, DType::kF32);
+void ensure(Tensor& t, const Shape& shape, Device device) {
+    if (!t.defined() || t.shape() != shape || t.device() != device)
+        t = Tensor::empty(shape, DType::kF32, device);
 }
 
 }  // namespace
@@ -37,54 +37,69 @@ DeepFMModel::DeepFMModel(const ModelConfig& model,
                                      kernels::Activation::kIdentity, seed);
 }
 
-const Tensor& DeepFMModel::forward(const Batch& batch) {
+const Tensor& DeepFMModel::forward(const Batch& batch, Stream& stream) {
     const int64_t B = batch.batch_size();
-    const Tensor& dense = dense_arch_->forward(batch.dense);
-    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse, Stream::cpu());
-    ensure(combined_, {B, (F_ + 1) * D_});
-    copy_into_columns(combined_, 0, dense);
-    copy_into_columns(combined_, D_, pooled.values());
-    const Tensor& deep = deep_->forward(combined_);
-    const Tensor& fm = fm_->forward(combined_);
-    ensure(over_in_, {B, D_ + deep_out_ + 1});
-    copy_into_columns(over_in_, 0, dense);
-    copy_into_columns(over_in_, D_, deep);
-    copy_into_columns(over_in_, D_ + deep_out_, fm);
-    const Tensor& out = over_final_->forward(over_arch_ ? over_arch_->forward(over_in_) : over_in_);
+    const Tensor& dense = dense_arch_->forward(batch.dense, stream);
+    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse, stream);
+    ensure(combined_, {B, (F_ + 1) * D_}, dense.device());
+    copy_into_columns(combined_, 0, dense, stream);
+    copy_into_columns(combined_, D_, pooled.values(), stream);
+    const Tensor& deep = deep_->forward(combined_, stream);
+    const Tensor& fm = fm_->forward(combined_, stream);
+    ensure(over_in_, {B, D_ + deep_out_ + 1}, dense.device());
+    copy_into_columns(over_in_, 0, dense, stream);
+    copy_into_columns(over_in_, D_, deep, stream);
+    copy_into_columns(over_in_, D_ + deep_out_, fm, stream);
+    const Tensor& out =
+        over_final_->forward(over_arch_ ? over_arch_->forward(over_in_, stream) : over_in_, stream);
     logits_ = out.view({B});
     return logits_;
 }
 
-void DeepFMModel::backward(const Tensor& grad_logits) {
+void DeepFMModel::backward(const Tensor& grad_logits, Stream& stream) {
     const int64_t B = grad_logits.numel();
+    const Device device = grad_logits.device();
     // over_in = [dense | deep | fm]: split its gradient and send each part back.
-    const Tensor& g_final_in = over_final_->backward(grad_logits.view({B, 1}));
-    const Tensor& g_over_in = over_arch_ ? over_arch_->backward(g_final_in) : g_final_in;
-    ensure(grad_dense_, {B, D_});
-    copy_from_columns(grad_dense_, g_over_in, 0);
-    ensure(grad_deep_, {B, deep_out_});
-    ensure(grad_fm_, {B, 1});
-    copy_from_columns(grad_deep_, g_over_in, D_);
-    copy_from_columns(grad_fm_, g_over_in, D_ + deep_out_);
-    const Tensor& g_combined_deep = deep_->backward(grad_deep_);
-    const Tensor& g_combined_fm = fm_->backward(grad_fm_);
-    ensure(grad_combined_, {B, (F_ + 1) * D_});
+    const Tensor& g_final_in = over_final_->backward(grad_logits.view({B, 1}), stream);
+    const Tensor& g_over_in = over_arch_ ? over_arch_->backward(g_final_in, stream) : g_final_in;
+    ensure(grad_dense_, {B, D_}, device);
+    copy_from_columns(grad_dense_, g_over_in, 0, stream);
+    ensure(grad_deep_, {B, deep_out_}, device);
+    ensure(grad_fm_, {B, 1}, device);
+    copy_from_columns(grad_deep_, g_over_in, D_, stream);
+    copy_from_columns(grad_fm_, g_over_in, D_ + deep_out_, stream);
+    const Tensor& g_combined_deep = deep_->backward(grad_deep_, stream);
+    const Tensor& g_combined_fm = fm_->backward(grad_fm_, stream);
+    ensure(grad_combined_, {B, (F_ + 1) * D_}, device);
     const float* a = g_combined_deep.data<float>();
     const float* b = g_combined_fm.data<float>();
     float* g = grad_combined_.data<float>();
     for (int64_t i = 0; i < grad_combined_.numel(); ++i)
         g[i] = a[i] + b[i];
     // combined = [dense | pooled]; dense also fed over_in directly.
-    ensure(grad_pooled_, {B, F_ * D_});
-    copy_from_columns(grad_pooled_, grad_combined_, D_);
-    ensure(grad_dense_combined_, {B, D_});
-    copy_from_columns(grad_dense_combined_, grad_combined_, 0);
+    ensure(grad_pooled_, {B, F_ * D_}, device);
+    copy_from_columns(grad_pooled_, grad_combined_, D_, stream);
+    ensure(grad_dense_combined_, {B, D_}, device);
+    copy_from_columns(grad_dense_combined_, grad_combined_, 0, stream);
     float* gd = grad_dense_.data<float>();
     const float* gc = grad_dense_combined_.data<float>();
     for (int64_t i = 0; i < grad_dense_.numel(); ++i)
         gd[i] += gc[i];
-    dense_arch_->backward(grad_dense_);
-    sparse_arch_->backward(grad_pooled_, Stream::cpu());
+    dense_arch_->backward(grad_dense_, stream);
+    sparse_arch_->backward(grad_pooled_, stream);
+}
+
+void DeepFMModel::move_dense_to(Device device) {
+    // The two gradient sums of backward are host loops.
+    SR_CHECK(device.is_cpu(),
+             "model.type deepfm trains on the cpu only; {} needs device gradient "
+             "sums in DeepFMModel::backward",
+             device.str());
+    move_parameters(*dense_arch_, device);
+    move_parameters(*deep_, device);
+    if (over_arch_)
+        move_parameters(*over_arch_, device);
+    move_parameters(*over_final_, device);
 }
 
 std::vector<Parameter*> DeepFMModel::parameters() {

@@ -18,8 +18,9 @@ public:
                 uint64_t seed,
                 std::unique_ptr<EmbeddingBagCollectionInterface> sparse_arch);
 
-    const Tensor& forward(const Batch& batch) override;
-    void backward(const Tensor& grad_logits) override;
+    const Tensor& forward(const Batch& batch, Stream& stream) override;
+    void backward(const Tensor& grad_logits, Stream& stream) override;
+    void move_dense_to(Device device) override;
 
     EmbeddingBagCollectionInterface& sparse_arch() override { return *sparse_arch_; }
 

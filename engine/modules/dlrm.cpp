@@ -32,29 +32,40 @@ DLRM::DLRM(const ModelConfig& model,
                                                kernels::Activation::kIdentity, seed);
 }
 
-const Tensor& DLRM::forward(const Batch& batch) {
-    const Tensor& dense = dense_arch_->forward(batch.dense);
-    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse, Stream::cpu());
+const Tensor& DLRM::forward(const Batch& batch, Stream& stream) {
+    const Tensor& dense = dense_arch_->forward(batch.dense, stream);
+    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse, stream);
     const Tensor& inter = interaction_kind_ == Interaction::kDot
-                              ? dot_->forward(dense, pooled.values())
-                              : dcn_->forward(dense, pooled.values());
-    const Tensor& out = over_final_->forward(over_arch_ ? over_arch_->forward(inter) : inter);
+                              ? dot_->forward(dense, pooled.values(), stream)
+                              : dcn_->forward(dense, pooled.values(), stream);
+    const Tensor& out =
+        over_final_->forward(over_arch_ ? over_arch_->forward(inter, stream) : inter, stream);
     logits_ = out.view({out.size(0)});
     return logits_;
 }
 
-void DLRM::backward(const Tensor& grad_logits) {
-    const Tensor& g_hidden = over_final_->backward(grad_logits.view({grad_logits.numel(), 1}));
-    const Tensor& g_inter = over_arch_ ? over_arch_->backward(g_hidden) : g_hidden;
+void DLRM::backward(const Tensor& grad_logits, Stream& stream) {
+    const Tensor& g_hidden =
+        over_final_->backward(grad_logits.view({grad_logits.numel(), 1}), stream);
+    const Tensor& g_inter = over_arch_ ? over_arch_->backward(g_hidden, stream) : g_hidden;
     if (interaction_kind_ == Interaction::kDot) {
-        dot_->backward(g_inter);
-        dense_arch_->backward(dot_->grad_dense());
-        sparse_arch_->backward(dot_->grad_sparse(), Stream::cpu());
+        dot_->backward(g_inter, stream);
+        dense_arch_->backward(dot_->grad_dense(), stream);
+        sparse_arch_->backward(dot_->grad_sparse(), stream);
     } else {
-        dcn_->backward(g_inter);
-        dense_arch_->backward(dcn_->grad_dense());
-        sparse_arch_->backward(dcn_->grad_sparse(), Stream::cpu());
+        dcn_->backward(g_inter, stream);
+        dense_arch_->backward(dcn_->grad_dense(), stream);
+        sparse_arch_->backward(dcn_->grad_sparse(), stream);
     }
+}
+
+void DLRM::move_dense_to(Device device) {
+    move_parameters(*dense_arch_, device);
+    if (dcn_)
+        move_parameters(*dcn_, device);
+    if (over_arch_)
+        move_parameters(*over_arch_, device);
+    move_parameters(*over_final_, device);
 }
 
 std::vector<Parameter*> DLRM::parameters() {

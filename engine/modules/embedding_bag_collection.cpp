@@ -5,33 +5,31 @@
 #include "engine/modules/embedding_bag_collection.h"
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 namespace shardrec {
 namespace {
 
-// An f32 tensor reused while its shape is unchanged.
-Tensor& reuse(Tensor& t, const Shape& shape) {
+// An f32 tensor on `device` reused while its shape is unchanged.
+Tensor& reuse(Tensor& t, const Shape& shape, Device device) {
     if (!t.defined() || t.shape() != shape) {
-        t = Tensor::empty(shape, DType::kF32);
+        t = Tensor::empty(shape, DType::kF32, device);
     }
     return t;
 }
 
-// Copies columns [src_col, src_col + width) of src [B, src_cols] to dst [B, dst_cols].
-void copy_columns(const float* src,
-                  int64_t src_cols,
+// Copies columns [src_col, src_col + width) of src [B, src_cols] to dst [B, dst_cols] (f32, one
+// device), in the stream's order.
+void copy_columns(const Tensor& src,
                   int64_t src_col,
-                  float* dst,
-                  int64_t dst_cols,
+                  Tensor& dst,
                   int64_t dst_col,
-                  int64_t batch,
-                  int64_t width) {
-    for (int64_t b = 0; b < batch; ++b) {
-        std::memcpy(dst + b * dst_cols + dst_col, src + b * src_cols + src_col,
-                    static_cast<size_t>(width) * sizeof(float));
-    }
+                  int64_t width,
+                  Stream& stream) {
+    constexpr size_t f = sizeof(float);
+    copy_2d_async(dst.data<float>() + dst_col, static_cast<size_t>(dst.size(1)) * f, dst.device(),
+                  src.data<float>() + src_col, static_cast<size_t>(src.size(1)) * f, src.device(),
+                  static_cast<size_t>(width) * f, static_cast<size_t>(src.size(0)), stream);
 }
 
 }  // namespace
@@ -46,9 +44,6 @@ EmbeddingBagCollection::EmbeddingBagCollection(
       is_weighted_(is_weighted),
       fused_(fused_optimizer),
       device_(device) {
-    // The KJT packing and output scatter are host loops; a CUDA placement needs device versions.
-    SR_CHECK(device_.is_cpu(), "EmbeddingBagCollection: only the cpu device is built, got {}",
-             device_.str());
     SR_CHECK(!tables_.empty(), "EmbeddingBagCollection needs at least one table");
     SR_CHECK(!fused_ || fused_->step >= 1, "fused optimizer step must be >= 1");
     std::set<std::string> table_names, feature_names;
@@ -124,12 +119,14 @@ void EmbeddingBagCollection::init_group(int64_t index, uint64_t seed) {
         offsets.push_back(offsets.back() + tables_[static_cast<size_t>(t)].num_embeddings);
     }
     const int64_t rows = offsets.back();
-    g.weights = Tensor::empty({rows, g.dim}, g.dtype);
+    g.weights = Tensor::empty({rows, g.dim}, g.dtype);  // initialised on the host
     for (size_t i = 0; i < g.tables.size(); ++i) {
         Tensor view = g.weights.slice(offsets[i], offsets[i + 1]);
         init_embedding_rows(view, seed, g.tables[i], 0, 0,
                             tables_[static_cast<size_t>(g.tables[i])].num_embeddings);
     }
+    if (device_.is_cuda())
+        g.weights = g.weights.to(device_);
     std::vector<int32_t> feature_table;
     std::vector<std::string> names;
     for (int64_t f : g.features) {
@@ -139,15 +136,15 @@ void EmbeddingBagCollection::init_group(int64_t index, uint64_t seed) {
         names.push_back(slot.name);
     }
     g.packer = KjtFeaturePacker("EmbeddingBagCollection", std::move(names));
-    g.table_offsets = Tensor::from_vector(offsets);
-    g.feature_table = Tensor::from_vector(feature_table);
+    g.table_offsets = Tensor::from_vector(offsets).to(device_);
+    g.feature_table = Tensor::from_vector(feature_table).to(device_);
     // One group holds every key in output order, so its kernel output is the KT values.
     g.direct_output = groups_.size() == 1;
     if (!fused_) {
-        g.grad_weights = Tensor::zeros({rows, g.dim}, DType::kF32);
+        g.grad_weights = Tensor::zeros({rows, g.dim}, DType::kF32, device_);
         return;
     }
-    kernels::make_optimizer_states(fused_->type, rows, g.dim, g.state1, g.state2);
+    kernels::make_optimizer_states(fused_->type, rows, g.dim, g.state1, g.state2, device_);
 }
 
 // ---- forward ----
@@ -164,29 +161,38 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& input, Stre
     const KeyedJaggedTensor& features = weighted ? *weighted : input;
     const int64_t batch = features.stride();
     if (batch != batch_) {
-        values_ = Tensor::empty({batch, sum_dims_}, DType::kF32);
+        values_ = Tensor::empty({batch, sum_dims_}, DType::kF32, device_);
         batch_ = batch;
     }
     kjt_num_values_ = features.values().numel();
     for (Group& g : groups_) {
         g.packer.pack(features, lookup_weighted_);
+        if (device_.is_cuda()) {
+            g.ids = copy_to_prefix(g.ids_buf, g.packer.ids(), device_, stream);
+            g.offsets = copy_to_prefix(g.offsets_buf, g.packer.offsets(), device_, stream);
+            if (lookup_weighted_)
+                g.psw = copy_to_prefix(g.psw_buf, g.packer.weights(), device_, stream);
+        } else {
+            g.ids = g.packer.ids();
+            g.offsets = g.packer.offsets();
+            g.psw = lookup_weighted_ ? g.packer.weights() : Tensor();
+        }
         const auto num_features = static_cast<int64_t>(g.features.size());
         if (g.direct_output) {
             g.out = values_;
         } else {
-            reuse(g.out, {batch, num_features * g.dim});
+            reuse(g.out, {batch, num_features * g.dim}, device_);
         }
-        kernels::embedding_bag_forward(
-            g.weights, g.table_offsets, g.feature_table, g.packer.ids(), g.packer.offsets(),
-            lookup_weighted_ ? &g.packer.weights() : nullptr, g.pooling, g.out, stream);
+        kernels::embedding_bag_forward(g.weights, g.table_offsets, g.feature_table, g.ids,
+                                       g.offsets, lookup_weighted_ ? &g.psw : nullptr, g.pooling,
+                                       g.out, stream);
         if (g.direct_output) {
             continue;
         }
         for (int64_t i = 0; i < num_features; ++i) {
-            copy_columns(g.out.data<float>(), num_features * g.dim, i * g.dim,
-                         values_.data<float>(), sum_dims_,
+            copy_columns(g.out, i * g.dim, values_,
                          features_[static_cast<size_t>(g.features[static_cast<size_t>(i)])].column,
-                         batch, g.dim);
+                         g.dim, stream);
         }
     }
     return KeyedTensor(names_, dims_, values_);
@@ -194,17 +200,19 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& input, Stre
 
 // ---- backward ----
 
-void EmbeddingBagCollection::gather_group_grad(Group& g, const Tensor& grad_values) {
+void EmbeddingBagCollection::gather_group_grad(Group& g,
+                                               const Tensor& grad_values,
+                                               Stream& stream) {
     if (g.direct_output) {
         g.grad_out = grad_values;
         return;
     }
     const auto num_features = static_cast<int64_t>(g.features.size());
-    reuse(g.grad_out, {batch_, num_features * g.dim});
+    reuse(g.grad_out, {batch_, num_features * g.dim}, device_);
     for (int64_t i = 0; i < num_features; ++i) {
-        copy_columns(grad_values.data<float>(), sum_dims_,
+        copy_columns(grad_values,
                      features_[static_cast<size_t>(g.features[static_cast<size_t>(i)])].column,
-                     g.grad_out.data<float>(), num_features * g.dim, i * g.dim, batch_, g.dim);
+                     g.grad_out, i * g.dim, g.dim, stream);
     }
 }
 
@@ -219,30 +227,40 @@ void EmbeddingBagCollection::backward(const Tensor& grad_values, Stream& stream)
         grad_psw_.zero_();  // keys this module does not read get 0
     }
     for (Group& g : groups_) {
-        gather_group_grad(g, grad_values);
+        gather_group_grad(g, grad_values, stream);
         const KjtFeaturePacker& in = g.packer;
-        Tensor* grad_psw = nullptr;
+        Tensor* grad_psw = nullptr;  // on device_
+        Tensor grad_psw_dev;
         if (lookup_weighted_) {
             g.grad_psw = in.is_direct()
                              ? grad_psw_
                              : grow_prefix(g.grad_psw_buffer, in.ids().numel(), DType::kF32);
             grad_psw = &g.grad_psw;
+            if (device_.is_cuda()) {
+                grad_psw_dev =
+                    grow_prefix(g.grad_psw_dev_buf, in.ids().numel(), DType::kF32, device_);
+                grad_psw = &grad_psw_dev;
+            }
         }
-        const Tensor* psw = lookup_weighted_ ? &in.weights() : nullptr;
+        const Tensor* psw = lookup_weighted_ ? &g.psw : nullptr;
         if (fused_) {
             if (grad_psw != nullptr) {  // before the rows change
                 kernels::embedding_bag_backward(g.grad_out, g.weights, g.table_offsets,
-                                                g.feature_table, in.ids(), in.offsets(), psw,
-                                                g.pooling, nullptr, grad_psw, g.workspace, stream);
+                                                g.feature_table, g.ids, g.offsets, psw, g.pooling,
+                                                nullptr, grad_psw, g.workspace, stream);
             }
             kernels::embedding_bag_backward_fused(
-                g.grad_out, g.table_offsets, g.feature_table, in.ids(), in.offsets(), psw,
-                g.pooling, *fused_, g.weights, g.state1.defined() ? &g.state1 : nullptr,
+                g.grad_out, g.table_offsets, g.feature_table, g.ids, g.offsets, psw, g.pooling,
+                *fused_, g.weights, g.state1.defined() ? &g.state1 : nullptr,
                 g.state2.defined() ? &g.state2 : nullptr, g.workspace, stream);
         } else {
             kernels::embedding_bag_backward(g.grad_out, g.weights, g.table_offsets, g.feature_table,
-                                            in.ids(), in.offsets(), psw, g.pooling, &g.grad_weights,
+                                            g.ids, g.offsets, psw, g.pooling, &g.grad_weights,
                                             grad_psw, g.workspace, stream);
+        }
+        if (grad_psw_dev.defined()) {  // the per-sample-weight gradients are read on the host
+            stream.synchronize();
+            g.grad_psw.copy_from(grad_psw_dev);
         }
         if (grad_psw != nullptr && !in.is_direct()) {
             in.scatter_to_kjt_order(g.grad_psw.data<float>(), grad_psw_.data<float>());

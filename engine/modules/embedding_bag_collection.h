@@ -7,6 +7,9 @@
 // Tables with position_weights get their per-id weights from a PositionWeightedModule applied
 // inside forward (TorchRec FeatureProcessedEmbeddingBagCollection); its position weights are dense
 // parameters, trained by the dense optimizer.
+// On a CUDA device the rows, their optimizer state and the outputs live on the device; the KJT
+// stays on the host, where it is packed, and each batch's packed ids, offsets and weights are
+// copied to the device in the stream's order (position weights stay on the host).
 // Letters: T tables, F features (output keys), B batch, D dim, N ids.
 #pragma once
 
@@ -112,6 +115,9 @@ private:
         Tensor grad_weights;            // dense mode: [sum E, D] f32
         kernels::EmbeddingBackwardWorkspace workspace;
         KjtFeaturePacker packer;  // the latest batch's ids/offsets/weights in group order
+        // On a CUDA device: the packed batch copied there (grow-only storage, then views).
+        Tensor ids_buf, offsets_buf, psw_buf, grad_psw_dev_buf;
+        Tensor ids, offsets, psw;
         Tensor grad_psw, grad_psw_buffer;
         Tensor out, grad_out;  // [B, F_g * D]; out is values_ itself when direct_output
         bool direct_output = false;
@@ -126,7 +132,7 @@ private:
 
     void build_groups(uint64_t seed);
     void init_group(int64_t index, uint64_t seed);  // storage, init, optimizer state
-    void gather_group_grad(Group& g, const Tensor& grad_values);
+    void gather_group_grad(Group& g, const Tensor& grad_values, Stream& stream);
 
     std::vector<EmbeddingBagConfig> tables_;
     bool is_weighted_;

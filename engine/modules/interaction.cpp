@@ -1,6 +1,5 @@
 #include "engine/modules/interaction.h"
 
-#include "engine/core/allocator.h"
 #include "engine/modules/init.h"
 #include "kernels/dot_interaction.h"
 
@@ -16,32 +15,26 @@ void check_pair(const Tensor& dense, const Tensor& sparse, int64_t F, int64_t D)
 
 }  // namespace
 
-void copy_into_columns(Tensor& dst, int64_t col, const Tensor& src) {
+void copy_into_columns(Tensor& dst, int64_t col, const Tensor& src, Stream& stream) {
     SR_CHECK(dst.dim() == 2 && src.dim() == 2 && dst.size(0) == src.size(0) && col >= 0 &&
                  col + src.size(1) <= dst.size(1) && dst.dtype() == src.dtype(),
              "copy_into_columns: {} into {} at column {}", src.str(), dst.str(), col);
     const size_t es = dtype_size(dst.dtype());
-    const int64_t rows = dst.size(0), dw = dst.size(1), sw = src.size(1);
-    auto* d = static_cast<char*>(dst.data_ptr());
-    const auto* s = static_cast<const char*>(src.data_ptr());
-    for (int64_t b = 0; b < rows; ++b) {
-        device_copy(d + (b * dw + col) * es, dst.device(), s + b * sw * es, src.device(),
-                    static_cast<size_t>(sw) * es);
-    }
+    const auto dw = static_cast<size_t>(dst.size(1)), sw = static_cast<size_t>(src.size(1));
+    copy_2d_async(static_cast<char*>(dst.data_ptr()) + static_cast<size_t>(col) * es, dw * es,
+                  dst.device(), src.data_ptr(), sw * es, src.device(), sw * es,
+                  static_cast<size_t>(dst.size(0)), stream);
 }
 
-void copy_from_columns(Tensor& dst, const Tensor& src, int64_t col) {
+void copy_from_columns(Tensor& dst, const Tensor& src, int64_t col, Stream& stream) {
     SR_CHECK(dst.dim() == 2 && src.dim() == 2 && dst.size(0) == src.size(0) && col >= 0 &&
                  col + dst.size(1) <= src.size(1) && dst.dtype() == src.dtype(),
              "copy_from_columns: {} from {} at column {}", dst.str(), src.str(), col);
     const size_t es = dtype_size(dst.dtype());
-    const int64_t rows = dst.size(0), dw = dst.size(1), sw = src.size(1);
-    auto* d = static_cast<char*>(dst.data_ptr());
-    const auto* s = static_cast<const char*>(src.data_ptr());
-    for (int64_t b = 0; b < rows; ++b) {
-        device_copy(d + b * dw * es, dst.device(), s + (b * sw + col) * es, src.device(),
-                    static_cast<size_t>(dw) * es);
-    }
+    const auto dw = static_cast<size_t>(dst.size(1)), sw = static_cast<size_t>(src.size(1));
+    copy_2d_async(dst.data_ptr(), dw * es, dst.device(),
+                  static_cast<const char*>(src.data_ptr()) + static_cast<size_t>(col) * es, sw * es,
+                  src.device(), dw * es, static_cast<size_t>(dst.size(0)), stream);
 }
 
 // ---- InteractionArch ----
@@ -86,16 +79,17 @@ const Tensor& InteractionDCNArch::forward(const Tensor& dense,
                                           Stream& stream) {
     check_pair(dense, sparse, F_, D_);
     init::reuse_or_allocate(combined_, {dense.size(0), out_features()}, dense.device());
-    copy_into_columns(combined_, 0, dense);
-    copy_into_columns(combined_, D_, sparse);
+    copy_into_columns(combined_, 0, dense, stream);
+    copy_into_columns(combined_, D_, sparse, stream);
     return crossnet_->forward(combined_, stream);
 }
 
 void InteractionDCNArch::backward(const Tensor& grad_out, Stream& stream) {
     const Tensor& g = crossnet_->backward(grad_out, stream);
     const int64_t B = g.size(0);
-    copy_from_columns(init::reuse_or_allocate(grad_dense_, {B, D_}, g.device()), g, 0);
-    copy_from_columns(init::reuse_or_allocate(grad_sparse_, {B, F_ * D_}, g.device()), g, D_);
+    copy_from_columns(init::reuse_or_allocate(grad_dense_, {B, D_}, g.device()), g, 0, stream);
+    copy_from_columns(init::reuse_or_allocate(grad_sparse_, {B, F_ * D_}, g.device()), g, D_,
+                      stream);
 }
 
 }  // namespace shardrec

@@ -14,10 +14,11 @@
 
 namespace shardrec {
 
-// dst[:, col : col + src.size(1)] = src for 2-D f32 tensors with the same rows (concat along
-// dim 1), and its inverse dst = src[:, col : col + dst.size(1)]. One device copy per row.
-void copy_into_columns(Tensor& dst, int64_t col, const Tensor& src);
-void copy_from_columns(Tensor& dst, const Tensor& src, int64_t col);
+// dst[:, col : col + src.size(1)] = src for 2-D tensors of one dtype with the same rows (concat
+// along dim 1), and its inverse dst = src[:, col : col + dst.size(1)]: one pitched copy in
+// `stream`'s order (any devices).
+void copy_into_columns(Tensor& dst, int64_t col, const Tensor& src, Stream& stream);
+void copy_from_columns(Tensor& dst, const Tensor& src, int64_t col, Stream& stream);
 
 class InteractionArch : public Module {
 public:

@@ -53,9 +53,10 @@ bool is_weighted(const ModelConfig& model) {
 std::unique_ptr<EmbeddingBagCollection> make_embedding_bag_collection(
     const ModelConfig& model,
     uint64_t seed,
-    const kernels::FusedOptimizerParams& sparse_optimizer) {
-    return std::make_unique<EmbeddingBagCollection>(embedding_bag_configs(model),
-                                                    is_weighted(model), seed, sparse_optimizer);
+    const kernels::FusedOptimizerParams& sparse_optimizer,
+    Device device) {
+    return std::make_unique<EmbeddingBagCollection>(
+        embedding_bag_configs(model), is_weighted(model), seed, sparse_optimizer, device);
 }
 
 std::unique_ptr<RecModel> make_model(const ModelConfig& model,

@@ -17,12 +17,16 @@ namespace shardrec {
 
 class RecModel : public Module {
 public:
-    // logits [B] f32, valid until the next forward.
-    virtual const Tensor& forward(const Batch& batch) = 0;
+    // logits [B] f32 on the dense layers' device, valid until the next forward. batch: dense and
+    // labels on that device, the sparse features on the host. Work is ordered on `stream` (a
+    // stream of that device).
+    virtual const Tensor& forward(const Batch& batch, Stream& stream) = 0;
     // grad_logits [B] f32 (d loss / d logit). Writes every Parameter::grad and applies the fused
     // embedding optimizer to the rows the batch touched.
-    virtual void backward(const Tensor& grad_logits) = 0;
+    virtual void backward(const Tensor& grad_logits, Stream& stream) = 0;
     virtual EmbeddingBagCollectionInterface& sparse_arch() = 0;
+    // Moves the dense layers (not the sparse arch, built on its own device) to `device`.
+    virtual void move_dense_to(Device device) = 0;
 };
 
 // The fused optimizer of the embedding tables, from optimizer.sparse.
@@ -35,7 +39,10 @@ bool is_weighted(const ModelConfig& model);
 
 // The unsharded sparse arch: one EmbeddingBagCollection over model.tables in this process.
 std::unique_ptr<EmbeddingBagCollection> make_embedding_bag_collection(
-    const ModelConfig& model, uint64_t seed, const kernels::FusedOptimizerParams& sparse_optimizer);
+    const ModelConfig& model,
+    uint64_t seed,
+    const kernels::FusedOptimizerParams& sparse_optimizer,
+    Device device = Device::cpu());
 
 // model.type: dlrm | dlrm_dcn | deepfm, around a sparse arch over model.tables (unsharded, or
 // sharded over the ranks by engine/distributed).

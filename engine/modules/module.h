@@ -60,4 +60,7 @@ protected:
 // Appends the parameters of `child` to `out`.
 void append_parameters(std::vector<Parameter*>& out, Module& child);
 
+// Moves every parameter of `m` (value and gradient) to `device`; the values are copied.
+void move_parameters(Module& m, Device device);
+
 }  // namespace shardrec

@@ -24,7 +24,10 @@ std::string step_name(int64_t step) {
 
 // ---- files ----
 
-CheckpointFile write_tensor_file(const fs::path& dir, const std::string& rel, const Tensor& t) {
+CheckpointFile write_tensor_file(const fs::path& dir,
+                                 const std::string& rel,
+                                 const Tensor& device_t) {
+    const Tensor t = device_t.device().is_cpu() ? device_t : device_t.to(Device::cpu());
     const fs::path path = dir / rel;
     std::FILE* f = std::fopen(path.c_str(), "wb");
     SR_CHECK(f != nullptr, "checkpoint: cannot create {}", path.string());
@@ -169,6 +172,7 @@ std::string save_checkpoint(Trainer& trainer,
                             const std::string& parent,
                             int64_t step,
                             int64_t keep) {
+    trainer.synchronize();
     comm::ProcessGroup* pg = trainer.process_group().get();
     const int rank = pg ? pg->rank() : 0;
     const fs::path final_dir = fs::path(parent) / step_name(step);

@@ -74,6 +74,12 @@ void read_whole(const std::string& dir, const CheckpointTensor& saved, Tensor& o
     SR_CHECK(saved.shape == out.shape() && saved.dtype == out.dtype(),
              "checkpoint {}: '{}' is {} {}, the model has {}", dir, saved.name,
              dtype_name(saved.dtype), shape_str(saved.shape), out.str());
+    if (!out.device().is_cpu()) {  // through a host copy
+        Tensor host = Tensor::empty(out.shape(), out.dtype());
+        read_whole(dir, saved, host);
+        out.copy_from(host);
+        return;
+    }
     std::ifstream in(fs::path(dir) / saved.file, std::ios::binary);
     in.read(static_cast<char*>(out.data_ptr()), static_cast<std::streamsize>(out.nbytes()));
     SR_CHECK(in.gcount() == static_cast<std::streamsize>(out.nbytes()),
@@ -135,6 +141,13 @@ void read_table_region(const std::string& dir,
     SR_CHECK(out.dtype() == dtype && out.shape() == (rowwise ? Shape{rows} : Shape{rows, cols}),
              "checkpoint: table '{}' region [{}, {}] read into {}", table.name, rows, cols,
              out.str());
+    if (!out.device().is_cpu()) {  // through a host copy
+        Tensor host = Tensor::empty(out.shape(), out.dtype());
+        read_table_region(dir, m, table, state, row_offset, rows, col_offset, cols, host,
+                          optimizer_step);
+        out.copy_from(host);
+        return;
+    }
     std::vector<double> acc(rowwise ? static_cast<size_t>(rows) : 0, 0.0);
     std::vector<float> saved_state;
     char* dst = static_cast<char*>(out.data_ptr());

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/core/allocator.h"
 #include "engine/core/stream.h"
 #include "kernels/bce_with_logits.h"
 
@@ -10,16 +11,21 @@ namespace shardrec::train {
 
 TrainPipelineBase::TrainPipelineBase(RecModel& model,
                                      DenseOptimizer& optimizer,
-                                     std::shared_ptr<comm::ProcessGroup> pg)
+                                     std::shared_ptr<comm::ProcessGroup> pg,
+                                     Device device)
     : model_(model),
       optimizer_(optimizer),
       pg_(std::move(pg)),
-      loss_(Tensor::zeros({1}, DType::kF32)),
+      device_(device),
+      stream_(device),
+      loss_(Tensor::zeros({1}, DType::kF32, device)),
+      host_loss_(device.is_cpu() ? loss_ : Tensor::zeros({1}, DType::kF32)),
       skip_flag_(Tensor::zeros({1}, DType::kF32)) {}
 
 namespace {
 
-// Averages every parameter's gradient over the ranks through one flat buffer.
+// Averages every parameter's gradient over the ranks through one flat host buffer (gradients on
+// a CUDA device are complete: the caller synchronized their stream).
 void all_reduce_gradients(comm::ProcessGroup& pg,
                           const std::vector<Parameter*>& params,
                           Tensor& bucket) {
@@ -30,31 +36,52 @@ void all_reduce_gradients(comm::ProcessGroup& pg,
         bucket = Tensor::empty({n}, DType::kF32);
     float* b = bucket.data<float>();
     for (const Parameter* p : params) {
-        std::copy(p->grad.data<float>(), p->grad.data<float>() + p->grad.numel(), b);
+        device_copy(b, Device::cpu(), p->grad.data_ptr(), p->grad.device(), p->grad.nbytes());
         b += p->grad.numel();
     }
     pg.all_reduce(bucket, comm::ReduceOp::kAvg).wait();
     const float* src = bucket.data<float>();
     for (Parameter* p : params) {
-        std::copy(src, src + p->grad.numel(), p->grad.data<float>());
+        device_copy(p->grad.data_ptr(), p->grad.device(), src, Device::cpu(), p->grad.nbytes());
         src += p->grad.numel();
     }
 }
 
+// `src` copied into `dst` on `device` (reallocated when its shape changes), in the stream's order.
+void copy_to(Tensor& dst, const Tensor& src, Device device, Stream& stream) {
+    if (!dst.defined() || dst.shape() != src.shape())
+        dst = Tensor::empty(src.shape(), src.dtype(), device);
+    copy_async(dst.data_ptr(), device, src.data_ptr(), src.device(), src.nbytes(), stream);
+}
+
 }  // namespace
 
-StepResult TrainPipelineBase::progress(const Batch& batch,
+const Batch& TrainPipelineBase::on_device(const Batch& batch) {
+    if (batch.dense.device() == device_)
+        return batch;
+    copy_to(device_batch_.dense, batch.dense, device_, stream_);
+    copy_to(device_batch_.labels, batch.labels, device_, stream_);
+    device_batch_.sparse = batch.sparse;
+    return device_batch_;
+}
+
+StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
                                        float dense_lr,
                                        float sparse_lr,
                                        bool input_finite) {
+    const Batch& batch = on_device(host_or_device_batch);
     const int64_t B = batch.batch_size();
     if (!grad_logits_.defined() || grad_logits_.numel() != B) {
-        grad_logits_ = Tensor::empty({B}, DType::kF32);
+        grad_logits_ = Tensor::empty({B}, DType::kF32, device_);
     }
-    const Tensor& logits = model_.forward(batch);
-    kernels::bce_with_logits(logits, batch.labels, loss_, grad_logits_, Stream::cpu());
+    const Tensor& logits = model_.forward(batch, stream_);
+    kernels::bce_with_logits(logits, batch.labels, loss_, grad_logits_, stream_);
+    if (device_.is_cuda()) {
+        stream_.synchronize();  // the loss is read below; service-stream copies are unordered
+        host_loss_.copy_from(loss_);
+    }
     if (skip_non_finite_) {
-        const bool finite = input_finite && std::isfinite(loss_.data<float>()[0]);
+        const bool finite = input_finite && std::isfinite(host_loss_.data<float>()[0]);
         skip_flag_.data<float>()[0] = finite ? 0.0f : 1.0f;
         if (pg_ != nullptr) {
             pg_->all_reduce(skip_flag_, comm::ReduceOp::kMax).wait();
@@ -64,17 +91,25 @@ StepResult TrainPipelineBase::progress(const Batch& batch,
         }
     }
     model_.sparse_arch().set_learning_rate(sparse_lr);
-    model_.backward(grad_logits_);
+    model_.backward(grad_logits_, stream_);
     if (pg_ != nullptr) {
+        stream_.synchronize();
         all_reduce_gradients(*pg_, model_.parameters(), grad_bucket_);
-        pg_->all_reduce(loss_, comm::ReduceOp::kAvg).wait();
+        pg_->all_reduce(host_loss_, comm::ReduceOp::kAvg).wait();
     }
-    optimizer_.step(model_.parameters(), dense_lr);
-    return StepResult{loss_.data<float>()[0]};
+    optimizer_.step(model_.parameters(), dense_lr, stream_);
+    return StepResult{host_loss_.data<float>()[0]};
 }
 
 const Tensor& TrainPipelineBase::predict(const Batch& batch) {
-    return model_.forward(batch);
+    const Tensor& logits = model_.forward(on_device(batch), stream_);
+    if (device_.is_cpu())
+        return logits;
+    stream_.synchronize();
+    if (!host_logits_.defined() || host_logits_.shape() != logits.shape())
+        host_logits_ = Tensor::empty(logits.shape(), DType::kF32);
+    host_logits_.copy_from(logits);
+    return host_logits_;
 }
 
 Metrics TrainPipelineBase::global_metrics(const MetricsAccumulator& local) const {

@@ -3,6 +3,8 @@
 // and the dense optimizer step. With a process group the dense layers are data parallel: their
 // gradients are averaged over the ranks in one bucketed all-reduce before the step, and the loss
 // reported is the global mean. Pipelines with overlap must give exactly its numbers.
+// On a CUDA device the model's work runs on the pipeline's compute stream; the dense gradients
+// travel through a host bucket for the MPI all-reduce, and the loss and logits are read back.
 #pragma once
 
 #include <memory>
@@ -22,10 +24,12 @@ struct StepResult {
 
 class TrainPipelineBase {
 public:
-    // pg: the ranks the dense layers are replicated over (nullptr: one process).
+    // pg: the ranks the dense layers are replicated over (nullptr: one process). device: where
+    // the model's dense layers are (RecModel::move_dense_to).
     TrainPipelineBase(RecModel& model,
                       DenseOptimizer& optimizer,
-                      std::shared_ptr<comm::ProcessGroup> pg = nullptr);
+                      std::shared_ptr<comm::ProcessGroup> pg = nullptr,
+                      Device device = Device::cpu());
 
     // input_finite: the caller's check of the dense features and labels (BatchChecker).
     StepResult progress(const Batch& batch,
@@ -38,8 +42,13 @@ public:
     // backward and both optimizer steps, so the replicas stay identical.
     void set_skip_non_finite(bool skip) { skip_non_finite_ = skip; }
 
-    // Forward only (evaluation): logits [B], valid until the next call.
+    // Forward only (evaluation): logits [B] on the host, valid until the next call.
     const Tensor& predict(const Batch& batch);
+
+    Device device() const { return device_; }
+
+    Stream& stream() { return stream_; }  // the compute stream
+
     // Metrics over every rank's (logit, label) pairs, the same on every rank.
     Metrics global_metrics(const MetricsAccumulator& local) const;
 
@@ -47,9 +56,18 @@ private:
     RecModel& model_;
     DenseOptimizer& optimizer_;
     std::shared_ptr<comm::ProcessGroup> pg_;
-    Tensor grad_bucket_;  // every dense gradient, flattened, for one all-reduce
-    Tensor loss_;         // [1]
-    Tensor skip_flag_;    // [1]: 1 when this rank wants the batch skipped (max over ranks)
+    Device device_;
+    Stream stream_;
+    Tensor grad_bucket_;  // every dense gradient, flattened, for one all-reduce (host)
+    Tensor loss_;         // [1] on device_
+    Tensor host_loss_;    // [1]: loss_ read back (loss_ itself on the cpu)
+    Tensor host_logits_;  // predict(): the logits read back from a CUDA device
+    Batch device_batch_;  // a host batch's dense features and labels copied to device_
+
+    // `batch` with its dense features and labels on device_ (copied in the stream's order when
+    // they are on the host; the sparse features stay on the host).
+    const Batch& on_device(const Batch& batch);
+    Tensor skip_flag_;  // [1]: 1 when this rank wants the batch skipped (max over ranks)
     bool skip_non_finite_ = false;
     Tensor grad_logits_;  // [B], reused while B is unchanged
 };

@@ -70,16 +70,13 @@ Batch copy_batch_to_device(const Batch& host,
 
 }  // namespace
 
-TrainPipelineSparseDist::TrainPipelineSparseDist(TrainPipelineBase& compute,
-                                                 RecModel& model,
-                                                 Device device)
+TrainPipelineSparseDist::TrainPipelineSparseDist(TrainPipelineBase& compute, RecModel& model)
     : compute_(compute),
       model_(model),
-      device_(device),
+      device_(compute.device()),
       sharded_(dynamic_cast<ShardedEmbeddingBagCollection*>(&model.sparse_arch())),
-      copy_stream_(device),
-      data_dist_stream_(device),
-      compute_stream_(device) {}
+      copy_stream_(device_),
+      data_dist_stream_(device_) {}
 
 // Queued input dists are complete (step 5), so dropping them leaves nothing in flight.
 TrainPipelineSparseDist::~TrainPipelineSparseDist() = default;
@@ -140,7 +137,7 @@ std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& input
     if (next != nullptr)
         start_sparse_data_dist(*next);
 
-    batch.distributed.wait(compute_stream_);
+    batch.distributed.wait(compute_.stream());
     if (sharded_ != nullptr)
         sharded_->set_pipelined_input(std::move(batch.dist));
     const TrainInput& in = batch.input;
@@ -150,7 +147,7 @@ std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& input
              "TrainPipelineSparseDist: the model's forward of step {} did not read the sparse "
              "features the pipeline distributed",
              in.step + 1);
-    batch.trained.record(compute_stream_);
+    batch.trained.record(compute_.stream());
 
     if (next != nullptr)
         wait_sparse_data_dist(*next);

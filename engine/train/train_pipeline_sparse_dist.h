@@ -53,9 +53,9 @@ struct TrainOutput {
 
 class TrainPipelineSparseDist {
 public:
-    // compute: the step of one batch (its model is the one trained here). device: where the
-    // model runs (cpu, or cuda:N).
-    TrainPipelineSparseDist(TrainPipelineBase& compute, RecModel& model, Device device);
+    // compute: the step of one batch on its compute stream and device (its model is the one
+    // trained here).
+    TrainPipelineSparseDist(TrainPipelineBase& compute, RecModel& model);
     ~TrainPipelineSparseDist();
     TrainPipelineSparseDist(const TrainPipelineSparseDist&) = delete;
     TrainPipelineSparseDist& operator=(const TrainPipelineSparseDist&) = delete;
@@ -83,8 +83,7 @@ private:
     Device device_;
     ShardedEmbeddingBagCollection* sharded_;  // null when the tables are not sharded
     Stream copy_stream_;
-    Stream data_dist_stream_;
-    Stream compute_stream_;
+    Stream data_dist_stream_;                      // the compute stream is compute_.stream()
     std::deque<std::unique_ptr<InFlight>> queue_;  // front: batch i
     std::vector<std::unique_ptr<InFlight>> free_;  // trained, waiting for reuse
 };

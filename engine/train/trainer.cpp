@@ -10,6 +10,7 @@
 #include "comm/mpi_env.h"
 #include "comm/mpi_process_group.h"
 #include "comm/process_group.h"
+#include "engine/core/cuda/cuda_runtime_api.h"
 #include "engine/core/log.h"
 #include "engine/data/make_dataset.h"
 #include "engine/distributed/planner.h"
@@ -19,6 +20,7 @@
 #include "engine/train/fault_inject.h"
 #include "engine/train/progress.h"
 #include "engine/train/run_dir.h"
+#include "kernels/linear.h"
 #include "kernels/threads.h"
 
 namespace shardrec::train {
@@ -56,27 +58,55 @@ LrScheduleConfig lr_schedule_config(const OptimizerConfig::Dense& d) {
     return s;
 }
 
-void check_supported(const Config& config) {
-    SR_CHECK(config.runtime.device == "cpu", "runtime.device '{}': this build trains on the CPU",
-             config.runtime.device);
+// runtime.device: cpu, cuda (the node-local rank's GPU: one rank per GPU) or cuda:N. Makes it
+// the current device of this rank.
+Device resolve_device(const Config& config) {
+    const std::string& name = config.runtime.device;
+    if (name == "cpu")
+        return Device::cpu();
+    const comm::ProcessInfo& info = comm::process_info();
+    const int count = cuda::device_count();
+    SR_CHECK(count > 0,
+             "runtime.device {}: rank {} on {} sees no CUDA device (or shardrec was built with "
+             "SHARDREC_CUDA=OFF)",
+             name, info.rank, info.host);
+    const Device device =
+        name == "cuda" ? Device::cuda(info.local_rank % count) : Device::parse(name);
+    SR_CHECK(device.index < count, "runtime.device {}: rank {} on {} sees {} CUDA device(s)", name,
+             info.rank, info.host, count);
+    cuda::set_device(device.index);
+    kernels::set_gemm_math(kernels::gemm_math_from_name(config.runtime.gemm_math));
+    return device;
 }
 
 // One process: the plain EmbeddingBagCollection. Several ranks: the tables sharded by the plan
 // (sharding section, plan file or auto planner), dense layers replicated.
 std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
-    const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg) {
+    const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg, Device device) {
     const auto optimizer = sparse_optimizer_params(config.optimizer.sparse);
     const auto seed = static_cast<uint64_t>(config.train.seed);
     if (pg == nullptr)
-        return make_embedding_bag_collection(config.model, seed, optimizer);
+        return make_embedding_bag_collection(config.model, seed, optimizer, device);
     Topology topology =
         resolve_topology(config.sharding.topology, config.runtime.device, pg->size());
     topology.local_size = std::min(comm::process_info().local_size, pg->size());
     const ShardingPlan plan = make_sharding_plan(config, topology);
     log::root().info("sharding plan for {} ranks:\n{}", pg->size(),
                      plan_table(plan, config.model.tables, PlanTableOptions{}));
-    return std::make_unique<ShardedEmbeddingBagCollection>(
-        embedding_bag_configs(config.model), is_weighted(config.model), plan, pg, seed, optimizer);
+    return std::make_unique<ShardedEmbeddingBagCollection>(embedding_bag_configs(config.model),
+                                                           is_weighted(config.model), plan, pg,
+                                                           seed, optimizer, device);
+}
+
+// The model with its dense layers on `device`.
+std::unique_ptr<RecModel> make_trainer_model(const Config& config,
+                                             const std::shared_ptr<comm::ProcessGroup>& pg,
+                                             Device device) {
+    std::unique_ptr<RecModel> model =
+        make_model(config.model, static_cast<uint64_t>(config.train.seed),
+                   make_sparse_arch(config, pg, device));
+    model->move_dense_to(device);
+    return model;
 }
 
 }  // namespace
@@ -105,26 +135,25 @@ std::shared_ptr<comm::ProcessGroup> with_comm_timeout(std::shared_ptr<comm::Proc
 
 // The timeout is set before the sparse arch splits its sub-groups from pg (they inherit it).
 Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
-    : config_((check_supported(config), config)),
+    : config_(config),
       pg_(with_comm_timeout(std::move(pg), config)),
       rank_(pg_ ? pg_->rank() : 0),
       world_size_(pg_ ? pg_->size() : 1),
+      device_(resolve_device(config)),
       dataset_(data::make_dataset(config)),
       prefetcher_(std::make_unique<data::BatchPrefetcher>(
           [this](int64_t step) { return rank_slice(step); }, 0)),
-      model_(make_model(
-          config.model, static_cast<uint64_t>(config.train.seed), make_sparse_arch(config, pg_))),
+      model_(make_trainer_model(config, pg_, device_)),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
       schedule_(lr_schedule_config(config.optimizer.dense)),
-      pipeline_(*model_, *optimizer_, pg_),
+      pipeline_(*model_, *optimizer_, pg_, device_),
       checker_(config.model,
                parse_bounds_check_mode(config.runtime.bounds_check),
                parse_nan_policy(config.runtime.nan_policy)) {
     pipeline_.set_skip_non_finite(parse_nan_policy(config.runtime.nan_policy) ==
                                   NanPolicy::kSkipBatch);
     if (config.train.pipeline == "sparse_dist") {
-        sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(
-            pipeline_, *model_, Device::parse(config.runtime.device));
+        sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(pipeline_, *model_);
     }
 }
 

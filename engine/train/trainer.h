@@ -65,6 +65,11 @@ public:
 
     DenseOptimizer& dense_optimizer() { return *optimizer_; }
 
+    Device device() const { return device_; }
+
+    // Waits for the device work queued so far (before reading parameters on the host).
+    void synchronize() { pipeline_.stream().synchronize(); }
+
     float dense_lr(int64_t step) const;
     float sparse_lr(int64_t step) const;
     int64_t global_batch_size() const;
@@ -82,6 +87,7 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;
     int rank_;
     int world_size_;
+    Device device_;                           // runtime.device: where the model trains
     std::unique_ptr<data::Dataset> dataset_;  // data.type: make_dataset
     // The same batches as dataset_, sooner; mutable: train_batch is logically const.
     mutable std::unique_ptr<data::BatchPrefetcher> prefetcher_;

@@ -14,6 +14,7 @@
 #include "engine/train/checkpoint.h"
 #include "engine/train/checkpoint_export.h"
 #include "engine/train/trainer.h"
+#include "test/support/compare.h"
 
 using namespace shardrec;
 namespace fs = std::filesystem;
@@ -89,18 +90,6 @@ std::vector<char> read_bytes(const fs::path& path) {
                              std::istreambuf_iterator<char>());
 }
 
-void check_close(const std::vector<float>& got,
-                 const std::vector<float>& want,
-                 double abs,
-                 double rel,
-                 const std::string& what) {
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        INFO(what << " [" << i << "]: resumed " << got[i] << " straight " << want[i]);
-        REQUIRE(std::fabs(got[i] - want[i]) <= abs + rel * std::fabs(want[i]));
-    }
-}
-
 void check_reshard(const std::string& from, const std::string& to) {
     auto world = comm::world_process_group();
     const int W = world->size();
@@ -137,12 +126,12 @@ void check_reshard(const std::string& from, const std::string& to) {
     }
     const auto resumed_losses = train_steps(resumed, 3, 6);
     // Tolerances of test_sharding_invariance: the plans sum in other orders.
-    check_close(resumed_losses,
-                std::vector<float>(straight_losses.begin() + 3, straight_losses.end()), 1e-6, 1e-5,
-                from + " -> " + to + " loss");
+    test::require_close(resumed_losses,
+                        std::vector<float>(straight_losses.begin() + 3, straight_losses.end()),
+                        1e-6, 1e-5, from + " -> " + to + " loss");
     for (int64_t t = 0; t < 3; ++t) {
-        check_close(unsharded(resumed, t, -1), straight_rows[static_cast<size_t>(t)], 5e-5, 5e-4,
-                    from + " -> " + to + " table " + std::to_string(t));
+        test::require_close(unsharded(resumed, t, -1), straight_rows[static_cast<size_t>(t)], 5e-5,
+                            5e-4, from + " -> " + to + " table " + std::to_string(t));
     }
     world->barrier().wait();
 }

@@ -9,6 +9,7 @@
 #include "comm/process_group.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/train/trainer.h"
+#include "test/support/compare.h"
 
 using namespace shardrec;
 
@@ -47,19 +48,6 @@ Config with_sharding(const std::string& sharding, int batch_size) {
     return parse_config(text, {"data.batch_size=" + std::to_string(batch_size)});
 }
 
-void check_close(const std::vector<float>& got,
-                 const std::vector<float>& want,
-                 double abs,
-                 double rel,
-                 const std::string& what) {
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        const double tol = abs + rel * std::fabs(want[i]);
-        INFO(what << " [" << i << "]: sharded " << got[i] << " one process " << want[i]);
-        REQUIRE(std::fabs(got[i] - want[i]) <= tol);
-    }
-}
-
 void check_invariance(const std::string& sharding) {
     auto pg = comm::world_process_group();
     const int world = pg->size();
@@ -74,7 +62,7 @@ void check_invariance(const std::string& sharding) {
         sharded_losses.push_back(sharded.train_step(sharded.train_batch(s), s).loss);
         reference_losses.push_back(reference.train_step(reference.train_batch(s), s).loss);
     }
-    check_close(sharded_losses, reference_losses, 1e-6, 1e-5, sharding + " loss");
+    test::require_close(sharded_losses, reference_losses, 1e-6, 1e-5, sharding + " loss");
 
     auto& ebc = dynamic_cast<ShardedEmbeddingBagCollection&>(sharded.model().sparse_arch());
     auto& ref = dynamic_cast<EmbeddingBagCollection&>(reference.model().sparse_arch());
@@ -82,8 +70,9 @@ void check_invariance(const std::string& sharding) {
         // The dense gradients are averaged over ranks in another order than one process sums
         // them; Adagrad's g / sqrt(G) turns those last-bit differences into ~1e-4 relative ones
         // on rows with tiny gradients. A missing or doubled update moves a row by ~lr = 0.05.
-        check_close(ebc.unsharded_weight(t).to_vector<float>(), ref.weight(t).to_vector<float>(),
-                    5e-5, 5e-4, sharding + " table " + ref.tables()[static_cast<size_t>(t)].name);
+        test::require_close(ebc.unsharded_weight(t).to_vector<float>(),
+                            ref.weight(t).to_vector<float>(), 5e-5, 5e-4,
+                            sharding + " table " + ref.tables()[static_cast<size_t>(t)].name);
     }
     // The position weights: dense parameters, every rank's part of their gradient summed.
     int64_t position_weights = 0;
@@ -93,12 +82,12 @@ void check_invariance(const std::string& sharding) {
         ++position_weights;
         for (Parameter* q : sharded.model().parameters()) {
             if (q->name == p->name) {
-                check_close(q->value.to_vector<float>(), p->value.to_vector<float>(), 5e-5, 5e-4,
-                            sharding + " " + p->name);
+                test::require_close(q->value.to_vector<float>(), p->value.to_vector<float>(), 5e-5,
+                                    5e-4, sharding + " " + p->name);
                 CHECK(q->value.to_vector<float>() != std::vector<float>(4, 1.0f));  // trained
                 // Adagrad hides a constant factor on the gradient; the last step's shows it.
-                check_close(q->grad.to_vector<float>(), p->grad.to_vector<float>(), 1e-6, 1e-4,
-                            sharding + " " + p->name + " gradient");
+                test::require_close(q->grad.to_vector<float>(), p->grad.to_vector<float>(), 1e-6,
+                                    1e-4, sharding + " " + p->name + " gradient");
             }
         }
     }

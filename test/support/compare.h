@@ -41,6 +41,14 @@ CompareResult compare(const Tensor& got,
                       const std::vector<double>& mag,
                       const Tolerance& tol);
 
+// REQUIREs |got[i] - want[i]| <= abs + rel * |want[i]| for every i (and equal sizes); a failure
+// names `what`, the index and both values.
+void require_close(const std::vector<float>& got,
+                   const std::vector<float>& want,
+                   double abs,
+                   double rel,
+                   const std::string& what);
+
 // Logs at warn or above fail the test unless inside an ExpectLogs scope.
 bool logs_expected();
 void record_unexpected_log(const std::string& msg);

@@ -60,6 +60,10 @@ void keep_pool_memory(int device) {
 // Stream-ordered pool allocation, completed before it returns: the caller may use the memory on
 // any stream. Frees are ordered on the service stream, so a tensor must outlive the work of
 // every stream that reads it (TrainPipelineSparseDist keeps each batch until its event).
+void set_device(int device) {
+    SR_CUDA_CHECK(cudaSetDevice(device));
+}
+
 void* alloc(int device, size_t bytes) {
     if (bytes == 0)
         return nullptr;
@@ -89,6 +93,11 @@ void memset_zero(void* dst, size_t bytes) {
     SR_CUDA_CHECK(cudaStreamSynchronize(service_stream()));
 }
 
+void memset_zero_async(void* dst, size_t bytes, void* stream) {
+    SR_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(stream)));
+    SR_CUDA_LAUNCH_CHECK(static_cast<cudaStream_t>(stream));
+}
+
 void copy_async(void* dst,
                 bool dst_is_device,
                 const void* src,
@@ -99,6 +108,23 @@ void copy_async(void* dst,
         dst_is_device ? (src_is_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                       : (src_is_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
     SR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
+    SR_CUDA_LAUNCH_CHECK(static_cast<cudaStream_t>(stream));
+}
+
+void copy_2d_async(void* dst,
+                   size_t dst_pitch,
+                   bool dst_is_device,
+                   const void* src,
+                   size_t src_pitch,
+                   bool src_is_device,
+                   size_t row_bytes,
+                   size_t rows,
+                   void* stream) {
+    const cudaMemcpyKind kind =
+        dst_is_device ? (src_is_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                      : (src_is_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    SR_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, kind,
+                                    static_cast<cudaStream_t>(stream)));
     SR_CUDA_LAUNCH_CHECK(static_cast<cudaStream_t>(stream));
 }
 

@@ -7,14 +7,26 @@
 
 namespace shardrec::cuda {
 
-int device_count();  // 0 when built without CUDA or when no device is visible
+int device_count();           // 0 when built without CUDA or when no device is visible
+void set_device(int device);  // the calling thread's current device (cuBLAS, kernel launches)
 void* alloc(int device, size_t bytes);
 void free(int device, void* ptr);
 void copy(void* dst, bool dst_is_device, const void* src, bool src_is_device, size_t bytes);
 void memset_zero(void* dst, size_t bytes);
+void memset_zero_async(void* dst, size_t bytes, void* stream);
 // Ordered on `stream`; returns at once (pinned or device memory) or after staging (pageable).
 void copy_async(
     void* dst, bool dst_is_device, const void* src, bool src_is_device, size_t bytes, void* stream);
+// Pitched copy of `rows` rows of `row_bytes` (cudaMemcpy2DAsync), ordered on `stream`.
+void copy_2d_async(void* dst,
+                   size_t dst_pitch,
+                   bool dst_is_device,
+                   const void* src,
+                   size_t src_pitch,
+                   bool src_is_device,
+                   size_t row_bytes,
+                   size_t rows,
+                   void* stream);
 // Page-locked host memory (cudaMallocHost / cudaFreeHost).
 void* host_alloc_pinned(size_t bytes);
 void host_free_pinned(void* ptr);

@@ -31,8 +31,20 @@ void memset_zero(void*, size_t) {
     not_built("cuda::memset_zero");
 }
 
+void memset_zero_async(void*, size_t, void*) {
+    not_built("cuda::memset_zero_async");
+}
+
+void set_device(int) {
+    not_built("cuda::set_device");
+}
+
 void copy_async(void*, bool, const void*, bool, size_t, void*) {
     not_built("cuda::copy_async");
+}
+
+void copy_2d_async(void*, size_t, bool, const void*, size_t, bool, size_t, size_t, void*) {
+    not_built("cuda::copy_2d_async");
 }
 
 void* host_alloc_pinned(size_t) {

@@ -1,6 +1,7 @@
-// Catch2 main for the NCCL tests under mpirun: exits 77 (CTest "not run") on every rank when any
-// rank sees no GPU, so a machine without one never reports them as passed. Otherwise every rank
-// runs every test and the pass/fail result is allreduced, as in catch_mpi_main.cpp.
+// Catch2 main for the GPU tests under mpirun: exits 77 (CTest "not run") on every rank when any
+// rank sees no GPU (with SHARDREC_GPU_PER_RANK, as NCCL needs: when a node has fewer GPUs than
+// ranks), so a machine without one never reports them as passed. Otherwise every rank runs every
+// test and the pass/fail result is allreduced, as in catch_mpi_main.cpp.
 #define CATCH_CONFIG_RUNNER
 #include <mpi.h>
 
@@ -14,9 +15,14 @@ int main(int argc, char** argv) {
     int devices = shardrec::cuda::device_count();
     int min_devices = 0;
     MPI_Allreduce(&devices, &min_devices, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    // NCCL needs a GPU per rank: two ranks on one device fail in ncclCommInitRank.
     const int local_size = shardrec::comm::process_info().local_size;
-    if (min_devices == 0 || local_size > min_devices) {
+#ifdef SHARDREC_GPU_PER_RANK
+    // NCCL needs a GPU per rank: two ranks on one device fail in ncclCommInitRank.
+    const bool enough = min_devices > 0 && local_size <= min_devices;
+#else
+    const bool enough = min_devices > 0;
+#endif
+    if (!enough) {
         if (shardrec::comm::process_info().rank == 0)
             std::fprintf(stderr, "%d CUDA device(s) for %d ranks per node: not run\n", min_devices,
                          local_size);

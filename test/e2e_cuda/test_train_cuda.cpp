@@ -1,0 +1,127 @@
+// Training on a CUDA device (runtime.device: cuda) gives the CPU's numbers: losses, dense
+// parameters, position weights, table rows and eval metrics to float tolerance (the GPU kernels
+// sum in another order), for one process and for the ranks of mpirun sharing the node's GPUs,
+// with every dist path in one plan, on both pipelines; and a checkpoint written from the GPU
+// loads into a CPU trainer bitwise. Its main exits 77 (not run) without a GPU.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+
+#include "comm/process_group.h"
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/trainer.h"
+#include "test/support/compare.h"
+
+using namespace shardrec;
+
+namespace {
+
+const char* const kConfig = R"(
+train: {steps: 8, seed: 5, log_every: 10, eval_samples: 96}
+data: {type: synthetic, batch_size: 16}
+model:
+  type: dlrm_dcn
+  embedding_dim: 8
+  bottom_mlp: [32, 8]
+  top_mlp: [32, 16, 1]
+  dcn: {num_layers: 2, low_rank: 4}
+  tables:
+    - {name: big, num_embeddings: 301, pooling_factor: 2}
+    - {name: avg, num_embeddings: 97, pooling: mean, pooling_factor: 3}
+    - {name: wtd, num_embeddings: 50, weighted: true, pooling_factor: 0.7}
+    - {name: pos, num_embeddings: 41, feature_names: [s1, s2], position_weights: 4}
+    - {name: cols, num_embeddings: 23, data_type: f16}
+optimizer:
+  dense: {type: adam, learning_rate: 0.01}
+  sparse: {type: rowwise_adagrad, learning_rate: 0.05}
+sharding:
+  sharding_type: table_wise
+  tables:
+    - {name: big, sharding_type: row_wise}
+    - {name: avg, sharding_type: table_row_wise}
+    - {name: wtd, sharding_type: data_parallel}
+    - {name: cols, sharding_type: column_wise}
+)";
+
+std::vector<float> train_all(train::Trainer& trainer) {
+    auto inputs = trainer.train_inputs(0, trainer.config().train.steps);
+    std::vector<float> losses;
+    while (const std::optional<train::TrainOutput> out = trainer.progress(*inputs))
+        losses.push_back(out->result.loss);
+    return losses;
+}
+
+// The rows of f32 table t on the host, the same on every rank.
+std::vector<float> table(train::Trainer& trainer, int64_t t) {
+    trainer.synchronize();
+    auto& sparse = trainer.model().sparse_arch();
+    if (auto* sharded = dynamic_cast<ShardedEmbeddingBagCollection*>(&sparse))
+        return sharded->unsharded_weight(t).to_vector<float>();
+    return dynamic_cast<EmbeddingBagCollection&>(sparse).weight(t).to_vector<float>();
+}
+
+void check_cuda_matches_cpu(const std::shared_ptr<comm::ProcessGroup>& pg,
+                            const std::string& pipeline) {
+    const Config cpu_config = parse_config(kConfig, {"train.pipeline=" + pipeline});
+    const Config cuda_config =
+        parse_config(kConfig, {"train.pipeline=" + pipeline, "runtime.device=cuda"});
+    train::Trainer cpu(cpu_config, pg);
+    train::Trainer cuda(cuda_config, pg);
+    REQUIRE(cuda.device().is_cuda());
+    test::require_close(train_all(cuda), train_all(cpu), 1e-5, 1e-4, pipeline + " loss");
+    const train::Metrics mc = cuda.evaluate(), mh = cpu.evaluate();
+    CHECK(std::fabs(mc.auc - mh.auc) < 1e-3);
+    CHECK(std::fabs(mc.loss - mh.loss) < 1e-4);
+    const std::vector<Parameter*> cp = cuda.model().parameters();
+    const std::vector<Parameter*> hp = cpu.model().parameters();
+    REQUIRE(cp.size() == hp.size());
+    cuda.synchronize();
+    for (size_t i = 0; i < cp.size(); ++i) {
+        test::require_close(cp[i]->value.to_vector<float>(), hp[i]->value.to_vector<float>(), 5e-5,
+                            5e-4, pipeline + " " + hp[i]->name);
+    }
+    for (int64_t t = 0; t < static_cast<int64_t>(cpu_config.model.tables.size()); ++t) {
+        if (cpu_config.model.tables[static_cast<size_t>(t)].data_type != "f32")
+            continue;
+        test::require_close(
+            table(cuda, t), table(cpu, t), 5e-5, 5e-4,
+            pipeline + " table " + cpu_config.model.tables[static_cast<size_t>(t)].name);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("cuda training matches the cpu: one process, unsharded tables", "[cuda][e2e]") {
+    for (const char* pipeline : {"base", "sparse_dist"})
+        check_cuda_matches_cpu(nullptr, pipeline);
+}
+
+TEST_CASE("cuda training matches the cpu: sharded over the ranks, every dist path", "[cuda][e2e]") {
+    for (const char* pipeline : {"base", "sparse_dist"})
+        check_cuda_matches_cpu(comm::world_process_group(), pipeline);
+}
+
+TEST_CASE("a checkpoint written on cuda loads into a cpu trainer bitwise", "[cuda][e2e]") {
+    auto pg = comm::world_process_group();
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / "shardrec_test_train_cuda_ckpt").string();
+    if (pg->rank() == 0)
+        std::filesystem::remove_all(dir);
+    pg->barrier().wait();
+    const Config cuda_config = parse_config(kConfig, {"runtime.device=cuda"});
+    train::Trainer cuda(cuda_config, pg);
+    train_all(cuda);
+    train::save_checkpoint(cuda, dir, cuda_config.train.steps, 1);
+    train::Trainer cpu(parse_config(kConfig, {}), pg);
+    train::load_checkpoint(cpu, dir, {});
+    const std::vector<Parameter*> cp = cuda.model().parameters();
+    const std::vector<Parameter*> hp = cpu.model().parameters();
+    for (size_t i = 0; i < cp.size(); ++i)
+        CHECK(cp[i]->value.to_vector<float>() == hp[i]->value.to_vector<float>());
+    for (int64_t t = 0; t < 4; ++t)
+        CHECK(table(cuda, t) == table(cpu, t));
+    pg->barrier().wait();
+    if (pg->rank() == 0)
+        std::filesystem::remove_all(dir);
+}
