@@ -33,7 +33,8 @@ namespace shardrec::kernels {
     X(kAdamUpdate)                     \
     X(kAsynchronousCompleteCumsum)     \
     X(kPermuteSparseData)              \
-    X(kBlockBucketizeSparseFeatures)
+    X(kBlockBucketizeSparseFeatures)   \
+    X(kAdd)
 
 enum class OpKind {
 #define SR_OP_ENUM(name) name,

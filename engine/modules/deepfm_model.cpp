@@ -1,6 +1,7 @@
 #include "engine/modules/deepfm_model.h"
 
 #include "engine/modules/interaction.h"
+#include "kernels/elementwise.h"
 
 namespace shardrec {
 namespace {
@@ -70,31 +71,22 @@ void DeepFMModel::backward(const Tensor& grad_logits, Stream& stream) {
     copy_from_columns(grad_fm_, g_over_in, D_ + deep_out_, stream);
     const Tensor& g_combined_deep = deep_->backward(grad_deep_, stream);
     const Tensor& g_combined_fm = fm_->backward(grad_fm_, stream);
+    // combined fed both the deep and the FM branch: its gradient is the sum of theirs.
     ensure(grad_combined_, {B, (F_ + 1) * D_}, device);
-    const float* a = g_combined_deep.data<float>();
-    const float* b = g_combined_fm.data<float>();
-    float* g = grad_combined_.data<float>();
-    for (int64_t i = 0; i < grad_combined_.numel(); ++i)
-        g[i] = a[i] + b[i];
+    copy_async(grad_combined_.data_ptr(), device, g_combined_deep.data_ptr(), device,
+               grad_combined_.nbytes(), stream);
+    kernels::add_(grad_combined_, g_combined_fm, stream);
     // combined = [dense | pooled]; dense also fed over_in directly.
     ensure(grad_pooled_, {B, F_ * D_}, device);
     copy_from_columns(grad_pooled_, grad_combined_, D_, stream);
     ensure(grad_dense_combined_, {B, D_}, device);
     copy_from_columns(grad_dense_combined_, grad_combined_, 0, stream);
-    float* gd = grad_dense_.data<float>();
-    const float* gc = grad_dense_combined_.data<float>();
-    for (int64_t i = 0; i < grad_dense_.numel(); ++i)
-        gd[i] += gc[i];
+    kernels::add_(grad_dense_, grad_dense_combined_, stream);
     dense_arch_->backward(grad_dense_, stream);
     sparse_arch_->backward(grad_pooled_, stream);
 }
 
 void DeepFMModel::move_dense_to(Device device) {
-    // The two gradient sums of backward are host loops.
-    SR_CHECK(device.is_cpu(),
-             "model.type deepfm trains on the cpu only; {} needs device gradient "
-             "sums in DeepFMModel::backward",
-             device.str());
     move_parameters(*dense_arch_, device);
     move_parameters(*deep_, device);
     if (over_arch_)

@@ -7,6 +7,7 @@
 #include "kernels/dense_optimizer.h"
 #include "kernels/device_ceilings.h"
 #include "kernels/dot_interaction.h"
+#include "kernels/elementwise.h"
 #include "kernels/embedding_bag.h"
 #include "kernels/factorization_machine.h"
 #include "kernels/jagged.h"
@@ -264,6 +265,10 @@ double measure_copy_gbps(int, size_t, int) {
 
 double sgemm_time_us(int, int64_t, int64_t, int64_t, int) {
     throw_not_built("cuda::sgemm_time_us");
+}
+
+void add_(Tensor&, const Tensor&, Stream&) {
+    throw_not_built("cuda::add_");
 }
 
 }  // namespace shardrec::kernels::cuda

@@ -5,6 +5,9 @@
 // grad_w, grad_x are two cuBLAS GEMMs. Letters: B rows, I inputs, O outputs.
 #include <cublasLt.h>
 
+#include <map>
+#include <memory>
+#include <tuple>
 #include <unordered_map>
 
 #include "kernels/cuda/common.cuh"
@@ -62,18 +65,22 @@ struct LtMatmul {
     }
 };
 
-// y [B, O] = x [B, I] w [O, I]^T (+ bias [O]) (relu), row-major. Column-major, that is
-// y^T (O x B, ld O) = op_T(w^T: I x O, ld I) * (x^T: I x B, ld I), the bias along y^T's rows.
-void lt_linear(Stream& stream,
-               const float* x,
-               const float* w,
-               const float* bias,
-               bool relu,
-               float* y,
-               int64_t batch,
-               int64_t in,
-               int64_t out) {
+// The descriptors and the heuristic's algorithm of one linear shape, made once per (device,
+// shape, bias, relu, math) and reused by every later call: the heuristic query costs more than a
+// small GEMM. The bias pointer is set on each call.
+struct LtPlan {
     LtMatmul m;
+    cublasLtMatmulHeuristicResult_t result{};
+};
+
+LtPlan& lt_plan(int device, int64_t batch, int64_t in, int64_t out, bool bias, bool relu) {
+    using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, GemmMath>;
+    thread_local std::map<Key, std::unique_ptr<LtPlan>> plans;
+    std::unique_ptr<LtPlan>& plan = plans[Key{device, batch, in, out, bias, relu, gemm_math()}];
+    if (plan != nullptr)
+        return *plan;
+    plan = std::make_unique<LtPlan>();
+    LtMatmul& m = plan->m;
     SR_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&m.op, lt_compute_type(), CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     SR_CUBLASLT_CHECK(
@@ -81,10 +88,8 @@ void lt_linear(Stream& stream,
     SR_CUBLASLT_CHECK(
         cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    if (bias != nullptr) {
+    if (bias) {
         epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-        SR_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                         &bias, sizeof(bias)));
     } else if (relu) {
         epilogue = CUBLASLT_EPILOGUE_RELU;
     }
@@ -97,17 +102,35 @@ void lt_linear(Stream& stream,
     SR_CUBLASLT_CHECK(
         cublasLtMatmulPreferenceSetAttribute(m.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &kLtWorkspaceBytes, sizeof(kLtWorkspaceBytes)));
-    const cublasLtHandle_t lt = lt_handle(stream.device().index);
-    cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    SR_CUBLASLT_CHECK(
-        cublasLtMatmulAlgoGetHeuristic(lt, m.op, m.a, m.b, m.c, m.c, m.pref, 1, &result, &found));
+    SR_CUBLASLT_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_handle(device), m.op, m.a, m.b, m.c, m.c,
+                                                     m.pref, 1, &plan->result, &found));
     SR_CHECK(found > 0, "cuBLASLt has no algorithm for linear B={} I={} O={}", batch, in, out);
+    return *plan;
+}
+
+// y [B, O] = x [B, I] w [O, I]^T (+ bias [O]) (relu), row-major. Column-major, that is
+// y^T (O x B, ld O) = op_T(w^T: I x O, ld I) * (x^T: I x B, ld I), the bias along y^T's rows.
+void lt_linear(Stream& stream,
+               const float* x,
+               const float* w,
+               const float* bias,
+               bool relu,
+               float* y,
+               int64_t batch,
+               int64_t in,
+               int64_t out) {
+    const int device = stream.device().index;
+    LtPlan& plan = lt_plan(device, batch, in, out, bias != nullptr, relu);
+    if (bias != nullptr) {
+        SR_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(
+            plan.m.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
     DeviceScratch workspace(stream, kLtWorkspaceBytes);
     const float alpha = 1.f, beta = 0.f;
-    SR_CUBLASLT_CHECK(cublasLtMatmul(lt, m.op, &alpha, w, m.a, x, m.b, &beta, y, m.c, y, m.c,
-                                     &result.algo, workspace.data(), kLtWorkspaceBytes,
-                                     cuda_stream(stream)));
+    SR_CUBLASLT_CHECK(cublasLtMatmul(lt_handle(device), plan.m.op, &alpha, w, plan.m.a, x, plan.m.b,
+                                     &beta, y, plan.m.c, y, plan.m.c, &plan.result.algo,
+                                     workspace.data(), kLtWorkspaceBytes, cuda_stream(stream)));
 }
 
 __global__ void sigmoid_inplace_kernel(int64_t n, float* y) {

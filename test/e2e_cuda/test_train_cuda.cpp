@@ -44,6 +44,25 @@ sharding:
     - {name: cols, sharding_type: column_wise}
 )";
 
+// DeepFM: its gradient sums (kernels::add_) on the device too.
+const char* const kDeepFmConfig = R"(
+train: {steps: 6, seed: 3, log_every: 10, eval_samples: 64}
+data: {type: synthetic, batch_size: 16}
+model:
+  type: deepfm
+  embedding_dim: 8
+  bottom_mlp: [16, 8]
+  top_mlp: [16, 1]
+  deepfm: {hidden: [32, 16]}
+  tables:
+    - {name: a, num_embeddings: 200, pooling_factor: 2}
+    - {name: b, num_embeddings: 61, pooling: mean, pooling_factor: 3}
+optimizer:
+  dense: {type: adagrad, learning_rate: 0.05}
+  sparse: {type: adam, learning_rate: 0.01}
+sharding: {sharding_type: row_wise}
+)";
+
 std::vector<float> train_all(train::Trainer& trainer) {
     auto inputs = trainer.train_inputs(0, trainer.config().train.steps);
     std::vector<float> losses;
@@ -62,10 +81,11 @@ std::vector<float> table(train::Trainer& trainer, int64_t t) {
 }
 
 void check_cuda_matches_cpu(const std::shared_ptr<comm::ProcessGroup>& pg,
-                            const std::string& pipeline) {
-    const Config cpu_config = parse_config(kConfig, {"train.pipeline=" + pipeline});
+                            const std::string& pipeline,
+                            const char* config_text = kConfig) {
+    const Config cpu_config = parse_config(config_text, {"train.pipeline=" + pipeline});
     const Config cuda_config =
-        parse_config(kConfig, {"train.pipeline=" + pipeline, "runtime.device=cuda"});
+        parse_config(config_text, {"train.pipeline=" + pipeline, "runtime.device=cuda"});
     train::Trainer cpu(cpu_config, pg);
     train::Trainer cuda(cuda_config, pg);
     REQUIRE(cuda.device().is_cuda());
@@ -100,6 +120,12 @@ TEST_CASE("cuda training matches the cpu: one process, unsharded tables", "[cuda
 TEST_CASE("cuda training matches the cpu: sharded over the ranks, every dist path", "[cuda][e2e]") {
     for (const char* pipeline : {"base", "sparse_dist"})
         check_cuda_matches_cpu(comm::world_process_group(), pipeline);
+}
+
+TEST_CASE("cuda training matches the cpu: DeepFM, one process and row_wise over the ranks",
+          "[cuda][e2e]") {
+    check_cuda_matches_cpu(nullptr, "base", kDeepFmConfig);
+    check_cuda_matches_cpu(comm::world_process_group(), "sparse_dist", kDeepFmConfig);
 }
 
 TEST_CASE("a checkpoint written on cuda loads into a cpu trainer bitwise", "[cuda][e2e]") {
