@@ -12,26 +12,30 @@ namespace shardrec::train {
 TrainPipelineBase::TrainPipelineBase(RecModel& model,
                                      DenseOptimizer& optimizer,
                                      std::shared_ptr<comm::ProcessGroup> pg,
-                                     Device device)
+                                     Device device,
+                                     std::shared_ptr<comm::ProcessGroup> device_pg)
     : model_(model),
       optimizer_(optimizer),
       pg_(std::move(pg)),
       device_(device),
       stream_(device),
+      device_pg_(std::move(device_pg)),
       loss_(Tensor::zeros({1}, DType::kF32, device)),
       host_loss_(device.is_cpu() ? loss_ : Tensor::zeros({1}, DType::kF32)),
       skip_flag_(Tensor::zeros({1}, DType::kF32)) {}
 
 namespace {
 
-// Averages every parameter's gradient over the ranks through one flat host buffer (gradients on
-// a CUDA device are complete: the caller synchronized their stream).
+// Averages the gradients of `params` over the ranks through one flat host buffer (gradients on a
+// CUDA device are complete: the caller synchronized their stream).
 void all_reduce_gradients(comm::ProcessGroup& pg,
                           const std::vector<Parameter*>& params,
                           Tensor& bucket) {
     int64_t n = 0;
     for (const Parameter* p : params)
         n += p->grad.numel();
+    if (n == 0)
+        return;
     if (!bucket.defined() || bucket.numel() != n)
         bucket = Tensor::empty({n}, DType::kF32);
     float* b = bucket.data<float>();
@@ -52,6 +56,33 @@ void copy_to(Tensor& dst, const Tensor& src, Device device, Stream& stream) {
     if (!dst.defined() || dst.shape() != src.shape())
         dst = Tensor::empty(src.shape(), src.dtype(), device);
     copy_async(dst.data_ptr(), device, src.data_ptr(), src.device(), src.nbytes(), stream);
+}
+
+// The same through one flat device buffer and `pg` (NCCL): no host copy.
+void all_reduce_device_gradients(comm::ProcessGroup& pg,
+                                 const std::vector<Parameter*>& params,
+                                 Tensor& bucket,
+                                 Device device,
+                                 Stream& stream) {
+    int64_t n = 0;
+    for (const Parameter* p : params)
+        n += p->grad.numel();
+    if (n == 0)
+        return;
+    if (!bucket.defined() || bucket.numel() != n)
+        bucket = Tensor::empty({n}, DType::kF32, device);
+    float* b = bucket.data<float>();
+    for (const Parameter* p : params) {
+        copy_async(b, device, p->grad.data_ptr(), device, p->grad.nbytes(), stream);
+        b += p->grad.numel();
+    }
+    stream.synchronize();  // the group runs on its own stream; wait() orders the copies back
+    pg.all_reduce(bucket, comm::ReduceOp::kAvg).wait();
+    const float* src = bucket.data<float>();
+    for (Parameter* p : params) {
+        copy_async(p->grad.data_ptr(), device, src, device, p->grad.nbytes(), stream);
+        src += p->grad.numel();
+    }
 }
 
 }  // namespace
@@ -93,8 +124,16 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
     model_.sparse_arch().set_learning_rate(sparse_lr);
     model_.backward(grad_logits_, stream_);
     if (pg_ != nullptr) {
+        std::vector<Parameter*> host_params, device_params;
+        for (Parameter* p : model_.parameters()) {
+            const bool on_device = device_pg_ != nullptr && p->grad.device() == device_;
+            (on_device ? device_params : host_params).push_back(p);
+        }
+        if (device_pg_ != nullptr)
+            all_reduce_device_gradients(*device_pg_, device_params, device_grad_bucket_, device_,
+                                        stream_);
         stream_.synchronize();
-        all_reduce_gradients(*pg_, model_.parameters(), grad_bucket_);
+        all_reduce_gradients(*pg_, host_params, grad_bucket_);
         pg_->all_reduce(host_loss_, comm::ReduceOp::kAvg).wait();
     }
     optimizer_.step(model_.parameters(), dense_lr, stream_);

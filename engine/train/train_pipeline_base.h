@@ -3,8 +3,10 @@
 // and the dense optimizer step. With a process group the dense layers are data parallel: their
 // gradients are averaged over the ranks in one bucketed all-reduce before the step, and the loss
 // reported is the global mean. Pipelines with overlap must give exactly its numbers.
-// On a CUDA device the model's work runs on the pipeline's compute stream; the dense gradients
-// travel through a host bucket for the MPI all-reduce, and the loss and logits are read back.
+// On a CUDA device the model's work runs on the pipeline's compute stream, and the loss and logits
+// are read back. The dense gradients on the device are averaged by an NCCL all-reduce of one
+// device bucket on that stream when every rank has a GPU of its own (device_pg), else through a
+// host bucket over MPI, as host parameters (position weights) always are.
 #pragma once
 
 #include <memory>
@@ -29,7 +31,8 @@ public:
     TrainPipelineBase(RecModel& model,
                       DenseOptimizer& optimizer,
                       std::shared_ptr<comm::ProcessGroup> pg = nullptr,
-                      Device device = Device::cpu());
+                      Device device = Device::cpu(),
+                      std::shared_ptr<comm::ProcessGroup> device_pg = nullptr);
 
     // input_finite: the caller's check of the dense features and labels (BatchChecker).
     StepResult progress(const Batch& batch,
@@ -58,11 +61,13 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;
     Device device_;
     Stream stream_;
-    Tensor grad_bucket_;  // every dense gradient, flattened, for one all-reduce (host)
-    Tensor loss_;         // [1] on device_
-    Tensor host_loss_;    // [1]: loss_ read back (loss_ itself on the cpu)
-    Tensor host_logits_;  // predict(): the logits read back from a CUDA device
-    Batch device_batch_;  // a host batch's dense features and labels copied to device_
+    std::shared_ptr<comm::ProcessGroup> device_pg_;  // NCCL over pg_'s ranks, or nullptr
+    Tensor grad_bucket_;         // the host path's dense gradients, flattened, for one all-reduce
+    Tensor device_grad_bucket_;  // device_pg_: the device gradients, flattened
+    Tensor loss_;                // [1] on device_
+    Tensor host_loss_;           // [1]: loss_ read back (loss_ itself on the cpu)
+    Tensor host_logits_;         // predict(): the logits read back from a CUDA device
+    Batch device_batch_;         // a host batch's dense features and labels copied to device_
 
     // `batch` with its dense features and labels on device_ (copied in the stream's order when
     // they are on the host; the sparse features stay on the host).

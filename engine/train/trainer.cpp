@@ -9,6 +9,7 @@
 
 #include "comm/mpi_env.h"
 #include "comm/mpi_process_group.h"
+#include "comm/nccl_process_group.h"
 #include "comm/process_group.h"
 #include "engine/core/cuda/cuda_runtime_api.h"
 #include "engine/core/log.h"
@@ -98,6 +99,25 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
                                                            seed, optimizer, device);
 }
 
+// NCCL over pg's ranks for the dense gradients on a CUDA device, when every rank has a GPU of its
+// own (NCCL cannot put two ranks on one device); nullptr otherwise (they go through host buffers).
+// Collective over pg.
+std::shared_ptr<comm::ProcessGroup> make_device_process_group(
+    const std::shared_ptr<comm::ProcessGroup>& pg, Device device, const Config& config) {
+    if (pg == nullptr || device.is_cpu())
+        return nullptr;
+    const comm::ProcessInfo& info = comm::process_info();
+    Tensor own_gpu =
+        Tensor::from_vector<float>({cuda::device_count() >= info.local_size ? 1.f : 0.f});
+    pg->all_reduce(own_gpu, comm::ReduceOp::kMin).wait();
+    if (own_gpu.data<float>()[0] == 0.f) {
+        log::root().info("dense all-reduce through host buffers: ranks share a GPU");
+        return nullptr;
+    }
+    return comm::device_process_group(pg, device,
+                                      comm::comm_timeout_s_from_env(config.runtime.comm_timeout_s));
+}
+
 // The model with its dense layers on `device`.
 std::unique_ptr<RecModel> make_trainer_model(const Config& config,
                                              const std::shared_ptr<comm::ProcessGroup>& pg,
@@ -146,7 +166,8 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       model_(make_trainer_model(config, pg_, device_)),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
       schedule_(lr_schedule_config(config.optimizer.dense)),
-      pipeline_(*model_, *optimizer_, pg_, device_),
+      pipeline_(
+          *model_, *optimizer_, pg_, device_, make_device_process_group(pg_, device_, config)),
       checker_(config.model,
                parse_bounds_check_mode(config.runtime.bounds_check),
                parse_nan_policy(config.runtime.nan_policy)) {
