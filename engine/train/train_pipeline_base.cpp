@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/core/allocator.h"
 #include "engine/core/stream.h"
 #include "kernels/bce_with_logits.h"
 
@@ -26,31 +25,6 @@ TrainPipelineBase::TrainPipelineBase(RecModel& model,
 
 namespace {
 
-// Averages the gradients of `params` over the ranks through one flat host buffer (gradients on a
-// CUDA device are complete: the caller synchronized their stream).
-void all_reduce_gradients(comm::ProcessGroup& pg,
-                          const std::vector<Parameter*>& params,
-                          Tensor& bucket) {
-    int64_t n = 0;
-    for (const Parameter* p : params)
-        n += p->grad.numel();
-    if (n == 0)
-        return;
-    if (!bucket.defined() || bucket.numel() != n)
-        bucket = Tensor::empty({n}, DType::kF32);
-    float* b = bucket.data<float>();
-    for (const Parameter* p : params) {
-        device_copy(b, Device::cpu(), p->grad.data_ptr(), p->grad.device(), p->grad.nbytes());
-        b += p->grad.numel();
-    }
-    pg.all_reduce(bucket, comm::ReduceOp::kAvg).wait();
-    const float* src = bucket.data<float>();
-    for (Parameter* p : params) {
-        device_copy(p->grad.data_ptr(), p->grad.device(), src, Device::cpu(), p->grad.nbytes());
-        src += p->grad.numel();
-    }
-}
-
 // `src` copied into `dst` on `device` (reallocated when its shape changes), in the stream's order.
 void copy_to(Tensor& dst, const Tensor& src, Device device, Stream& stream) {
     if (!dst.defined() || dst.shape() != src.shape())
@@ -58,29 +32,32 @@ void copy_to(Tensor& dst, const Tensor& src, Device device, Stream& stream) {
     copy_async(dst.data_ptr(), device, src.data_ptr(), src.device(), src.nbytes(), stream);
 }
 
-// The same through one flat device buffer and `pg` (NCCL): no host copy.
-void all_reduce_device_gradients(comm::ProcessGroup& pg,
-                                 const std::vector<Parameter*>& params,
-                                 Tensor& bucket,
-                                 Device device,
-                                 Stream& stream) {
+// Averages the gradients of `params` over the ranks of `pg` through one flat buffer on
+// `bucket_device` (the host for MPI, the GPU for NCCL), the copies in `stream`'s order.
+void all_reduce_gradients(comm::ProcessGroup& pg,
+                          const std::vector<Parameter*>& params,
+                          Tensor& bucket,
+                          Device bucket_device,
+                          Stream& stream) {
     int64_t n = 0;
     for (const Parameter* p : params)
         n += p->grad.numel();
     if (n == 0)
         return;
-    if (!bucket.defined() || bucket.numel() != n)
-        bucket = Tensor::empty({n}, DType::kF32, device);
+    if (!bucket.defined() || bucket.numel() != n || bucket.device() != bucket_device)
+        bucket = Tensor::empty({n}, DType::kF32, bucket_device);
     float* b = bucket.data<float>();
     for (const Parameter* p : params) {
-        copy_async(b, device, p->grad.data_ptr(), device, p->grad.nbytes(), stream);
+        copy_async(b, bucket_device, p->grad.data_ptr(), p->grad.device(), p->grad.nbytes(),
+                   stream);
         b += p->grad.numel();
     }
-    stream.synchronize();  // the group runs on its own stream; wait() orders the copies back
+    stream.synchronize();  // the group runs on its own stream (or the host)
     pg.all_reduce(bucket, comm::ReduceOp::kAvg).wait();
     const float* src = bucket.data<float>();
     for (Parameter* p : params) {
-        copy_async(p->grad.data_ptr(), device, src, device, p->grad.nbytes(), stream);
+        copy_async(p->grad.data_ptr(), p->grad.device(), src, bucket_device, p->grad.nbytes(),
+                   stream);
         src += p->grad.numel();
     }
 }
@@ -129,11 +106,10 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
             const bool on_device = device_pg_ != nullptr && p->grad.device() == device_;
             (on_device ? device_params : host_params).push_back(p);
         }
-        if (device_pg_ != nullptr)
-            all_reduce_device_gradients(*device_pg_, device_params, device_grad_bucket_, device_,
-                                        stream_);
-        stream_.synchronize();
-        all_reduce_gradients(*pg_, host_params, grad_bucket_);
+        if (device_pg_ != nullptr) {
+            all_reduce_gradients(*device_pg_, device_params, device_grad_bucket_, device_, stream_);
+        }
+        all_reduce_gradients(*pg_, host_params, grad_bucket_, Device::cpu(), stream_);
         pg_->all_reduce(host_loss_, comm::ReduceOp::kAvg).wait();
     }
     optimizer_.step(model_.parameters(), dense_lr, stream_);
