@@ -129,6 +129,15 @@ void Tensor::copy_from(const Tensor& src) {
     device_copy(data_ptr(), device_, src.data_ptr(), src.device_, nbytes());
 }
 
+Tensor grow_prefix(Tensor& buffer, int64_t n, DType dtype, Device device) {
+    if (!buffer.defined() || buffer.numel() < n || buffer.dtype() != dtype ||
+        buffer.device() != device) {
+        const int64_t grown = buffer.defined() ? buffer.numel() * 3 / 2 : 0;
+        buffer = Tensor::empty({std::max<int64_t>({n + n / 2, grown, 1})}, dtype, device);
+    }
+    return buffer.slice(0, n);
+}
+
 void Tensor::zero_() {
     device_memset_zero(data_ptr(), device_, nbytes());
 }

@@ -17,6 +17,12 @@
 namespace shardrec {
 
 class Stream;
+class Tensor;
+
+// A prefix view [n] of a 1-D buffer of `dtype` on `device` that only grows (with half again as
+// much headroom, so varying batch sizes settle quickly): per-batch buffers kept this way allocate
+// nothing once their sizes have been seen.
+Tensor grow_prefix(Tensor& buffer, int64_t n, DType dtype, Device device = Device::cpu());
 
 using Shape = std::vector<int64_t>;
 

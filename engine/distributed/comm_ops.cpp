@@ -53,12 +53,6 @@ Tensor reuse_buffer(Tensor& buf, int64_t rows, int64_t cols, DType dtype) {
     return buf.view({buf.numel()}).slice(0, need).view({rows, cols});
 }
 
-Tensor grown_view(Tensor& buf, int64_t n, DType dtype) {
-    if (!buf.defined() || buf.dtype() != dtype || buf.numel() < n)
-        buf = Tensor::empty({n + n / 2}, dtype);
-    return buf.slice(0, n);
-}
-
 void divide_by_world(Tensor& t, int64_t world) {
     float* p = t.data<float>();
     const auto divisor = static_cast<float>(world);

@@ -52,11 +52,6 @@ private:
 // it is too small: the modules' cached buffers, so a step of a seen size allocates nothing.
 Tensor reuse_buffer(Tensor& buf, int64_t rows, int64_t cols, DType dtype);
 
-// The first n elements of buf, which grows (with headroom, as batches vary in ids) only when n
-// does not fit: the dists' grow-only buffers of ids and lengths, so a steady state allocates
-// nothing.
-Tensor grown_view(Tensor& buf, int64_t n, DType dtype);
-
 // t /= world element-wise (host f32): TorchRec's gradient division (grad.div_(world_size)), for
 // the backward of the collectives and the data_parallel paths' gathered gradients.
 void divide_by_world(Tensor& t, int64_t world);

@@ -73,11 +73,11 @@ GatheredKJT all_gather_kjt(comm::ProcessGroup& pg,
     }
     const int world = pg.size();
     const int64_t F = kjt.num_keys();
-    Tensor mine = grown_view(buf.mine, kSizes, DType::kI64);
+    Tensor mine = grow_prefix(buf.mine, kSizes, DType::kI64);
     mine.data<int64_t>()[0] = kjt.stride();
     mine.data<int64_t>()[1] = N_mine;
     mine.data<int64_t>()[2] = W_mine;
-    Tensor sizes = grown_view(buf.sizes, kSizes * world, DType::kI64);
+    Tensor sizes = grow_prefix(buf.sizes, kSizes * world, DType::kI64);
     pg.all_gather_v(mine, sizes, std::vector<int64_t>(static_cast<size_t>(world), kSizes)).wait();
     const int64_t* sz = sizes.data<int64_t>();
     GatheredKJT out;
@@ -95,23 +95,23 @@ GatheredKJT all_gather_kjt(comm::ProcessGroup& pg,
         out.stride += sz[kSizes * r];
         N += sz[kSizes * r + 1];
     }
-    Tensor lengths = grown_view(buf.lengths, F * out.stride, DType::kI64);
-    Tensor values = grown_view(buf.values, N, DType::kI64);
+    Tensor lengths = grow_prefix(buf.lengths, F * out.stride, DType::kI64);
+    Tensor values = grow_prefix(buf.values, N, DType::kI64);
     comm::Work wl = pg.all_gather_v(kjt.lengths(), lengths, len_splits);
     comm::Work wv = pg.all_gather_v(kjt.values(), values, val_splits);
     Tensor gathered_payload;
     comm::Work wp;
     if (payload != nullptr) {
-        gathered_payload = grown_view(buf.payload, N * W_mine, DType::kF32);
+        gathered_payload = grow_prefix(buf.payload, N * W_mine, DType::kF32);
         wp = pg.all_gather_v(payload->view({N_mine * W_mine}), gathered_payload, payload_splits);
     }
     wl.wait();
     wv.wait();
     wp.wait();
-    out.offsets = grown_view(buf.global_offsets, F * out.stride + 1, DType::kI64);
-    out.values = grown_view(buf.global_values, N, DType::kI64);
+    out.offsets = grow_prefix(buf.global_offsets, F * out.stride + 1, DType::kI64);
+    out.values = grow_prefix(buf.global_values, N, DType::kI64);
     if (payload != nullptr) {
-        out.payload = grown_view(buf.global_payload, N * W_mine, DType::kF32);
+        out.payload = grow_prefix(buf.global_payload, N * W_mine, DType::kF32);
         if (payload->dim() == 2)
             out.payload = out.payload.view({N, W_mine});
     }

@@ -86,9 +86,9 @@ KJTAllToAllSplitsAwaitable KJTAllToAll::start(KJTAllToAllInput input) const {
         buffers_.push_back(a.buffers_);
     }
     a.send_counts_ =
-        grown_view(a.buffers_->send_counts, world * kCounts, DType::kI64).view({world, kCounts});
+        grow_prefix(a.buffers_->send_counts, world * kCounts, DType::kI64).view({world, kCounts});
     a.recv_counts_ =
-        grown_view(a.buffers_->recv_counts, world * kCounts, DType::kI64).view({world, kCounts});
+        grow_prefix(a.buffers_->recv_counts, world * kCounts, DType::kI64).view({world, kCounts});
     int64_t* send = a.send_counts_.data<int64_t>();
     const int64_t* len = input.lengths.data<int64_t>();
     int64_t bag = 0;
@@ -166,16 +166,16 @@ KJTAllToAllTensorsAwaitable KJTAllToAllSplitsAwaitable::tensors() {
     t.splits_ = splits_;
     t.buffers_ = std::move(buffers_);
     t.recv_lengths_ =
-        grown_view(t.buffers_->lengths, total(splits_.lengths_output_splits), DType::kI64);
+        grow_prefix(t.buffers_->lengths, total(splits_.lengths_output_splits), DType::kI64);
     t.recv_values_ =
-        grown_view(t.buffers_->values, total(splits_.values_output_splits), DType::kI64);
+        grow_prefix(t.buffers_->values, total(splits_.values_output_splits), DType::kI64);
     // All three in flight together (TorchRec KJTAllToAllTensorsAwaitable).
     t.works_.push_back(pg_->all_to_all_v(input_.lengths, splits_.lengths_input_splits,
                                          t.recv_lengths_, splits_.lengths_output_splits));
     t.works_.push_back(pg_->all_to_all_v(input_.values, splits_.values_input_splits, t.recv_values_,
                                          splits_.values_output_splits));
     if (input_.weights) {
-        t.recv_weights_ = grown_view(t.buffers_->weights, t.recv_values_.numel(), DType::kF32);
+        t.recv_weights_ = grow_prefix(t.buffers_->weights, t.recv_values_.numel(), DType::kF32);
         t.works_.push_back(pg_->all_to_all_v(*input_.weights, splits_.values_input_splits,
                                              *t.recv_weights_, splits_.values_output_splits));
     }

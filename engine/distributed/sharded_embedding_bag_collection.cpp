@@ -45,7 +45,7 @@ void slice_bags(const int64_t* off,
                 int64_t n,
                 ShardedEmbeddingBagCollection::ShardLookup& s) {
     const int64_t o0 = off[first * B], o1 = off[(first + n) * B];
-    s.offsets = grown_view(s.offsets_buf, n * B + 1, DType::kI64);
+    s.offsets = grow_prefix(s.offsets_buf, n * B + 1, DType::kI64);
     int64_t* o = s.offsets.data<int64_t>();
     for (int64_t i = 0; i <= n * B; ++i)
         o[i] = off[first * B + i] - o0;
@@ -65,7 +65,7 @@ void slice_keys(const KeyedJaggedTensor& kjt,
 void apply_position_weights(ShardedEmbeddingBagCollection::ShardLookup& s,
                             const PositionWeightedModule& pw) {
     s.positions = s.psw;
-    Tensor weights = grown_view(s.psw_buf, s.positions.numel(), DType::kF32);
+    Tensor weights = grow_prefix(s.psw_buf, s.positions.numel(), DType::kF32);
     const int64_t B = (s.offsets.numel() - 1) / s.num_keys;
     const int64_t* o = s.offsets.data<int64_t>();
     for (int64_t j = 0; j < s.num_keys; ++j) {
@@ -366,7 +366,7 @@ KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt,
     const auto E = static_cast<int64_t>(entries.size());
     KJTAllToAllInput in;
     in.stride = B;
-    in.lengths = grown_view(buf.lengths, E * B, DType::kI64);
+    in.lengths = grow_prefix(buf.lengths, E * B, DType::kI64);
     int64_t* lengths = in.lengths.data<int64_t>();
     int64_t total = 0;
     for (int64_t e = 0; e < E; ++e) {
@@ -381,11 +381,11 @@ KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt,
             total += n;
         }
     }
-    in.values = grown_view(buf.values, total, DType::kI64);
+    in.values = grow_prefix(buf.values, total, DType::kI64);
     int64_t* values = in.values.data<int64_t>();
     float* weights = nullptr;
     if (w != nullptr) {
-        in.weights = grown_view(buf.weights, total, DType::kF32);
+        in.weights = grow_prefix(buf.weights, total, DType::kF32);
         weights = in.weights->data<float>();
     }
     int64_t n = 0;

@@ -47,15 +47,6 @@ void init_embedding_rows(Tensor& rows,
 
 // ---- KJT packing ----
 
-Tensor grow_prefix(Tensor& buffer, int64_t n, DType dtype, Device device) {
-    if (!buffer.defined() || buffer.numel() < n || buffer.dtype() != dtype ||
-        buffer.device() != device) {
-        const int64_t grown = buffer.defined() ? buffer.numel() * 3 / 2 : 0;
-        buffer = Tensor::empty({std::max<int64_t>({n, grown, 1})}, dtype, device);
-    }
-    return buffer.slice(0, n);
-}
-
 Tensor copy_to_prefix(Tensor& buffer, const Tensor& src, Device device, Stream& stream) {
     Tensor view = grow_prefix(buffer, src.numel(), src.dtype(), device);
     copy_async(view.data_ptr(), device, src.data_ptr(), src.device(), src.nbytes(), stream);

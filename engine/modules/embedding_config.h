@@ -104,10 +104,6 @@ private:
     bool direct_ = false;
 };
 
-// A prefix view [n] of a 1-D buffer of `dtype` on `device` that only grows (by 1.5x, so varying
-// sizes settle quickly); the embedding modules keep per-batch buffers this way.
-Tensor grow_prefix(Tensor& buffer, int64_t n, DType dtype, Device device = Device::cpu());
-
 // `src` (1-D) copied into grow_prefix(buffer, src.numel(), src.dtype(), device), in `stream`'s
 // order; returns that view. A host batch moves to a CUDA device this way.
 Tensor copy_to_prefix(Tensor& buffer, const Tensor& src, Device device, Stream& stream);
