@@ -14,12 +14,12 @@
 # The carried .debs are unpacked into /tmp (Open MPI relocated there through OPAL_PREFIX) and the
 # whole project is built, so the cuda label also runs the NCCL and GPU-training tests; without a
 # carried MPI the build is kernels-only (SHARDREC_KERNELS_ONLY: core, kernels, their tests and
-# bench_ops). The output is at most 7 files (the tool brings back 8).
+# bench_ops). The output is at most 8 files (all the tool brings back).
 #
-# Steps run in the order build, test, memcheck, bench, racecheck, within BUDGET_S seconds in all
+# Steps run in the order build, test, memcheck, bench, train, racecheck, within BUDGET_S seconds in all
 # (default 560, inside the tool's 600 s per command): each step's time limit is cut to what is
 # left, and a step with no time left is reported as skipped.
-# Environment: STEPS (default "build test memcheck racecheck bench"; "configure" alone only
+# Environment: STEPS (default "build test memcheck bench train racecheck"; "configure" alone only
 # configures, a dry run of the dependency handling on any machine; a later call on a warm machine
 # can run the rest), BUILD_DIR (default build-gpu), CUDA_ARCHS (default 90), USE_CARRIED_DEPS=1
 # (unpack third_party/gpu-deps even where the system has the packages), KERNELS_ONLY=ON|OFF
@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.."
 
 out=${OUT:-bench/results/gpu-$(date -u +%Y%m%d)}
 mkdir -p "$out"
-steps=${STEPS:-build test memcheck racecheck bench}
+steps=${STEPS:-build test memcheck bench train racecheck}
 build_dir=${BUILD_DIR:-build-gpu}
 summary="$out/summary.txt"
 deps_dir=third_party/gpu-deps
@@ -184,6 +184,23 @@ if has_step bench; then
         --json "$out/bench_ops.json"
     grep -E "^# |EmbeddingBag|Linear|CrossNet" "$out/bench_ops.txt" | cut -c1-200 | sed 's/^/  /' |
         tee -a "$summary"
+fi
+
+# ---- a training step: MLPerf DLRM-DCNv2 shapes on this GPU (its five 40M-row tables cut to 2M
+# rows so rows and Adagrad state fit), batch 6912 ----
+if has_step train && [ "$kernels_only" = OFF ]; then
+    launcher=()
+    if command -v mpirun.openmpi >/dev/null; then
+        launcher=(mpirun.openmpi --allow-run-as-root -np 1)
+    elif command -v mpirun >/dev/null; then
+        launcher=(mpirun --allow-run-as-root -np 1)
+    fi
+    cut=()
+    for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
+    run_step train train_bench.txt 150 "${launcher[@]}" "$build_dir/shardrec" bench \
+        configs/dlrm_dcnv2_mlperf.yaml --steps 20 --warmup 3 --set runtime.device=cuda "${cut[@]}"
+    grep -E "^(config|step time|throughput|ceiling|device|model bytes) " "$out/train_bench.txt" |
+        sed 's/^/  /' | tee -a "$summary"
 fi
 
 if has_step racecheck; then

@@ -3,8 +3,10 @@
 // before timing, so the data generator is not measured. Reports the median step time and
 // samples/s, the host memory copy bandwidth (the ceiling of the embedding lookups), peak memory
 // against the bytes the model and its optimizer state need, and the number of allocations per step
-// after warm-up (the training loop must make none). Kernel-level rates against their ceilings come
-// from bench_ops over the backend-ops cases (scripts/bench.sh runs both).
+// after warm-up (the training loop must make none). On a CUDA device (runtime.device) it also
+// measures the device-to-device copy bandwidth, the ceiling of the embedding lookups there.
+// Kernel-level rates against their ceilings come from bench_ops over the backend-ops cases
+// (scripts/bench.sh runs both).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "engine/core/allocator.h"
 #include "engine/core/log.h"
 #include "engine/train/trainer.h"
+#include "kernels/device_ceilings.h"
 #include "tools/cli.h"
 
 namespace shardrec::cli {
@@ -138,6 +141,9 @@ int bench_main(const std::vector<std::string>& args) {
         step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     const AllocStats after = cpu_alloc_stats();
+    const Device device = trainer.device();
+    const double device_copy_gbps =
+        device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index, size_t{1} << 30, 10) : 0;
     std::sort(step_s.begin(), step_s.end());
     const double med = step_s[step_s.size() / 2];
     const double p10 = step_s[step_s.size() / 10];
@@ -159,6 +165,10 @@ int bench_main(const std::vector<std::string>& args) {
     std::printf("throughput        %.0f samples/s\n", sps);
     std::printf("data generation   %.3f ms per batch (synthetic, not in the step time)\n", data_ms);
     std::printf("ceiling           host memcpy %.2f GB/s (read + write)\n", copy_gbps);
+    if (device.is_cuda()) {
+        std::printf("device            %s, device copy %.1f GB/s (read + write)\n",
+                    device.str().c_str(), device_copy_gbps);
+    }
     std::printf(
         "model bytes       tables %.1f MiB + fused optimizer state %.1f MiB + dense %.1f MiB\n",
         table_bytes / 1048576.0, state_bytes / 1048576.0, dense / 1048576.0);
@@ -175,10 +185,11 @@ int bench_main(const std::vector<std::string>& args) {
             "\"step_ms\":{:.4f},\"step_ms_p10\":{:.4f},\"step_ms_p90\":{:.4f},"
             "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"table_bytes\":{},"
             "\"optimizer_state_bytes\":{},\"dense_bytes\":{},\"peak_bytes\":{},"
-            "\"allocs_per_step\":{:.3f},\"data_ms_per_batch\":{:.4f}}}\n",
+            "\"allocs_per_step\":{:.3f},\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
+            "\"device_copy_gbps\":{:.1f}}}\n",
             path, config.model.type, config.train.pipeline, config.data.batch_size, threads,
             med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense,
-            after.peak_bytes, allocs_per_step, data_ms);
+            after.peak_bytes, allocs_per_step, data_ms, device.str(), device_copy_gbps);
     }
     return 0;
 }
