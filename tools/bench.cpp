@@ -64,29 +64,6 @@ int64_t dense_bytes(RecModel& model, DenseOptimizer& optimizer) {
     return bytes;
 }
 
-// The batches made before timing, cycled, as the pipeline's inputs: train.pipeline decides the
-// schedule (sparse_dist takes two steps ahead; its last two steps drain the queue).
-class CyclingInputs final : public train::DataIterator {
-public:
-    CyclingInputs(const train::Trainer& trainer, const std::vector<Batch>& batches, int64_t steps)
-        : trainer_(trainer), batches_(batches), steps_(steps) {}
-
-    std::optional<train::TrainInput> next() override {
-        if (next_ >= steps_)
-            return std::nullopt;
-        // Built from the batch: a default Batch would allocate its empty KJT every step.
-        const int64_t step = next_++;
-        return train::TrainInput{step, batches_[static_cast<size_t>(step) % batches_.size()], true,
-                                 trainer_.dense_lr(step), trainer_.sparse_lr(step)};
-    }
-
-private:
-    const train::Trainer& trainer_;
-    const std::vector<Batch>& batches_;
-    int64_t steps_;
-    int64_t next_ = 0;
-};
-
 }  // namespace
 
 int bench_main(const std::vector<std::string>& args) {
@@ -129,15 +106,15 @@ int bench_main(const std::vector<std::string>& args) {
     }
     const double data_ms = std::chrono::duration<double>(Clock::now() - data_t0).count() * 1e3 /
                            static_cast<double>(batches.size());
-    CyclingInputs inputs(trainer, batches, warmup + steps);
+    const auto inputs = trainer.cycled_inputs(batches, warmup + steps);
     for (int64_t s = 0; s < warmup; ++s)
-        (void)trainer.progress(inputs);
+        (void)trainer.progress(*inputs);
 
     const AllocStats before = cpu_alloc_stats();
     std::vector<double> step_s;
     for (int64_t s = warmup; s < warmup + steps; ++s) {
         const auto t0 = Clock::now();
-        (void)trainer.progress(inputs);
+        (void)trainer.progress(*inputs);
         step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     const AllocStats after = cpu_alloc_stats();

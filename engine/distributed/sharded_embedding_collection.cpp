@@ -7,7 +7,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <set>
 #include <tuple>
 
 #include "engine/distributed/bucketize.h"
@@ -172,28 +171,11 @@ ShardedEmbeddingCollection::ShardedEmbeddingCollection(
     SR_CHECK(plan.env.world_size == pg_->size(),
              "the sharding plan is for {} ranks, but {} ranks are running", plan.env.world_size,
              pg_->size());
-    SR_CHECK(!tables_.empty(), "ShardedEmbeddingCollection needs at least one table");
     SR_CHECK(optimizer_.step >= 1, "fused optimizer step must be >= 1");
+    key_table_ = check_sequence_tables("ShardedEmbeddingCollection", tables_);
     dim_ = tables_[0].embedding_dim;
-    std::set<std::string> seen_tables, seen_features;
-    for (size_t t = 0; t < tables_.size(); ++t) {
-        const EmbeddingConfig& c = tables_[t];
-        SR_CHECK(seen_tables.insert(c.name).second, "table name '{}' appears twice", c.name);
-        SR_CHECK(c.num_embeddings > 0 && c.embedding_dim > 0 && !c.feature_names.empty(),
-                 "table '{}': needs num_embeddings > 0, embedding_dim > 0 and feature_names",
-                 c.name);
-        // TorchRec: the sequence all-to-all does not support mixed dimensions.
-        SR_CHECK(c.embedding_dim == dim_ && c.data_type == tables_[0].data_type,
-                 "ShardedEmbeddingCollection: table '{}' has dim {} {}, table '{}' dim {} {}; all "
-                 "tables must share embedding_dim and data_type",
-                 c.name, c.embedding_dim, dtype_name(c.data_type), tables_[0].name, dim_,
-                 dtype_name(tables_[0].data_type));
-        for (const std::string& f : c.feature_names) {
-            SR_CHECK(seen_features.insert(f).second, "feature '{}' is listed twice", f);
-            names_.push_back(f);
-            key_table_.push_back(static_cast<int64_t>(t));
-        }
-    }
+    for (const EmbeddingConfig& c : tables_)
+        names_.insert(names_.end(), c.feature_names.begin(), c.feature_names.end());
     build(plan, seed);
 }
 

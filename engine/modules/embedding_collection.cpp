@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 namespace shardrec {
 
@@ -15,29 +14,14 @@ EmbeddingCollection::EmbeddingCollection(std::vector<EmbeddingConfig> tables,
     : tables_(std::move(tables)), optim_(fused_optimizer) {
     SR_CHECK(device.is_cpu(), "EmbeddingCollection: only the cpu device is built, got {}",
              device.str());
-    SR_CHECK(!tables_.empty(), "EmbeddingCollection needs at least one table");
     SR_CHECK(optim_.step >= 1, "fused optimizer step must be >= 1");
-    dim_ = tables_[0].embedding_dim;
-    std::set<std::string> seen_tables, seen_features;
     std::vector<int32_t> feature_table;
+    for (int64_t t : check_sequence_tables("EmbeddingCollection", tables_))
+        feature_table.push_back(static_cast<int32_t>(t));
+    dim_ = tables_[0].embedding_dim;
     table_row_offsets_ = {0};
-    for (size_t t = 0; t < tables_.size(); ++t) {
-        const EmbeddingConfig& c = tables_[t];
-        SR_CHECK(seen_tables.insert(c.name).second, "table name '{}' appears twice", c.name);
-        SR_CHECK(c.num_embeddings > 0 && c.embedding_dim > 0 && !c.feature_names.empty(),
-                 "table '{}': needs num_embeddings > 0, embedding_dim > 0 and feature_names",
-                 c.name);
-        // TorchRec: the sequence all-to-all does not support mixed dimensions.
-        SR_CHECK(c.embedding_dim == dim_ && c.data_type == tables_[0].data_type,
-                 "EmbeddingCollection: table '{}' has dim {} {}, table '{}' dim {} {}; all tables "
-                 "must share embedding_dim and data_type",
-                 c.name, c.embedding_dim, dtype_name(c.data_type), tables_[0].name, dim_,
-                 dtype_name(tables_[0].data_type));
-        for (const std::string& f : c.feature_names) {
-            SR_CHECK(seen_features.insert(f).second, "feature '{}' is listed twice", f);
-            names_.push_back(f);
-            feature_table.push_back(static_cast<int32_t>(t));
-        }
+    for (const EmbeddingConfig& c : tables_) {
+        names_.insert(names_.end(), c.feature_names.begin(), c.feature_names.end());
         table_row_offsets_.push_back(table_row_offsets_.back() + c.num_embeddings);
     }
     const int64_t rows = table_row_offsets_.back();

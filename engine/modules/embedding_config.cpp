@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "engine/core/rng.h"
 
@@ -43,6 +44,30 @@ void init_embedding_rows(Tensor& rows,
             }
         }
     });
+}
+
+std::vector<int64_t> check_sequence_tables(const std::string& module,
+                                           const std::vector<EmbeddingConfig>& tables) {
+    SR_CHECK(!tables.empty(), "{} needs at least one table", module);
+    std::set<std::string> seen_tables, seen_features;
+    std::vector<int64_t> feature_table;
+    for (size_t t = 0; t < tables.size(); ++t) {
+        const EmbeddingConfig& c = tables[t];
+        SR_CHECK(seen_tables.insert(c.name).second, "table name '{}' appears twice", c.name);
+        SR_CHECK(c.num_embeddings > 0 && c.embedding_dim > 0 && !c.feature_names.empty(),
+                 "table '{}': needs num_embeddings > 0, embedding_dim > 0 and feature_names",
+                 c.name);
+        SR_CHECK(c.embedding_dim == tables[0].embedding_dim && c.data_type == tables[0].data_type,
+                 "{}: table '{}' has dim {} {}, table '{}' dim {} {}; all tables must share "
+                 "embedding_dim and data_type",
+                 module, c.name, c.embedding_dim, dtype_name(c.data_type), tables[0].name,
+                 tables[0].embedding_dim, dtype_name(tables[0].data_type));
+        for (const std::string& f : c.feature_names) {
+            SR_CHECK(seen_features.insert(f).second, "feature '{}' is listed twice", f);
+            feature_table.push_back(static_cast<int64_t>(t));
+        }
+    }
+    return feature_table;
 }
 
 // ---- KJT packing ----

@@ -39,6 +39,13 @@ struct EmbeddingConfig {
     DType data_type = DType::kF32;
 };
 
+// The rules of an EmbeddingCollection's tables (module names the collection in errors): at least
+// one table, unique table and feature names, rows, a dim and features on each, and one
+// embedding_dim and data_type for all (TorchRec: the sequence all-to-all does not mix dims).
+// Returns the table of each feature, in table then feature_names order.
+std::vector<int64_t> check_sequence_tables(const std::string& module,
+                                           const std::vector<EmbeddingConfig>& tables);
+
 // TorchRec's default init: uniform in [-sqrt(1/num_embeddings), +sqrt(1/num_embeddings)], here
 // drawn from rng::uniform(seed, table_index, row, col).
 float embedding_init_value(

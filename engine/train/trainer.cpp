@@ -255,6 +255,20 @@ std::unique_ptr<DataIterator> Trainer::train_inputs(int64_t first_step,
     });
 }
 
+std::unique_ptr<DataIterator> Trainer::cycled_inputs(const std::vector<Batch>& batches,
+                                                     int64_t steps) const {
+    SR_CHECK(!batches.empty(), "cycled_inputs: no batches");
+    return std::make_unique<FunctionIterator>(
+        [this, &batches, steps, step = int64_t{0}]() mutable -> std::optional<TrainInput> {
+            if (step >= steps)
+                return std::nullopt;
+            const int64_t s = step++;
+            // Built from the batch: a default Batch would allocate its empty KJT every step.
+            return TrainInput{s, batches[static_cast<size_t>(s) % batches.size()], true,
+                              dense_lr(s), sparse_lr(s)};
+        });
+}
+
 std::optional<TrainOutput> Trainer::progress(DataIterator& inputs) {
     std::optional<TrainOutput> out;
     if (sparse_dist_ != nullptr) {

@@ -44,6 +44,10 @@ public:
         int64_t first_step,
         int64_t end_step,
         std::function<void(int64_t step, Batch& batch)> prepare = {});
+    // Steps [0, steps) over `batches` (which the caller keeps alive) cycled, with the steps'
+    // learning rates: benchmarks and tests measure the step, not the data loader.
+    std::unique_ptr<DataIterator> cycled_inputs(const std::vector<Batch>& batches,
+                                                int64_t steps) const;
     // Trains the next step of `inputs` on train.pipeline (sparse_dist takes up to two steps ahead
     // from `inputs`); nullopt once both are exhausted. Checks the loss as train_step does.
     std::optional<TrainOutput> progress(DataIterator& inputs);

@@ -31,28 +31,6 @@ optimizer:
   sparse: {type: rowwise_adagrad, learning_rate: 0.05}
 )";
 
-// The same few pre-made batches over and over: the step, not the data loader, is measured.
-class CyclingInputs final : public train::DataIterator {
-public:
-    CyclingInputs(const train::Trainer& trainer, const std::vector<Batch>& batches, int64_t steps)
-        : trainer_(trainer), batches_(batches), steps_(steps) {}
-
-    std::optional<train::TrainInput> next() override {
-        if (next_ >= steps_)
-            return std::nullopt;
-        // Built from the batch: a default Batch would allocate its empty KJT every step.
-        const int64_t step = next_++;
-        return train::TrainInput{step, batches_[static_cast<size_t>(step) % batches_.size()], true,
-                                 trainer_.dense_lr(step), trainer_.sparse_lr(step)};
-    }
-
-private:
-    const train::Trainer& trainer_;
-    const std::vector<Batch>& batches_;
-    int64_t steps_;
-    int64_t next_ = 0;
-};
-
 // Tensor allocations of `measured` steps after `warmup` steps of `sets` on `pipeline`.
 int64_t step_allocations(const std::vector<std::string>& sets,
                          const std::string& pipeline,
@@ -66,12 +44,12 @@ int64_t step_allocations(const std::vector<std::string>& sets,
     for (int64_t s = 0; s < 4; ++s)
         batches.push_back(trainer.train_batch(s));
     // Two steps more than used: the sparse-dist pipeline stays full while measured.
-    CyclingInputs inputs(trainer, batches, warmup + measured + 2);
+    const auto inputs = trainer.cycled_inputs(batches, warmup + measured + 2);
     for (int64_t s = 0; s < warmup; ++s)
-        REQUIRE(trainer.progress(inputs));
+        REQUIRE(trainer.progress(*inputs));
     const int64_t before = cpu_alloc_stats().num_allocs;
     for (int64_t s = 0; s < measured; ++s)
-        REQUIRE(trainer.progress(inputs));
+        REQUIRE(trainer.progress(*inputs));
     return cpu_alloc_stats().num_allocs - before;
 }
 
