@@ -10,8 +10,9 @@ namespace shardrec::kernels::cuda {
 
 // Device-to-device copy bandwidth on `device` in GB/s, counting bytes read plus bytes written
 // (so it compares with a kernel's read + write traffic): median of `reps` timed copies of a
-// `bytes`-byte buffer, timed with CUDA events.
-double measure_copy_gbps(int device, size_t bytes, int reps);
+// `bytes`-byte buffer, timed with CUDA events. One size for every report (2 GiB: 40 times an
+// H100's L2), so the ceilings of bench_ops and shardrec bench compare.
+double measure_copy_gbps(int device, size_t bytes = size_t{2} << 30, int reps = 10);
 
 // Median time in microseconds of one cuBLAS GEMM of row-major [m, k] x [k, n] fp32 matrices
 // (in the math mode of kernels::gemm_math()), timed with CUDA events over `reps` runs.

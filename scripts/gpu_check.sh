@@ -16,20 +16,21 @@
 # carried MPI the build is kernels-only (SHARDREC_KERNELS_ONLY: core, kernels, their tests and
 # bench_ops). The output is at most 8 files (all the tool brings back).
 #
-# Steps run in the order build, test, memcheck, bench, train, racecheck, within BUDGET_S seconds in all
+# Steps run in the order build, test, memcheck, train, bench, racecheck, within BUDGET_S seconds in all
 # (default 560, inside the tool's 600 s per command): each step's time limit is cut to what is
 # left, and a step with no time left is reported as skipped.
-# Environment: STEPS (default "build test memcheck bench train racecheck"; "configure" alone only
+# Environment: STEPS (default "build test memcheck train bench racecheck"; "configure" alone only
 # configures, a dry run of the dependency handling on any machine; a later call on a warm machine
 # can run the rest), BUILD_DIR (default build-gpu), CUDA_ARCHS (default 90), USE_CARRIED_DEPS=1
 # (unpack third_party/gpu-deps even where the system has the packages), KERNELS_ONLY=ON|OFF
-# (default: ON where there is no MPI).
+# (default: ON where there is no MPI), GEMM_MATHS (default "f32 tf32 bf16": the train step's
+# runtime.gemm_math values).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out=${OUT:-bench/results/gpu-$(date -u +%Y%m%d)}
 mkdir -p "$out"
-steps=${STEPS:-build test memcheck bench train racecheck}
+steps=${STEPS:-build test memcheck train bench racecheck}
 build_dir=${BUILD_DIR:-build-gpu}
 summary="$out/summary.txt"
 deps_dir=third_party/gpu-deps
@@ -53,7 +54,10 @@ note "steps: $steps"
 
 # ---- dependencies: the system's, or the carried Debian packages ----
 cmake_args=()
-if [ -d "$deps_dir" ] && { [ "${USE_CARRIED_DEPS:-0}" = 1 ] || ! [ -f /usr/include/spdlog/spdlog.h ]; }; then
+# The carried set is used whole where the system lacks any part of it (Catch2 v2's single header
+# is the part GPU images lack most: they ship Catch2 v3 if any).
+if [ -d "$deps_dir" ] && { [ "${USE_CARRIED_DEPS:-0}" = 1 ] || ! [ -f /usr/include/catch2/catch.hpp ] ||
+    ! [ -f /usr/include/spdlog/spdlog.h ]; }; then
     prefix=/tmp/shardrec-gpu-deps
     rm -rf "$prefix"
     mkdir -p "$prefix"
@@ -103,7 +107,7 @@ run_step() {  # run_step NAME LOG TIMEOUT_S command... (TIMEOUT_S 0: none, for s
     local name=$1 log=$2 limit=$3
     shift 3
     local t0=$SECONDS rc left=$((deadline - SECONDS))
-    if [ "$limit" -gt 0 ] && [ "$left" -lt 20 ]; then
+    if [ "$left" -lt 20 ]; then
         failed+=("$name")
         note "step $name: SKIPPED (out of time budget)"
         return 1
@@ -178,29 +182,36 @@ if has_step memcheck; then
         --error-exitcode 99 "$tests" "$match_case"
     tail -3 "$out/memcheck.log" | sed 's/^/  /' | tee -a "$summary"
 fi
-# ---- benchmarks ----
-if has_step bench; then
-    run_step bench bench_ops.txt 300 "$build_dir/test/bench_ops" --device cuda --reps 20 \
-        --json "$out/bench_ops.json"
-    grep -E "^# |EmbeddingBag|Linear|CrossNet" "$out/bench_ops.txt" | cut -c1-200 | sed 's/^/  /' |
-        tee -a "$summary"
-fi
-
 # ---- a training step: MLPerf DLRM-DCNv2 shapes on this GPU (its five 40M-row tables cut to 2M
-# rows so rows and Adagrad state fit), batch 6912 ----
-if has_step train && [ "$kernels_only" = OFF ]; then
-    launcher=()
+# rows so rows and Adagrad state fit), batch 6912, with each runtime.gemm_math (the dense layers'
+# 96 MFLOP per sample make f32 GEMMs most of a step) ----
+train_all_math() {
+    local launcher=() cut=() math
     if command -v mpirun.openmpi >/dev/null; then
         launcher=(mpirun.openmpi --allow-run-as-root -np 1)
     elif command -v mpirun >/dev/null; then
         launcher=(mpirun --allow-run-as-root -np 1)
     fi
-    cut=()
     for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
-    run_step train train_bench.txt 150 "${launcher[@]}" "$build_dir/shardrec" bench \
-        configs/dlrm_dcnv2_mlperf.yaml --steps 20 --warmup 3 --set runtime.device=cuda "${cut[@]}"
-    grep -E "^(config|step time|throughput|ceiling|device|model bytes) " "$out/train_bench.txt" |
+    for math in ${GEMM_MATHS:-f32 tf32 bf16}; do
+        echo "== runtime.gemm_math=$math"
+        "${launcher[@]}" "$build_dir/shardrec" bench configs/dlrm_dcnv2_mlperf.yaml --steps 20 \
+            --warmup 3 --set runtime.device=cuda --set runtime.gemm_math="$math" "${cut[@]}" ||
+            return 1
+    done
+}
+if has_step train && [ "$kernels_only" = OFF ]; then
+    run_step train train_bench.txt 0 train_all_math
+    grep -E "^(== |config|step time|throughput|ceiling|device|model bytes) " "$out/train_bench.txt" |
         sed 's/^/  /' | tee -a "$summary"
+fi
+
+# ---- benchmarks ----
+if has_step bench; then
+    run_step bench bench_ops.txt 240 "$build_dir/test/bench_ops" --device cuda --bench-only --reps 20 \
+        --json "$out/bench_ops.json"
+    grep -E "^# |EmbeddingBag|Linear|CrossNet" "$out/bench_ops.txt" | cut -c1-200 | sed 's/^/  /' |
+        tee -a "$summary"
 fi
 
 if has_step racecheck; then

@@ -120,7 +120,7 @@ int bench_main(const std::vector<std::string>& args) {
     const AllocStats after = cpu_alloc_stats();
     const Device device = trainer.device();
     const double device_copy_gbps =
-        device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index, size_t{1} << 30, 10) : 0;
+        device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index) : 0;
     std::sort(step_s.begin(), step_s.end());
     const double med = step_s[step_s.size() / 2];
     const double p10 = step_s[step_s.size() / 10];

@@ -1,6 +1,7 @@
 // Where a tensor lives: the host, or one CUDA device.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace shardrec {

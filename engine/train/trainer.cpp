@@ -156,24 +156,24 @@ std::shared_ptr<comm::ProcessGroup> with_comm_timeout(std::shared_ptr<comm::Proc
 // The timeout is set before the sparse arch splits its sub-groups from pg (they inherit it).
 Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
     : config_(config),
-      pg_(with_comm_timeout(std::move(pg), config)),
+      pg_(with_comm_timeout(std::move(pg), config_)),
       rank_(pg_ ? pg_->rank() : 0),
       world_size_(pg_ ? pg_->size() : 1),
-      device_(resolve_device(config)),
-      dataset_(data::make_dataset(config)),
+      device_(resolve_device(config_)),
+      dataset_(data::make_dataset(config_)),
       prefetcher_(std::make_unique<data::BatchPrefetcher>(
           [this](int64_t step) { return rank_slice(step); }, 0)),
-      model_(make_trainer_model(config, pg_, device_)),
-      optimizer_(make_dense_optimizer(dense_optimizer_config(config.optimizer.dense))),
-      schedule_(lr_schedule_config(config.optimizer.dense)),
+      model_(make_trainer_model(config_, pg_, device_)),
+      optimizer_(make_dense_optimizer(dense_optimizer_config(config_.optimizer.dense))),
+      schedule_(lr_schedule_config(config_.optimizer.dense)),
       pipeline_(
-          *model_, *optimizer_, pg_, device_, make_device_process_group(pg_, device_, config)),
-      checker_(config.model,
-               parse_bounds_check_mode(config.runtime.bounds_check),
-               parse_nan_policy(config.runtime.nan_policy)) {
-    pipeline_.set_skip_non_finite(parse_nan_policy(config.runtime.nan_policy) ==
+          *model_, *optimizer_, pg_, device_, make_device_process_group(pg_, device_, config_)),
+      checker_(config_.model,
+               parse_bounds_check_mode(config_.runtime.bounds_check),
+               parse_nan_policy(config_.runtime.nan_policy)) {
+    pipeline_.set_skip_non_finite(parse_nan_policy(config_.runtime.nan_policy) ==
                                   NanPolicy::kSkipBatch);
-    if (config.train.pipeline == "sparse_dist") {
+    if (config_.train.pipeline == "sparse_dist") {
         sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(pipeline_, *model_);
     }
 }

@@ -87,7 +87,7 @@ private:
     // A skipped step is logged; a non-finite loss throws (nan_policy stop).
     StepResult finish_step(const StepResult& r, int64_t step);
 
-    const Config& config_;
+    const Config config_;  // a copy: a trainer outlives the Config it was made from
     std::shared_ptr<comm::ProcessGroup> pg_;
     int rank_;
     int world_size_;

@@ -6,7 +6,7 @@
 // same shapes (cblas_sgemm, or cuBLAS). On CUDA a timed run is the case's launches followed by a
 // synchronisation of its stream.
 //
-//   bench_ops [--device cpu|cuda] [--filter SUBSTR] [--reps R] [--json FILE]
+//   bench_ops [--device cpu|cuda] [--filter SUBSTR] [--bench-only] [--reps R] [--json FILE]
 #include <cblas.h>
 
 #include <algorithm>
@@ -88,6 +88,7 @@ double sgemm_time_us(const std::vector<OpCase::Gemm>& gemms, int reps, Device de
 int main(int argc, char** argv) {
     std::string filter, json_path;
     int reps = 20;
+    bool bench_only = false;  // only the cases made for timing, not the small test vectors
     Device device = Device::cpu();
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -95,14 +96,16 @@ int main(int argc, char** argv) {
             device = Device::parse(argv[++i]);
         } else if (a == "--filter" && i + 1 < argc) {
             filter = argv[++i];
+        } else if (a == "--bench-only") {
+            bench_only = true;
         } else if (a == "--reps" && i + 1 < argc) {
             reps = std::max(1, std::atoi(argv[++i]));
         } else if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
         } else {
             std::fprintf(stderr,
-                         "usage: bench_ops [--device cpu|cuda] [--filter SUBSTR] [--reps R] "
-                         "[--json FILE]\n");
+                         "usage: bench_ops [--device cpu|cuda] [--filter SUBSTR] [--bench-only] "
+                         "[--reps R] [--json FILE]\n");
             return 2;
         }
     }
@@ -111,9 +114,9 @@ int main(int argc, char** argv) {
                      device.str().c_str(), cuda::device_count());
         return 1;
     }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, even when piped
     const double copy_gbps =
-        device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index, size_t{2} << 30, 10)
-                         : measure_copy_gbps();
+        device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index) : measure_copy_gbps();
     std::printf("# device %s, %s copy bandwidth (read+write): %.2f GB/s\n", device.str().c_str(),
                 device.is_cuda() ? "device-to-device cudaMemcpy" : "host memcpy", copy_gbps);
     std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %9s %7s %6s\n", "op", "vars", "med_us",
@@ -124,7 +127,7 @@ int main(int argc, char** argv) {
         if (!filter.empty() && (name + "(" + c->vars() + ")").find(filter) == std::string::npos) {
             continue;
         }
-        if (c->gpu_bench_only() && device.is_cpu()) {
+        if ((c->gpu_bench_only() && device.is_cpu()) || (bench_only && !c->bench_only())) {
             continue;
         }
         // Verify first: a number is printed only for an output that was checked.

@@ -1,6 +1,9 @@
 // The training loop's own invariants: no allocation per step after warm-up, the same numbers
-// whatever the thread count, and every model type lowers the loss on its first steps.
+// whatever the thread count, every model type lowers the loss on its first steps, and the trainer
+// keeps its own copy of the config.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
 
 #include "engine/core/allocator.h"
 #include "engine/train/trainer.h"
@@ -90,4 +93,15 @@ TEST_CASE("Trainer: every model type learns on the planted signal", "[train]") {
         CHECK(auc_after > auc_before + 0.05);
         CHECK(auc_after > 0.65);
     }
+}
+
+TEST_CASE("Trainer: owns its config (the one it was made from may change or go)", "[train]") {
+    auto config = std::make_unique<Config>(parse_config(kSmallConfig, {}));
+    train::Trainer trainer(*config, nullptr);
+    config->model.tables[0].name = "changed";
+    config->train.seed = 99;
+    config.reset();
+    CHECK(trainer.config().model.tables[0].name == "a");
+    CHECK(trainer.config().train.seed == 3);
+    CHECK(std::isfinite(trainer.train_step(trainer.train_batch(0), 0).loss));
 }
