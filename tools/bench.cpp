@@ -110,6 +110,7 @@ int bench_main(const std::vector<std::string>& args) {
     for (int64_t s = 0; s < warmup; ++s)
         (void)trainer.progress(*inputs);
 
+    trainer.reset_stage_times();
     const AllocStats before = cpu_alloc_stats();
     std::vector<double> step_s;
     for (int64_t s = warmup; s < warmup + steps; ++s) {
@@ -118,6 +119,7 @@ int bench_main(const std::vector<std::string>& args) {
         step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     const AllocStats after = cpu_alloc_stats();
+    const std::optional<train::StageTimes> stages = trainer.stage_times();
     const Device device = trainer.device();
     const double device_copy_gbps =
         device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index) : 0;
@@ -140,6 +142,18 @@ int bench_main(const std::vector<std::string>& args) {
     std::printf("step time         median %.3f ms (p10 %.3f, p90 %.3f)\n", med * 1e3, p10 * 1e3,
                 p90 * 1e3);
     std::printf("throughput        %.0f samples/s\n", sps);
+    // Per step: the copy and input dist are hidden when the step is about the compute alone.
+    double per_step[3] = {0, 0, 0};  // compute, copy, input dist (ms)
+    if (stages && stages->steps > 0) {
+        const auto n = static_cast<double>(stages->steps);
+        per_step[0] = stages->compute_ms / n;
+        per_step[1] = stages->copy_ms / n;
+        per_step[2] = stages->input_dist_ms / n;
+        std::printf(
+            "stage time        compute stream %.3f ms, copy stream %.3f ms, input dist %.3f ms "
+            "(host) per step, over %ld steps\n",
+            per_step[0], per_step[1], per_step[2], static_cast<long>(stages->steps));
+    }
     std::printf("data generation   %.3f ms per batch (synthetic, not in the step time)\n", data_ms);
     std::printf("ceiling           host memcpy %.2f GB/s (read + write)\n", copy_gbps);
     if (device.is_cuda()) {
@@ -163,10 +177,12 @@ int bench_main(const std::vector<std::string>& args) {
             "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"table_bytes\":{},"
             "\"optimizer_state_bytes\":{},\"dense_bytes\":{},\"peak_bytes\":{},"
             "\"allocs_per_step\":{:.3f},\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
-            "\"device_copy_gbps\":{:.1f}}}\n",
+            "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
+            "\"input_dist_ms\":{:.4f}}}\n",
             path, config.model.type, config.train.pipeline, config.data.batch_size, threads,
             med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense,
-            after.peak_bytes, allocs_per_step, data_ms, device.str(), device_copy_gbps);
+            after.peak_bytes, allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
+            per_step[1], per_step[2]);
     }
     return 0;
 }

@@ -1,5 +1,6 @@
 #include "engine/core/stream.h"
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -41,9 +42,9 @@ Stream& Stream::cpu() {
     return s;
 }
 
-Event::Event(Device device) : device_(device) {
+Event::Event(Device device, bool timing) : device_(device) {
     if (device_.is_cuda())
-        handle_ = cuda::event_create(device_.index);
+        handle_ = cuda::event_create(device_.index, timing);
 }
 
 Event::~Event() {
@@ -52,8 +53,12 @@ Event::~Event() {
 }
 
 void Event::record(Stream& stream) {
-    if (handle_ != nullptr)
+    if (handle_ != nullptr) {
         cuda::event_record(handle_, stream.handle());
+        return;
+    }
+    recorded_s_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void Event::wait(Stream& stream) {
@@ -68,6 +73,14 @@ void Event::synchronize() {
 
 bool Event::query() {
     return handle_ == nullptr || cuda::event_query(handle_);
+}
+
+double Event::elapsed_ms(const Event& start, const Event& end) {
+    SR_CHECK(start.device_ == end.device_, "Event::elapsed_ms: events of {} and {}",
+             start.device_.str(), end.device_.str());
+    if (start.handle_ != nullptr)
+        return cuda::event_elapsed_ms(start.handle_, end.handle_);
+    return (end.recorded_s_ - start.recorded_s_) * 1e3;
 }
 
 void copy_async(void* dst,

@@ -34,7 +34,8 @@ private:
 
 class Event {
 public:
-    explicit Event(Device device = Device::cpu());
+    // timing: the event can be an end of elapsed_ms (CUDA events without it are cheaper).
+    explicit Event(Device device = Device::cpu(), bool timing = false);
     ~Event();
     Event(const Event&) = delete;
     Event& operator=(const Event&) = delete;
@@ -44,9 +45,14 @@ public:
     void synchronize();         // blocks the host until the event has completed
     bool query();               // true when the work it recorded has completed (CPU: always)
 
+    // Milliseconds from start's record to end's, both timing events of one device, completed
+    // (CPU: the time between the record calls, the work before each being done by then).
+    static double elapsed_ms(const Event& start, const Event& end);
+
 private:
     Device device_;
     void* handle_ = nullptr;
+    double recorded_s_ = 0;  // CPU: steady-clock seconds at the last record
 };
 
 // Copies `bytes` in `stream`'s order: asynchronous on CUDA (a host side overlaps only when it is

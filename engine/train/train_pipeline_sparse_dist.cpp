@@ -8,6 +8,7 @@
 // Every rank runs the same stages for the same steps, so the collectives match.
 #include "engine/train/train_pipeline_sparse_dist.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "engine/core/pinned_buffer.h"
@@ -16,19 +17,34 @@
 namespace shardrec::train {
 
 struct TrainPipelineSparseDist::InFlight {
-    explicit InFlight(Device device) : copied(device), distributed(device), trained(device) {}
+    explicit InFlight(Device device)
+        : copy_begin(device, true),
+          copied(device, true),
+          distributed(device),
+          compute_begin(device, true),
+          trained(device, true) {}
 
     TrainInput input;          // the host batch
     Batch device_batch;        // what the model reads: input.batch itself on the CPU
     PinnedHostBuffer staging;  // CUDA: the host side of the copy
     std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> dist;  // sharded arch only
     bool dist_started = false;
+    double input_dist_ms = 0;  // host time in this batch's input dist calls
+    bool timed = false;        // trained; its stage times not yet added up
+    Event copy_begin;
     Event copied;       // copy stream: device_batch is complete
     Event distributed;  // data-dist stream: dist has received every shard's features
-    Event trained;      // compute stream: nothing reads this slot's buffers any more
+    Event compute_begin;
+    Event trained;  // compute stream: nothing reads this slot's buffers any more
 };
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 constexpr size_t kStagingAlignment = 256;
 
@@ -87,7 +103,31 @@ std::unique_ptr<TrainPipelineSparseDist::InFlight> TrainPipelineSparseDist::take
     std::unique_ptr<InFlight> slot = std::move(free_.back());
     free_.pop_back();
     slot->trained.synchronize();  // the compute stream is done with its previous batch
+    add_stage_times(*slot);
     return slot;
+}
+
+void TrainPipelineSparseDist::add_stage_times(InFlight& slot) {
+    if (!slot.timed)
+        return;
+    slot.timed = false;
+    times_.steps += 1;
+    times_.copy_ms += Event::elapsed_ms(slot.copy_begin, slot.copied);
+    times_.input_dist_ms += slot.input_dist_ms;
+    times_.compute_ms += Event::elapsed_ms(slot.compute_begin, slot.trained);
+}
+
+StageTimes TrainPipelineSparseDist::stage_times() {
+    for (std::unique_ptr<InFlight>& slot : free_) {
+        slot->trained.synchronize();
+        add_stage_times(*slot);
+    }
+    return times_;
+}
+
+void TrainPipelineSparseDist::reset_stage_times() {
+    (void)stage_times();
+    times_ = StageTimes{};
 }
 
 void TrainPipelineSparseDist::enqueue(DataIterator& inputs) {
@@ -96,11 +136,13 @@ void TrainPipelineSparseDist::enqueue(DataIterator& inputs) {
         return;
     std::unique_ptr<InFlight> slot = take_free_slot();
     slot->input = std::move(*input);
+    slot->copy_begin.record(copy_stream_);
     slot->device_batch =
         copy_batch_to_device(slot->input.batch, device_, slot->staging, copy_stream_);
     slot->copied.record(copy_stream_);
     slot->dist.reset();
     slot->dist_started = false;
+    slot->input_dist_ms = 0;
     queue_.push_back(std::move(slot));
 }
 
@@ -109,13 +151,18 @@ void TrainPipelineSparseDist::start_sparse_data_dist(InFlight& slot) {
     slot.copied.wait(data_dist_stream_);
     if (sharded_ == nullptr)
         return;
+    const Clock::time_point t0 = Clock::now();
     slot.dist = sharded_->input_dist(slot.device_batch.sparse);
     sharded_->input_dist_start_tensors(*slot.dist);
+    slot.input_dist_ms += ms_since(t0);
 }
 
 void TrainPipelineSparseDist::wait_sparse_data_dist(InFlight& slot) {
-    if (sharded_ != nullptr)
+    if (sharded_ != nullptr) {
+        const Clock::time_point t0 = Clock::now();
         sharded_->input_dist_wait(*slot.dist);
+        slot.input_dist_ms += ms_since(t0);
+    }
     slot.distributed.record(data_dist_stream_);
 }
 
@@ -138,6 +185,7 @@ std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& input
         start_sparse_data_dist(*next);
 
     batch.distributed.wait(compute_.stream());
+    batch.compute_begin.record(compute_.stream());
     if (sharded_ != nullptr)
         sharded_->set_pipelined_input(std::move(batch.dist));
     const TrainInput& in = batch.input;
@@ -148,6 +196,7 @@ std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& input
              "features the pipeline distributed",
              in.step + 1);
     batch.trained.record(compute_.stream());
+    batch.timed = true;
 
     if (next != nullptr)
         wait_sparse_data_dist(*next);

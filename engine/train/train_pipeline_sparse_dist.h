@@ -51,6 +51,18 @@ struct TrainOutput {
     StepResult result;
 };
 
+// Time per stage summed over trained steps: the copy and compute streams' from events on them,
+// the input dist's on the host (posting and completing the KJT all-to-alls, which run over MPI).
+// The copy and the input dist are hidden when the step takes about the compute time alone.
+struct StageTimes {
+    int64_t steps = 0;
+    double copy_ms = 0;        // copy stream: the batch's host-to-device copy (0 on the CPU)
+    double input_dist_ms = 0;  // host: the batch's input dist calls
+    // compute stream: from the batch's first operation to its last (forward, backward,
+    // optimizers), with the gaps where the stream waits for the host
+    double compute_ms = 0;
+};
+
 class TrainPipelineSparseDist {
 public:
     // compute: the step of one batch on its compute stream and device (its model is the one
@@ -68,6 +80,11 @@ public:
     // Steps taken from an iterator and not trained yet (0, 1 or 2 between calls).
     int64_t num_queued() const { return static_cast<int64_t>(queue_.size()); }
 
+    // The stage times of the steps trained since construction or reset_stage_times() (waits
+    // for the compute stream to finish the last of them).
+    StageTimes stage_times();
+    void reset_stage_times();
+
     static constexpr int64_t kDepth = 3;  // batches i, i+1, i+2
 
 private:
@@ -77,6 +94,7 @@ private:
     void start_sparse_data_dist(InFlight& slot);
     void wait_sparse_data_dist(InFlight& slot);
     std::unique_ptr<InFlight> take_free_slot();
+    void add_stage_times(InFlight& slot);  // once its compute finished
 
     TrainPipelineBase& compute_;
     RecModel& model_;
@@ -86,6 +104,7 @@ private:
     Stream data_dist_stream_;                      // the compute stream is compute_.stream()
     std::deque<std::unique_ptr<InFlight>> queue_;  // front: batch i
     std::vector<std::unique_ptr<InFlight>> free_;  // trained, waiting for reuse
+    StageTimes times_;
 };
 
 }  // namespace shardrec::train

@@ -1,6 +1,7 @@
 // The training loop: data, model, optimizers and metrics wired from the resolved config.
 #include "engine/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -29,7 +30,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Batches produced ahead of the step that trains, on the prefetch thread.
+// Batches produced ahead of the step that trains, each on a thread of its own. On a GPU the
+// host's threads have nothing else to do, so as many batches as threads are in production.
 constexpr int kPrefetchDepth = 2;
 
 double seconds_since(Clock::time_point t0) {
@@ -330,7 +332,8 @@ Metrics Trainer::evaluate(MetricsAccumulator* samples) {
 TrainSummary run(const Config& config, const std::string& run_dir, const std::string& resume) {
     const int threads = configure_threads(config);
     Trainer trainer(config, default_process_group());
-    trainer.set_prefetch_depth(kPrefetchDepth);
+    trainer.set_prefetch_depth(trainer.device().is_cuda() ? std::max(kPrefetchDepth, threads)
+                                                          : kPrefetchDepth);
     // The data position is the step: a resumed run continues with batch `start`.
     const int64_t start = resume.empty() ? 0 : load_checkpoint(trainer, resume, {true});
     const std::string checkpoint_dir =

@@ -55,6 +55,17 @@ public:
     // Steps taken from an iterator by the pipeline and not trained yet.
     int64_t num_queued() const { return sparse_dist_ ? sparse_dist_->num_queued() : 0; }
 
+    // sparse_dist's per-stage times of the steps progress() trained since the last reset;
+    // nullopt on the base pipeline (one stream, nothing overlapped).
+    std::optional<StageTimes> stage_times() {
+        return sparse_dist_ ? std::optional<StageTimes>(sparse_dist_->stage_times()) : std::nullopt;
+    }
+
+    void reset_stage_times() {
+        if (sparse_dist_)
+            sparse_dist_->reset_stage_times();
+    }
+
     // Every metric over train.eval_samples samples of the eval split (rounded up to whole global
     // batches), the same on every rank. `samples`: every evaluated (logit, label) pair in eval
     // sample order, on every rank (one more gather per batch; `shardrec eval --predictions`).

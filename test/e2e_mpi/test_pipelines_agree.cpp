@@ -2,8 +2,9 @@
 // bitwise (losses, every table row, every dense parameter, eval metrics), here with every dist
 // path in one plan, position-weighted features, an evaluation while the sparse-dist pipeline holds
 // two batches, and the last two steps drained. Each rank runs both pipelines side by side on the
-// same process group.
+// same process group. Also: the sparse-dist pipeline's queue depth and its per-stage times.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 
 #include "comm/process_group.h"
@@ -133,4 +134,32 @@ TEST_CASE("TrainPipelineSparseDist: holds two steps ahead, then drains", "[mpi][
     while (const auto out = trainer.progress(*inputs))
         queued.push_back(trainer.num_queued());
     CHECK(queued == std::vector<int64_t>{2, 2, 1, 0});
+}
+
+TEST_CASE("TrainPipelineSparseDist: times the stages of every trained step", "[mpi][e2e]") {
+    const Config config = parse_config(kConfig, {"train.pipeline=sparse_dist"});
+    train::Trainer trainer(config, comm::world_process_group());
+    auto warm = trainer.train_inputs(0, 2);
+    while (trainer.progress(*warm)) {
+    }
+    trainer.reset_stage_times();
+    CHECK(trainer.stage_times()->steps == 0);
+    auto inputs = trainer.train_inputs(2, 7);
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t trained = 0;
+    while (trainer.progress(*inputs))
+        ++trained;
+    const double wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const train::StageTimes t = *trainer.stage_times();
+    CHECK(t.steps == trained);
+    CHECK(trained == 5);
+    CHECK(t.compute_ms > 0);
+    CHECK(t.input_dist_ms > 0);  // the sharded arch's KJT all-to-alls
+    CHECK(t.copy_ms >= 0);
+    CHECK(t.compute_ms + t.input_dist_ms <= wall_ms);  // on the CPU both run on this thread
+
+    const Config base_config = parse_config(kConfig, {"train.pipeline=base"});
+    train::Trainer base(base_config, comm::world_process_group());
+    CHECK(!base.stage_times());
 }

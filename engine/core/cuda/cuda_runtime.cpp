@@ -153,10 +153,10 @@ void stream_synchronize(void* stream) {
     SR_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
 }
 
-void* event_create(int device) {
+void* event_create(int device, bool timing) {
     SR_CUDA_CHECK(cudaSetDevice(device));
     cudaEvent_t e;
-    SR_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    SR_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
     return e;
 }
 
@@ -184,6 +184,13 @@ bool event_query(void* event) {
         return false;
     SR_CUDA_CHECK(e);
     return true;
+}
+
+float event_elapsed_ms(void* start, void* end) {
+    float ms = 0.f;
+    SR_CUDA_CHECK(
+        cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+    return ms;
 }
 
 }  // namespace shardrec::cuda

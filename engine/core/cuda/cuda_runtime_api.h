@@ -35,11 +35,12 @@ void host_free_pinned(void* ptr);
 void* stream_create(int device);
 void stream_destroy(void* stream);
 void stream_synchronize(void* stream);
-void* event_create(int device);
+void* event_create(int device, bool timing);  // timing: usable by event_elapsed_ms
 void event_destroy(void* event);
 void event_record(void* event, void* stream);
 void stream_wait_event(void* stream, void* event);
 void event_synchronize(void* event);
 bool event_query(void* event);  // true when the work before the record has completed
+float event_elapsed_ms(void* start, void* end);  // both timing events, completed
 
 }  // namespace shardrec::cuda

@@ -63,7 +63,7 @@ void stream_synchronize(void*) {
     not_built("cuda::stream_synchronize");
 }
 
-void* event_create(int) {
+void* event_create(int, bool) {
     not_built("cuda::event_create");
 }
 
@@ -83,6 +83,10 @@ void event_synchronize(void*) {
 
 bool event_query(void*) {
     not_built("cuda::event_query");
+}
+
+float event_elapsed_ms(void*, void*) {
+    not_built("cuda::event_elapsed_ms");
 }
 
 }  // namespace shardrec::cuda
