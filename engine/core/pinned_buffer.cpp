@@ -1,8 +1,10 @@
 #include "engine/core/pinned_buffer.h"
 
+#include <cstring>
 #include <utility>
 
 #include "engine/core/cuda/cuda_runtime_api.h"
+#include "engine/core/error.h"
 
 namespace shardrec {
 
@@ -37,6 +39,40 @@ void PinnedHostBuffer::reserve(size_t bytes) {
     capacity_ = 0;
     data_ = static_cast<char*>(cuda::host_alloc_pinned(grown));
     capacity_ = grown;
+}
+
+HostToDeviceStager::HostToDeviceStager(Device device) : device_(device), done_(device) {
+    SR_CHECK(device.is_cuda(), "HostToDeviceStager: {} is not a CUDA device", device.str());
+}
+
+size_t HostToDeviceStager::padded_bytes(const Tensor& t) {
+    constexpr size_t kAlignment = 256;
+    return (t.nbytes() + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+void HostToDeviceStager::begin(size_t bytes) {
+    done_.synchronize();  // the previous round's copies have read the staging
+    staging_.reserve(bytes);
+    offset_ = 0;
+    limit_ = bytes;
+}
+
+Tensor HostToDeviceStager::copy(Tensor& buffer, const Tensor& src, Stream& stream) {
+    SR_CHECK(src.device().is_cpu(), "HostToDeviceStager::copy: the source {} is not on the host",
+             src.str());
+    const size_t n = padded_bytes(src);
+    SR_CHECK(offset_ + n <= limit_, "HostToDeviceStager::copy: {} beyond the {} bytes of begin()",
+             src.str(), limit_);
+    char* pinned = staging_.data() + offset_;
+    std::memcpy(pinned, src.data_ptr(), src.nbytes());
+    Tensor view = grow_prefix(buffer, src.numel(), src.dtype(), device_).view(src.shape());
+    copy_async(view.data_ptr(), device_, pinned, Device::cpu(), src.nbytes(), stream);
+    offset_ += n;
+    return view;
+}
+
+void HostToDeviceStager::end(Stream& stream) {
+    done_.record(stream);
 }
 
 }  // namespace shardrec

@@ -6,6 +6,9 @@
 
 #include <cstddef>
 
+#include "engine/core/stream.h"
+#include "engine/core/tensor.h"
+
 namespace shardrec {
 
 class PinnedHostBuffer {
@@ -27,6 +30,32 @@ public:
 private:
     char* data_ = nullptr;
     size_t capacity_ = 0;
+};
+
+// Host tensors copied into device buffers through one PinnedHostBuffer, a round at a time:
+//   stager.begin(bytes); a = stager.copy(a_buf, host_a, stream); ...; stager.end(stream);
+// Each copy is a true asynchronous DMA in the stream's order (from pageable memory the driver
+// would first wait for the stream, stalling the host), and begin() reuses the staging only once
+// the previous round's copies are done. CUDA devices only.
+class HostToDeviceStager {
+public:
+    explicit HostToDeviceStager(Device device);
+
+    // A round of copies of at most `bytes` host bytes (each counted as padded_bytes()).
+    void begin(size_t bytes);
+    // `src` (host) into the prefix of `buffer` (grown on the device as needed) in `stream`'s
+    // order; returns that prefix, shaped like `src`.
+    Tensor copy(Tensor& buffer, const Tensor& src, Stream& stream);
+    // The staging is free again once `stream` passes this point.
+    void end(Stream& stream);
+
+    static size_t padded_bytes(const Tensor& t);  // 256-byte aligned, as the device likes them
+
+private:
+    Device device_;
+    PinnedHostBuffer staging_;
+    size_t offset_ = 0, limit_ = 0;  // this round's bytes used and announced
+    Event done_;
 };
 
 }  // namespace shardrec

@@ -52,6 +52,20 @@ Event::~Event() {
         cuda::event_destroy(handle_);
 }
 
+Event::Event(Event&& o) noexcept
+    : device_(o.device_), handle_(std::exchange(o.handle_, nullptr)), recorded_s_(o.recorded_s_) {}
+
+Event& Event::operator=(Event&& o) noexcept {
+    if (this != &o) {
+        if (handle_ != nullptr)
+            cuda::event_destroy(handle_);
+        device_ = o.device_;
+        handle_ = std::exchange(o.handle_, nullptr);
+        recorded_s_ = o.recorded_s_;
+    }
+    return *this;
+}
+
 void Event::record(Stream& stream) {
     if (handle_ != nullptr) {
         cuda::event_record(handle_, stream.handle());

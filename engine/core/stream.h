@@ -39,6 +39,8 @@ public:
     ~Event();
     Event(const Event&) = delete;
     Event& operator=(const Event&) = delete;
+    Event(Event&& o) noexcept;
+    Event& operator=(Event&& o) noexcept;
 
     void record(Stream& stream);
     void wait(Stream& stream);  // makes `stream` wait for this event

@@ -30,9 +30,15 @@ void place_bags(ShardedEmbeddingBagCollection::ShardLookup& s, Stream& stream) {
         s.k_psw = s.psw;
         return;
     }
-    s.k_ids = copy_to_prefix(s.k_ids_buf, s.ids, device, stream);
-    s.k_offsets = copy_to_prefix(s.k_offsets_buf, s.offsets, device, stream);
-    s.k_psw = s.psw.defined() ? copy_to_prefix(s.k_psw_buf, s.psw, device, stream) : Tensor();
+    if (!s.stager)
+        s.stager.emplace(device);
+    s.stager->begin(HostToDeviceStager::padded_bytes(s.ids) +
+                    HostToDeviceStager::padded_bytes(s.offsets) +
+                    (s.psw.defined() ? HostToDeviceStager::padded_bytes(s.psw) : 0));
+    s.k_ids = s.stager->copy(s.k_ids_buf, s.ids, stream);
+    s.k_offsets = s.stager->copy(s.k_offsets_buf, s.offsets, stream);
+    s.k_psw = s.psw.defined() ? s.stager->copy(s.k_psw_buf, s.psw, stream) : Tensor();
+    s.stager->end(stream);
 }
 
 // The bags of keys [first, first + n) of fixed-stride B jagged data (offsets `off`, values,

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "engine/core/pinned_buffer.h"
 #include "engine/distributed/bucketize.h"
 #include "engine/distributed/kjt_all_gather.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
@@ -34,8 +36,9 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
     kernels::EmbeddingBackwardWorkspace workspace;
     Tensor ids, offsets, psw;  // the latest forward's bags of this shard (host)
     // What the kernels read: ids, offsets, psw themselves on the cpu, their copies on a CUDA
-    // device (grow-only storage *_buf).
+    // device (grow-only storage *_buf, through the pinned staging of `stager`).
     Tensor k_ids, k_offsets, k_psw, k_ids_buf, k_offsets_buf, k_psw_buf;
+    std::optional<HostToDeviceStager> stager;
     // Position-weighted shards: the position weights of each key (-1: none), the positions the
     // KJT brought (psw then holds their weights), and d loss / d psw.
     std::vector<int64_t> position_weights;

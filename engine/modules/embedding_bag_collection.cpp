@@ -168,10 +168,17 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& input, Stre
     for (Group& g : groups_) {
         g.packer.pack(features, lookup_weighted_);
         if (device_.is_cuda()) {
-            g.ids = copy_to_prefix(g.ids_buf, g.packer.ids(), device_, stream);
-            g.offsets = copy_to_prefix(g.offsets_buf, g.packer.offsets(), device_, stream);
+            const KjtFeaturePacker& p = g.packer;
+            if (!g.stager)
+                g.stager.emplace(device_);
+            g.stager->begin(HostToDeviceStager::padded_bytes(p.ids()) +
+                            HostToDeviceStager::padded_bytes(p.offsets()) +
+                            (lookup_weighted_ ? HostToDeviceStager::padded_bytes(p.weights()) : 0));
+            g.ids = g.stager->copy(g.ids_buf, p.ids(), stream);
+            g.offsets = g.stager->copy(g.offsets_buf, p.offsets(), stream);
             if (lookup_weighted_)
-                g.psw = copy_to_prefix(g.psw_buf, g.packer.weights(), device_, stream);
+                g.psw = g.stager->copy(g.psw_buf, p.weights(), stream);
+            g.stager->end(stream);
         } else {
             g.ids = g.packer.ids();
             g.offsets = g.packer.offsets();

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/pinned_buffer.h"
 #include "engine/core/stream.h"
 #include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/embedding_config.h"
@@ -115,7 +116,9 @@ private:
         Tensor grad_weights;            // dense mode: [sum E, D] f32
         kernels::EmbeddingBackwardWorkspace workspace;
         KjtFeaturePacker packer;  // the latest batch's ids/offsets/weights in group order
-        // On a CUDA device: the packed batch copied there (grow-only storage, then views).
+        // On a CUDA device: the packed batch copied there (grow-only storage, then views),
+        // through pinned staging.
+        std::optional<HostToDeviceStager> stager;
         Tensor ids_buf, offsets_buf, psw_buf, grad_psw_dev_buf;
         Tensor ids, offsets, psw;
         Tensor grad_psw, grad_psw_buffer;

@@ -72,12 +72,6 @@ std::vector<int64_t> check_sequence_tables(const std::string& module,
 
 // ---- KJT packing ----
 
-Tensor copy_to_prefix(Tensor& buffer, const Tensor& src, Device device, Stream& stream) {
-    Tensor view = grow_prefix(buffer, src.numel(), src.dtype(), device);
-    copy_async(view.data_ptr(), device, src.data_ptr(), src.device(), src.nbytes(), stream);
-    return view;
-}
-
 KjtFeaturePacker::KjtFeaturePacker(std::string module, std::vector<std::string> feature_names)
     : module_(std::move(module)),
       names_(std::move(feature_names)),

@@ -111,8 +111,4 @@ private:
     bool direct_ = false;
 };
 
-// `src` (1-D) copied into grow_prefix(buffer, src.numel(), src.dtype(), device), in `stream`'s
-// order; returns that view. A host batch moves to a CUDA device this way.
-Tensor copy_to_prefix(Tensor& buffer, const Tensor& src, Device device, Stream& stream);
-
 }  // namespace shardrec

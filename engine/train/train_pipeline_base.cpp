@@ -1,6 +1,7 @@
 #include "engine/train/train_pipeline_base.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "engine/core/stream.h"
@@ -21,7 +22,11 @@ TrainPipelineBase::TrainPipelineBase(RecModel& model,
       device_pg_(std::move(device_pg)),
       loss_(Tensor::zeros({1}, DType::kF32, device)),
       host_loss_(device.is_cpu() ? loss_ : Tensor::zeros({1}, DType::kF32)),
-      skip_flag_(Tensor::zeros({1}, DType::kF32)) {}
+      loss_ready_(device),
+      skip_flag_(Tensor::zeros({1}, DType::kF32)) {
+    if (device.is_cuda())
+        loss_staging_.reserve(sizeof(float));
+}
 
 namespace {
 
@@ -84,11 +89,21 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
     }
     const Tensor& logits = model_.forward(batch, stream_);
     kernels::bce_with_logits(logits, batch.labels, loss_, grad_logits_, stream_);
+    bool loss_read = device_.is_cpu();
+    auto read_loss = [&] {  // the host's loss, once the forward is done
+        if (loss_read)
+            return;
+        loss_ready_.synchronize();
+        std::memcpy(host_loss_.data_ptr(), loss_staging_.data(), sizeof(float));
+        loss_read = true;
+    };
     if (device_.is_cuda()) {
-        stream_.synchronize();  // the loss is read below; service-stream copies are unordered
-        host_loss_.copy_from(loss_);
+        copy_async(loss_staging_.data(), Device::cpu(), loss_.data_ptr(), device_, sizeof(float),
+                   stream_);
+        loss_ready_.record(stream_);
     }
     if (skip_non_finite_) {
+        read_loss();
         const bool finite = input_finite && std::isfinite(host_loss_.data<float>()[0]);
         skip_flag_.data<float>()[0] = finite ? 0.0f : 1.0f;
         if (pg_ != nullptr) {
@@ -110,9 +125,11 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
             all_reduce_gradients(*device_pg_, device_params, device_grad_bucket_, device_, stream_);
         }
         all_reduce_gradients(*pg_, host_params, grad_bucket_, Device::cpu(), stream_);
+        read_loss();
         pg_->all_reduce(host_loss_, comm::ReduceOp::kAvg).wait();
     }
     optimizer_.step(model_.parameters(), dense_lr, stream_);
+    read_loss();  // the backward and optimizer may still run on the device
     return StepResult{host_loss_.data<float>()[0]};
 }
 

@@ -12,6 +12,8 @@
 #include <memory>
 
 #include "comm/process_group.h"
+#include "engine/core/pinned_buffer.h"
+#include "engine/core/stream.h"
 #include "engine/data/batch.h"
 #include "engine/modules/model.h"
 #include "engine/optim/dense_optimizer.h"
@@ -66,8 +68,12 @@ private:
     Tensor device_grad_bucket_;  // device_pg_: the device gradients, flattened
     Tensor loss_;                // [1] on device_
     Tensor host_loss_;           // [1]: loss_ read back (loss_ itself on the cpu)
-    Tensor host_logits_;         // predict(): the logits read back from a CUDA device
-    Batch device_batch_;         // a host batch's dense features and labels copied to device_
+    // CUDA: loss_ copied in the compute stream's order to pinned memory, so that the host reads
+    // it once the forward is done (loss_ready_) without waiting for the backward and optimizer.
+    PinnedHostBuffer loss_staging_;
+    Event loss_ready_;
+    Tensor host_logits_;  // predict(): the logits read back from a CUDA device
+    Batch device_batch_;  // a host batch's dense features and labels copied to device_
 
     // `batch` with its dense features and labels on device_ (copied in the stream's order when
     // they are on the host; the sparse features stay on the host).

@@ -9,7 +9,6 @@
 #include "engine/train/train_pipeline_sparse_dist.h"
 
 #include <chrono>
-#include <cstring>
 
 #include "engine/core/pinned_buffer.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
@@ -24,9 +23,10 @@ struct TrainPipelineSparseDist::InFlight {
           compute_begin(device, true),
           trained(device, true) {}
 
-    TrainInput input;          // the host batch
-    Batch device_batch;        // what the model reads: input.batch itself on the CPU
-    PinnedHostBuffer staging;  // CUDA: the host side of the copy
+    TrainInput input;    // the host batch
+    Batch device_batch;  // what the model reads: input.batch itself on the CPU
+    std::optional<HostToDeviceStager> stager;  // CUDA: the copy, through pinned staging
+    Tensor dense_buf, labels_buf;              // CUDA: device_batch's storage
     std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> dist;  // sharded arch only
     bool dist_started = false;
     double input_dist_ms = 0;  // host time in this batch's input dist calls
@@ -44,44 +44,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-constexpr size_t kStagingAlignment = 256;
-
-size_t staged_bytes(const Tensor& t) {
-    return (t.nbytes() + kStagingAlignment - 1) / kStagingAlignment * kStagingAlignment;
-}
-
-// host -> pinned staging (a host memcpy) -> device on the copy stream. The staging bytes and
-// the device tensor stay with the slot until its `trained` event has passed.
-Tensor stage_to_device(const Tensor& host,
-                       Device device,
-                       PinnedHostBuffer& staging,
-                       size_t& offset,
-                       Stream& copy_stream) {
-    Tensor out = Tensor::empty(host.shape(), host.dtype(), device);
-    char* pinned = staging.data() + offset;
-    std::memcpy(pinned, host.data_ptr(), host.nbytes());
-    copy_async(out.data_ptr(), device, pinned, Device::cpu(), host.nbytes(), copy_stream);
-    offset += staged_bytes(host);
-    return out;
-}
-
-// Dense features and labels go to the device; the KJT stays on the host, where the MPI input
-// dist and the bucketize of row-wise sharding read it.
-Batch copy_batch_to_device(const Batch& host,
-                           Device device,
-                           PinnedHostBuffer& staging,
-                           Stream& copy_stream) {
-    if (device.is_cpu())
-        return host;
-    staging.reserve(staged_bytes(host.dense) + staged_bytes(host.labels));
-    size_t offset = 0;
-    Batch out;
-    out.dense = stage_to_device(host.dense, device, staging, offset, copy_stream);
-    out.labels = stage_to_device(host.labels, device, staging, offset, copy_stream);
-    out.sparse = host.sparse;
-    return out;
 }
 
 }  // namespace
@@ -130,6 +92,25 @@ void TrainPipelineSparseDist::reset_stage_times() {
     times_ = StageTimes{};
 }
 
+// Dense features and labels go to the device on the copy stream (the slot's storage stays until
+// its `trained` event has passed); the KJT stays on the host, where the MPI input dist and the
+// bucketize of row-wise sharding read it, and the sparse arch stages it for its lookups.
+Batch TrainPipelineSparseDist::copy_to_device(InFlight& slot) {
+    const Batch& host = slot.input.batch;
+    if (device_.is_cpu())
+        return host;
+    if (!slot.stager)
+        slot.stager.emplace(device_);
+    slot.stager->begin(HostToDeviceStager::padded_bytes(host.dense) +
+                       HostToDeviceStager::padded_bytes(host.labels));
+    Batch out;
+    out.dense = slot.stager->copy(slot.dense_buf, host.dense, copy_stream_);
+    out.labels = slot.stager->copy(slot.labels_buf, host.labels, copy_stream_);
+    slot.stager->end(copy_stream_);
+    out.sparse = host.sparse;
+    return out;
+}
+
 void TrainPipelineSparseDist::enqueue(DataIterator& inputs) {
     std::optional<TrainInput> input = inputs.next();
     if (!input)
@@ -137,8 +118,7 @@ void TrainPipelineSparseDist::enqueue(DataIterator& inputs) {
     std::unique_ptr<InFlight> slot = take_free_slot();
     slot->input = std::move(*input);
     slot->copy_begin.record(copy_stream_);
-    slot->device_batch =
-        copy_batch_to_device(slot->input.batch, device_, slot->staging, copy_stream_);
+    slot->device_batch = copy_to_device(*slot);
     slot->copied.record(copy_stream_);
     slot->dist.reset();
     slot->dist_started = false;

@@ -91,6 +91,7 @@ private:
     struct InFlight;
 
     void enqueue(DataIterator& inputs);  // copy stage of one more batch, if there is one
+    Batch copy_to_device(InFlight& slot);
     void start_sparse_data_dist(InFlight& slot);
     void wait_sparse_data_dist(InFlight& slot);
     std::unique_ptr<InFlight> take_free_slot();

@@ -1,7 +1,12 @@
 // The backend-ops cases on CUDA: every case against the float64 reference (outputs NaN-poisoned
 // and guarded on the device), and bitwise determinism of two runs (the embedding backwards
 // included: no atomics on weights). Runs with catch_cuda_main, which exits 77 (ctest "Not Run")
-// when no GPU is visible. Plus the CUDA-only report of out-of-range ids.
+// when no GPU is visible. Plus the CUDA-only report of out-of-range ids, and the pinned
+// host-to-device staging every batch goes through.
+#include <numeric>
+#include <vector>
+
+#include "engine/core/pinned_buffer.h"
 #include "kernels/embedding_bag.h"
 #include "test/ops/check_case.h"
 
@@ -51,4 +56,34 @@ TEST_CASE("embedding lookup on CUDA: an out-of-range id is an Error at the next 
     kernels::embedding_bag_forward(weights, table_offsets, feature_table, good_ids, offsets,
                                    nullptr, PoolingMode::kSum, out, stream);
     stream.synchronize();
+}
+
+TEST_CASE("HostToDeviceStager: rounds of copies land in stream order, the staging reused",
+          "[cuda]") {
+    const Device cuda = Device::cuda(0);
+    Stream stream(cuda);
+    HostToDeviceStager stager(cuda);
+    Tensor a_buf, b_buf;
+    for (int64_t round = 0; round < 3; ++round) {
+        const int64_t n = 1000 + 700 * round;  // growing: the buffers and the staging grow too
+        std::vector<int64_t> a(static_cast<size_t>(n));
+        std::iota(a.begin(), a.end(), round * 1000000);
+        std::vector<float> b(static_cast<size_t>(2 * n));
+        for (size_t i = 0; i < b.size(); ++i)
+            b[i] = 0.5f * static_cast<float>(i) - static_cast<float>(round);
+        const Tensor ha = Tensor::from_vector<int64_t>(a);
+        const Tensor hb = Tensor::from_vector<float>(b).view({n, 2});
+        stager.begin(HostToDeviceStager::padded_bytes(ha) + HostToDeviceStager::padded_bytes(hb));
+        const Tensor da = stager.copy(a_buf, ha, stream);
+        const Tensor db = stager.copy(b_buf, hb, stream);
+        stager.end(stream);
+        CHECK(da.device() == cuda);
+        CHECK(db.shape() == hb.shape());
+        stream.synchronize();
+        CHECK(da.to(Device::cpu()).to_vector<int64_t>() == a);
+        CHECK(db.to(Device::cpu()).to_vector<float>() == b);
+    }
+    stager.begin(16);  // less than one copy needs: named, not overrun
+    CHECK_THROWS_WITH(stager.copy(a_buf, Tensor::from_vector<int64_t>({1, 2, 3}), stream),
+                      Catch::Contains("beyond the 16 bytes"));
 }
