@@ -1,36 +1,38 @@
 #!/usr/bin/env bash
-# The GPU check, one command on a GPU machine: builds shardrec's kernels for sm_90, runs the CUDA
-# backend-ops tests (every op against the float64 reference on random inputs of several sizes,
-# outputs NaN-poisoned and guarded, plus bitwise determinism), compute-sanitizer memcheck and
-# racecheck over them, and the benchmarks (embedding forward/backward against the measured
-# device copy bandwidth, GEMM-shaped ops against cuBLAS on the DLRM/DCN shapes), and writes
-# everything to one folder: $OUT when set (the device tool), else bench/results/gpu-DATE/.
+# The GPU check, one command on a GPU machine: builds shardrec for sm_90, runs the cuda tests (every
+# op against the float64 reference on random inputs of several sizes, outputs NaN-poisoned and
+# guarded, plus bitwise determinism; NCCL; GPU training against the CPU), compute-sanitizer
+# memcheck and racecheck over the kernel tests, a training step at the MLPerf DLRM-DCNv2 shapes
+# with each gemm_math and its per-kernel profile (Nsight Systems, where the machine has it), and
+# the benchmarks (embedding forward/backward against the measured device copy bandwidth,
+# GEMM-shaped ops against cuBLAS on the DLRM/DCN shapes), and writes everything to one folder:
+# $OUT when set (the device tool), else bench/results/gpu-DATE/.
 #
 # On a GPU node with shardrec's packages installed (scripts/setup.sh):
 #   scripts/gpu_check.sh
-# Through the device tool (its image has CUDA, cuBLAS, NCCL, CMake, ninja, Python, but none of
-# Catch2, spdlog, OpenBLAS, yaml-cpp or MPI): once, here, `scripts/gpu_deps.sh`, then the call
+# Through the device tool (its image has CUDA, cuBLAS, NCCL, CMake, ninja, Python, and at most
+# Catch2 v3 and its own spdlog and MPI): once, here, `scripts/gpu_deps.sh`, then the call
 #   run(command="bash scripts/gpu_check.sh", carry=["third_party/gpu-deps"], timeout_s=600)
 # The carried .debs are unpacked into /tmp (Open MPI relocated there through OPAL_PREFIX) and the
 # whole project is built, so the cuda label also runs the NCCL and GPU-training tests; without a
 # carried MPI the build is kernels-only (SHARDREC_KERNELS_ONLY: core, kernels, their tests and
 # bench_ops). The output is at most 8 files (all the tool brings back).
 #
-# Steps run in the order build, test, memcheck, train, bench, racecheck, within BUDGET_S seconds in all
-# (default 560, inside the tool's 600 s per command): each step's time limit is cut to what is
-# left, and a step with no time left is reported as skipped.
-# Environment: STEPS (default "build test memcheck train bench racecheck"; "configure" alone only
-# configures, a dry run of the dependency handling on any machine; a later call on a warm machine
-# can run the rest), BUILD_DIR (default build-gpu), CUDA_ARCHS (default 90), USE_CARRIED_DEPS=1
-# (unpack third_party/gpu-deps even where the system has the packages), KERNELS_ONLY=ON|OFF
-# (default: ON where there is no MPI), GEMM_MATHS (default "f32 tf32 bf16": the train step's
-# runtime.gemm_math values).
+# Steps run in the order build, test, memcheck, train, profile, bench, racecheck, within
+# BUDGET_S seconds in all (default 560, inside the tool's 600 s per command): each step's time
+# limit is cut to what is left, and a step with no time left is reported as skipped.
+# Environment: STEPS (default "build test memcheck train profile bench racecheck"; "configure"
+# alone only configures, a dry run of the dependency handling on any machine; a later call on a
+# warm machine can run the rest), BUILD_DIR (default build-gpu), CUDA_ARCHS (default 90),
+# USE_CARRIED_DEPS=1 (unpack third_party/gpu-deps even where the system has the packages),
+# KERNELS_ONLY=ON|OFF (default: ON where there is no MPI), GEMM_MATHS (default "f32 tf32 bf16":
+# the train step's runtime.gemm_math values).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out=${OUT:-bench/results/gpu-$(date -u +%Y%m%d)}
 mkdir -p "$out"
-steps=${STEPS:-build test memcheck train bench racecheck}
+steps=${STEPS:-build test memcheck train profile bench racecheck}
 build_dir=${BUILD_DIR:-build-gpu}
 summary="$out/summary.txt"
 deps_dir=third_party/gpu-deps
@@ -149,6 +151,7 @@ if has_step configure; then
 fi
 if has_step build; then
     run_step build build.log 0 build || { note "build failed: stopping"; exit 1; }
+    rm -f "$out/build.log"  # -Werror: nothing to read in a good one, and the tool brings 8 files
 fi
 tests="$build_dir/test/test_backend_ops_cuda"
 match_case="backend ops: every case matches the float64 reference on CUDA"
@@ -204,6 +207,28 @@ if has_step train && [ "$kernels_only" = OFF ]; then
     run_step train train_bench.txt 0 train_all_math
     grep -E "^(== |config|step time|throughput|stage time|ceiling|device|model bytes) " "$out/train_bench.txt" |
         sed 's/^/  /' | tee -a "$summary"
+fi
+
+# ---- where a step's GPU time goes: the same step (bf16 GEMMs) under Nsight Systems, its
+# kernels and copies summed by name ----
+nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
+    /usr/local/cuda/nsight-systems-*/bin/nsys 2>/dev/null | head -1)
+profile_step() {
+    local cut=()
+    for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
+    rm -f /tmp/shardrec-step.nsys-rep /tmp/shardrec-step.sqlite
+    "$nsys" profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true \
+        -o /tmp/shardrec-step "$build_dir/shardrec" bench configs/dlrm_dcnv2_mlperf.yaml \
+        --steps 10 --warmup 3 --set runtime.device=cuda --set runtime.gemm_math=bf16 "${cut[@]}" &&
+        "$nsys" stats --report cuda_gpu_kern_sum --report cuda_gpu_mem_time_sum \
+            /tmp/shardrec-step.nsys-rep
+}
+if has_step profile && [ "$kernels_only" = OFF ]; then
+    if [ -n "$nsys" ]; then
+        run_step profile profile.txt 150 profile_step
+    else
+        note "step profile: not run (no nsys on this machine)"
+    fi
 fi
 
 # ---- benchmarks ----
