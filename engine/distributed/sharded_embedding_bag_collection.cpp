@@ -188,9 +188,8 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
                 uint64_t seed,
                 const kernels::FusedOptimizerParams& optim,
                 Device device) {
-    s.weights = Tensor::empty({s.rows, s.cols}, table.data_type);  // initialised on the host
+    s.weights = Tensor::empty({s.rows, s.cols}, table.data_type, device);
     init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset, table.num_embeddings);
-    s.weights = s.weights.to(device);
     kernels::make_optimizer_states(optim.type, s.rows, s.cols, s.state1, s.state2, device);
     s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows}).to(device);
     s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32, device);

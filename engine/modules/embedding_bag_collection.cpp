@@ -119,14 +119,12 @@ void EmbeddingBagCollection::init_group(int64_t index, uint64_t seed) {
         offsets.push_back(offsets.back() + tables_[static_cast<size_t>(t)].num_embeddings);
     }
     const int64_t rows = offsets.back();
-    g.weights = Tensor::empty({rows, g.dim}, g.dtype);  // initialised on the host
+    g.weights = Tensor::empty({rows, g.dim}, g.dtype, device_);
     for (size_t i = 0; i < g.tables.size(); ++i) {
         Tensor view = g.weights.slice(offsets[i], offsets[i + 1]);
         init_embedding_rows(view, seed, g.tables[i], 0, 0,
                             tables_[static_cast<size_t>(g.tables[i])].num_embeddings);
     }
-    if (device_.is_cuda())
-        g.weights = g.weights.to(device_);
     std::vector<int32_t> feature_table;
     std::vector<std::string> names;
     for (int64_t f : g.features) {

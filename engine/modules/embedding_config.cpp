@@ -30,10 +30,23 @@ void init_embedding_rows(Tensor& rows,
                          int64_t row_begin,
                          int64_t col_begin,
                          int64_t num_embeddings) {
-    SR_CHECK(rows.device().is_cpu() && rows.dim() == 2 && is_floating(rows.dtype()),
-             "init_embedding_rows: need a host [R, C] float tensor, got {}", rows.str());
+    SR_CHECK(rows.dim() == 2 && is_floating(rows.dtype()),
+             "init_embedding_rows: need a [R, C] float tensor, got {}", rows.str());
     SR_CHECK(num_embeddings > 0, "init_embedding_rows: num_embeddings must be > 0");
     const int64_t num_rows = rows.size(0), num_cols = rows.size(1);
+    if (!rows.device().is_cpu()) {
+        // Through host chunks of at most 64 MiB: the host never holds a whole table.
+        const int64_t row_bytes = std::max<int64_t>(1, num_cols * dtype_size(rows.dtype()));
+        const int64_t chunk = std::max<int64_t>(1, (int64_t{64} << 20) / row_bytes);
+        for (int64_t r0 = 0; r0 < num_rows; r0 += chunk) {
+            const int64_t n = std::min(chunk, num_rows - r0);
+            Tensor part = Tensor::empty({n, num_cols}, rows.dtype());
+            init_embedding_rows(part, seed, table_index, row_begin + r0, col_begin, num_embeddings);
+            Tensor dst = rows.slice(r0, r0 + n);
+            dst.copy_from(part);
+        }
+        return;
+    }
     visit_float_dtype(rows.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* p = rows.data<T>();

@@ -51,8 +51,9 @@ std::vector<int64_t> check_sequence_tables(const std::string& module,
 float embedding_init_value(
     uint64_t seed, int64_t table_index, int64_t row, int64_t col, int64_t num_embeddings);
 
-// Fills rows [R, C] (f32/f16/bf16, host) with the values of table rows [row_begin, row_begin + R)
-// and columns [col_begin, col_begin + C), rounded to nearest in the storage dtype.
+// Fills rows [R, C] (f32/f16/bf16) with the values of table rows [row_begin, row_begin + R) and
+// columns [col_begin, col_begin + C), rounded to nearest in the storage dtype. On a CUDA device
+// through host chunks of at most 64 MiB.
 void init_embedding_rows(Tensor& rows,
                          uint64_t seed,
                          int64_t table_index,
