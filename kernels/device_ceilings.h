@@ -1,10 +1,23 @@
 // Measured ceilings the benchmarks report against (STYLE.md R9: measured on the machine, never
-// taken from spec sheets). CUDA-free signatures; defined in kernels/cuda/device_ceilings.cu, and
-// throwing "built without CUDA" in kernels/cuda/disabled.cpp.
+// taken from spec sheets). The host's in kernels/cpu/host_ceilings.cpp; the CUDA ones with
+// CUDA-free signatures, defined in kernels/cuda/device_ceilings.cu, and throwing "built without
+// CUDA" in kernels/cuda/disabled.cpp.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+namespace shardrec::kernels {
+
+// Host memcpy bandwidth in GB/s, counting bytes read plus bytes written: median of `reps`
+// copies of a `bytes`-byte buffer (far beyond the caches).
+double host_copy_gbps(size_t bytes = size_t{512} << 20, int reps = 5);
+
+// Median time in microseconds of one cblas_sgemm of row-major [m, k] x [k, n] fp32 matrices on
+// the kernels' CPU threads, over `reps` runs after a warm-up.
+double host_sgemm_time_us(int64_t m, int64_t n, int64_t k, int reps);
+
+}  // namespace shardrec::kernels
 
 namespace shardrec::kernels::cuda {
 

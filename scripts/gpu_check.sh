@@ -205,7 +205,7 @@ train_all_math() {
 }
 if has_step train && [ "$kernels_only" = OFF ]; then
     run_step train train_bench.txt 0 train_all_math
-    grep -E "^(== |config|step time|throughput|stage time|ceiling|device|model bytes) " "$out/train_bench.txt" |
+    grep -E "^(== |config|step time|throughput|stage time|dense work|ceiling|device|model bytes) " "$out/train_bench.txt" |
         sed 's/^/  /' | tee -a "$summary"
 fi
 

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <optional>
 #include <vector>
@@ -21,6 +21,7 @@
 #include "engine/config/config.h"
 #include "engine/core/allocator.h"
 #include "engine/core/log.h"
+#include "engine/distributed/planner_estimate.h"
 #include "engine/train/trainer.h"
 #include "kernels/device_ceilings.h"
 #include "tools/cli.h"
@@ -40,20 +41,6 @@ const char* const kBenchUsage =
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// memcpy of 256 MiB, counted as bytes read plus bytes written.
-double copy_bandwidth_gbps() {
-    const size_t n = size_t{256} << 20;
-    std::vector<char> a(n, 1), b(n, 2);
-    std::vector<double> s;
-    for (int r = 0; r < 6; ++r) {
-        const auto t0 = Clock::now();
-        std::memcpy(b.data(), a.data(), n);
-        s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    std::sort(s.begin(), s.end());
-    return 2.0 * static_cast<double>(n) / s[s.size() / 2] / 1e9;
-}
 
 int64_t dense_bytes(RecModel& model, DenseOptimizer& optimizer) {
     int64_t bytes = 0;
@@ -97,7 +84,7 @@ int bench_main(const std::vector<std::string>& args) {
 
     const Config config = load_config(path, sets);
     const int threads = train::configure_threads(config);
-    const double copy_gbps = copy_bandwidth_gbps();
+    const double copy_gbps = kernels::host_copy_gbps();
     train::Trainer trainer(config, train::default_process_group());
     std::vector<Batch> batches;
     const auto data_t0 = Clock::now();
@@ -123,6 +110,19 @@ int bench_main(const std::vector<std::string>& args) {
     const Device device = trainer.device();
     const double device_copy_gbps =
         device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index) : 0;
+    // The dense work's floor: forward + backward take about 3x the forward FLOPs, here at the GEMM
+    // rate measured on the model's largest layer at this batch (cuBLAS in runtime.gemm_math's
+    // mode, or cblas_sgemm).
+    const int64_t B = config.data.batch_size;
+    const double dense_flop =
+        3.0 * CostModel::dense_flops_per_sample(config.model) * static_cast<double>(B);
+    const std::array<int64_t, 2> layer = CostModel::largest_linear(config.model);
+    const double gemm_us =
+        device.is_cuda() ? kernels::cuda::sgemm_time_us(device.index, B, layer[1], layer[0], 10)
+                         : kernels::host_sgemm_time_us(B, layer[1], layer[0], 5);
+    const double gemm_tflops =
+        2.0 * static_cast<double>(B * layer[0] * layer[1]) / (gemm_us * 1e-6) / 1e12;
+    const double dense_floor_ms = dense_flop / (gemm_tflops * 1e12) * 1e3;
     std::sort(step_s.begin(), step_s.end());
     const double med = step_s[step_s.size() / 2];
     const double p10 = step_s[step_s.size() / 10];
@@ -154,6 +154,13 @@ int bench_main(const std::vector<std::string>& args) {
             "(host) per step, over %ld steps\n",
             per_step[0], per_step[1], per_step[2], static_cast<long>(stages->steps));
     }
+    std::printf(
+        "dense work        %.4g GFLOP per step: >= %.3f ms (%.0f %% of the step) at %.2f TFLOP/s, "
+        "the %s GEMM [%ld x %ld] x [%ld x %ld] (gemm_math %s)\n",
+        dense_flop / 1e9, dense_floor_ms, 100.0 * dense_floor_ms / (med * 1e3), gemm_tflops,
+        device.is_cuda() ? "cuBLAS" : "cblas_sgemm", static_cast<long>(B),
+        static_cast<long>(layer[0]), static_cast<long>(layer[0]), static_cast<long>(layer[1]),
+        config.runtime.gemm_math.c_str());
     std::printf("data generation   %.3f ms per batch (synthetic, not in the step time)\n", data_ms);
     std::printf("ceiling           host memcpy %.2f GB/s (read + write)\n", copy_gbps);
     if (device.is_cuda()) {
@@ -178,11 +185,12 @@ int bench_main(const std::vector<std::string>& args) {
             "\"optimizer_state_bytes\":{},\"dense_bytes\":{},\"peak_bytes\":{},"
             "\"allocs_per_step\":{:.3f},\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
             "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
-            "\"input_dist_ms\":{:.4f}}}\n",
+            "\"input_dist_ms\":{:.4f},\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
+            "\"dense_floor_ms\":{:.4f}}}\n",
             path, config.model.type, config.train.pipeline, config.data.batch_size, threads,
             med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense,
             after.peak_bytes, allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
-            per_step[1], per_step[2]);
+            per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms);
     }
     return 0;
 }

@@ -26,23 +26,38 @@ int64_t num_features(const ModelConfig& model) {
     return f;
 }
 
-// Forward FLOPs and parameters of a chain of linear layers from `in` through `sizes`.
-void add_mlp(int64_t in, const std::vector<int64_t>& sizes, double& flops, int64_t& params) {
+// The dense part's shape: forward FLOPs per sample, parameters, and the (in, out) of its largest
+// linear layer.
+struct DenseShape {
+    double flops = 0;
+    int64_t params = 0;
+    std::array<int64_t, 2> largest{0, 0};
+
+    void linear(int64_t in, int64_t out) {
+        if (in * out > largest[0] * largest[1])
+            largest = {in, out};
+    }
+};
+
+// A chain of linear layers from `in` through `sizes`.
+void add_mlp(int64_t in, const std::vector<int64_t>& sizes, DenseShape& shape) {
     for (int64_t out : sizes) {
-        flops += 2.0 * static_cast<double>(in) * static_cast<double>(out);
-        params += in * out + out;
+        shape.flops += 2.0 * static_cast<double>(in) * static_cast<double>(out);
+        shape.params += in * out + out;
+        shape.linear(in, out);
         in = out;
     }
 }
 
-// Dense forward FLOPs per sample (flops) and parameters, following the modules' shapes.
-void dense_shape(const ModelConfig& model, double& flops, int64_t& params) {
-    flops = 0;
-    params = 0;
+// Following the modules' shapes.
+DenseShape dense_shape(const ModelConfig& model) {
+    DenseShape shape;
+    double& flops = shape.flops;
+    int64_t& params = shape.params;
     const int64_t d = model.tables.empty() ? 0 : model.tables.front().embedding_dim;
     const int64_t f = num_features(model);
     const int64_t n = (f + 1) * d;  // concat(dense, pooled)
-    add_mlp(model.dense_in_features, model.bottom_mlp, flops, params);
+    add_mlp(model.dense_in_features, model.bottom_mlp, shape);
     int64_t over_in = 0;
     if (model.type == "dlrm") {
         flops += 2.0 * static_cast<double>((f + 1) * (f + 1) * d);  // pairwise dots
@@ -51,13 +66,15 @@ void dense_shape(const ModelConfig& model, double& flops, int64_t& params) {
         const int64_t r = model.dcn.low_rank;
         flops += static_cast<double>(model.dcn.num_layers) * (4.0 * n * r + 4.0 * n);
         params += model.dcn.num_layers * (2 * n * r + n);
+        shape.linear(n, r);
         over_in = n;
     } else {  // deepfm: the deep MLP and the FM over concat(dense, pooled)
-        add_mlp(n, model.deepfm.hidden, flops, params);
+        add_mlp(n, model.deepfm.hidden, shape);
         flops += 4.0 * static_cast<double>(n);
         over_in = d + model.deepfm.hidden.back() + 1;
     }
-    add_mlp(over_in, model.top_mlp, flops, params);
+    add_mlp(over_in, model.top_mlp, shape);
+    return shape;
 }
 
 // Activation floats per sample: every layer's output plus the interaction's input.
@@ -92,17 +109,15 @@ double OptionCost::total_s(int world_size) const {
 }
 
 double CostModel::dense_flops_per_sample(const ModelConfig& model) {
-    double flops = 0;
-    int64_t params = 0;
-    dense_shape(model, flops, params);
-    return flops;
+    return dense_shape(model).flops;
 }
 
 int64_t CostModel::dense_parameters(const ModelConfig& model) {
-    double flops = 0;
-    int64_t params = 0;
-    dense_shape(model, flops, params);
-    return params;
+    return dense_shape(model).params;
+}
+
+std::array<int64_t, 2> CostModel::largest_linear(const ModelConfig& model) {
+    return dense_shape(model).largest;
 }
 
 CostModel::CostModel(const Config& config, const Topology& topology)

@@ -83,6 +83,9 @@ public:
     // Dense forward FLOPs per sample and dense parameter count, from the model config.
     static double dense_flops_per_sample(const ModelConfig& model);
     static int64_t dense_parameters(const ModelConfig& model);
+    // {in, out} of the dense layer with the most weights (a DCN layer counts as its [N, r]
+    // projection): the GEMM shape a step's dense work is measured against.
+    static std::array<int64_t, 2> largest_linear(const ModelConfig& model);
 
 private:
     RankCost shard_cost(const ModelConfig::Table& table,

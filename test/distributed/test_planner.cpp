@@ -152,12 +152,18 @@ TEST_CASE("Planner: a type the config asks for is planned even where it would no
     CHECK(one.at("t1").ranks == std::vector<int>{0});
 }
 
-TEST_CASE("CostModel: dense FLOPs and parameters of the MLPerf DLRM-DCNv2", "[distributed]") {
+TEST_CASE("CostModel: dense FLOPs, parameters and largest layer of the MLPerf DLRM-DCNv2",
+          "[distributed]") {
     const Config c = load_config((repo_root() / "configs" / "dlrm_dcnv2_mlperf.yaml").string(), {});
     // bottom 13-512-256-128, 3 low-rank (512) cross layers on 27 x 128, top
     // 3456-1024-1024-512-256-1
     CHECK(CostModel::dense_flops_per_sample(c.model) == 32102400.0);
     CHECK(CostModel::dense_parameters(c.model) == 16044545);
+    // The top MLP's first layer outweighs a cross layer's [3456, 512] projection.
+    CHECK(CostModel::largest_linear(c.model) == std::array<int64_t, 2>{3456, 1024});
+    ModelConfig narrow_top = c.model;
+    narrow_top.top_mlp = {256, 1};
+    CHECK(CostModel::largest_linear(narrow_top) == std::array<int64_t, 2>{3456, 512});
 }
 
 TEST_CASE("CostModel: row_wise splits the lookups, table_wise has no comm on one rank",

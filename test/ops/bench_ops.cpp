@@ -7,8 +7,6 @@
 // synchronisation of its stream.
 //
 //   bench_ops [--device cpu|cuda] [--filter SUBSTR] [--bench-only] [--reps R] [--json FILE]
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -53,32 +51,11 @@ Timing time_it(Fn&& fn, int reps) {
     return {at(0.5), at(0.1), at(0.9)};
 }
 
-// memcpy of 512 MiB: GB/s counted as bytes read plus bytes written.
-double measure_copy_gbps() {
-    const size_t n = size_t{512} << 20;
-    std::vector<char> a(n, 1), b(n, 2);
-    const Timing t = time_it([&] { std::memcpy(b.data(), a.data(), n); }, 5);
-    return 2.0 * static_cast<double>(n) / (t.med_us * 1e-6) / 1e9;
-}
-
 double sgemm_time_us(const std::vector<OpCase::Gemm>& gemms, int reps, Device device) {
     double total = 0;
     for (const auto& g : gemms) {
-        if (device.is_cuda()) {
-            total += kernels::cuda::sgemm_time_us(device.index, g.m, g.n, g.k, reps);
-            continue;
-        }
-        std::vector<float> a(static_cast<size_t>(g.m * g.k), 0.5f),
-            b(static_cast<size_t>(g.k * g.n), 0.25f), c(static_cast<size_t>(g.m * g.n));
-        const Timing t = time_it(
-            [&] {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g.m),
-                            static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a.data(),
-                            static_cast<int>(g.k), b.data(), static_cast<int>(g.n), 0.0f, c.data(),
-                            static_cast<int>(g.n));
-            },
-            reps);
-        total += t.med_us;
+        total += device.is_cuda() ? kernels::cuda::sgemm_time_us(device.index, g.m, g.n, g.k, reps)
+                                  : kernels::host_sgemm_time_us(g.m, g.n, g.k, reps);
     }
     return total;
 }
@@ -115,8 +92,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, even when piped
-    const double copy_gbps =
-        device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index) : measure_copy_gbps();
+    const double copy_gbps = device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index)
+                                              : kernels::host_copy_gbps();
     std::printf("# device %s, %s copy bandwidth (read+write): %.2f GB/s\n", device.str().c_str(),
                 device.is_cuda() ? "device-to-device cudaMemcpy" : "host memcpy", copy_gbps);
     std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %9s %7s %6s\n", "op", "vars", "med_us",
