@@ -18,4 +18,59 @@ void add_(Tensor& a, const Tensor& b, Stream& stream) {
     }
 }
 
+void columns_axpy(Tensor& dst,
+                  int64_t dst_col,
+                  const Tensor& src,
+                  int64_t src_col,
+                  int64_t n,
+                  float alpha,
+                  const Tensor* row_scale,
+                  bool accumulate,
+                  Stream& stream) {
+    SR_CHECK(dst.defined() && src.defined() && dst.dtype() == DType::kF32 &&
+                 src.dtype() == DType::kF32 && dst.dim() == 2 && src.dim() == 2 &&
+                 dst.size(0) == src.size(0),
+             "columns_axpy: {} from {} must be 2-D f32 with the same rows",
+             dst.defined() ? dst.str() : "undefined", src.defined() ? src.str() : "undefined");
+    SR_CHECK(n >= 0 && dst_col >= 0 && src_col >= 0 && dst_col + n <= dst.size(1) &&
+                 src_col + n <= src.size(1),
+             "columns_axpy: columns [{}, +{}) of {} from [{}, +{}) of {}", dst_col, n, dst.str(),
+             src_col, n, src.str());
+    SR_CHECK(dst.device() == src.device(), "columns_axpy: {} and {} are on different devices",
+             dst.str(), src.str());
+    if (row_scale != nullptr) {
+        SR_CHECK(row_scale->dtype() == DType::kF32 && row_scale->numel() == dst.size(0) &&
+                     row_scale->device() == dst.device(),
+                 "columns_axpy: row_scale {} for {} rows on {}", row_scale->str(), dst.size(0),
+                 dst.device().str());
+    }
+    ColumnsAxpy p;
+    p.rows = dst.size(0);
+    p.n = n;
+    p.dst = dst.data<float>() + dst_col;
+    p.dst_stride = dst.size(1);
+    p.src = src.data<float>() + src_col;
+    p.src_stride = src.size(1);
+    p.alpha = alpha;
+    p.row_scale = row_scale != nullptr ? row_scale->data<float>() : nullptr;
+    p.accumulate = accumulate;
+    if (p.rows > 0 && n > 0) {
+        const bool same_tensor = dst.data_ptr() == src.data_ptr() && p.src_stride == p.dst_stride;
+        const bool disjoint =
+            same_tensor ? src_col == dst_col || src_col + n <= dst_col || dst_col + n <= src_col
+                        : p.dst + (p.rows - 1) * p.dst_stride + n <= p.src ||
+                              p.src + (p.rows - 1) * p.src_stride + n <= p.dst;
+        SR_CHECK(disjoint, "columns_axpy: columns [{}, +{}) of {} overlap [{}, +{}) of {}", src_col,
+                 n, src.str(), dst_col, n, dst.str());
+    }
+    if (p.rows == 0 || n == 0)
+        return;
+    switch (dst.device().type) {
+        case DeviceType::kCpu:
+            return cpu::columns_axpy(p);
+        case DeviceType::kCuda:
+            return cuda::columns_axpy(p, stream);
+    }
+}
+
 }  // namespace shardrec::kernels

@@ -34,7 +34,8 @@ namespace shardrec::kernels {
     X(kAsynchronousCompleteCumsum)     \
     X(kPermuteSparseData)              \
     X(kBlockBucketizeSparseFeatures)   \
-    X(kAdd)
+    X(kAdd)                            \
+    X(kColumnsAxpy)
 
 enum class OpKind {
 #define SR_OP_ENUM(name) name,

@@ -12,4 +12,15 @@ void add_(Tensor& a, const Tensor& b) {
         x[i] += y[i];
 }
 
+void columns_axpy(const ColumnsAxpy& p) {
+#pragma omp parallel for schedule(static) if (p.rows * p.n > (int64_t{1} << 16))
+    for (int64_t b = 0; b < p.rows; ++b) {
+        const float a = p.row_scale != nullptr ? p.alpha * p.row_scale[b] : p.alpha;
+        float* d = p.dst + b * p.dst_stride;
+        const float* s = p.src + b * p.src_stride;
+        for (int64_t j = 0; j < p.n; ++j)
+            d[j] = p.accumulate ? d[j] + a * s[j] : a * s[j];
+    }
+}
+
 }  // namespace shardrec::kernels::cpu

@@ -271,4 +271,8 @@ void add_(Tensor&, const Tensor&, Stream&) {
     throw_not_built("cuda::add_");
 }
 
+void columns_axpy(const ColumnsAxpy&, Stream&) {
+    throw_not_built("cuda::columns_axpy");
+}
+
 }  // namespace shardrec::kernels::cuda

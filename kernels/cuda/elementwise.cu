@@ -1,4 +1,4 @@
-// Element-wise ops on CUDA: one thread per element.
+// Element-wise ops on CUDA: one thread per element (columns_axpy: per element of the block).
 #include "kernels/cuda/common.cuh"
 #include "kernels/elementwise.h"
 
@@ -12,6 +12,18 @@ __global__ void add_kernel(int64_t n, float* a, const float* b) {
     }
 }
 
+// d and s: the rows' blocks; the same arithmetic, in the same order, as the CPU definition.
+__global__ void columns_axpy_kernel(ColumnsAxpy p) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i >= p.rows * p.n)
+        return;
+    const int64_t b = i / p.n, j = i - b * p.n;
+    const float a = p.row_scale != nullptr ? p.alpha * p.row_scale[b] : p.alpha;
+    float* d = p.dst + b * p.dst_stride + j;
+    const float x = p.src[b * p.src_stride + j];
+    *d = p.accumulate ? __fadd_rn(*d, __fmul_rn(a, x)) : __fmul_rn(a, x);
+}
+
 }  // namespace
 
 void add_(Tensor& a, const Tensor& b, Stream& stream) {
@@ -20,6 +32,12 @@ void add_(Tensor& a, const Tensor& b, Stream& stream) {
         return;
     const cudaStream_t s = cuda_stream(stream);
     add_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(n, a.data<float>(), b.data<float>());
+    SR_CUDA_LAUNCH_CHECK(s);
+}
+
+void columns_axpy(const ColumnsAxpy& p, Stream& stream) {
+    const cudaStream_t s = cuda_stream(stream);
+    columns_axpy_kernel<<<blocks_for(p.rows * p.n), kBlockSize, 0, s>>>(p);
     SR_CUDA_LAUNCH_CHECK(s);
 }
 

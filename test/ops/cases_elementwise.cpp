@@ -1,5 +1,10 @@
 // Backend-ops cases of the element-wise ops (kernels/elementwise.h): add_ on 1-D and 2-D tensors,
-// a single element, none, and sizes that do not fill a CUDA block.
+// a single element, none, and sizes that do not fill a CUDA block; columns_axpy written and
+// accumulated, with and without row scales, between two tensors and in place, and its untouched
+// columns compared too.
+#include <cmath>
+#include <string>
+
 #include "engine/core/rng.h"
 #include "kernels/elementwise.h"
 #include "test/ops/op_case.h"
@@ -49,10 +54,92 @@ private:
     Tensor a_, b_;
 };
 
+struct ColumnsAxpyVars {
+    int64_t rows, dst_cols, dst_col, src_cols, src_col, n;
+    float alpha;
+    bool row_scale, accumulate, in_place;  // in_place: src is dst, src_col == dst_col
+};
+
+class ColumnsAxpyCase : public OpCase {
+public:
+    explicit ColumnsAxpyCase(ColumnsAxpyVars v) : v_(v) {}
+
+    OpKind kind() const override { return OpKind::kColumnsAxpy; }
+
+    std::string vars() const override {
+        return "rows=" + std::to_string(v_.rows) + ",dst=[" + std::to_string(v_.dst_cols) + "]@" +
+               std::to_string(v_.dst_col) +
+               (v_.in_place
+                    ? ",in_place"
+                    : ",src=[" + std::to_string(v_.src_cols) + "]@" + std::to_string(v_.src_col)) +
+               ",n=" + std::to_string(v_.n) + ",alpha=" + std::to_string(v_.alpha) +
+               ",row_scale=" + std::to_string(v_.row_scale) +
+               ",accumulate=" + std::to_string(v_.accumulate);
+    }
+
+    void make_inputs(uint64_t seed) override {
+        rng::Rng r(seed, 2);
+        auto random = [&](int64_t rows, int64_t cols) {
+            std::vector<float> v(static_cast<size_t>(rows * cols));
+            for (float& x : v)
+                x = r.uniform(-4.f, 4.f);
+            return Tensor::from_vector(v, {rows, cols});
+        };
+        dst_ = random(v_.rows, v_.dst_cols);
+        src_ = v_.in_place ? dst_ : random(v_.rows, v_.src_cols);
+        scale_ = v_.row_scale ? random(v_.rows, 1).view({v_.rows}) : Tensor();
+    }
+
+    std::vector<RefOutput> reference() const override {
+        const std::vector<double> d = to_double(dst_), s = to_double(src_);
+        const std::vector<double> rs = v_.row_scale ? to_double(scale_) : std::vector<double>();
+        const int64_t sc = v_.in_place ? v_.dst_cols : v_.src_cols;
+        const int64_t s0 = v_.in_place ? v_.dst_col : v_.src_col;
+        std::vector<double> value = d, mag(d.size());
+        for (size_t i = 0; i < d.size(); ++i)
+            mag[i] = std::fabs(d[i]);
+        for (int64_t b = 0; b < v_.rows; ++b) {
+            const double a = v_.alpha * (v_.row_scale ? rs[static_cast<size_t>(b)] : 1.0);
+            for (int64_t j = 0; j < v_.n; ++j) {
+                const auto di = static_cast<size_t>(b * v_.dst_cols + v_.dst_col + j);
+                const double term = a * s[static_cast<size_t>(b * sc + s0 + j)];
+                value[di] = (v_.accumulate ? d[di] : 0.0) + term;
+                mag[di] = (v_.accumulate ? std::fabs(d[di]) : 0.0) + std::fabs(term);
+            }
+        }
+        return {RefOutput{"dst", std::move(value), std::move(mag)}};
+    }
+
+    int64_t terms(size_t) const override { return 3; }  // alpha * s_b, times src, plus dst
+
+    std::vector<Tensor> run(Device /*device*/) override {
+        Tensor dst = make_output_like(dst_);
+        const int64_t src_col = v_.in_place ? v_.dst_col : v_.src_col;
+        kernels::columns_axpy(dst, v_.dst_col, v_.in_place ? dst : in(src_), src_col, v_.n,
+                              v_.alpha, v_.row_scale ? &in(scale_) : nullptr, v_.accumulate,
+                              stream());
+        return {dst};
+    }
+
+private:
+    ColumnsAxpyVars v_;
+    Tensor dst_, src_, scale_;
+};
+
 const RegisterOpCases kRegister([] {
     std::vector<std::unique_ptr<OpCase>> cases;
     for (const Shape& s : std::vector<Shape>{{1}, {0}, {37}, {64, 33}, {1000, 3}})
         cases.push_back(std::make_unique<AddCase>(s));
+    for (const ColumnsAxpyVars& v :
+         std::vector<ColumnsAxpyVars>{{1, 1, 0, 1, 0, 1, 1.0f, false, false, false},
+                                      {37, 40, 8, 24, 3, 16, 1.0f, false, true, false},
+                                      {37, 40, 8, 24, 3, 16, 0.5f, true, false, false},
+                                      {300, 129, 1, 200, 71, 128, 0.25f, true, true, false},
+                                      {300, 64, 16, 64, 16, 32, 1.0f, true, false, true},
+                                      {1000, 9, 0, 9, 0, 9, 0.75f, false, false, true},
+                                      {0, 8, 0, 8, 0, 8, 1.0f, true, true, false},
+                                      {5, 8, 4, 8, 0, 0, 1.0f, false, true, false}})
+        cases.push_back(std::make_unique<ColumnsAxpyCase>(v));
     return cases;
 });
 
