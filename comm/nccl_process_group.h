@@ -76,8 +76,9 @@ private:
     Tensor barrier_buffer_;  // [1] f32 on the device
 };
 
-// The group for tensors on `device`: `host_group` itself for the CPU, an NcclProcessGroup over
-// the same ranks for CUDA (collective over host_group; a CPU-only build throws).
+// The group for tensors on `device`: `host_group` itself for the CPU; for CUDA an NcclProcessGroup
+// over the same ranks when every rank has a GPU of its own, else a StagedProcessGroup over
+// host_group (collective over host_group; a CPU-only build throws).
 std::shared_ptr<ProcessGroup> device_process_group(const std::shared_ptr<ProcessGroup>& host_group,
                                                    Device device,
                                                    double timeout_s);

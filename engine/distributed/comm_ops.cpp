@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "kernels/elementwise.h"
+
 namespace shardrec {
 namespace {
 
@@ -44,20 +46,21 @@ Tensor TensorAwaitable::wait() {
     return result_;
 }
 
-Tensor reuse_buffer(Tensor& buf, int64_t rows, int64_t cols, DType dtype) {
+Tensor reuse_buffer(Tensor& buf, int64_t rows, int64_t cols, DType dtype, Device device) {
     SR_CHECK(rows >= 0 && cols >= 0, "reuse_buffer: negative shape [{}, {}]", rows, cols);
     const int64_t need = rows * cols;
-    if (!buf.defined() || buf.dtype() != dtype || buf.numel() < need) {
-        buf = Tensor::empty({need}, dtype);
+    if (!buf.defined() || buf.dtype() != dtype || buf.numel() < need || buf.device() != device) {
+        buf = Tensor::empty({need}, dtype, device);
     }
     return buf.view({buf.numel()}).slice(0, need).view({rows, cols});
 }
 
-void divide_by_world(Tensor& t, int64_t world) {
-    float* p = t.data<float>();
-    const auto divisor = static_cast<float>(world);
-    for (int64_t i = 0; i < t.numel(); ++i)
-        p[i] /= divisor;
+void divide_by_world(Tensor& t, int64_t world, Stream& stream) {
+    SR_CHECK(world >= 1, "divide_by_world: world size {}", world);
+    const int64_t cols = t.dim() == 2 ? t.size(1) : 1;
+    Tensor m = t.view({cols > 0 ? t.numel() / cols : 0, cols});
+    kernels::columns_axpy(m, 0, m, 0, cols, 1.0f / static_cast<float>(world), nullptr,
+                          /*accumulate=*/false, stream);
 }
 
 }  // namespace shardrec

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "engine/core/stream.h"
 #include "engine/core/tensor.h"
 
 namespace shardrec {
@@ -48,12 +49,15 @@ private:
     std::vector<comm::Work> works_;
 };
 
-// A [rows, cols] view of the first rows * cols elements of buf, which grows (never shrinks) when
-// it is too small: the modules' cached buffers, so a step of a seen size allocates nothing.
-Tensor reuse_buffer(Tensor& buf, int64_t rows, int64_t cols, DType dtype);
+// A [rows, cols] view of the first rows * cols elements of buf on `device`, which grows (never
+// shrinks) when it is too small: the modules' cached buffers, so a step of a seen size allocates
+// nothing.
+Tensor reuse_buffer(
+    Tensor& buf, int64_t rows, int64_t cols, DType dtype, Device device = Device::cpu());
 
-// t /= world element-wise (host f32): TorchRec's gradient division (grad.div_(world_size)), for
-// the backward of the collectives and the data_parallel paths' gathered gradients.
-void divide_by_world(Tensor& t, int64_t world);
+// t *= 1 / world element-wise (f32, in `stream`'s order on a device): TorchRec's gradient
+// division (grad.div_(world_size)), for the backward of the collectives and the data_parallel
+// paths' gathered gradients.
+void divide_by_world(Tensor& t, int64_t world, Stream& stream = Stream::cpu());
 
 }  // namespace shardrec

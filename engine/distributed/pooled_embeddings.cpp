@@ -1,6 +1,5 @@
 #include "engine/distributed/pooled_embeddings.h"
 
-#include <cstring>
 #include <numeric>
 #include <utility>
 
@@ -8,9 +7,18 @@ namespace shardrec {
 namespace {
 
 void check_embeddings(const Tensor& t, const char* what) {
-    SR_CHECK(t.defined() && t.device().is_cpu() && t.dtype() == DType::kF32 && t.dim() == 2,
-             "{}: needs a host f32 [rows, cols] tensor, got {}", what,
+    SR_CHECK(t.defined() && t.dtype() == DType::kF32 && t.dim() == 2,
+             "{}: needs an f32 [rows, cols] tensor, got {}", what,
              t.defined() ? t.str() : "undefined");
+}
+
+// The stream of a module's copies on `device`: the host's, or the module's own CUDA stream.
+Stream& copy_stream(std::unique_ptr<Stream>& own, Device device) {
+    if (device.is_cpu())
+        return Stream::cpu();
+    if (own == nullptr || own->device() != device)
+        own = std::make_unique<Stream>(device);
+    return *own;
 }
 
 int64_t sum_of(const std::vector<int64_t>& v) {
@@ -44,28 +52,40 @@ std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& given,
     return given;
 }
 
-// Block [rows, cols] -> columns [col, col + cols) of matrix [rows, matrix_cols].
-void block_to_columns(const float* block,
+// Block [rows, cols] at element `at` of `blocks` -> columns [col, col + cols) of matrix
+// [rows, matrix_cols], in the stream's order.
+void block_to_columns(const Tensor& blocks,
+                      int64_t at,
                       int64_t rows,
                       int64_t cols,
-                      float* matrix,
-                      int64_t matrix_cols,
-                      int64_t col) {
-    for (int64_t b = 0; cols > 0 && b < rows; ++b) {
-        std::memcpy(matrix + b * matrix_cols + col, block + b * cols, sizeof(float) * cols);
-    }
+                      Tensor& matrix,
+                      int64_t col,
+                      Stream& stream) {
+    if (rows == 0 || cols == 0)
+        return;
+    const size_t es = sizeof(float);
+    copy_2d_async(matrix.data<float>() + col, static_cast<size_t>(matrix.size(1)) * es,
+                  matrix.device(), blocks.data<float>() + at, static_cast<size_t>(cols) * es,
+                  blocks.device(), static_cast<size_t>(cols) * es, static_cast<size_t>(rows),
+                  stream);
 }
 
-// Columns [col, col + cols) of matrix [rows, matrix_cols] -> block [rows, cols].
-void columns_to_block(const float* matrix,
-                      int64_t matrix_cols,
+// Columns [col, col + cols) of matrix [rows, matrix_cols] -> block [rows, cols] at element `at`
+// of `blocks`, in the stream's order.
+void columns_to_block(const Tensor& matrix,
                       int64_t col,
                       int64_t rows,
                       int64_t cols,
-                      float* block) {
-    for (int64_t b = 0; cols > 0 && b < rows; ++b) {
-        std::memcpy(block + b * cols, matrix + b * matrix_cols + col, sizeof(float) * cols);
-    }
+                      Tensor& blocks,
+                      int64_t at,
+                      Stream& stream) {
+    if (rows == 0 || cols == 0)
+        return;
+    const size_t es = sizeof(float);
+    copy_2d_async(blocks.data<float>() + at, static_cast<size_t>(cols) * es, blocks.device(),
+                  matrix.data<float>() + col, static_cast<size_t>(matrix.size(1)) * es,
+                  matrix.device(), static_cast<size_t>(cols) * es, static_cast<size_t>(rows),
+                  stream);
 }
 
 }  // namespace
@@ -98,20 +118,21 @@ TensorAwaitable PooledEmbeddingsAllToAll::start_forward(
                                          "PooledEmbeddingsAllToAll::forward");
     const int64_t my_batch = batch_size_per_rank_[me];
     const int64_t total_dim = dim_offsets_.back();
-    Tensor recv = reuse_buffer(recv_, 1, my_batch * total_dim, DType::kF32);
-    Tensor out = reuse_buffer(out_, my_batch, total_dim, DType::kF32);
+    const Device device = local_embs.device();
+    Tensor recv = reuse_buffer(recv_, 1, my_batch * total_dim, DType::kF32, device);
+    Tensor out = reuse_buffer(out_, my_batch, total_dim, DType::kF32, device);
     std::vector<comm::Work> works;
     works.push_back(pg_->all_to_all_v(local_embs,
                                       scaled(batch_size_per_rank_, dim_sum_per_rank_[me]), recv,
                                       scaled(dim_sum_per_rank_, my_batch)));
     // Block s of recv is [my_batch, D_s] from rank s; it becomes columns dim_offsets[s]...
-    auto finish = [recv, out, local_embs, my_batch, total_dim, dims = dim_sum_per_rank_,
+    Stream* stream = &copy_stream(stream_, device);
+    auto finish = [recv, out, local_embs, my_batch, stream, dims = dim_sum_per_rank_,
                    offsets = dim_offsets_]() mutable {
-        const float* r = recv.data<float>();
-        for (size_t s = 0; s < dims.size(); ++s) {
-            block_to_columns(r + my_batch * offsets[s], my_batch, dims[s], out.data<float>(),
-                             total_dim, offsets[s]);
-        }
+        for (size_t s = 0; s < dims.size(); ++s)
+            block_to_columns(recv, my_batch * offsets[s], my_batch, dims[s], out, offsets[s],
+                             *stream);
+        stream->synchronize();  // the result is ready on every stream
         return out;
     };
     return TensorAwaitable(std::move(works), std::move(finish));
@@ -133,20 +154,24 @@ TensorAwaitable PooledEmbeddingsAllToAll::start_backward(const Tensor& grad_outp
              "PooledEmbeddingsAllToAll::backward: grad_output {} for batch {} x {} columns",
              grad_output.str(), my_batch, total_dim);
     // TorchRec _recat_pooled_embedding_grad_out: rank s's columns become one contiguous block.
-    Tensor send = reuse_buffer(grad_send_, 1, my_batch * total_dim, DType::kF32);
+    const Device device = grad_output.device();
+    Stream* stream = &copy_stream(stream_, device);
+    Tensor send = reuse_buffer(grad_send_, 1, my_batch * total_dim, DType::kF32, device);
     for (int64_t s = 0; s < world; ++s) {
-        columns_to_block(grad_output.data<float>(), total_dim, dim_offsets_[s], my_batch,
-                         dim_sum_per_rank_[s], send.data<float>() + my_batch * dim_offsets_[s]);
+        columns_to_block(grad_output, dim_offsets_[s], my_batch, dim_sum_per_rank_[s], send,
+                         my_batch * dim_offsets_[s], *stream);
     }
+    stream->synchronize();  // the collective reads send
     const int64_t global_batch = sum_of(batch_size_per_rank_);
-    Tensor grad_in = reuse_buffer(grad_in_, global_batch, dim_sum_per_rank_[me], DType::kF32);
+    Tensor grad_in =
+        reuse_buffer(grad_in_, global_batch, dim_sum_per_rank_[me], DType::kF32, device);
     std::vector<comm::Work> works;
     works.push_back(pg_->all_to_all_v(send, scaled(dim_sum_per_rank_, my_batch), grad_in,
                                       scaled(batch_size_per_rank_, dim_sum_per_rank_[me])));
-    const bool divide = gradient_division();
-    auto finish = [send, grad_in, divide, world]() mutable {
+    auto finish = [send, grad_in, divide = gradient_division(), world, stream]() mutable {
         if (divide) {
-            divide_by_world(grad_in, world);
+            divide_by_world(grad_in, world, *stream);
+            stream->synchronize();
         }
         return grad_in;
     };
@@ -170,7 +195,8 @@ TensorAwaitable PooledEmbeddingsReduceScatter::start_forward(
     input_splits_ = rows_per_rank(input_splits, local_embs.size(0), pg_->size(),
                                   "PooledEmbeddingsReduceScatter::forward");
     dim_ = local_embs.size(1);
-    Tensor out = reuse_buffer(out_, input_splits_[pg_->rank()], dim_, DType::kF32);
+    Tensor out =
+        reuse_buffer(out_, input_splits_[pg_->rank()], dim_, DType::kF32, local_embs.device());
     std::vector<comm::Work> works;
     works.push_back(
         pg_->reduce_scatter_v(local_embs, scaled(input_splits_, dim_), out, comm::ReduceOp::kSum));
@@ -188,14 +214,15 @@ TensorAwaitable PooledEmbeddingsReduceScatter::start_backward(const Tensor& grad
     SR_CHECK(grad_output.size(0) == input_splits_[pg_->rank()] && grad_output.size(1) == dim_,
              "PooledEmbeddingsReduceScatter::backward: grad_output {} for [{}, {}]",
              grad_output.str(), input_splits_[pg_->rank()], dim_);
-    Tensor grad_in = reuse_buffer(grad_in_, sum_of(input_splits_), dim_, DType::kF32);
+    const Device device = grad_output.device();
+    Tensor grad_in = reuse_buffer(grad_in_, sum_of(input_splits_), dim_, DType::kF32, device);
     std::vector<comm::Work> works;
     works.push_back(pg_->all_gather_v(grad_output, grad_in, scaled(input_splits_, dim_)));
-    const bool divide = gradient_division();
-    const int64_t world = pg_->size();
-    auto finish = [grad_output, grad_in, divide, world]() mutable {
+    auto finish = [grad_output, grad_in, divide = gradient_division(), world = pg_->size(),
+                   stream = &copy_stream(stream_, device)]() mutable {
         if (divide) {
-            divide_by_world(grad_in, world);
+            divide_by_world(grad_in, world, *stream);
+            stream->synchronize();
         }
         return grad_in;
     };
@@ -226,7 +253,8 @@ TensorAwaitable PooledEmbeddingsAllGather::start_forward(
              "PooledEmbeddingsAllGather::forward: batch sizes [{}] for {} ranks, mine is {}",
              fmt::join(batch_size_per_rank_, ", "), world, my_batch);
     dim_ = local_embs.size(1);
-    Tensor out = reuse_buffer(out_, sum_of(batch_size_per_rank_), dim_, DType::kF32);
+    Tensor out =
+        reuse_buffer(out_, sum_of(batch_size_per_rank_), dim_, DType::kF32, local_embs.device());
     std::vector<comm::Work> works;
     works.push_back(pg_->all_gather_v(local_embs, out, scaled(batch_size_per_rank_, dim_)));
     return TensorAwaitable(std::move(works), [local_embs, out]() { return out; });
@@ -243,15 +271,17 @@ TensorAwaitable PooledEmbeddingsAllGather::start_backward(const Tensor& grad_out
     SR_CHECK(grad_output.size(0) == sum_of(batch_size_per_rank_) && grad_output.size(1) == dim_,
              "PooledEmbeddingsAllGather::backward: grad_output {} for [{}, {}]", grad_output.str(),
              sum_of(batch_size_per_rank_), dim_);
-    Tensor grad_in = reuse_buffer(grad_in_, batch_size_per_rank_[pg_->rank()], dim_, DType::kF32);
+    const Device device = grad_output.device();
+    Tensor grad_in =
+        reuse_buffer(grad_in_, batch_size_per_rank_[pg_->rank()], dim_, DType::kF32, device);
     std::vector<comm::Work> works;
     works.push_back(pg_->reduce_scatter_v(grad_output, scaled(batch_size_per_rank_, dim_), grad_in,
                                           comm::ReduceOp::kSum));
-    const bool divide = gradient_division();
-    const int64_t world = pg_->size();
-    auto finish = [grad_output, grad_in, divide, world]() mutable {
+    auto finish = [grad_output, grad_in, divide = gradient_division(), world = pg_->size(),
+                   stream = &copy_stream(stream_, device)]() mutable {
         if (divide) {
-            divide_by_world(grad_in, world);
+            divide_by_world(grad_in, world, *stream);
+            stream->synchronize();
         }
         return grad_in;
     };

@@ -6,7 +6,10 @@
 // start_* issue the collective and return a TensorAwaitable; forward/backward wait at once.
 // Buffers are cached per module: a result tensor is reused by the next call of the same
 // direction (copy it to keep it), so only one forward and one backward may be in flight per
-// module. Host f32 tensors (the MPI process group). Letters: B batch, D embedding columns.
+// module. f32 tensors on the process group's device: the host (MPI), or a CUDA device (NCCL, or
+// MPI through staging copies); their writers must be done when a call starts (synchronise the
+// stream), and a result is ready on every stream when wait() returns. Letters: B batch, D
+// embedding columns.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "engine/core/stream.h"
 #include "engine/core/tensor.h"
 #include "engine/distributed/comm_ops.h"
 
@@ -50,6 +54,7 @@ private:
     std::vector<int64_t> dim_offsets_;  // [world + 1] column offsets in the output
     std::vector<int64_t> batch_size_per_rank_;
     Tensor recv_, out_, grad_send_, grad_in_;
+    std::unique_ptr<Stream> stream_;  // the copies on a CUDA device
 };
 
 class PooledEmbeddingsReduceScatter {
@@ -75,6 +80,7 @@ private:
     std::vector<int64_t> input_splits_;  // rows, of the latest forward
     int64_t dim_ = 0;
     Tensor out_, grad_in_;
+    std::unique_ptr<Stream> stream_;  // gradient division on a CUDA device
 };
 
 class PooledEmbeddingsAllGather {
@@ -98,6 +104,7 @@ private:
     std::vector<int64_t> batch_size_per_rank_;  // of the latest forward
     int64_t dim_ = 0;
     Tensor out_, grad_in_;
+    std::unique_ptr<Stream> stream_;  // gradient division on a CUDA device
 };
 
 }  // namespace shardrec

@@ -6,10 +6,12 @@
 #include <map>
 #include <tuple>
 
+#include "comm/staged_process_group.h"
 #include "engine/distributed/bucketize.h"
 #include "engine/distributed/comm_ops.h"
 #include "engine/distributed/sharded_embedding_bag_collection_impl.h"
 #include "engine/modules/interaction.h"
+#include "kernels/elementwise.h"
 
 namespace shardrec {
 
@@ -132,18 +134,6 @@ void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
         s.workspace, stream);
 }
 
-// dst[:, dcol : +n] += src[:, scol : +n] (scale) for 2-D f32 tensors with the same rows.
-void add_columns(
-    Tensor& dst, int64_t dcol, const Tensor& src, int64_t scol, int64_t n, float scale = 1.0f) {
-    const int64_t rows = dst.size(0), dn = dst.size(1), sn = src.size(1);
-    float* d = dst.data<float>();
-    const float* s = src.data<float>();
-    for (int64_t b = 0; b < rows; ++b) {
-        for (int64_t j = 0; j < n; ++j)
-            d[b * dn + dcol + j] += scale * s[b * sn + scol + j];
-    }
-}
-
 }  // namespace
 
 ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
@@ -153,17 +143,26 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     std::shared_ptr<comm::ProcessGroup> pg,
     uint64_t seed,
     const kernels::FusedOptimizerParams& optimizer,
-    Device device)
+    Device device,
+    std::shared_ptr<comm::ProcessGroup> device_pg)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
       position_weighted_(make_position_weighted_module(tables_)),
       device_(device),
       plan_(plan),
       pg_(std::move(pg)),
+      device_pg_(std::move(device_pg)),
       optimizer_(optimizer) {
     SR_CHECK(plan.env.world_size == pg_->size(),
              "the sharding plan is for {} ranks, but {} ranks are running", plan.env.world_size,
              pg_->size());
+    if (device_pg_ == nullptr) {
+        device_pg_ = device_.is_cpu() ? pg_ : std::make_shared<comm::StagedProcessGroup>(pg_);
+    }
+    SR_CHECK(device_pg_->size() == pg_->size() && device_pg_->rank() == pg_->rank(),
+             "ShardedEmbeddingBagCollection: the device group is rank {} of {}, the host group "
+             "rank {} of {}",
+             device_pg_->rank(), device_pg_->size(), pg_->rank(), pg_->size());
     int64_t col = 0;
     for (size_t t = 0; t < tables_.size(); ++t) {
         for (const auto& f : tables_[t].feature_names) {
@@ -175,6 +174,10 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
         }
     }
     build(plan, seed);
+    for (size_t k = 0; k < names_.size(); ++k) {
+        if (mean_after_sum(static_cast<int64_t>(k)))
+            mean_keys_.push_back(static_cast<int64_t>(k));
+    }
 }
 
 ShardedEmbeddingBagCollection::~ShardedEmbeddingBagCollection() = default;
@@ -278,7 +281,7 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
     }
     if (!entries_->entries.empty()) {
         entries_->a2a = std::make_unique<KJTAllToAll>(pg_, splits);
-        entries_->pooled_a2a = std::make_unique<PooledEmbeddingsAllToAll>(pg_, dim_sum);
+        entries_->pooled_a2a = std::make_unique<PooledEmbeddingsAllToAll>(device_pg_, dim_sum);
     }
     // Row-wise: every rank holds block `me` of every row-wise table, keys ordered by table.
     for (size_t i = 0; i < row_wise_->keys.size(); ++i) {
@@ -299,7 +302,7 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
         row_wise_->a2a = std::make_unique<KJTAllToAll>(
             pg_, std::vector<int64_t>(static_cast<size_t>(world),
                                       static_cast<int64_t>(row_wise_->keys.size())));
-        row_wise_->reduce_scatter = std::make_unique<PooledEmbeddingsReduceScatter>(pg_);
+        row_wise_->reduce_scatter = std::make_unique<PooledEmbeddingsReduceScatter>(device_pg_);
     }
     // Data parallel: the whole table on every rank.
     for (size_t i = 0; i < data_parallel_->keys.size(); ++i) {
@@ -315,7 +318,7 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
         data_parallel_->cols += table.embedding_dim;
     }
     if (!data_parallel_->keys.empty()) {
-        data_parallel_->all_gather = std::make_unique<PooledEmbeddingsAllGather>(pg_);
+        data_parallel_->all_gather = std::make_unique<PooledEmbeddingsAllGather>(device_pg_);
     }
     for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (ShardLookup& s : g->local) {
@@ -409,21 +412,22 @@ KJTAllToAllInput entries_input(const KeyedJaggedTensor& kjt,
 
 }  // namespace
 
-// Pools every local shard for g.received into g.local_out [batch, sum local cols].
+// Pools every local shard for g.received into g.local_out [batch, sum local cols] on `device`.
 static void run_lookups(ShardedEmbeddingBagCollection::Group& g,
                         const PositionWeightedModule* pw,
+                        Device device,
                         Stream& stream) {
     int64_t cols = 0;
     for (const auto& s : g.local)
         cols += s.num_keys * s.cols;
-    ensure(g.local_out, {g.received.stride(), cols});
+    ensure(g.local_out, {g.received.stride(), cols}, device);
     int64_t col = 0;
     for (auto& s : g.local) {
         lookup_forward(s, g.received, pw, stream);
         copy_into_columns(g.local_out, col, s.out, stream);
         col += s.num_keys * s.cols;
     }
-    stream.synchronize();  // local_out (host) is read by the output dist
+    stream.synchronize();  // the output dist reads local_out
 }
 
 // Sends d loss / d local_out back into every local shard: fused row updates (and position-weight
@@ -552,19 +556,9 @@ KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_p
     input_dist_wait(*dist);
     const KeyedJaggedTensor& kjt = dist->features;
     const int64_t B = kjt.stride();
-    ensure(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()});
-    out_.zero_();
-    // Bag lengths of every output key: MEAN over row shards divides after the sum.
-    if (!local_lengths_.defined() ||
-        local_lengths_.numel() != static_cast<int64_t>(names_.size()) * B) {
-        local_lengths_ = Tensor::empty({static_cast<int64_t>(names_.size()) * B}, DType::kI64);
-    }
-    int64_t* L = local_lengths_.data<int64_t>();
-    for (size_t k = 0; k < names_.size(); ++k) {
-        const int64_t ki = kjt.key_index(names_[k]);
-        const int64_t* len = kjt.lengths().data<int64_t>() + ki * B;
-        std::copy(len, len + B, L + static_cast<int64_t>(k) * B);
-    }
+    ensure(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()}, device_);
+    out_.zero_(stream);
+    make_mean_scale(kjt, stream);  // backward() reads it again
     // The lookups below train on these; backward() reads them again.
     const std::pair<Group*, PathDist*> paths[] = {{entries_.get(), &dist->entries},
                                                   {row_wise_.get(), &dist->row_wise},
@@ -578,25 +572,46 @@ KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_p
     forward_entries(stream);
     forward_row_wise(stream);
     forward_data_parallel(stream);
-    float* out = out_.data<float>();
-    const int64_t width = out_.size(1);
-    for (size_t k = 0; k < names_.size(); ++k) {
-        if (!mean_after_sum(static_cast<int64_t>(k)))
-            continue;
-        for (int64_t b = 0; b < B; ++b) {
-            const int64_t n = L[static_cast<int64_t>(k) * B + b];
-            if (n <= 0)
-                continue;
-            for (int64_t d = 0; d < dims_[k]; ++d)
-                out[b * width + key_col_[k] + d] /= static_cast<float>(n);
-        }
+    for (int64_t k : mean_keys_) {  // MEAN over row shards: the sum, divided by the bag length
+        const Tensor scale = mean_scale(k);
+        kernels::columns_axpy(out_, key_col_[static_cast<size_t>(k)], out_,
+                              key_col_[static_cast<size_t>(k)], dims_[static_cast<size_t>(k)], 1.0f,
+                              &scale, /*accumulate=*/false, stream);
     }
-    if (device_.is_cpu())
-        return KeyedTensor(names_, dims_, out_);
-    ensure(out_device_, out_.shape(), device_);
-    copy_async(out_device_.data_ptr(), device_, out_.data_ptr(), out_.device(), out_.nbytes(),
-               stream);
-    return KeyedTensor(names_, dims_, out_device_);
+    return KeyedTensor(names_, dims_, out_);
+}
+
+void ShardedEmbeddingBagCollection::make_mean_scale(const KeyedJaggedTensor& kjt, Stream& stream) {
+    if (mean_keys_.empty())
+        return;
+    const int64_t B = kjt.stride();
+    const auto M = static_cast<int64_t>(mean_keys_.size());
+    Tensor host = grow_prefix(mean_scale_host_, M * B, DType::kF32);
+    float* scale = host.data<float>();
+    for (int64_t m = 0; m < M; ++m) {
+        const int64_t ki = kjt.key_index(names_[static_cast<size_t>(mean_keys_[m])]);
+        const int64_t* len = kjt.lengths().data<int64_t>() + ki * B;
+        for (int64_t b = 0; b < B; ++b)
+            scale[m * B + b] = len[b] > 0 ? 1.0f / static_cast<float>(len[b]) : 1.0f;
+    }
+    if (device_.is_cpu()) {
+        mean_scale_ = host;
+        return;
+    }
+    if (!mean_stager_)
+        mean_stager_.emplace(device_);
+    mean_stager_->begin(HostToDeviceStager::padded_bytes(host));
+    Tensor staged = mean_stager_->copy(mean_scale_buf_, host, stream);
+    mean_stager_->end(stream);
+    mean_scale_ = staged;
+}
+
+Tensor ShardedEmbeddingBagCollection::mean_scale(int64_t key) const {
+    const auto it = std::find(mean_keys_.begin(), mean_keys_.end(), key);
+    SR_CHECK(it != mean_keys_.end(), "mean_scale: key {} is not MEAN after a sum", key);
+    const int64_t B = mean_scale_.numel() / static_cast<int64_t>(mean_keys_.size());
+    const int64_t m = it - mean_keys_.begin();
+    return mean_scale_.slice(m * B, (m + 1) * B);
 }
 
 bool ShardedEmbeddingBagCollection::mean_after_sum(int64_t key) const {
@@ -609,11 +624,12 @@ void ShardedEmbeddingBagCollection::forward_entries(Stream& stream) {
     Group& g = *entries_;
     if (g.entries.empty())
         return;
-    run_lookups(g, position_weighted_.get(), stream);
+    run_lookups(g, position_weighted_.get(), device_, stream);
     const Tensor a_out = g.pooled_a2a->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
-    for (const Entry& e : g.entries) {
-        add_columns(out_, key_col_[static_cast<size_t>(e.key)] + e.col_offset, a_out, col, e.cols);
+    for (const Entry& e : g.entries) {  // column shards placed, row shards (TWRW) summed
+        kernels::columns_axpy(out_, key_col_[static_cast<size_t>(e.key)] + e.col_offset, a_out, col,
+                              e.cols, 1.0f, nullptr, /*accumulate=*/true, stream);
         col += e.cols;
     }
 }
@@ -622,12 +638,13 @@ void ShardedEmbeddingBagCollection::forward_row_wise(Stream& stream) {
     Group& g = *row_wise_;
     if (g.keys.empty())
         return;
-    run_lookups(g, position_weighted_.get(), stream);
+    run_lookups(g, position_weighted_.get(), device_, stream);
     const Tensor summed = g.reduce_scatter->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
     for (int64_t k : g.keys) {
-        add_columns(out_, key_col_[static_cast<size_t>(k)], summed, col,
-                    dims_[static_cast<size_t>(k)]);
+        kernels::columns_axpy(out_, key_col_[static_cast<size_t>(k)], summed, col,
+                              dims_[static_cast<size_t>(k)], 1.0f, nullptr, /*accumulate=*/true,
+                              stream);
         col += dims_[static_cast<size_t>(k)];
     }
 }
@@ -636,11 +653,12 @@ void ShardedEmbeddingBagCollection::forward_data_parallel(Stream& stream) {
     Group& g = *data_parallel_;
     if (g.keys.empty())
         return;
-    run_lookups(g, position_weighted_.get(), stream);
+    run_lookups(g, position_weighted_.get(), device_, stream);
     int64_t col = 0;
     for (int64_t k : g.keys) {
-        add_columns(out_, key_col_[static_cast<size_t>(k)], g.local_out, col,
-                    dims_[static_cast<size_t>(k)]);
+        kernels::columns_axpy(out_, key_col_[static_cast<size_t>(k)], g.local_out, col,
+                              dims_[static_cast<size_t>(k)], 1.0f, nullptr, /*accumulate=*/true,
+                              stream);
         col += dims_[static_cast<size_t>(k)];
     }
 }
@@ -651,41 +669,30 @@ void ShardedEmbeddingBagCollection::gather_grad(Group& g,
                                                 const Tensor& grad,
                                                 const std::vector<int64_t>& keys,
                                                 const std::vector<int64_t>& col_offsets,
-                                                const std::vector<int64_t>& widths) {
-    const int64_t B = grad.size(0), width = grad.size(1);
+                                                const std::vector<int64_t>& widths,
+                                                Stream& stream) {
     int64_t total = 0;
     for (int64_t w : widths)
         total += w;
-    ensure(g.grad_out, {B, total});
-    const float* src = grad.data<float>();
-    float* dst = g.grad_out.data<float>();
-    const int64_t* L = local_lengths_.data<int64_t>();
+    ensure(g.grad_out, {grad.size(0), total}, device_);
     int64_t col = 0;
     for (size_t i = 0; i < keys.size(); ++i) {
         const int64_t k = keys[i];
-        const bool mean = mean_after_sum(k);
-        const int64_t c0 = key_col_[static_cast<size_t>(k)] + col_offsets[i];
-        for (int64_t b = 0; b < B; ++b) {
-            const int64_t n = L[k * B + b];
-            const float scale = mean && n > 0 ? 1.0f / static_cast<float>(n) : 1.0f;
-            for (int64_t d = 0; d < widths[i]; ++d) {
-                dst[b * total + col + d] = scale * src[b * width + c0 + d];
-            }
-        }
+        const Tensor scale = mean_after_sum(k) ? mean_scale(k) : Tensor();
+        kernels::columns_axpy(g.grad_out, col, grad,
+                              key_col_[static_cast<size_t>(k)] + col_offsets[i], widths[i], 1.0f,
+                              scale.defined() ? &scale : nullptr,
+                              /*accumulate=*/false, stream);
         col += widths[i];
     }
+    stream.synchronize();  // the backward collective reads grad_out
 }
 
 void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stream) {
-    SR_CHECK(out_.defined() && grad_in.shape() == out_.shape(),
+    SR_CHECK(out_.defined() && grad_in.shape() == out_.shape() && grad_in.device() == out_.device(),
              "ShardedEmbeddingBagCollection::backward: gradient {} for output {}", grad_in.str(),
              out_.str());
-    if (device_.is_cuda()) {  // the backward collectives read it on the host
-        stream.synchronize();
-        ensure(grad_host_, grad_in.shape());
-        grad_host_.copy_from(grad_in);
-    }
-    const Tensor& grad = device_.is_cuda() ? grad_host_ : grad_in;
+    const Tensor& grad = grad_in;
     // The backward collectives divide by the world size (gradient_division); the position-weight
     // gradients of their paths are scaled back so the dense all-reduce's mean sums the ranks'
     // parts (TorchRec scale_weight_gradients). The data-parallel path computes the whole
@@ -702,7 +709,7 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
             offsets.push_back(e.col_offset);
             widths.push_back(e.cols);
         }
-        gather_grad(g, grad, keys, offsets, widths);
+        gather_grad(g, grad, keys, offsets, widths, stream);
         run_updates(g, g.pooled_a2a->backward(g.grad_out), optimizer_, pw, pw_scale, stream);
     }
     if (!row_wise_->keys.empty()) {
@@ -710,7 +717,7 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
         std::vector<int64_t> widths;
         for (int64_t k : g.keys)
             widths.push_back(dims_[static_cast<size_t>(k)]);
-        gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths);
+        gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths, stream);
         run_updates(g, g.reduce_scatter->backward(g.grad_out), optimizer_, pw, pw_scale, stream);
     }
     if (!data_parallel_->keys.empty()) {
@@ -721,12 +728,12 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
         std::vector<int64_t> widths;
         for (int64_t k : g.keys)
             widths.push_back(dims_[static_cast<size_t>(k)]);
-        gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths);
+        gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths, stream);
         const GatheredKJT all = all_gather_kjt(
             *pg_, g.received, g.received.has_weights() ? &g.received.weights() : nullptr, g.gather);
         Tensor gathered = g.all_gather->forward(g.grad_out, all.batch_size_per_rank);
         if (gradient_division())
-            divide_by_world(gathered, pg_->size());
+            divide_by_world(gathered, pg_->size(), stream);
         for (auto& s : g.local) {
             slice_bags(all.offsets.data<int64_t>(), all.stride, all.values,
                        all.payload.defined() ? &all.payload : nullptr, s.first_key, s.num_keys, s);

@@ -19,9 +19,10 @@
 // gradient one process computes.
 // On a CUDA device the shards' rows and optimizer state live there and every lookup and fused
 // update runs there on the caller's stream; the ids move through the input dist on the host
-// (MPI), are copied to the device per shard, and the pooled results and their gradients travel
-// back through the host for the MPI output dist. forward's output and backward's gradient are
-// on the device.
+// (MPI) and are copied to the device per shard; the pooled results and their gradients stay on
+// the device: the output dists run on device_pg (NCCL, or MPI through staging copies where ranks
+// share a GPU) and the columns are placed, summed and divided by device kernels. forward's
+// output and backward's gradient are on the device.
 // Fused optimizers run per shard on the shard's rows and columns. SGD, Adagrad and Adam are
 // element-wise, so every plan updates a row as one process does. Row-wise Adagrad keeps one
 // accumulator per row of each shard, the mean of g^2 over the shard's columns (TorchRec keeps the
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "comm/process_group.h"
+#include "engine/core/pinned_buffer.h"
 #include "engine/distributed/kjt_all_to_all.h"
 #include "engine/distributed/pooled_embeddings.h"
 #include "engine/distributed/sharding_plan.h"
@@ -56,7 +58,8 @@ public:
                                   std::shared_ptr<comm::ProcessGroup> pg,
                                   uint64_t seed,
                                   const kernels::FusedOptimizerParams& optimizer,
-                                  Device device = Device::cpu());
+                                  Device device = Device::cpu(),
+                                  std::shared_ptr<comm::ProcessGroup> device_pg = nullptr);
     ~ShardedEmbeddingBagCollection() override;
 
     KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu()) override;
@@ -136,17 +139,23 @@ private:
                      const Tensor& grad,
                      const std::vector<int64_t>& keys,
                      const std::vector<int64_t>& col_offsets,
-                     const std::vector<int64_t>& widths);
+                     const std::vector<int64_t>& widths,
+                     Stream& stream);
     bool mean_after_sum(int64_t key) const;
+    // 1 / bag length of each sample for the MEAN-after-sum keys of `kjt` (1 for an empty bag),
+    // into mean_scale_ on the device, in the stream's order.
+    void make_mean_scale(const KeyedJaggedTensor& kjt, Stream& stream);
+    // mean_scale_'s row for output key k (a MEAN-after-sum key).
+    Tensor mean_scale(int64_t key) const;
 
     std::vector<EmbeddingBagConfig> tables_;
     bool is_weighted_;
     std::unique_ptr<PositionWeightedModule> position_weighted_;
     Tensor positions_buffer_;  // input_dist: the weights of the KJT with positions
     Device device_;
-    Tensor out_device_, grad_host_;  // a CUDA device: out_ copied there, backward's grad here
     ShardingPlan plan_;
-    std::shared_ptr<comm::ProcessGroup> pg_;
+    std::shared_ptr<comm::ProcessGroup> pg_;         // host tensors: the ids and their metadata
+    std::shared_ptr<comm::ProcessGroup> device_pg_;  // device_'s tensors: the output dists
     kernels::FusedOptimizerParams optimizer_;
     std::vector<std::string> names_;        // output keys: table order, then feature order
     std::vector<int64_t> dims_;             // per output key
@@ -156,8 +165,11 @@ private:
     std::unique_ptr<Group> entries_;        // table_wise, column_wise, table_row_wise
     std::unique_ptr<Group> row_wise_;       // row_wise
     std::unique_ptr<Group> data_parallel_;  // data_parallel
-    Tensor out_;                            // [B, sum D]
-    Tensor local_lengths_;                  // [F_out * B] bag lengths of the latest forward (MEAN)
+    Tensor out_;                            // [B, sum D] on device_
+    std::vector<int64_t> mean_keys_;        // the output keys with MEAN after a row-sharded sum
+    Tensor mean_scale_host_, mean_scale_;   // [mean_keys_ * B] 1 / bag length (host, device_)
+    Tensor mean_scale_buf_;                 // grow-only storage of mean_scale_ on a CUDA device
+    std::optional<HostToDeviceStager> mean_stager_;
     std::unique_ptr<InputDist> pipelined_;  // set_pipelined_input
 };
 

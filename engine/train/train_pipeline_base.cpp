@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "comm/staged_process_group.h"
 #include "engine/core/stream.h"
 #include "kernels/bce_with_logits.h"
 
@@ -26,6 +27,8 @@ TrainPipelineBase::TrainPipelineBase(RecModel& model,
       skip_flag_(Tensor::zeros({1}, DType::kF32)) {
     if (device.is_cuda())
         loss_staging_.reserve(sizeof(float));
+    if (device.is_cuda() && pg_ != nullptr && device_pg_ == nullptr)
+        device_pg_ = std::make_shared<comm::StagedProcessGroup>(pg_);
 }
 
 namespace {
@@ -118,7 +121,7 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
     if (pg_ != nullptr) {
         std::vector<Parameter*> host_params, device_params;
         for (Parameter* p : model_.parameters()) {
-            const bool on_device = device_pg_ != nullptr && p->grad.device() == device_;
+            const bool on_device = device_.is_cuda() && p->grad.device() == device_;
             (on_device ? device_params : host_params).push_back(p);
         }
         if (device_pg_ != nullptr) {

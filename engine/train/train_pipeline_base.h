@@ -4,9 +4,10 @@
 // gradients are averaged over the ranks in one bucketed all-reduce before the step, and the loss
 // reported is the global mean. Pipelines with overlap must give exactly its numbers.
 // On a CUDA device the model's work runs on the pipeline's compute stream, and the loss and logits
-// are read back. The dense gradients on the device are averaged by an NCCL all-reduce of one
-// device bucket on that stream when every rank has a GPU of its own (device_pg), else through a
-// host bucket over MPI, as host parameters (position weights) always are.
+// are read back. The dense gradients on the device are averaged by one all-reduce of a device
+// bucket over device_pg (NCCL, or MPI through staging copies: comm::device_process_group; a
+// StagedProcessGroup over pg when none is given); host parameters (position weights) through a
+// host bucket over pg.
 #pragma once
 
 #include <memory>

@@ -85,7 +85,10 @@ Device resolve_device(const Config& config) {
 // One process: the plain EmbeddingBagCollection. Several ranks: the tables sharded by the plan
 // (sharding section, plan file or auto planner), dense layers replicated.
 std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
-    const Config& config, const std::shared_ptr<comm::ProcessGroup>& pg, Device device) {
+    const Config& config,
+    const std::shared_ptr<comm::ProcessGroup>& pg,
+    Device device,
+    const std::shared_ptr<comm::ProcessGroup>& device_pg) {
     const auto optimizer = sparse_optimizer_params(config.optimizer.sparse);
     const auto seed = static_cast<uint64_t>(config.train.seed);
     if (pg == nullptr)
@@ -98,24 +101,15 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
                      plan_table(plan, config.model.tables, PlanTableOptions{}));
     return std::make_unique<ShardedEmbeddingBagCollection>(embedding_bag_configs(config.model),
                                                            is_weighted(config.model), plan, pg,
-                                                           seed, optimizer, device);
+                                                           seed, optimizer, device, device_pg);
 }
 
-// NCCL over pg's ranks for the dense gradients on a CUDA device, when every rank has a GPU of its
-// own (NCCL cannot put two ranks on one device); nullptr otherwise (they go through host buffers).
-// Collective over pg.
+// device's tensors over pg's ranks: NCCL when every rank has a GPU of its own, else MPI through
+// staging copies; nullptr for the CPU or one process. Collective over pg.
 std::shared_ptr<comm::ProcessGroup> make_device_process_group(
     const std::shared_ptr<comm::ProcessGroup>& pg, Device device, const Config& config) {
     if (pg == nullptr || device.is_cpu())
         return nullptr;
-    const comm::ProcessInfo& info = comm::process_info();
-    Tensor own_gpu =
-        Tensor::from_vector<float>({cuda::device_count() >= info.local_size ? 1.f : 0.f});
-    pg->all_reduce(own_gpu, comm::ReduceOp::kMin).wait();
-    if (own_gpu.data<float>()[0] == 0.f) {
-        log::root().info("dense all-reduce through host buffers: ranks share a GPU");
-        return nullptr;
-    }
     return comm::device_process_group(pg, device,
                                       comm::comm_timeout_s_from_env(config.runtime.comm_timeout_s));
 }
@@ -123,10 +117,11 @@ std::shared_ptr<comm::ProcessGroup> make_device_process_group(
 // The model with its dense layers on `device`.
 std::unique_ptr<RecModel> make_trainer_model(const Config& config,
                                              const std::shared_ptr<comm::ProcessGroup>& pg,
-                                             Device device) {
+                                             Device device,
+                                             const std::shared_ptr<comm::ProcessGroup>& device_pg) {
     std::unique_ptr<RecModel> model =
         make_model(config.model, static_cast<uint64_t>(config.train.seed),
-                   make_sparse_arch(config, pg, device));
+                   make_sparse_arch(config, pg, device, device_pg));
     model->move_dense_to(device);
     return model;
 }
@@ -162,14 +157,14 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       rank_(pg_ ? pg_->rank() : 0),
       world_size_(pg_ ? pg_->size() : 1),
       device_(resolve_device(config_)),
+      device_pg_(make_device_process_group(pg_, device_, config_)),
       dataset_(data::make_dataset(config_)),
       prefetcher_(std::make_unique<data::BatchPrefetcher>(
           [this](int64_t step) { return rank_slice(step); }, 0)),
-      model_(make_trainer_model(config_, pg_, device_)),
+      model_(make_trainer_model(config_, pg_, device_, device_pg_)),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config_.optimizer.dense))),
       schedule_(lr_schedule_config(config_.optimizer.dense)),
-      pipeline_(
-          *model_, *optimizer_, pg_, device_, make_device_process_group(pg_, device_, config_)),
+      pipeline_(*model_, *optimizer_, pg_, device_, device_pg_),
       checker_(config_.model,
                parse_bounds_check_mode(config_.runtime.bounds_check),
                parse_nan_policy(config_.runtime.nan_policy)) {

@@ -102,7 +102,10 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;
     int rank_;
     int world_size_;
-    Device device_;                           // runtime.device: where the model trains
+    Device device_;  // runtime.device: where the model trains
+    // device_'s tensors over pg_'s ranks (NCCL, or MPI through staging copies where ranks share
+    // a GPU): the output dists and the dense all-reduce. nullptr on the CPU or for one process.
+    std::shared_ptr<comm::ProcessGroup> device_pg_;
     std::unique_ptr<data::Dataset> dataset_;  // data.type: make_dataset
     // The same batches as dataset_, sooner; mutable: train_batch is logically const.
     mutable std::unique_ptr<data::BatchPrefetcher> prefetcher_;

@@ -1,6 +1,6 @@
 // NcclProcessGroup against the same oracle cases as MpiProcessGroup (test/comm/collective_cases.h):
-// a staging group copies each host tensor to the GPU, runs the NCCL collective there, waits, and
-// copies the result back, so the cases run unchanged. Every dtype NCCL can move or reduce,
+// a host-facing group copies each host tensor to the GPU, runs the NCCL collective there, waits,
+// and copies the result back, so the cases run unchanged. Every dtype NCCL can move or reduce,
 // equal and unequal segments (the grouped ncclReduce / ncclBroadcast paths), sub-groups from
 // ncclCommSplit, and the deadline: a collective only some ranks join aborts the communicator.
 #include <catch2/catch.hpp>
@@ -11,6 +11,7 @@
 #include "engine/core/cuda/cuda_runtime_api.h"
 #include "test/comm/collective_cases.h"
 #include "test/comm/comm_pattern.h"
+#include "test/comm_cuda/host_facing_group.h"
 #include "test/support/compare.h"
 
 namespace shardrec::test {
@@ -18,71 +19,6 @@ namespace {
 
 using comm::ReduceOp;
 using comm::Work;
-
-// Host tensors in, host tensors out, NCCL in between (the waits are inside each call).
-class StagedNcclGroup final : public comm::ProcessGroup {
-public:
-    explicit StagedNcclGroup(std::shared_ptr<comm::ProcessGroup> nccl)
-        : ProcessGroup(nccl->rank(), nccl->size(), nccl->name()),
-          nccl_(std::move(nccl)),
-          device_(dynamic_cast<comm::NcclProcessGroup&>(*nccl_).device()) {}
-
-    Work all_to_all_v(const Tensor& input,
-                      const std::vector<int64_t>& input_splits,
-                      Tensor& output,
-                      const std::vector<int64_t>& output_splits) override {
-        Tensor in = input.to(device_), out = output.to(device_);
-        nccl_->all_to_all_v(in, input_splits, out, output_splits).wait();
-        output.copy_from(out);
-        return Work();
-    }
-
-    Work all_reduce(Tensor& tensor, ReduceOp op) override {
-        Tensor t = tensor.to(device_);
-        nccl_->all_reduce(t, op).wait();
-        tensor.copy_from(t);
-        return Work();
-    }
-
-    Work reduce_scatter_v(const Tensor& input,
-                          const std::vector<int64_t>& input_splits,
-                          Tensor& output,
-                          ReduceOp op) override {
-        Tensor in = input.to(device_), out = output.to(device_);
-        nccl_->reduce_scatter_v(in, input_splits, out, op).wait();
-        output.copy_from(out);
-        return Work();
-    }
-
-    Work all_gather_v(const Tensor& input,
-                      Tensor& output,
-                      const std::vector<int64_t>& output_splits) override {
-        Tensor in = input.to(device_), out = output.to(device_);
-        nccl_->all_gather_v(in, out, output_splits).wait();
-        output.copy_from(out);
-        return Work();
-    }
-
-    Work broadcast(Tensor& tensor, int root) override {
-        Tensor t = tensor.to(device_);
-        nccl_->broadcast(t, root).wait();
-        tensor.copy_from(t);
-        return Work();
-    }
-
-    Work barrier() override {
-        nccl_->barrier().wait();
-        return Work();
-    }
-
-    std::shared_ptr<ProcessGroup> split(int color, int key, const std::string& name) override {
-        return std::make_shared<StagedNcclGroup>(nccl_->split(color, key, name));
-    }
-
-private:
-    std::shared_ptr<comm::ProcessGroup> nccl_;
-    Device device_;
-};
 
 // One NCCL world per test process, on the node-local GPU.
 std::shared_ptr<comm::ProcessGroup> nccl_world() {
@@ -94,8 +30,9 @@ std::shared_ptr<comm::ProcessGroup> nccl_world() {
     return world;
 }
 
-StagedNcclGroup staged_world() {
-    return StagedNcclGroup(nccl_world());
+HostFacingGroup staged_world() {
+    auto nccl = nccl_world();
+    return HostFacingGroup(nccl, dynamic_cast<comm::NcclProcessGroup&>(*nccl).device());
 }
 
 const std::vector<DType> kNcclReducible = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32,
@@ -109,7 +46,7 @@ uint64_t case_seed(DType dtype, int variant) {
 
 TEST_CASE("NcclProcessGroup: all_to_all_v moves unequal and empty segments of every dtype",
           "[cuda][comm]") {
-    StagedNcclGroup world = staged_world();
+    HostFacingGroup world = staged_world();
     for (const DType dtype : all_dtypes()) {
         INFO("dtype=" << dtype_name(dtype) << " seed=" << test_seed());
         CHECK(run_all_to_all_v(world, dtype, case_seed(dtype, 0), 1) == "");
@@ -119,7 +56,7 @@ TEST_CASE("NcclProcessGroup: all_to_all_v moves unequal and empty segments of ev
 
 TEST_CASE("NcclProcessGroup: all_reduce and reduce_scatter_v with every op and dtype",
           "[cuda][comm]") {
-    StagedNcclGroup world = staged_world();
+    HostFacingGroup world = staged_world();
     for (const DType dtype : kNcclReducible) {
         for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin}) {
             const bool is_float =
@@ -135,7 +72,7 @@ TEST_CASE("NcclProcessGroup: all_reduce and reduce_scatter_v with every op and d
 }
 
 TEST_CASE("NcclProcessGroup: all_gather_v and broadcast of every dtype", "[cuda][comm]") {
-    StagedNcclGroup world = staged_world();
+    HostFacingGroup world = staged_world();
     for (const DType dtype : all_dtypes()) {
         INFO("dtype=" << dtype_name(dtype) << " seed=" << test_seed());
         CHECK(run_all_gather_v(world, dtype, case_seed(dtype, 4), 1) == "");
@@ -146,7 +83,7 @@ TEST_CASE("NcclProcessGroup: all_gather_v and broadcast of every dtype", "[cuda]
 }
 
 TEST_CASE("NcclProcessGroup: intra- and cross-node groups from ncclCommSplit", "[cuda][comm]") {
-    StagedNcclGroup world = staged_world();
+    HostFacingGroup world = staged_world();
     const int local = comm::process_info().local_size;
     const comm::IntraAndCrossNodeGroups groups = comm::intra_and_cross_node_pg(world, local);
     CHECK(groups.intra->size() == local);
