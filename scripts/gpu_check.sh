@@ -26,7 +26,11 @@
 # warm machine can run the rest), BUILD_DIR (default build-gpu), CUDA_ARCHS (default 90),
 # USE_CARRIED_DEPS=1 (unpack third_party/gpu-deps even where the system has the packages),
 # KERNELS_ONLY=ON|OFF (default: ON where there is no MPI), GEMM_MATHS (default "f32 tf32 bf16":
-# the train step's runtime.gemm_math values).
+# the train step's runtime.gemm_math values). The step `kernels` is not in the default list: it
+# runs Nsight Compute (ncu, where installed and the GPU's counters are readable) over the embedding
+# forward and fused-backward bench cases, each kernel's speed of light, memory workload and
+# occupancy (KERNEL_FILTER, default "EmbeddingBag", selects the bench_ops cases), e.g.
+#   STEPS="build kernels" bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -228,6 +232,21 @@ if has_step profile && [ "$kernels_only" = OFF ]; then
         run_step profile profile.txt 150 profile_step
     else
         note "step profile: not run (no nsys on this machine)"
+    fi
+fi
+
+# ---- why a kernel is as fast as it is: Nsight Compute over the embedding bench cases ----
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu \
+    /usr/local/cuda/nsight-compute-*/ncu 2>/dev/null | head -1)
+if has_step kernels; then
+    if [ -n "$ncu" ]; then
+        run_step kernels kernels.txt 300 "$ncu" --section SpeedOfLight \
+            --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+            --section WarpStateStats --launch-skip 0 --launch-count 60 \
+            "$build_dir/test/bench_ops" --device cuda --bench-only --reps 1 \
+            --filter "${KERNEL_FILTER:-EmbeddingBag}"
+    else
+        note "kernel profile: not run (no ncu on this machine)"
     fi
 fi
 
