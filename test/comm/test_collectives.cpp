@@ -9,6 +9,7 @@
 
 #include "comm/mpi_env.h"
 #include "comm/mpi_process_group.h"
+#include "comm/staged_process_group.h"
 #include "test/comm/collective_cases.h"
 #include "test/comm/comm_pattern.h"
 #include "test/support/compare.h"
@@ -129,6 +130,25 @@ TEST_CASE("MpiProcessGroup: broadcast from the last rank reaches every rank", "[
         CHECK(run_broadcast(*world, dtype, world->size() - 1, case_seed(dtype, 5)) == "");
         CHECK(run_broadcast(*world, dtype, 0, case_seed(dtype, 6)) == "");
     }
+}
+
+// Its device staging runs on a GPU (test_comm_staged); here, host tensors go through as they are.
+TEST_CASE("StagedProcessGroup: host tensors go to its host group, sub-groups stage too", "[comm]") {
+    comm::StagedProcessGroup staged(mpi_world());
+    CHECK(staged.rank() == mpi_world()->rank());
+    CHECK(staged.size() == mpi_world()->size());
+    CHECK(staged.name() == "world");
+    CHECK(run_all_to_all_v(staged, DType::kF32, case_seed(DType::kF32, 40), 3) == "");
+    CHECK(run_all_reduce(staged, DType::kF32, ReduceOp::kAvg, case_seed(DType::kF32, 41)) == "");
+    CHECK(run_reduce_scatter_v(staged, DType::kI64, ReduceOp::kSum, case_seed(DType::kI64, 42)) ==
+          "");
+    CHECK(run_all_gather_v(staged, DType::kBF16, case_seed(DType::kBF16, 43), 2) == "");
+    CHECK(run_broadcast(staged, DType::kI32, staged.size() - 1, case_seed(DType::kI32, 44)) == "");
+    const auto half = staged.split(staged.rank() % 2, staged.rank(), "half");
+    REQUIRE(dynamic_cast<comm::StagedProcessGroup*>(half.get()) != nullptr);
+    CHECK(half->name() == "half");
+    CHECK(run_all_to_all_v(*half, DType::kF32, case_seed(DType::kF32, 45), 1) == "");
+    staged.barrier().wait();
 }
 
 TEST_CASE("MpiProcessGroup: counts beyond max_count go in chunks and blocks", "[comm]") {
