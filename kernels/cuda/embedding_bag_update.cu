@@ -1,8 +1,12 @@
 // Sort-then-reduce embedding backward on CUDA (see embedding_bag_update.cuh). Phases: one thread
-// per id makes its contribution; CUB radix-sorts (row, id) pairs on the row bits only and
-// run-length encodes the rows; a warp per segment (lanes over D, kColsPerLane columns each per
+// per id makes its contribution; CUB radix-sorts (row, id) pairs on the row bits only, the
+// contributions' gradient offsets and scales are gathered into sorted order, and the rows are
+// run-length encoded; a warp per segment (lanes over D, kColsPerLane columns each per
 // 128-column chunk) or a block per hot segment sums the gradient rows in id order and applies
-// the update. Letters: N ids, D dim, E rows.
+// the update. Most segments hold one or two ids, so the warp kernel is bound by the latency of
+// its chain of loads: it reads a segment's bounds in one round trip and, for rows of at most
+// kChunkCols columns, loads the row's weights and state while it sums the gradient. Letters:
+// N ids, D dim, E rows.
 #include <algorithm>
 #include <cmath>
 #include <cub/cub.cuh>
@@ -26,6 +30,8 @@ enum Slot : size_t {
     kIdsOut,
     kGradOffsets,
     kScales,
+    kSortedGradOffsets,
+    kSortedScales,
     kRows,
     kCounts,
     kBegins,
@@ -84,6 +90,22 @@ __global__ void contributions_kernel(LookupArgs a,
     }
 }
 
+// The contributions' gradient offsets and scales in sorted order.
+__global__ void gather_sorted_kernel(int64_t n,
+                                     const int32_t* ids_sorted,
+                                     const int64_t* grad_offsets,
+                                     const float* scales,
+                                     int64_t* sorted_grad_offsets,
+                                     float* sorted_scales) {
+    const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (k >= n) {
+        return;
+    }
+    const int32_t id = ids_sorted[k];
+    sorted_grad_offsets[k] = grad_offsets[id];
+    sorted_scales[k] = scales[id];
+}
+
 __global__ void collect_hot_segments_kernel(
     int64_t max_segments, int64_t total_rows, RowSegments sg, int32_t* hot, int32_t* num_hot) {
     const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -111,9 +133,8 @@ __device__ __forceinline__ void reduce_ids(const RowSegments& sg,
         acc[i] = 0.f;
     }
     for (int64_t k = k_begin; k < k_end; ++k) {
-        const int32_t n = sg.ids_sorted[k];
-        const float scale = sg.scales[n];
-        const float* g = grad + sg.grad_offsets[n] + col0;  // g is grad row n from column col0
+        const float scale = sg.scales[k];
+        const float* g = grad + sg.grad_offsets[k] + col0;  // the id's gradient row from col0
         for (int i = 0; i < kColsPerLane; ++i) {
             const int64_t d = lane + kWarpSize * i;
             if (col0 + d < dim) {
@@ -123,8 +144,42 @@ __device__ __forceinline__ void reduce_ids(const RowSegments& sg,
     }
 }
 
-// One element of a touched row, rule kRule (an OptimType, or kDense), g already holding the
-// weight decay. rowwise_step is lr / (sqrt(G) + eps) of row-wise Adagrad.
+__host__ __device__ constexpr bool uses_state1(int rule) {  // per element
+    return rule == static_cast<int>(OptimType::kExactAdagrad) ||
+           rule == static_cast<int>(OptimType::kAdam);
+}
+
+__host__ __device__ constexpr bool uses_state2(int rule) {
+    return rule == static_cast<int>(OptimType::kAdam);
+}
+
+// One element's update by rule kRule (an OptimType) on values in registers: w the weight as f32,
+// s1 and s2 its state where the rule keeps one, g already holding the weight decay.
+// rowwise_step is lr / (sqrt(G) + eps) of row-wise Adagrad.
+template <int kRule>
+__device__ __forceinline__ void update_value(
+    float g, const UpdateConstants& k, float rowwise_step, float& w, float& s1, float& s2) {
+    if constexpr (kRule == static_cast<int>(OptimType::kSgd)) {
+        w = w - k.lr * g;
+    } else if constexpr (kRule == static_cast<int>(OptimType::kExactAdagrad)) {
+        const float sum_sq = s1 + g * g;
+        s1 = sum_sq;
+        w = w - k.lr * g / (sqrtf(sum_sq) + k.eps);
+    } else if constexpr (kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad)) {
+        w = w - rowwise_step * g;
+    } else {
+        static_assert(kRule == static_cast<int>(OptimType::kAdam));
+        const float m = k.beta1 * s1 + (1.f - k.beta1) * g;
+        const float v = k.beta2 * s2 + (1.f - k.beta2) * g * g;
+        s1 = m;
+        s2 = v;
+        const float m_hat = m / k.bias_correction1;
+        const float v_hat = v / k.bias_correction2;
+        w = w - k.lr * m_hat / (sqrtf(v_hat) + k.eps);
+    }
+}
+
+// One element of a touched row in memory, rule kRule (an OptimType, or kDense).
 template <typename Weight, int kRule>
 __device__ __forceinline__ void update_element(int64_t idx,
                                                float g,
@@ -136,24 +191,18 @@ __device__ __forceinline__ void update_element(int64_t idx,
                                                float* dense) {
     if constexpr (kRule == kDense) {
         dense[idx] = g;
-    } else if constexpr (kRule == static_cast<int>(OptimType::kSgd)) {
-        weights[idx] = from_f32<Weight>(to_f32(weights[idx]) - k.lr * g);
-    } else if constexpr (kRule == static_cast<int>(OptimType::kExactAdagrad)) {
-        const float sum_sq = s1[idx] + g * g;
-        s1[idx] = sum_sq;
-        weights[idx] = from_f32<Weight>(to_f32(weights[idx]) - k.lr * g / (sqrtf(sum_sq) + k.eps));
-    } else if constexpr (kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad)) {
-        weights[idx] = from_f32<Weight>(to_f32(weights[idx]) - rowwise_step * g);
     } else {
-        static_assert(kRule == static_cast<int>(OptimType::kAdam));
-        const float m = k.beta1 * s1[idx] + (1.f - k.beta1) * g;
-        const float v = k.beta2 * s2[idx] + (1.f - k.beta2) * g * g;
-        s1[idx] = m;
-        s2[idx] = v;
-        const float m_hat = m / k.bias_correction1;
-        const float v_hat = v / k.bias_correction2;
-        weights[idx] =
-            from_f32<Weight>(to_f32(weights[idx]) - k.lr * m_hat / (sqrtf(v_hat) + k.eps));
+        float w = to_f32(weights[idx]);
+        float a = uses_state1(kRule) ? s1[idx] : 0.f;
+        float b = uses_state2(kRule) ? s2[idx] : 0.f;
+        update_value<kRule>(g, k, rowwise_step, w, a, b);
+        weights[idx] = from_f32<Weight>(w);
+        if constexpr (uses_state1(kRule)) {
+            s1[idx] = a;
+        }
+        if constexpr (uses_state2(kRule)) {
+            s2[idx] = b;
+        }
     }
 }
 
@@ -173,29 +222,94 @@ struct UpdateTarget {
     float* dense;  // grad_weights [sum E, D] for kDense
 };
 
+// A row of at most kChunkCols columns (each lane holds kColsPerLane of its columns): the row's
+// weights and state are loaded before its gradient is summed, so that their latency overlaps the
+// reduction's; the same arithmetic, in the same order, as update_element.
+template <typename Weight, int kRule>
+__device__ __forceinline__ void update_short_row(const RowSegments& sg,
+                                                 const float* grad,
+                                                 int64_t dim,
+                                                 const UpdateConstants& k,
+                                                 const UpdateTarget& target,
+                                                 int64_t row,
+                                                 int64_t begin,
+                                                 int32_t count,
+                                                 int lane) {
+    constexpr bool kRowWise = kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad);
+    auto* weights = static_cast<Weight*>(target.weights);
+    const int64_t row_base = row * dim;
+    float w[kColsPerLane], s1[kColsPerLane], s2[kColsPerLane];
+    for (int i = 0; i < kColsPerLane; ++i) {
+        const int64_t d = lane + kWarpSize * i;
+        w[i] = d < dim ? to_f32(weights[row_base + d]) : 0.f;
+        s1[i] = uses_state1(kRule) && d < dim ? target.state1[row_base + d] : 0.f;
+        s2[i] = uses_state2(kRule) && d < dim ? target.state2[row_base + d] : 0.f;
+    }
+    const float old_sum = kRowWise ? target.state1[row] : 0.f;
+    float acc[kColsPerLane];
+    reduce_ids(sg, grad, dim, begin, begin + count, 0, lane, acc);
+    float sum_sq = 0.f;
+    for (int i = 0; i < kColsPerLane; ++i) {
+        if (lane + kWarpSize * i < dim) {
+            acc[i] = k.weight_decay != 0.f ? acc[i] + k.weight_decay * w[i] : acc[i];
+            sum_sq += acc[i] * acc[i];
+        }
+    }
+    float rowwise_step = 0.f;
+    if constexpr (kRowWise) {
+        // G += mean over D of g^2.
+        const float new_sum = old_sum + warp_sum(sum_sq) / static_cast<float>(dim);
+        if (lane == 0) {
+            target.state1[row] = new_sum;
+        }
+        rowwise_step = k.lr / (sqrtf(new_sum) + k.eps);
+    }
+    for (int i = 0; i < kColsPerLane; ++i) {
+        const int64_t d = lane + kWarpSize * i;
+        if (d < dim) {
+            update_value<kRule>(acc[i], k, rowwise_step, w[i], s1[i], s2[i]);
+            weights[row_base + d] = from_f32<Weight>(w[i]);
+            if constexpr (uses_state1(kRule)) {
+                target.state1[row_base + d] = s1[i];
+            }
+            if constexpr (uses_state2(kRule)) {
+                target.state2[row_base + d] = s2[i];
+            }
+        }
+    }
+}
+
 // A warp per segment of at most kHotSegmentIds ids.
 template <typename Weight, int kRule>
 __global__ void segment_update_warp_kernel(
     RowSegments sg, const float* grad, int64_t dim, UpdateConstants k, UpdateTarget target) {
     const int64_t s = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarpSize;
     const int lane = threadIdx.x % kWarpSize;
-    if (s >= sg.max_segments || s >= *sg.num_segments) {
+    if (s >= sg.max_segments) {
         return;
     }
+    // The segment's bounds in one round trip: every load is issued before any is tested (rows[s]
+    // past num_segments is never used).
+    const int32_t num_segments = *sg.num_segments;
     const int64_t row = sg.rows[s];
     const int32_t count = sg.counts[s];
-    if (row >= sg.total_rows || count > kHotSegmentIds) {
-        return;  // bad ids, or a hot row for the block kernel
+    const int64_t begin = sg.begins[s];
+    if (s >= num_segments || row >= sg.total_rows || count > kHotSegmentIds) {
+        return;  // past the last segment, bad ids, or a hot row for the block kernel
+    }
+    if constexpr (kRule != kDense) {
+        if (dim <= kChunkCols) {
+            update_short_row<Weight, kRule>(sg, grad, dim, k, target, row, begin, count, lane);
+            return;
+        }
     }
     auto* weights = static_cast<Weight*>(target.weights);
-    const int64_t begin = sg.begins[s];
     const int64_t row_base = row * dim;
     const int64_t num_chunks = ceil_div(dim, kChunkCols);
     float acc[kColsPerLane];
     float rowwise_step = 0.f;
     if constexpr (kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad)) {
-        // G += mean over D of g^2 needs the whole row first: one pass for the sum of squares
-        // (the accumulators of a single-chunk row are kept for the update below).
+        // G += mean over D of g^2 needs the whole row first: one pass for the sum of squares.
         float sum_sq = 0.f;
         for (int64_t c = 0; c < num_chunks; ++c) {
             reduce_ids(sg, grad, dim, begin, begin + count, c * kChunkCols, lane, acc);
@@ -215,17 +329,12 @@ __global__ void segment_update_warp_kernel(
         rowwise_step = k.lr / (sqrtf(new_sum) + k.eps);
     }
     for (int64_t c = 0; c < num_chunks; ++c) {
-        const bool kept =
-            kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad) && num_chunks == 1;
-        if (!kept) {
-            reduce_ids(sg, grad, dim, begin, begin + count, c * kChunkCols, lane, acc);
-        }
+        reduce_ids(sg, grad, dim, begin, begin + count, c * kChunkCols, lane, acc);
         for (int i = 0; i < kColsPerLane; ++i) {
             const int64_t d = c * kChunkCols + lane + kWarpSize * i;
             if (d < dim) {
                 const float g =
-                    kept ? acc[i]
-                         : decayed<Weight, kRule>(acc[i], weights, row_base + d, k.weight_decay);
+                    decayed<Weight, kRule>(acc[i], weights, row_base + d, k.weight_decay);
                 update_element<Weight, kRule>(row_base + d, g, k, rowwise_step, weights,
                                               target.state1, target.state2, target.dense);
             }
@@ -345,8 +454,8 @@ RowSegments sort_contributions(const LookupArgs& a,
     SR_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, (int32_t*)nullptr,
                                                 (int32_t*)nullptr, count, s));
     const auto cub_bytes = static_cast<int64_t>(std::max({sort_bytes, rle_bytes, scan_bytes}));
-    const int64_t slot_bytes[kNumSlots] = {8 * n, 8 * n, 4 * n, 4 * n, 8 * n, 4 * n,
-                                           8 * n, 4 * n, 4 * n, 4 * n, 16,    cub_bytes};
+    const int64_t slot_bytes[kNumSlots] = {8 * n, 8 * n, 4 * n, 4 * n, 8 * n, 4 * n, 8 * n,
+                                           4 * n, 8 * n, 4 * n, 4 * n, 4 * n, 16,    cub_bytes};
     bool fits = true;
     for (size_t i = 0; i < kNumSlots; ++i) {
         fits = fits && workspace.fits(i, std::max<int64_t>(slot_bytes[i], 4), device);
@@ -360,6 +469,8 @@ RowSegments sort_contributions(const LookupArgs& a,
     auto* ids_out = slot_buffer<int32_t>(workspace, kIdsOut, n, device);
     auto* grad_offsets = slot_buffer<int64_t>(workspace, kGradOffsets, n, device);
     auto* scales = slot_buffer<float>(workspace, kScales, n, device);
+    auto* sorted_grad_offsets = slot_buffer<int64_t>(workspace, kSortedGradOffsets, n, device);
+    auto* sorted_scales = slot_buffer<float>(workspace, kSortedScales, n, device);
     auto* rows = slot_buffer<int64_t>(workspace, kRows, n, device);
     auto* counts = slot_buffer<int32_t>(workspace, kCounts, n, device);
     auto* begins = slot_buffer<int32_t>(workspace, kBegins, n, device);
@@ -374,9 +485,8 @@ RowSegments sort_contributions(const LookupArgs& a,
     sg.rows = rows;
     sg.counts = counts;
     sg.begins = begins;
-    sg.ids_sorted = ids_out;
-    sg.grad_offsets = grad_offsets;
-    sg.scales = scales;
+    sg.grad_offsets = sorted_grad_offsets;
+    sg.scales = sorted_scales;
     sg.num_hot = counters + 1;
     sg.hot = hot;
     SR_CUDA_CHECK(cudaMemsetAsync(counters, 0, 4 * sizeof(int32_t), s));
@@ -390,6 +500,9 @@ RowSegments sort_contributions(const LookupArgs& a,
     // Radix sort is stable: the ids of a row keep ascending index order.
     SR_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_temp, sort_bytes, keys_in, keys_out, ids_in,
                                                   ids_out, count, 0, end_bit, s));
+    gather_sorted_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(n, ids_out, grad_offsets, scales,
+                                                              sorted_grad_offsets, sorted_scales);
+    SR_CUDA_LAUNCH_CHECK(s);
     // Counts past the last run stay 0, so the scan over all N entries is defined.
     SR_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(n) * sizeof(int32_t), s));
     SR_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(cub_temp, rle_bytes, keys_out,

@@ -22,9 +22,9 @@ struct RowSegments {
     const int64_t* rows = nullptr;          // [N] row of segment s (s < num_segments)
     const int32_t* counts = nullptr;        // [N] ids in segment s
     const int32_t* begins = nullptr;        // [N] first sorted position of segment s
-    const int32_t* ids_sorted = nullptr;    // [N] contribution (id) index by sorted position
-    const int64_t* grad_offsets = nullptr;  // [N] by id: where its gradient row starts
-    const float* scales = nullptr;          // [N] by id
+    // By sorted position (the ids of a segment are contiguous, so a warp reads them in one go):
+    const int64_t* grad_offsets = nullptr;  // [N] where the id's gradient row starts
+    const float* scales = nullptr;          // [N] the id's scale
     const int32_t* num_hot = nullptr;       // [1] segments with more than kHotSegmentIds ids
     const int32_t* hot = nullptr;           // [N] their indices (in no particular order)
 };
