@@ -10,17 +10,13 @@
 #include "engine/distributed/bucketize.h"
 #include "engine/distributed/comm_ops.h"
 #include "engine/distributed/sharded_embedding_bag_collection_impl.h"
+#include "engine/modules/init.h"
 #include "engine/modules/interaction.h"
 #include "kernels/elementwise.h"
 
 namespace shardrec {
 
 namespace {
-
-void ensure(Tensor& t, const Shape& shape, Device device = Device::cpu()) {
-    if (!t.defined() || t.shape() != shape || t.device() != device)
-        t = Tensor::empty(shape, DType::kF32, device);
-}
 
 // The shard's bags where its kernels run: the host views themselves, or copies on the device of
 // its rows (in the stream's order).
@@ -92,7 +88,7 @@ void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s,
     if (!s.position_weights.empty())
         apply_position_weights(s, *pw);
     place_bags(s, stream);
-    ensure(s.out, {kjt.stride(), s.num_keys * s.cols}, s.weights.device());
+    init::reuse_or_allocate(s.out, {kjt.stride(), s.num_keys * s.cols}, s.weights.device());
     kernels::embedding_bag_forward(s.weights, s.table_offsets, s.feature_table, s.k_ids,
                                    s.k_offsets, s.k_psw.defined() ? &s.k_psw : nullptr, s.mode,
                                    s.out, stream);
@@ -420,7 +416,7 @@ static void run_lookups(ShardedEmbeddingBagCollection::Group& g,
     int64_t cols = 0;
     for (const auto& s : g.local)
         cols += s.num_keys * s.cols;
-    ensure(g.local_out, {g.received.stride(), cols}, device);
+    init::reuse_or_allocate(g.local_out, {g.received.stride(), cols}, device);
     int64_t col = 0;
     for (auto& s : g.local) {
         lookup_forward(s, g.received, pw, stream);
@@ -440,7 +436,8 @@ static void run_updates(ShardedEmbeddingBagCollection::Group& g,
                         Stream& stream) {
     int64_t col = 0;
     for (auto& s : g.local) {
-        ensure(s.grad, {grad_local.size(0), s.num_keys * s.cols}, s.weights.device());
+        init::reuse_or_allocate(s.grad, {grad_local.size(0), s.num_keys * s.cols},
+                                s.weights.device());
         copy_from_columns(s.grad, grad_local, col, stream);
         lookup_backward(s, optim, pw, pw_grad_scale, stream);
         col += s.num_keys * s.cols;
@@ -556,7 +553,8 @@ KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_p
     input_dist_wait(*dist);
     const KeyedJaggedTensor& kjt = dist->features;
     const int64_t B = kjt.stride();
-    ensure(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()}, device_);
+    init::reuse_or_allocate(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()},
+                            device_);
     out_.zero_(stream);
     make_mean_scale(kjt, stream);  // backward() reads it again
     // The lookups below train on these; backward() reads them again.
@@ -674,7 +672,7 @@ void ShardedEmbeddingBagCollection::gather_grad(Group& g,
     int64_t total = 0;
     for (int64_t w : widths)
         total += w;
-    ensure(g.grad_out, {grad.size(0), total}, device_);
+    init::reuse_or_allocate(g.grad_out, {grad.size(0), total}, device_);
     int64_t col = 0;
     for (size_t i = 0; i < keys.size(); ++i) {
         const int64_t k = keys[i];

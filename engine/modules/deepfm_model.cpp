@@ -1,17 +1,10 @@
 #include "engine/modules/deepfm_model.h"
 
+#include "engine/modules/init.h"
 #include "engine/modules/interaction.h"
 #include "kernels/elementwise.h"
 
 namespace shardrec {
-namespace {
-
-void ensure(Tensor& t, const Shape& shape, Device device) {
-    if (!t.defined() || t.shape() != shape || t.device() != device)
-        t = Tensor::empty(shape, DType::kF32, device);
-}
-
-}  // namespace
 
 DeepFMModel::DeepFMModel(const ModelConfig& model,
                          uint64_t seed,
@@ -42,12 +35,12 @@ const Tensor& DeepFMModel::forward(const Batch& batch, Stream& stream) {
     const int64_t B = batch.batch_size();
     const Tensor& dense = dense_arch_->forward(batch.dense, stream);
     const KeyedTensor pooled = sparse_arch_->forward(batch.sparse, stream);
-    ensure(combined_, {B, (F_ + 1) * D_}, dense.device());
+    init::reuse_or_allocate(combined_, {B, (F_ + 1) * D_}, dense.device());
     copy_into_columns(combined_, 0, dense, stream);
     copy_into_columns(combined_, D_, pooled.values(), stream);
     const Tensor& deep = deep_->forward(combined_, stream);
     const Tensor& fm = fm_->forward(combined_, stream);
-    ensure(over_in_, {B, D_ + deep_out_ + 1}, dense.device());
+    init::reuse_or_allocate(over_in_, {B, D_ + deep_out_ + 1}, dense.device());
     copy_into_columns(over_in_, 0, dense, stream);
     copy_into_columns(over_in_, D_, deep, stream);
     copy_into_columns(over_in_, D_ + deep_out_, fm, stream);
@@ -63,23 +56,23 @@ void DeepFMModel::backward(const Tensor& grad_logits, Stream& stream) {
     // over_in = [dense | deep | fm]: split its gradient and send each part back.
     const Tensor& g_final_in = over_final_->backward(grad_logits.view({B, 1}), stream);
     const Tensor& g_over_in = over_arch_ ? over_arch_->backward(g_final_in, stream) : g_final_in;
-    ensure(grad_dense_, {B, D_}, device);
+    init::reuse_or_allocate(grad_dense_, {B, D_}, device);
     copy_from_columns(grad_dense_, g_over_in, 0, stream);
-    ensure(grad_deep_, {B, deep_out_}, device);
-    ensure(grad_fm_, {B, 1}, device);
+    init::reuse_or_allocate(grad_deep_, {B, deep_out_}, device);
+    init::reuse_or_allocate(grad_fm_, {B, 1}, device);
     copy_from_columns(grad_deep_, g_over_in, D_, stream);
     copy_from_columns(grad_fm_, g_over_in, D_ + deep_out_, stream);
     const Tensor& g_combined_deep = deep_->backward(grad_deep_, stream);
     const Tensor& g_combined_fm = fm_->backward(grad_fm_, stream);
     // combined fed both the deep and the FM branch: its gradient is the sum of theirs.
-    ensure(grad_combined_, {B, (F_ + 1) * D_}, device);
+    init::reuse_or_allocate(grad_combined_, {B, (F_ + 1) * D_}, device);
     copy_async(grad_combined_.data_ptr(), device, g_combined_deep.data_ptr(), device,
                grad_combined_.nbytes(), stream);
     kernels::add_(grad_combined_, g_combined_fm, stream);
     // combined = [dense | pooled]; dense also fed over_in directly.
-    ensure(grad_pooled_, {B, F_ * D_}, device);
+    init::reuse_or_allocate(grad_pooled_, {B, F_ * D_}, device);
     copy_from_columns(grad_pooled_, grad_combined_, D_, stream);
-    ensure(grad_dense_combined_, {B, D_}, device);
+    init::reuse_or_allocate(grad_dense_combined_, {B, D_}, device);
     copy_from_columns(grad_dense_combined_, grad_combined_, 0, stream);
     kernels::add_(grad_dense_, grad_dense_combined_, stream);
     dense_arch_->backward(grad_dense_, stream);

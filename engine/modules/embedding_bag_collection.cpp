@@ -7,16 +7,10 @@
 #include <algorithm>
 #include <set>
 
+#include "engine/modules/init.h"
+
 namespace shardrec {
 namespace {
-
-// An f32 tensor on `device` reused while its shape is unchanged.
-Tensor& reuse(Tensor& t, const Shape& shape, Device device) {
-    if (!t.defined() || t.shape() != shape) {
-        t = Tensor::empty(shape, DType::kF32, device);
-    }
-    return t;
-}
 
 // Copies columns [src_col, src_col + width) of src [B, src_cols] to dst [B, dst_cols] (f32, one
 // device), in the stream's order.
@@ -186,7 +180,7 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& input, Stre
         if (g.direct_output) {
             g.out = values_;
         } else {
-            reuse(g.out, {batch, num_features * g.dim}, device_);
+            init::reuse_or_allocate(g.out, {batch, num_features * g.dim}, device_);
         }
         kernels::embedding_bag_forward(g.weights, g.table_offsets, g.feature_table, g.ids,
                                        g.offsets, lookup_weighted_ ? &g.psw : nullptr, g.pooling,
@@ -213,7 +207,7 @@ void EmbeddingBagCollection::gather_group_grad(Group& g,
         return;
     }
     const auto num_features = static_cast<int64_t>(g.features.size());
-    reuse(g.grad_out, {batch_, num_features * g.dim}, device_);
+    init::reuse_or_allocate(g.grad_out, {batch_, num_features * g.dim}, device_);
     for (int64_t i = 0; i < num_features; ++i) {
         copy_columns(grad_values,
                      features_[static_cast<size_t>(g.features[static_cast<size_t>(i)])].column,
