@@ -361,6 +361,18 @@ EmbeddingInputSpec gpu_bench_spec(DType dtype) {
     return s;
 }
 
+// GPU bench with the pooling of the MLPerf DLRM-DCNv2 config (configs/dlrm_dcnv2_mlperf.yaml):
+// its 26 features, each bag of feature f holding that feature's pooling factor of ids (214 per
+// sample, 1.48M ids), all on one 4M-row D = 128 table, B = 6912 as the config's per-rank batch.
+EmbeddingInputSpec mlperf_pooling_spec(DType dtype) {
+    const std::vector<int64_t> pooling = {3, 2, 1, 2, 6, 1, 1,  1,   1,  7,  3, 8, 1,
+                                          6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1};
+    EmbeddingInputSpec s = spec({int64_t{4} << 20}, std::vector<int32_t>(pooling.size(), 0), 6912,
+                                128, 0, false, dtype);
+    s.lengths = pooling;
+    return s;
+}
+
 void add_forward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     constexpr auto kSum = PoolingMode::kSum;
     constexpr auto kMean = PoolingMode::kMean;
@@ -392,6 +404,8 @@ void add_forward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
         v.push_back(
             std::make_unique<EmbeddingBagForwardCase>(gpu_bench_spec(dtype), kSum, false, true));
     }
+    v.push_back(std::make_unique<EmbeddingBagForwardCase>(mlperf_pooling_spec(DType::kF32), kSum,
+                                                          false, true));
 }
 
 void add_backward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
@@ -450,6 +464,9 @@ void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
         gpu_bench_spec(DType::kF32), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f), false,
         true));
+    v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+        mlperf_pooling_spec(DType::kF32), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f),
+        false, true));
 }
 
 const RegisterOpCases kRegister([] {

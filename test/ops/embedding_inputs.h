@@ -24,6 +24,9 @@ struct EmbeddingInputSpec {
     int64_t dim = 1;
     int64_t min_length = 0;
     int64_t max_length = 4;
+    // When set: every bag of feature f holds lengths[f] ids (min/max_length unused), as a
+    // config's fixed pooling factors.
+    std::vector<int64_t> lengths;
     bool weighted = false;
     DType dtype = DType::kF32;
     bool hot_row = false;  // every bag's first id is the same row of its table
@@ -33,10 +36,15 @@ struct EmbeddingInputSpec {
         const bool shared = std::any_of(feature_table.begin(), feature_table.end(), [&](int32_t t) {
             return std::count(feature_table.begin(), feature_table.end(), t) > 1;
         });
-        return fmt::format("T={},F={}{},E={},B={},D={},L={}..{},w={},{}{}{}", table_rows.size(),
+        int64_t sum_lengths = 0;
+        for (int64_t l : lengths)
+            sum_lengths += l;
+        const std::string l = lengths.empty() ? fmt::format("{}..{}", min_length, max_length)
+                                              : fmt::format("per-feature(sum {})", sum_lengths);
+        return fmt::format("T={},F={}{},E={},B={},D={},L={},w={},{}{}{}", table_rows.size(),
                            feature_table.size(), shared ? "(shared)" : "", table_rows[0], batch,
-                           dim, min_length, max_length, weighted ? 1 : 0, dtype_name(dtype),
-                           hot_row ? ",hot" : "", exact ? ",exact" : "");
+                           dim, l, weighted ? 1 : 0, dtype_name(dtype), hot_row ? ",hot" : "",
+                           exact ? ",exact" : "");
     }
 };
 
@@ -101,7 +109,8 @@ inline EmbeddingInputs make_embedding_inputs(const EmbeddingInputSpec& s, uint64
             s.table_rows[static_cast<size_t>(s.feature_table[static_cast<size_t>(f)])];
         int64_t first = -1, last = -1;  // first and last non-empty bag of this feature
         for (int64_t b = 0; b < s.batch; ++b) {
-            const int64_t length = r.randint(s.min_length, s.max_length + 1);
+            const int64_t length = s.lengths.empty() ? r.randint(s.min_length, s.max_length + 1)
+                                                     : s.lengths[static_cast<size_t>(f)];
             const auto begin = static_cast<int64_t>(a.ids.size());
             for (int64_t i = 0; i < length; ++i) {
                 a.ids.push_back(r.randint(0, rows));
