@@ -27,6 +27,17 @@ namespace shardrec::kernels::cuda {
 // H100's L2), so the ceilings of bench_ops and shardrec bench compare.
 double measure_copy_gbps(int device, size_t bytes = size_t{2} << 30, int reps = 10);
 
+// Random-row gather bandwidth on `device` in GB/s (bytes read plus bytes written): `rows` rows
+// of `row_bytes` bytes each (a multiple of 16), at uniformly random row indices of a
+// `table_bytes`-byte table, copied to a packed output in 16-byte loads, each row's index read
+// first, as an embedding lookup with one id per bag does. Median of `reps` event-timed runs. The
+// access pattern's own ceiling, next to the copy's: short random rows use DRAM less well.
+double measure_gather_gbps(int device,
+                           int64_t row_bytes,
+                           size_t table_bytes = size_t{2} << 30,
+                           int64_t rows = int64_t{1} << 20,
+                           int reps = 10);
+
 // Median time in microseconds of one cuBLAS GEMM of row-major [m, k] x [k, n] fp32 matrices
 // (in the math mode of kernels::gemm_math()), timed with CUDA events over `reps` runs.
 double sgemm_time_us(int device, int64_t m, int64_t n, int64_t k, int reps);

@@ -1,5 +1,6 @@
-// The measured ceilings of kernels/device_ceilings.h: a device-to-device cudaMemcpyAsync and a
-// plain cuBLAS GEMM, each timed with CUDA events on its own stream after a warm-up.
+// The measured ceilings of kernels/device_ceilings.h: a device-to-device cudaMemcpyAsync, a
+// random-row gather and a plain cuBLAS GEMM, each timed with CUDA events on its own stream after
+// a warm-up.
 #include <algorithm>
 #include <vector>
 
@@ -33,7 +34,53 @@ double median_ms(Stream& stream, int reps, Fn&& fn) {
     return ms[ms.size() / 2];
 }
 
+// One thread per 16-byte chunk of the output: out row r = table row ids[r].
+__global__ void gather_rows_kernel(
+    int64_t rows, int64_t chunks_per_row, const int64_t* ids, const uint4* table, uint4* out) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i >= rows * chunks_per_row) {
+        return;
+    }
+    const int64_t r = i / chunks_per_row;
+    const int64_t c = i - r * chunks_per_row;
+    out[i] = __ldg(table + ids[r] * chunks_per_row + c);
+}
+
 }  // namespace
+
+double measure_gather_gbps(
+    int device, int64_t row_bytes, size_t table_bytes, int64_t rows, int reps) {
+    SR_CHECK(row_bytes > 0 && row_bytes % 16 == 0 && rows > 0 &&
+                 table_bytes >= static_cast<size_t>(row_bytes),
+             "measure_gather_gbps: {}-byte rows from a {}-byte table", row_bytes, table_bytes);
+    Stream stream(Device::cuda(device));
+    const cudaStream_t s = cuda_stream(stream);
+    const int64_t table_rows = static_cast<int64_t>(table_bytes) / row_bytes;
+    std::vector<int64_t> ids(static_cast<size_t>(rows));
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int64_t& id : ids) {  // splitmix64: uniform rows, fixed from run to run
+        x += 0x9e3779b97f4a7c15ull;
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        id = static_cast<int64_t>((z ^ (z >> 31)) % static_cast<uint64_t>(table_rows));
+    }
+    DeviceScratch table(stream, static_cast<size_t>(table_rows * row_bytes));
+    DeviceScratch out(stream, static_cast<size_t>(rows * row_bytes));
+    DeviceScratch dev_ids(stream, ids.size() * sizeof(int64_t));
+    SR_CUDA_CHECK(cudaMemsetAsync(table.data(), 1, static_cast<size_t>(table_rows * row_bytes), s));
+    SR_CUDA_CHECK(cudaMemcpyAsync(dev_ids.data(), ids.data(), ids.size() * sizeof(int64_t),
+                                  cudaMemcpyHostToDevice, s));
+    const int64_t chunks_per_row = row_bytes / 16;
+    const int64_t threads = rows * chunks_per_row;
+    const double ms = median_ms(stream, std::max(1, reps), [&] {
+        gather_rows_kernel<<<blocks_for(threads), kBlockSize, 0, s>>>(
+            rows, chunks_per_row, dev_ids.as<int64_t>(), table.as<uint4>(), out.as<uint4>());
+        SR_CUDA_LAUNCH_CHECK(s);
+    });
+    stream.synchronize();  // ids (host) and the scratch buffers outlive the runs
+    return 2.0 * static_cast<double>(rows * row_bytes) / (ms * 1e-3) / 1e9;
+}
 
 double measure_copy_gbps(int device, size_t bytes, int reps) {
     Stream stream(Device::cuda(device));

@@ -263,6 +263,10 @@ double measure_copy_gbps(int, size_t, int) {
     throw_not_built("cuda::measure_copy_gbps");
 }
 
+double measure_gather_gbps(int, int64_t, size_t, int64_t, int) {
+    throw_not_built("cuda::measure_gather_gbps");
+}
+
 double sgemm_time_us(int, int64_t, int64_t, int64_t, int) {
     throw_not_built("cuda::sgemm_time_us");
 }

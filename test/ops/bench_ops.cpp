@@ -96,6 +96,14 @@ int main(int argc, char** argv) {
                                               : kernels::host_copy_gbps();
     std::printf("# device %s, %s copy bandwidth (read+write): %.2f GB/s\n", device.str().c_str(),
                 device.is_cuda() ? "device-to-device cudaMemcpy" : "host memcpy", copy_gbps);
+    if (device.is_cuda()) {
+        std::printf(
+            "# random row gather (read+write, a row index then 16-byte loads, 2 GiB table): "
+            "128 B rows %.2f GB/s, 256 B rows %.2f GB/s, 512 B rows %.2f GB/s\n",
+            kernels::cuda::measure_gather_gbps(device.index, 128),
+            kernels::cuda::measure_gather_gbps(device.index, 256),
+            kernels::cuda::measure_gather_gbps(device.index, 512));
+    }
     std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %9s %7s %6s\n", "op", "vars", "med_us",
                 "p10_us", "p90_us", "GB/s", "GFLOP/s", "%bw", "sgemm_us", "%gemm", "#wrong");
     std::vector<std::string> rows;
