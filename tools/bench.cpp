@@ -161,7 +161,10 @@ int bench_main(const std::vector<std::string>& args) {
         device.is_cuda() ? "cuBLAS" : "cblas_sgemm", static_cast<long>(B),
         static_cast<long>(layer[0]), static_cast<long>(layer[0]), static_cast<long>(layer[1]),
         config.runtime.gemm_math.c_str());
-    std::printf("data generation   %.3f ms per batch (synthetic, not in the step time)\n", data_ms);
+    std::printf(
+        "data              %.3f ms per batch (data.type %s, made before timing: not in the "
+        "step time)\n",
+        data_ms, config.data.type.c_str());
     std::printf("ceiling           host memcpy %.2f GB/s (read + write)\n", copy_gbps);
     if (device.is_cuda()) {
         std::printf("device            %s, device copy %.1f GB/s (read + write)\n",
