@@ -36,18 +36,6 @@ cublasHandle_t cublas_handle(Stream& stream) {
     return h;
 }
 
-cublasComputeType_t compute_type() {
-    switch (gemm_math()) {
-        case GemmMath::kTf32:
-            return CUBLAS_COMPUTE_32F_FAST_TF32;
-        case GemmMath::kBf16:
-            return CUBLAS_COMPUTE_32F_FAST_16BF;
-        case GemmMath::kF32:
-            break;
-    }
-    return CUBLAS_COMPUTE_32F;
-}
-
 int to_int(int64_t v) {
     SR_CHECK(v >= 0 && v <= INT_MAX, "GEMM size {} does not fit cuBLAS's int", v);
     return static_cast<int>(v);
@@ -92,6 +80,18 @@ __global__ void column_partial_sums_kernel(const float* x,
 
 }  // namespace
 
+cublasComputeType_t gemm_compute_type() {
+    switch (gemm_math()) {
+        case GemmMath::kTf32:
+            return CUBLAS_COMPUTE_32F_FAST_TF32;
+        case GemmMath::kBf16:
+            return CUBLAS_COMPUTE_32F_FAST_16BF;
+        case GemmMath::kF32:
+            break;
+    }
+    return CUBLAS_COMPUTE_32F;
+}
+
 DeviceScratch::DeviceScratch(Stream& stream, size_t bytes) : stream_(cuda_stream(stream)) {
     keep_pool_memory(stream.device().index);
     if (bytes > 0) {
@@ -123,8 +123,8 @@ void sgemm(Stream& stream,
     // m, n; a row-major matrix with row stride ld is its column-major transpose with that ld.
     SR_CUBLAS_CHECK(cublasGemmEx(cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m),
                                  to_int(k), &alpha, b, CUDA_R_32F, to_int(ldb), a, CUDA_R_32F,
-                                 to_int(lda), &beta, c, CUDA_R_32F, to_int(ldc), compute_type(),
-                                 CUBLAS_GEMM_DEFAULT));
+                                 to_int(lda), &beta, c, CUDA_R_32F, to_int(ldc),
+                                 gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
 }
 
 void sgemm_strided_batched(Stream& stream,
@@ -148,7 +148,8 @@ void sgemm_strided_batched(Stream& stream,
     SR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m), to_int(k), &alpha, b,
         CUDA_R_32F, to_int(ldb), stride_b, a, CUDA_R_32F, to_int(lda), stride_a, &beta, c,
-        CUDA_R_32F, to_int(ldc), stride_c, to_int(batch), compute_type(), CUBLAS_GEMM_DEFAULT));
+        CUDA_R_32F, to_int(ldc), stride_c, to_int(batch), gemm_compute_type(),
+        CUBLAS_GEMM_DEFAULT));
 }
 
 void copy_rows(Stream& stream,

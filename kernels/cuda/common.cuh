@@ -157,6 +157,10 @@ private:
 
 enum class Trans { kNo, kYes };
 
+// The cuBLAS (and cuBLASLt) compute type of gemm_math(): fp32, or TF32 / bf16 tensor cores on
+// fp32 storage.
+cublasComputeType_t gemm_compute_type();
+
 // Row-major C[m, n] = alpha op(A) op(B) + beta C on `stream`, as kernels/cpu/linear.h's sgemm:
 // lda/ldb/ldc are the row strides of the stored matrices. One cuBLAS call, in the math mode of
 // gemm_math() (fp32 by default; TF32 or bf16 tensor cores when asked for).

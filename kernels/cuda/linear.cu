@@ -29,18 +29,6 @@ cublasLtHandle_t lt_handle(int device) {
     return h;
 }
 
-cublasComputeType_t lt_compute_type() {
-    switch (gemm_math()) {
-        case GemmMath::kTf32:
-            return CUBLAS_COMPUTE_32F_FAST_TF32;
-        case GemmMath::kBf16:
-            return CUBLAS_COMPUTE_32F_FAST_16BF;
-        case GemmMath::kF32:
-            break;
-    }
-    return CUBLAS_COMPUTE_32F;
-}
-
 // The descriptors of one matmul, destroyed together.
 struct LtMatmul {
     cublasLtMatmulDesc_t op = nullptr;
@@ -81,7 +69,7 @@ LtPlan& lt_plan(int device, int64_t batch, int64_t in, int64_t out, bool bias, b
         return *plan;
     plan = std::make_unique<LtPlan>();
     LtMatmul& m = plan->m;
-    SR_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&m.op, lt_compute_type(), CUDA_R_32F));
+    SR_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&m.op, gemm_compute_type(), CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     SR_CUBLASLT_CHECK(
         cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
