@@ -21,6 +21,23 @@ Stream& copy_stream(std::unique_ptr<Stream>& own, Device device) {
     return *own;
 }
 
+// A backward's awaitable: its collective, then grad_in divided by the world size when
+// gradient_division() is on (in `stream`'s order, finished before the result is returned).
+// `input` is the collective's input, kept alive with it.
+TensorAwaitable backward_awaitable(
+    comm::Work work, Tensor input, Tensor grad_in, int64_t world, Stream& stream) {
+    std::vector<comm::Work> works;
+    works.push_back(std::move(work));
+    auto finish = [input, grad_in, divide = gradient_division(), world, s = &stream]() mutable {
+        if (divide) {
+            divide_by_world(grad_in, world, *s);
+            s->synchronize();
+        }
+        return grad_in;
+    };
+    return TensorAwaitable(std::move(works), std::move(finish));
+}
+
 int64_t sum_of(const std::vector<int64_t>& v) {
     return std::accumulate(v.begin(), v.end(), int64_t{0});
 }
@@ -165,17 +182,10 @@ TensorAwaitable PooledEmbeddingsAllToAll::start_backward(const Tensor& grad_outp
     const int64_t global_batch = sum_of(batch_size_per_rank_);
     Tensor grad_in =
         reuse_buffer(grad_in_, global_batch, dim_sum_per_rank_[me], DType::kF32, device);
-    std::vector<comm::Work> works;
-    works.push_back(pg_->all_to_all_v(send, scaled(dim_sum_per_rank_, my_batch), grad_in,
-                                      scaled(batch_size_per_rank_, dim_sum_per_rank_[me])));
-    auto finish = [send, grad_in, divide = gradient_division(), world, stream]() mutable {
-        if (divide) {
-            divide_by_world(grad_in, world, *stream);
-            stream->synchronize();
-        }
-        return grad_in;
-    };
-    return TensorAwaitable(std::move(works), std::move(finish));
+    return backward_awaitable(
+        pg_->all_to_all_v(send, scaled(dim_sum_per_rank_, my_batch), grad_in,
+                          scaled(batch_size_per_rank_, dim_sum_per_rank_[me])),
+        send, grad_in, world, *stream);
 }
 
 Tensor PooledEmbeddingsAllToAll::backward(const Tensor& grad_output) {
@@ -216,17 +226,8 @@ TensorAwaitable PooledEmbeddingsReduceScatter::start_backward(const Tensor& grad
              grad_output.str(), input_splits_[pg_->rank()], dim_);
     const Device device = grad_output.device();
     Tensor grad_in = reuse_buffer(grad_in_, sum_of(input_splits_), dim_, DType::kF32, device);
-    std::vector<comm::Work> works;
-    works.push_back(pg_->all_gather_v(grad_output, grad_in, scaled(input_splits_, dim_)));
-    auto finish = [grad_output, grad_in, divide = gradient_division(), world = pg_->size(),
-                   stream = &copy_stream(stream_, device)]() mutable {
-        if (divide) {
-            divide_by_world(grad_in, world, *stream);
-            stream->synchronize();
-        }
-        return grad_in;
-    };
-    return TensorAwaitable(std::move(works), std::move(finish));
+    return backward_awaitable(pg_->all_gather_v(grad_output, grad_in, scaled(input_splits_, dim_)),
+                              grad_output, grad_in, pg_->size(), copy_stream(stream_, device));
 }
 
 Tensor PooledEmbeddingsReduceScatter::backward(const Tensor& grad_output) {
@@ -274,18 +275,9 @@ TensorAwaitable PooledEmbeddingsAllGather::start_backward(const Tensor& grad_out
     const Device device = grad_output.device();
     Tensor grad_in =
         reuse_buffer(grad_in_, batch_size_per_rank_[pg_->rank()], dim_, DType::kF32, device);
-    std::vector<comm::Work> works;
-    works.push_back(pg_->reduce_scatter_v(grad_output, scaled(batch_size_per_rank_, dim_), grad_in,
-                                          comm::ReduceOp::kSum));
-    auto finish = [grad_output, grad_in, divide = gradient_division(), world = pg_->size(),
-                   stream = &copy_stream(stream_, device)]() mutable {
-        if (divide) {
-            divide_by_world(grad_in, world, *stream);
-            stream->synchronize();
-        }
-        return grad_in;
-    };
-    return TensorAwaitable(std::move(works), std::move(finish));
+    return backward_awaitable(pg_->reduce_scatter_v(grad_output, scaled(batch_size_per_rank_, dim_),
+                                                    grad_in, comm::ReduceOp::kSum),
+                              grad_output, grad_in, pg_->size(), copy_stream(stream_, device));
 }
 
 Tensor PooledEmbeddingsAllGather::backward(const Tensor& grad_output) {
