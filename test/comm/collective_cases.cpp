@@ -5,8 +5,14 @@
 #include <numeric>
 
 #include "test/comm/comm_pattern.h"
+#include "test/support/compare.h"
 
 namespace shardrec::test {
+
+uint64_t case_seed(DType dtype, int variant) {
+    return test_seed() * 131 + static_cast<uint64_t>(dtype) * 7 + static_cast<uint64_t>(variant);
+}
+
 namespace {
 
 using comm::ReduceOp;

@@ -16,6 +16,9 @@ namespace shardrec::test {
 
 const char* op_name(comm::ReduceOp op);
 
+// The seed of one case of a backend's test: the run's test_seed(), the dtype and a variant.
+uint64_t case_seed(DType dtype, int variant);
+
 // Rank me's all_to_all_v input and output splits (multiples of unit; one empty segment).
 std::pair<std::vector<int64_t>, std::vector<int64_t>> a2a_splits(uint64_t seed,
                                                                  int me,

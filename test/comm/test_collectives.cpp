@@ -64,10 +64,6 @@ uint64_t seed_using_blocks(uint64_t seed, int n, int64_t unit, int64_t max_count
     }
 }
 
-uint64_t case_seed(DType dtype, int variant) {
-    return test_seed() * 131 + static_cast<uint64_t>(dtype) * 7 + static_cast<uint64_t>(variant);
-}
-
 }  // namespace
 
 TEST_CASE("MpiProcessGroup: world group rank and size match the bootstrap", "[comm]") {

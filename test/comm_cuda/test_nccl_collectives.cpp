@@ -38,10 +38,6 @@ HostFacingGroup staged_world() {
 const std::vector<DType> kNcclReducible = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32,
                                            DType::kI64, DType::kI8,  DType::kU8};
 
-uint64_t case_seed(DType dtype, int variant) {
-    return test_seed() * 131 + static_cast<uint64_t>(dtype) * 7 + static_cast<uint64_t>(variant);
-}
-
 }  // namespace
 
 TEST_CASE("NcclProcessGroup: all_to_all_v moves unequal and empty segments of every dtype",

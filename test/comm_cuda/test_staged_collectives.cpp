@@ -20,10 +20,6 @@ HostFacingGroup staged_world() {
                            Device::cuda(info.local_rank % cuda::device_count()));
 }
 
-uint64_t case_seed(DType dtype, int variant) {
-    return test_seed() * 137 + static_cast<uint64_t>(dtype) * 7 + static_cast<uint64_t>(variant);
-}
-
 }  // namespace
 
 TEST_CASE("StagedProcessGroup: all_to_all_v, all_gather_v and broadcast of every dtype",
