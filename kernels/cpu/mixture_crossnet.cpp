@@ -14,19 +14,6 @@
 namespace shardrec::kernels::cpu {
 namespace {
 
-// Single-threaded elementwise passes between the sgemms, as in kernels/cpu/linear.cpp (OpenMP
-// regions between OpenBLAS calls slow the next sgemm several-fold).
-void activate_inplace(Activation act, float* p, int64_t rows, int64_t cols) {
-    if (act == Activation::kIdentity) {
-        return;
-    }
-    for (int64_t i = 0; i < rows; ++i) {
-        for (int64_t j = i * cols; j < (i + 1) * cols; ++j) {
-            p[j] = apply_activation(act, p[j]);
-        }
-    }
-}
-
 // Row-wise softmax of [B, K] in place: max-shifted, summed over k in order.
 void softmax_rows(float* z, int64_t B, int64_t K) {
     for (int64_t b = 0; b < B; ++b) {
@@ -61,12 +48,12 @@ void mixture_crossnet_forward(const Tensor& x0,
     float* e = saved.e->data<float>();    // [B, K, N]
     // a1 = g(xl V^T), all experts at once: V is [K r, N].
     sgemm(Trans::kNo, Trans::kYes, B, K * r, N, xlp, N, wt.v->data<float>(), N, 0.0f, a1, K * r);
-    activate_inplace(act, a1, B, K * r);
+    activation_forward(act, a1, B * K * r);
     for (int64_t k = 0; k < K; ++k) {  // a2_k = a1_k C_k^T, columns [k r, (k+1) r)
         sgemm(Trans::kNo, Trans::kYes, B, r, r, a1 + k * r, K * r, wt.c->data<float>() + k * r * r,
               r, 0.0f, a2 + k * r, K * r);
     }
-    activate_inplace(act, a2, B, K * r);
+    activation_forward(act, a2, B * K * r);
     for (int64_t k = 0; k < K; ++k) {  // e_k = a2_k U_k^T (+ b below)
         sgemm(Trans::kNo, Trans::kYes, B, N, r, a2 + k * r, K * r, wt.u->data<float>() + k * N * r,
               r, 0.0f, e + k * N, K * N);
@@ -161,9 +148,7 @@ void expert_backward(const BackwardView& v, int64_t k) {
           v.grad_u + k * N * r, r);
     sgemm(Trans::kNo, Trans::kNo, B, r, N, v.ge, N, v.u + k * N * r, r, 0.0f, v.gq, r);
     for (int64_t b = 0; b < B; ++b) {
-        for (int64_t j = 0; j < r; ++j) {
-            v.gq[b * r + j] *= activation_grad_from_output(v.act, v.a2[(b * K + k) * r + j]);
-        }
+        activation_backward(v.act, v.gq + b * r, v.a2 + (b * K + k) * r, v.gq + b * r, r);
     }
     sgemm(Trans::kYes, Trans::kNo, r, r, B, v.gq, r, v.a1 + k * r, K * r, 0.0f,
           v.grad_c + k * r * r, r);
@@ -219,9 +204,7 @@ void mixture_crossnet_backward(const Tensor& x0,
     for (int64_t k = 0; k < K; ++k) {
         expert_backward(v, k);
     }
-    for (int64_t i = 0; i < B * K * r; ++i) {
-        v.gp[i] *= activation_grad_from_output(act, v.a1[i]);
-    }
+    activation_backward(act, v.gp, v.a1, v.gp, B * K * r);
     // grad_V = gp^T xl [K r, N]; grad_xl += gp V
     sgemm(Trans::kYes, Trans::kNo, K * r, N, B, v.gp, K * r, xlp, N, 0.0f, grads.v->data<float>(),
           N);
