@@ -8,6 +8,7 @@
 #include "comm/mpi_env.h"
 #include "engine/config/config.h"
 #include "engine/core/log.h"
+#include "engine/core/version.h"
 #include "engine/train/run_dir.h"
 #include "engine/train/trainer.h"
 #include "tools/cli.h"
@@ -72,8 +73,8 @@ int train_main(const std::vector<std::string>& args) {
     }
     const std::string run_dir = train::create_run_dir(out, config);
     const comm::ProcessInfo& info = comm::process_info();
-    log::root().info("shardrec {} ({}): {} on {} rank(s), run directory {}", SHARDREC_VERSION,
-                     SHARDREC_GIT_COMMIT, path, info.world_size, run_dir);
+    log::root().info("shardrec {} ({}): {} on {} rank(s), run directory {}", version(),
+                     git_commit(), path, info.world_size, run_dir);
     log::root().info("resolved config:\n{}", dump_config(config));
 
     const train::TrainSummary summary = train::run(config, run_dir, resume);

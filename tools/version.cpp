@@ -6,6 +6,7 @@
 #include <string>
 
 #include "comm/mpi_env.h"
+#include "engine/core/version.h"
 #include "tools/cli.h"
 
 // NCCL is linked when the comm layer builds its NCCL backend; it then defines SHARDREC_WITH_NCCL.
@@ -52,7 +53,7 @@ int version_main() {
     if (comm::process_info().rank != 0) {
         return 0;
     }
-    fmt::print("shardrec {} (commit {})\n", SHARDREC_VERSION, SHARDREC_GIT_COMMIT);
+    fmt::print("shardrec {} (commit {})\n", version(), git_commit());
     fmt::print("backends: {}\n", backends());
     fmt::print("blas:     {}\n", first_line(openblas_get_config()));
     fmt::print("mpi:      {}\n", first_line(comm::mpi_library_version()));

@@ -20,6 +20,7 @@
 #include "comm/mpi_process_group.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
+#include "engine/core/version.h"
 #include "tools/bench_comm/bench_collectives.h"
 
 namespace shardrec::bench {
@@ -122,8 +123,8 @@ std::string row_json(const Row& r, DType dtype, int world_size) {
 }
 
 void print_header(const Options& o, const comm::ProcessInfo& info) {
-    fmt::print("# bench_comm: shardrec {} (commit {}, {} build)\n", SHARDREC_VERSION,
-               SHARDREC_GIT_COMMIT, SHARDREC_BUILD_TYPE);
+    fmt::print("# bench_comm: shardrec {} (commit {}, {} build)\n", version(), git_commit(),
+               SHARDREC_BUILD_TYPE);
     fmt::print("# backend: MpiProcessGroup on host tensors, {}\n", comm::mpi_library_version());
     fmt::print("# ranks: {} ({} per node), rank 0 on {}\n", info.world_size, info.local_size,
                info.host);
