@@ -23,8 +23,9 @@ void columns_axpy(Tensor& dst,
                   const Tensor& src,
                   int64_t src_col,
                   int64_t n,
-                  float alpha,
-                  const Tensor* row_scale,
+                  float divisor,
+                  const Tensor* row_divisor,
+                  ColumnsScale scale,
                   bool accumulate,
                   Stream& stream) {
     SR_CHECK(dst.defined() && src.defined() && dst.dtype() == DType::kF32 &&
@@ -38,10 +39,10 @@ void columns_axpy(Tensor& dst,
              src_col, n, src.str());
     SR_CHECK(dst.device() == src.device(), "columns_axpy: {} and {} are on different devices",
              dst.str(), src.str());
-    if (row_scale != nullptr) {
-        SR_CHECK(row_scale->dtype() == DType::kF32 && row_scale->numel() == dst.size(0) &&
-                     row_scale->device() == dst.device(),
-                 "columns_axpy: row_scale {} for {} rows on {}", row_scale->str(), dst.size(0),
+    if (row_divisor != nullptr) {
+        SR_CHECK(row_divisor->dtype() == DType::kF32 && row_divisor->numel() == dst.size(0) &&
+                     row_divisor->device() == dst.device(),
+                 "columns_axpy: row_divisor {} for {} rows on {}", row_divisor->str(), dst.size(0),
                  dst.device().str());
     }
     ColumnsAxpy p;
@@ -51,8 +52,9 @@ void columns_axpy(Tensor& dst,
     p.dst_stride = dst.size(1);
     p.src = src.data<float>() + src_col;
     p.src_stride = src.size(1);
-    p.alpha = alpha;
-    p.row_scale = row_scale != nullptr ? row_scale->data<float>() : nullptr;
+    p.divisor = divisor;
+    p.row_divisor = row_divisor != nullptr ? row_divisor->data<float>() : nullptr;
+    p.reciprocal = scale == ColumnsScale::kTimesReciprocal;
     p.accumulate = accumulate;
     if (p.rows > 0 && n > 0) {
         const bool same_tensor = dst.data_ptr() == src.data_ptr() && p.src_stride == p.dst_stride;

@@ -1,7 +1,8 @@
 // Element-wise tensor arithmetic the models need between their modules (torch's in-place add_):
 // DeepFM sums the gradients that reach one input through two branches; the sharded collections'
-// output dists add row shards, divide MEAN bags after the sum and divide gradients by the world
-// size on column blocks (columns_axpy), on whichever device their tensors live.
+// output dists place column shards, add row shards, divide MEAN bags after the sum and divide
+// gradients by the world size on column blocks (columns_axpy), on whichever device their tensors
+// live.
 #pragma once
 
 #include "engine/core/stream.h"
@@ -13,19 +14,30 @@ namespace shardrec::kernels {
 //   b   the same numel, f32, on a's device (it may not alias a)
 void add_(Tensor& a, const Tensor& b, Stream& stream);
 
+// How columns_axpy scales: a division where the unsharded computation divides (MEAN pooling:
+// the sum, then / L; the gradient division by the world size, torch's div_), so sharded results
+// equal unsharded ones bit for bit; a multiply by the reciprocal in the MEAN backward, as the
+// unsharded backward scales its gradient by 1 / L.
+enum class ColumnsScale { kDivide, kTimesReciprocal };
+
 // Column blocks of two 2-D f32 tensors with the same rows, for b < rows and j < n:
-//   dst[b, dst_col + j] = (accumulate ? dst[b, dst_col + j] : 0) + alpha * s_b * src[b, src_col +
-//   j] s_b         row_scale[b] (f32 [rows] on dst's device), or 1 when row_scale is null
-//   accumulate  false: dst is only written (an uninitialised block is fine)
-//   src         may be dst itself when src_col == dst_col (in place); otherwise it must not overlap
-//               dst's block
+//   dst[b, dst_col + j] = (accumulate ? dst[b, dst_col + j] : 0) + x / s_b        (kDivide)
+//                                                                 + x * (1 / s_b)
+//                                                                 (kTimesReciprocal)
+//   x            src[b, src_col + j]
+//   s_b          divisor * row_divisor[b] (f32 [rows] on dst's device), or divisor alone when
+//                row_divisor is null; divisor 1 places or adds the block exactly
+//   accumulate   false: dst is only written (an uninitialised block is fine)
+//   src          may be dst itself when src_col == dst_col (in place); otherwise it must not
+//                overlap dst's block
 void columns_axpy(Tensor& dst,
                   int64_t dst_col,
                   const Tensor& src,
                   int64_t src_col,
                   int64_t n,
-                  float alpha,
-                  const Tensor* row_scale,
+                  float divisor,
+                  const Tensor* row_divisor,
+                  ColumnsScale scale,
                   bool accumulate,
                   Stream& stream);
 
@@ -36,8 +48,9 @@ struct ColumnsAxpy {
     int64_t dst_stride = 0;
     const float* src = nullptr;  // &src[0, src_col]
     int64_t src_stride = 0;
-    float alpha = 1.0f;
-    const float* row_scale = nullptr;
+    float divisor = 1.0f;
+    const float* row_divisor = nullptr;
+    bool reciprocal = false;  // ColumnsScale::kTimesReciprocal
     bool accumulate = false;
 };
 

@@ -59,8 +59,8 @@ void divide_by_world(Tensor& t, int64_t world, Stream& stream) {
     SR_CHECK(world >= 1, "divide_by_world: world size {}", world);
     const int64_t cols = t.dim() == 2 ? t.size(1) : 1;
     Tensor m = t.view({cols > 0 ? t.numel() / cols : 0, cols});
-    kernels::columns_axpy(m, 0, m, 0, cols, 1.0f / static_cast<float>(world), nullptr,
-                          /*accumulate=*/false, stream);
+    kernels::columns_axpy(m, 0, m, 0, cols, static_cast<float>(world), nullptr,
+                          kernels::ColumnsScale::kDivide, /*accumulate=*/false, stream);
 }
 
 }  // namespace shardrec

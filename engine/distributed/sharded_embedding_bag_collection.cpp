@@ -556,7 +556,7 @@ KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_p
     init::reuse_or_allocate(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()},
                             device_);
     out_.zero_(stream);
-    make_mean_scale(kjt, stream);  // backward() reads it again
+    make_mean_lengths(kjt, stream);  // backward() reads it again
     // The lookups below train on these; backward() reads them again.
     const std::pair<Group*, PathDist*> paths[] = {{entries_.get(), &dist->entries},
                                                   {row_wise_.get(), &dist->row_wise},
@@ -571,45 +571,47 @@ KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_p
     forward_row_wise(stream);
     forward_data_parallel(stream);
     for (int64_t k : mean_keys_) {  // MEAN over row shards: the sum, divided by the bag length
-        const Tensor scale = mean_scale(k);
+        const Tensor lengths = mean_lengths(k);
         kernels::columns_axpy(out_, key_col_[static_cast<size_t>(k)], out_,
                               key_col_[static_cast<size_t>(k)], dims_[static_cast<size_t>(k)], 1.0f,
-                              &scale, /*accumulate=*/false, stream);
+                              &lengths, kernels::ColumnsScale::kDivide, /*accumulate=*/false,
+                              stream);
     }
     return KeyedTensor(names_, dims_, out_);
 }
 
-void ShardedEmbeddingBagCollection::make_mean_scale(const KeyedJaggedTensor& kjt, Stream& stream) {
+void ShardedEmbeddingBagCollection::make_mean_lengths(const KeyedJaggedTensor& kjt,
+                                                      Stream& stream) {
     if (mean_keys_.empty())
         return;
     const int64_t B = kjt.stride();
     const auto M = static_cast<int64_t>(mean_keys_.size());
-    Tensor host = grow_prefix(mean_scale_host_, M * B, DType::kF32);
-    float* scale = host.data<float>();
+    Tensor host = grow_prefix(mean_lengths_host_, M * B, DType::kF32);
+    float* lengths = host.data<float>();
     for (int64_t m = 0; m < M; ++m) {
         const int64_t ki = kjt.key_index(names_[static_cast<size_t>(mean_keys_[m])]);
         const int64_t* len = kjt.lengths().data<int64_t>() + ki * B;
         for (int64_t b = 0; b < B; ++b)
-            scale[m * B + b] = len[b] > 0 ? 1.0f / static_cast<float>(len[b]) : 1.0f;
+            lengths[m * B + b] = len[b] > 0 ? static_cast<float>(len[b]) : 1.0f;
     }
     if (device_.is_cpu()) {
-        mean_scale_ = host;
+        mean_lengths_ = host;
         return;
     }
     if (!mean_stager_)
         mean_stager_.emplace(device_);
     mean_stager_->begin(HostToDeviceStager::padded_bytes(host));
-    Tensor staged = mean_stager_->copy(mean_scale_buf_, host, stream);
+    Tensor staged = mean_stager_->copy(mean_lengths_buf_, host, stream);
     mean_stager_->end(stream);
-    mean_scale_ = staged;
+    mean_lengths_ = staged;
 }
 
-Tensor ShardedEmbeddingBagCollection::mean_scale(int64_t key) const {
+Tensor ShardedEmbeddingBagCollection::mean_lengths(int64_t key) const {
     const auto it = std::find(mean_keys_.begin(), mean_keys_.end(), key);
-    SR_CHECK(it != mean_keys_.end(), "mean_scale: key {} is not MEAN after a sum", key);
-    const int64_t B = mean_scale_.numel() / static_cast<int64_t>(mean_keys_.size());
+    SR_CHECK(it != mean_keys_.end(), "mean_lengths: key {} is not MEAN after a sum", key);
+    const int64_t B = mean_lengths_.numel() / static_cast<int64_t>(mean_keys_.size());
     const int64_t m = it - mean_keys_.begin();
-    return mean_scale_.slice(m * B, (m + 1) * B);
+    return mean_lengths_.slice(m * B, (m + 1) * B);
 }
 
 bool ShardedEmbeddingBagCollection::mean_after_sum(int64_t key) const {
@@ -627,7 +629,8 @@ void ShardedEmbeddingBagCollection::forward_entries(Stream& stream) {
     int64_t col = 0;
     for (const Entry& e : g.entries) {  // column shards placed, row shards (TWRW) summed
         kernels::columns_axpy(out_, key_col_[static_cast<size_t>(e.key)] + e.col_offset, a_out, col,
-                              e.cols, 1.0f, nullptr, /*accumulate=*/true, stream);
+                              e.cols, 1.0f, nullptr, kernels::ColumnsScale::kDivide,
+                              /*accumulate=*/true, stream);
         col += e.cols;
     }
 }
@@ -641,8 +644,8 @@ void ShardedEmbeddingBagCollection::forward_row_wise(Stream& stream) {
     int64_t col = 0;
     for (int64_t k : g.keys) {
         kernels::columns_axpy(out_, key_col_[static_cast<size_t>(k)], summed, col,
-                              dims_[static_cast<size_t>(k)], 1.0f, nullptr, /*accumulate=*/true,
-                              stream);
+                              dims_[static_cast<size_t>(k)], 1.0f, nullptr,
+                              kernels::ColumnsScale::kDivide, /*accumulate=*/true, stream);
         col += dims_[static_cast<size_t>(k)];
     }
 }
@@ -655,8 +658,8 @@ void ShardedEmbeddingBagCollection::forward_data_parallel(Stream& stream) {
     int64_t col = 0;
     for (int64_t k : g.keys) {
         kernels::columns_axpy(out_, key_col_[static_cast<size_t>(k)], g.local_out, col,
-                              dims_[static_cast<size_t>(k)], 1.0f, nullptr, /*accumulate=*/true,
-                              stream);
+                              dims_[static_cast<size_t>(k)], 1.0f, nullptr,
+                              kernels::ColumnsScale::kDivide, /*accumulate=*/true, stream);
         col += dims_[static_cast<size_t>(k)];
     }
 }
@@ -676,11 +679,11 @@ void ShardedEmbeddingBagCollection::gather_grad(Group& g,
     int64_t col = 0;
     for (size_t i = 0; i < keys.size(); ++i) {
         const int64_t k = keys[i];
-        const Tensor scale = mean_after_sum(k) ? mean_scale(k) : Tensor();
-        kernels::columns_axpy(g.grad_out, col, grad,
-                              key_col_[static_cast<size_t>(k)] + col_offsets[i], widths[i], 1.0f,
-                              scale.defined() ? &scale : nullptr,
-                              /*accumulate=*/false, stream);
+        const Tensor lengths = mean_after_sum(k) ? mean_lengths(k) : Tensor();
+        kernels::columns_axpy(
+            g.grad_out, col, grad, key_col_[static_cast<size_t>(k)] + col_offsets[i], widths[i],
+            1.0f, lengths.defined() ? &lengths : nullptr, kernels::ColumnsScale::kTimesReciprocal,
+            /*accumulate=*/false, stream);
         col += widths[i];
     }
     stream.synchronize();  // the backward collective reads grad_out

@@ -142,11 +142,11 @@ private:
                      const std::vector<int64_t>& widths,
                      Stream& stream);
     bool mean_after_sum(int64_t key) const;
-    // 1 / bag length of each sample for the MEAN-after-sum keys of `kjt` (1 for an empty bag),
-    // into mean_scale_ on the device, in the stream's order.
-    void make_mean_scale(const KeyedJaggedTensor& kjt, Stream& stream);
-    // mean_scale_'s row for output key k (a MEAN-after-sum key).
-    Tensor mean_scale(int64_t key) const;
+    // The bag length of each sample for the MEAN-after-sum keys of `kjt` (1 for an empty bag,
+    // whose sum is 0), into mean_lengths_ on the device, in the stream's order.
+    void make_mean_lengths(const KeyedJaggedTensor& kjt, Stream& stream);
+    // mean_lengths_'s row for output key k (a MEAN-after-sum key).
+    Tensor mean_lengths(int64_t key) const;
 
     std::vector<EmbeddingBagConfig> tables_;
     bool is_weighted_;
@@ -167,8 +167,9 @@ private:
     std::unique_ptr<Group> data_parallel_;  // data_parallel
     Tensor out_;                            // [B, sum D] on device_
     std::vector<int64_t> mean_keys_;        // the output keys with MEAN after a row-sharded sum
-    Tensor mean_scale_host_, mean_scale_;   // [mean_keys_ * B] 1 / bag length (host, device_)
-    Tensor mean_scale_buf_;                 // grow-only storage of mean_scale_ on a CUDA device
+    Tensor mean_lengths_host_,
+        mean_lengths_;         // [mean_keys_ * B] bag lengths, 0 as 1 (host, device_)
+    Tensor mean_lengths_buf_;  // grow-only storage of mean_lengths_ on a CUDA device
     std::optional<HostToDeviceStager> mean_stager_;
     std::unique_ptr<InputDist> pipelined_;  // set_pipelined_input
 };

@@ -15,11 +15,17 @@ void add_(Tensor& a, const Tensor& b) {
 void columns_axpy(const ColumnsAxpy& p) {
 #pragma omp parallel for schedule(static) if (p.rows * p.n > (int64_t{1} << 16))
     for (int64_t b = 0; b < p.rows; ++b) {
-        const float a = p.row_scale != nullptr ? p.alpha * p.row_scale[b] : p.alpha;
+        const float s = p.row_divisor != nullptr ? p.divisor * p.row_divisor[b] : p.divisor;
         float* d = p.dst + b * p.dst_stride;
-        const float* s = p.src + b * p.src_stride;
-        for (int64_t j = 0; j < p.n; ++j)
-            d[j] = p.accumulate ? d[j] + a * s[j] : a * s[j];
+        const float* x = p.src + b * p.src_stride;
+        if (p.reciprocal) {
+            const float r = 1.0f / s;
+            for (int64_t j = 0; j < p.n; ++j)
+                d[j] = p.accumulate ? d[j] + x[j] * r : x[j] * r;
+        } else {
+            for (int64_t j = 0; j < p.n; ++j)
+                d[j] = p.accumulate ? d[j] + x[j] / s : x[j] / s;
+        }
     }
 }
 

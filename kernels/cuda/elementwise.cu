@@ -18,10 +18,11 @@ __global__ void columns_axpy_kernel(ColumnsAxpy p) {
     if (i >= p.rows * p.n)
         return;
     const int64_t b = i / p.n, j = i - b * p.n;
-    const float a = p.row_scale != nullptr ? p.alpha * p.row_scale[b] : p.alpha;
+    const float s = p.row_divisor != nullptr ? __fmul_rn(p.divisor, p.row_divisor[b]) : p.divisor;
     float* d = p.dst + b * p.dst_stride + j;
     const float x = p.src[b * p.src_stride + j];
-    *d = p.accumulate ? __fadd_rn(*d, __fmul_rn(a, x)) : __fmul_rn(a, x);
+    const float v = p.reciprocal ? __fmul_rn(x, __fdiv_rn(1.0f, s)) : __fdiv_rn(x, s);
+    *d = p.accumulate ? __fadd_rn(*d, v) : v;
 }
 
 }  // namespace

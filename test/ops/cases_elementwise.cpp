@@ -1,7 +1,7 @@
 // Backend-ops cases of the element-wise ops (kernels/elementwise.h): add_ on 1-D and 2-D tensors,
 // a single element, none, and sizes that do not fill a CUDA block; columns_axpy written and
-// accumulated, with and without row scales, between two tensors and in place, and its untouched
-// columns compared too.
+// accumulated, dividing and multiplying by the reciprocal, with and without row divisors, between
+// two tensors and in place, and its untouched columns compared too.
 #include <cmath>
 #include <string>
 
@@ -56,8 +56,8 @@ private:
 
 struct ColumnsAxpyVars {
     int64_t rows, dst_cols, dst_col, src_cols, src_col, n;
-    float alpha;
-    bool row_scale, accumulate, in_place;  // in_place: src is dst, src_col == dst_col
+    float divisor;
+    bool row_divisor, reciprocal, accumulate, in_place;  // in_place: src is dst, same columns
 };
 
 class ColumnsAxpyCase : public OpCase {
@@ -72,8 +72,9 @@ public:
                (v_.in_place
                     ? ",in_place"
                     : ",src=[" + std::to_string(v_.src_cols) + "]@" + std::to_string(v_.src_col)) +
-               ",n=" + std::to_string(v_.n) + ",alpha=" + std::to_string(v_.alpha) +
-               ",row_scale=" + std::to_string(v_.row_scale) +
+               ",n=" + std::to_string(v_.n) + ",divisor=" + std::to_string(v_.divisor) +
+               ",row_divisor=" + std::to_string(v_.row_divisor) +
+               (v_.reciprocal ? ",times_reciprocal" : ",divide") +
                ",accumulate=" + std::to_string(v_.accumulate);
     }
 
@@ -87,22 +88,29 @@ public:
         };
         dst_ = random(v_.rows, v_.dst_cols);
         src_ = v_.in_place ? dst_ : random(v_.rows, v_.src_cols);
-        scale_ = v_.row_scale ? random(v_.rows, 1).view({v_.rows}) : Tensor();
+        // Row divisors like bag lengths: 1 to 40, most not powers of two.
+        std::vector<float> lengths(static_cast<size_t>(v_.rows));
+        for (float& x : lengths)
+            x = static_cast<float>(1 + static_cast<int>(r.uniform(0.f, 40.f)));
+        divisor_ = v_.row_divisor ? Tensor::from_vector(lengths, {v_.rows}) : Tensor();
     }
 
     std::vector<RefOutput> reference() const override {
         const std::vector<double> d = to_double(dst_), s = to_double(src_);
-        const std::vector<double> rs = v_.row_scale ? to_double(scale_) : std::vector<double>();
+        const std::vector<double> rd = v_.row_divisor ? to_double(divisor_) : std::vector<double>();
         const int64_t sc = v_.in_place ? v_.dst_cols : v_.src_cols;
         const int64_t s0 = v_.in_place ? v_.dst_col : v_.src_col;
         std::vector<double> value = d, mag(d.size());
         for (size_t i = 0; i < d.size(); ++i)
             mag[i] = std::fabs(d[i]);
         for (int64_t b = 0; b < v_.rows; ++b) {
-            const double a = v_.alpha * (v_.row_scale ? rs[static_cast<size_t>(b)] : 1.0);
+            const double div = v_.divisor * (v_.row_divisor ? rd[static_cast<size_t>(b)] : 1.0);
             for (int64_t j = 0; j < v_.n; ++j) {
                 const auto di = static_cast<size_t>(b * v_.dst_cols + v_.dst_col + j);
-                const double term = a * s[static_cast<size_t>(b * sc + s0 + j)];
+                double term = s[static_cast<size_t>(b * sc + s0 + j)] / div;
+                if (exact()) {  // one correctly rounded f32 division (the f64 quotient, rounded)
+                    term = static_cast<float>(term);
+                }
                 value[di] = (v_.accumulate ? d[di] : 0.0) + term;
                 mag[di] = (v_.accumulate ? std::fabs(d[di]) : 0.0) + std::fabs(term);
             }
@@ -110,20 +118,37 @@ public:
         return {RefOutput{"dst", std::move(value), std::move(mag)}};
     }
 
-    int64_t terms(size_t) const override { return 3; }  // alpha * s_b, times src, plus dst
+    // divisor * row divisor, the division (or reciprocal and product), plus dst
+    int64_t terms(size_t) const override { return 4; }
+
+    // A written block of divisions is exact: x / s_b is the f32 division itself (row divisors
+    // are small integers, so s_b is exact), which the sharded MEAN forward and the gradient
+    // division rely on to equal unsharded results bit for bit.
+    Tolerance tolerance(size_t output) const override {
+        if (!exact()) {
+            return OpCase::tolerance(output);
+        }
+        Tolerance t;
+        t.exact = true;
+        return t;
+    }
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor dst = make_output_like(dst_);
         const int64_t src_col = v_.in_place ? v_.dst_col : v_.src_col;
         kernels::columns_axpy(dst, v_.dst_col, v_.in_place ? dst : in(src_), src_col, v_.n,
-                              v_.alpha, v_.row_scale ? &in(scale_) : nullptr, v_.accumulate,
-                              stream());
+                              v_.divisor, v_.row_divisor ? &in(divisor_) : nullptr,
+                              v_.reciprocal ? kernels::ColumnsScale::kTimesReciprocal
+                                            : kernels::ColumnsScale::kDivide,
+                              v_.accumulate, stream());
         return {dst};
     }
 
 private:
+    bool exact() const { return !v_.accumulate && !v_.reciprocal; }
+
     ColumnsAxpyVars v_;
-    Tensor dst_, src_, scale_;
+    Tensor dst_, src_, divisor_;
 };
 
 const RegisterOpCases kRegister([] {
@@ -131,14 +156,16 @@ const RegisterOpCases kRegister([] {
     for (const Shape& s : std::vector<Shape>{{1}, {0}, {37}, {64, 33}, {1000, 3}})
         cases.push_back(std::make_unique<AddCase>(s));
     for (const ColumnsAxpyVars& v :
-         std::vector<ColumnsAxpyVars>{{1, 1, 0, 1, 0, 1, 1.0f, false, false, false},
-                                      {37, 40, 8, 24, 3, 16, 1.0f, false, true, false},
-                                      {37, 40, 8, 24, 3, 16, 0.5f, true, false, false},
-                                      {300, 129, 1, 200, 71, 128, 0.25f, true, true, false},
-                                      {300, 64, 16, 64, 16, 32, 1.0f, true, false, true},
-                                      {1000, 9, 0, 9, 0, 9, 0.75f, false, false, true},
-                                      {0, 8, 0, 8, 0, 8, 1.0f, true, true, false},
-                                      {5, 8, 4, 8, 0, 0, 1.0f, false, true, false}})
+         std::vector<ColumnsAxpyVars>{{1, 1, 0, 1, 0, 1, 1.0f, false, false, false, false},
+                                      {37, 40, 8, 24, 3, 16, 1.0f, false, false, true, false},
+                                      {37, 40, 8, 24, 3, 16, 1.0f, true, false, false, false},
+                                      {37, 40, 8, 24, 3, 16, 1.0f, true, true, false, false},
+                                      {300, 129, 1, 200, 71, 128, 3.0f, true, false, true, false},
+                                      {300, 64, 16, 64, 16, 32, 1.0f, true, false, false, true},
+                                      {300, 64, 16, 64, 16, 32, 1.0f, true, true, false, true},
+                                      {1000, 9, 0, 9, 0, 9, 7.0f, false, false, false, true},
+                                      {0, 8, 0, 8, 0, 8, 1.0f, true, false, true, false},
+                                      {5, 8, 4, 8, 0, 0, 1.0f, false, false, true, false}})
         cases.push_back(std::make_unique<ColumnsAxpyCase>(v));
     return cases;
 });
