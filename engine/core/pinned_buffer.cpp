@@ -51,13 +51,14 @@ size_t HostToDeviceStager::padded_bytes(const Tensor& t) {
 }
 
 void HostToDeviceStager::begin(size_t bytes) {
+    SR_CHECK(pending_.empty(), "HostToDeviceStager::begin: the previous round has no end()");
     done_.synchronize();  // the previous round's copies have read the staging
     staging_.reserve(bytes);
     offset_ = 0;
     limit_ = bytes;
 }
 
-Tensor HostToDeviceStager::copy(Tensor& buffer, const Tensor& src, Stream& stream) {
+Tensor HostToDeviceStager::copy(Tensor& buffer, const Tensor& src) {
     SR_CHECK(src.device().is_cpu(), "HostToDeviceStager::copy: the source {} is not on the host",
              src.str());
     const size_t n = padded_bytes(src);
@@ -66,12 +67,15 @@ Tensor HostToDeviceStager::copy(Tensor& buffer, const Tensor& src, Stream& strea
     char* pinned = staging_.data() + offset_;
     std::memcpy(pinned, src.data_ptr(), src.nbytes());
     Tensor view = grow_prefix(buffer, src.numel(), src.dtype(), device_).view(src.shape());
-    copy_async(view.data_ptr(), device_, pinned, Device::cpu(), src.nbytes(), stream);
+    pending_.push_back(Pending{view.data_ptr(), pinned, src.nbytes()});
     offset_ += n;
     return view;
 }
 
 void HostToDeviceStager::end(Stream& stream) {
+    for (const Pending& p : pending_)
+        copy_async(p.dst, device_, p.src, Device::cpu(), p.bytes, stream);
+    pending_.clear();
     done_.record(stream);
 }
 

@@ -33,9 +33,9 @@ void place_bags(ShardedEmbeddingBagCollection::ShardLookup& s, Stream& stream) {
     s.stager->begin(HostToDeviceStager::padded_bytes(s.ids) +
                     HostToDeviceStager::padded_bytes(s.offsets) +
                     (s.psw.defined() ? HostToDeviceStager::padded_bytes(s.psw) : 0));
-    s.k_ids = s.stager->copy(s.k_ids_buf, s.ids, stream);
-    s.k_offsets = s.stager->copy(s.k_offsets_buf, s.offsets, stream);
-    s.k_psw = s.psw.defined() ? s.stager->copy(s.k_psw_buf, s.psw, stream) : Tensor();
+    s.k_ids = s.stager->copy(s.k_ids_buf, s.ids);
+    s.k_offsets = s.stager->copy(s.k_offsets_buf, s.offsets);
+    s.k_psw = s.psw.defined() ? s.stager->copy(s.k_psw_buf, s.psw) : Tensor();
     s.stager->end(stream);
 }
 
@@ -601,7 +601,7 @@ void ShardedEmbeddingBagCollection::make_mean_lengths(const KeyedJaggedTensor& k
     if (!mean_stager_)
         mean_stager_.emplace(device_);
     mean_stager_->begin(HostToDeviceStager::padded_bytes(host));
-    Tensor staged = mean_stager_->copy(mean_lengths_buf_, host, stream);
+    Tensor staged = mean_stager_->copy(mean_lengths_buf_, host);
     mean_stager_->end(stream);
     mean_lengths_ = staged;
 }

@@ -166,10 +166,10 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& input, Stre
             g.stager->begin(HostToDeviceStager::padded_bytes(p.ids()) +
                             HostToDeviceStager::padded_bytes(p.offsets()) +
                             (lookup_weighted_ ? HostToDeviceStager::padded_bytes(p.weights()) : 0));
-            g.ids = g.stager->copy(g.ids_buf, p.ids(), stream);
-            g.offsets = g.stager->copy(g.offsets_buf, p.offsets(), stream);
+            g.ids = g.stager->copy(g.ids_buf, p.ids());
+            g.offsets = g.stager->copy(g.offsets_buf, p.offsets());
             if (lookup_weighted_)
-                g.psw = g.stager->copy(g.psw_buf, p.weights(), stream);
+                g.psw = g.stager->copy(g.psw_buf, p.weights());
             g.stager->end(stream);
         } else {
             g.ids = g.packer.ids();

@@ -33,13 +33,6 @@ TrainPipelineBase::TrainPipelineBase(RecModel& model,
 
 namespace {
 
-// `src` copied into `dst` on `device` (reallocated when its shape changes), in the stream's order.
-void copy_to(Tensor& dst, const Tensor& src, Device device, Stream& stream) {
-    if (!dst.defined() || dst.shape() != src.shape())
-        dst = Tensor::empty(src.shape(), src.dtype(), device);
-    copy_async(dst.data_ptr(), device, src.data_ptr(), src.device(), src.nbytes(), stream);
-}
-
 // Averages the gradients of `params` over the ranks of `pg` through one flat buffer on
 // `bucket_device` (the host for MPI, the GPU for NCCL), the copies in `stream`'s order.
 void all_reduce_gradients(comm::ProcessGroup& pg,
@@ -75,8 +68,13 @@ void all_reduce_gradients(comm::ProcessGroup& pg,
 const Batch& TrainPipelineBase::on_device(const Batch& batch) {
     if (batch.dense.device() == device_)
         return batch;
-    copy_to(device_batch_.dense, batch.dense, device_, stream_);
-    copy_to(device_batch_.labels, batch.labels, device_, stream_);
+    if (!stager_)
+        stager_.emplace(device_);
+    stager_->begin(HostToDeviceStager::padded_bytes(batch.dense) +
+                   HostToDeviceStager::padded_bytes(batch.labels));
+    device_batch_.dense = stager_->copy(dense_buf_, batch.dense);
+    device_batch_.labels = stager_->copy(labels_buf_, batch.labels);
+    stager_->end(stream_);
     device_batch_.sparse = batch.sparse;
     return device_batch_;
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "comm/process_group.h"
 #include "engine/core/pinned_buffer.h"
@@ -75,6 +76,10 @@ private:
     Event loss_ready_;
     Tensor host_logits_;  // predict(): the logits read back from a CUDA device
     Batch device_batch_;  // a host batch's dense features and labels copied to device_
+    // CUDA: those copies, through pinned staging (from pageable memory the driver would make
+    // the host wait for the stream, i.e. for the previous step's backward).
+    std::optional<HostToDeviceStager> stager_;
+    Tensor dense_buf_, labels_buf_;  // device_batch_'s storage, grow-only
 
     // `batch` with its dense features and labels on device_ (copied in the stream's order when
     // they are on the host; the sparse features stay on the host).

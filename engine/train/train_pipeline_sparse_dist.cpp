@@ -59,12 +59,16 @@ TrainPipelineSparseDist::TrainPipelineSparseDist(TrainPipelineBase& compute, Rec
 // Queued input dists are complete (step 5), so dropping them leaves nothing in flight.
 TrainPipelineSparseDist::~TrainPipelineSparseDist() = default;
 
+// The slot of the batch trained last stays free: its backward and optimizer may still run, and
+// waiting for them here would leave the device idle while this call stages the next batches and
+// enqueues the next forward. The one before it has finished: the last step read its loss, so
+// the compute stream passed that batch's forward, and so the whole of the batch before.
 std::unique_ptr<TrainPipelineSparseDist::InFlight> TrainPipelineSparseDist::take_free_slot() {
-    if (free_.empty())
+    if (free_.size() < 2)
         return std::make_unique<InFlight>(device_);
-    std::unique_ptr<InFlight> slot = std::move(free_.back());
-    free_.pop_back();
-    slot->trained.synchronize();  // the compute stream is done with its previous batch
+    std::unique_ptr<InFlight> slot = std::move(free_.front());
+    free_.pop_front();
+    slot->trained.synchronize();  // returns at once (see above); kept as the guarantee
     add_stage_times(*slot);
     return slot;
 }
@@ -97,15 +101,18 @@ void TrainPipelineSparseDist::reset_stage_times() {
 // bucketize of row-wise sharding read it, and the sparse arch stages it for its lookups.
 Batch TrainPipelineSparseDist::copy_to_device(InFlight& slot) {
     const Batch& host = slot.input.batch;
-    if (device_.is_cpu())
+    if (device_.is_cpu()) {
+        slot.copy_begin.record(copy_stream_);
         return host;
+    }
     if (!slot.stager)
         slot.stager.emplace(device_);
     slot.stager->begin(HostToDeviceStager::padded_bytes(host.dense) +
                        HostToDeviceStager::padded_bytes(host.labels));
     Batch out;
-    out.dense = slot.stager->copy(slot.dense_buf, host.dense, copy_stream_);
-    out.labels = slot.stager->copy(slot.labels_buf, host.labels, copy_stream_);
+    out.dense = slot.stager->copy(slot.dense_buf, host.dense);
+    out.labels = slot.stager->copy(slot.labels_buf, host.labels);
+    slot.copy_begin.record(copy_stream_);  // after the host's staging: the transfers alone
     slot.stager->end(copy_stream_);
     out.sparse = host.sparse;
     return out;
@@ -117,7 +124,6 @@ void TrainPipelineSparseDist::enqueue(DataIterator& inputs) {
         return;
     std::unique_ptr<InFlight> slot = take_free_slot();
     slot->input = std::move(*input);
-    slot->copy_begin.record(copy_stream_);
     slot->device_batch = copy_to_device(*slot);
     slot->copied.record(copy_stream_);
     slot->dist.reset();

@@ -4,7 +4,10 @@
 //   compute stream:   forward, loss, backward, fused sparse update and dense step of batch i
 //                     (TrainPipelineBase::progress), after its input dist's event.
 // Each batch's buffers (host batch, staging, device batch, all-to-all buffers) belong to its
-// in-flight slot, which is recycled only after the compute stream has passed the batch's event.
+// in-flight slot, which is recycled only after the compute stream has passed the batch's event;
+// a fourth slot keeps the host from waiting for batch i's backward before it stages batch i+3
+// and enqueues batch i+1 (device frees wait for every stream, so the modules may regrow buffers
+// that queued kernels still read).
 // Exactness: the input dist only moves ids, and batch i+1's lookups run inside its own forward,
 // after batch i's fused optimizer updated the rows, so the numbers are TrainPipelineBase's (the
 // "pipelines agree" test). On CPU the all-to-alls of batch i+1 are non-blocking MPI collectives
@@ -104,7 +107,7 @@ private:
     Stream copy_stream_;
     Stream data_dist_stream_;                      // the compute stream is compute_.stream()
     std::deque<std::unique_ptr<InFlight>> queue_;  // front: batch i
-    std::vector<std::unique_ptr<InFlight>> free_;  // trained, waiting for reuse
+    std::deque<std::unique_ptr<InFlight>> free_;   // trained, oldest first, waiting for reuse
     StageTimes times_;
 };
 

@@ -74,8 +74,8 @@ TEST_CASE("HostToDeviceStager: rounds of copies land in stream order, the stagin
         const Tensor ha = Tensor::from_vector<int64_t>(a);
         const Tensor hb = Tensor::from_vector<float>(b).view({n, 2});
         stager.begin(HostToDeviceStager::padded_bytes(ha) + HostToDeviceStager::padded_bytes(hb));
-        const Tensor da = stager.copy(a_buf, ha, stream);
-        const Tensor db = stager.copy(b_buf, hb, stream);
+        const Tensor da = stager.copy(a_buf, ha);
+        const Tensor db = stager.copy(b_buf, hb);
         stager.end(stream);
         CHECK(da.device() == cuda);
         CHECK(db.shape() == hb.shape());
@@ -84,6 +84,33 @@ TEST_CASE("HostToDeviceStager: rounds of copies land in stream order, the stagin
         CHECK(db.to(Device::cpu()).to_vector<float>() == b);
     }
     stager.begin(16);  // less than one copy needs: named, not overrun
-    CHECK_THROWS_WITH(stager.copy(a_buf, Tensor::from_vector<int64_t>({1, 2, 3}), stream),
+    CHECK_THROWS_WITH(stager.copy(a_buf, Tensor::from_vector<int64_t>({1, 2, 3})),
                       Catch::Contains("beyond the 16 bytes"));
+}
+
+TEST_CASE("a freed device block is not reused while a stream enqueued before the free runs",
+          "[cuda]") {
+    const Device cuda = Device::cuda(0);
+    Stream busy(cuda), other(cuda);
+    const int64_t n = int64_t{1} << 28;  // 1 GiB of f32
+    Tensor src = Tensor::empty({n}, DType::kF32, cuda);
+    Tensor dst = Tensor::empty({n}, DType::kF32, cuda);
+    Tensor x = Tensor::empty({n / 4}, DType::kF32, cuda);
+    // Tens of milliseconds of copies on `busy`, the last one reading x.
+    for (int i = 0; i < 40; ++i)
+        copy_async(dst.data_ptr(), cuda, src.data_ptr(), cuda, src.nbytes(), busy);
+    copy_async(dst.data_ptr(), cuda, x.data_ptr(), cuda, x.nbytes(), busy);
+    Event queued(cuda);
+    queued.record(busy);
+    const void* freed = x.data_ptr();
+    x = Tensor();  // dropped while `busy` will still read it
+    Tensor y = Tensor::empty({n / 4}, DType::kF32, cuda);
+    y.zero_(other);
+    const bool still_busy = !queued.query();
+    if (still_busy)
+        CHECK(y.data_ptr() != freed);
+    else
+        WARN("the copies finished before the check; the reuse was not tested");
+    busy.synchronize();
+    other.synchronize();
 }

@@ -1,5 +1,6 @@
 // The CUDA runtime behind engine/core/cuda/cuda_runtime_api.h: stream-ordered pool allocations,
 // copies, streams and events. Nothing here uses the legacy default stream.
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
@@ -19,6 +20,24 @@ cudaStream_t service_stream() {
         return made;
     }();
     return s;
+}
+
+// Every stream made by stream_create, with an event to mark how far it has been enqueued.
+struct LiveStream {
+    int device;
+    cudaStream_t stream;
+    cudaEvent_t marker;
+};
+
+struct Streams {
+    std::mutex mutex;
+    std::vector<LiveStream> live;
+    std::vector<cudaStream_t> free_stream;  // per device; made on first use, never destroyed
+};
+
+Streams& streams() {
+    static Streams* s = new Streams();  // outlives the static tensors freed at exit
+    return *s;
 }
 
 }  // namespace
@@ -42,6 +61,9 @@ int device_count() {
 
 // The default pool returns freed memory to the driver at every synchronisation unless told to
 // keep it; a training step frees and reallocates the same sizes, so the pool keeps everything.
+// Nor may an allocation reuse a block whose free is still pending by making the service stream
+// wait for it (internal dependencies): a free waits for every stream (see free()), so alloc()'s
+// synchronisation would then wait for the compute stream.
 void keep_pool_memory(int device) {
     static std::mutex mutex;
     static std::vector<bool> done;
@@ -54,12 +76,17 @@ void keep_pool_memory(int device) {
     SR_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
     uint64_t threshold = UINT64_MAX;
     SR_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    int internal_dependencies = 0;
+    SR_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies,
+                                          &internal_dependencies));
     done[static_cast<size_t>(device)] = true;
 }
 
 // Stream-ordered pool allocation, completed before it returns: the caller may use the memory on
-// any stream. Frees are ordered on the service stream, so a tensor must outlive the work of
-// every stream that reads it (TrainPipelineSparseDist keeps each batch until its event).
+// any stream. A free returns the memory to the pool only after every live stream of the device
+// has passed the work enqueued on it so far, so a tensor may be dropped while kernels that read
+// it are still queued (the next batch's forward regrows buffers while the previous backward
+// runs); allocations reuse only blocks whose free has completed.
 void set_device(int device) {
     SR_CUDA_CHECK(cudaSetDevice(device));
 }
@@ -77,7 +104,20 @@ void* alloc(int device, size_t bytes) {
 
 void free(int device, void* ptr) {
     SR_CUDA_WARN(cudaSetDevice(device));
-    SR_CUDA_WARN(cudaFreeAsync(ptr, service_stream()));
+    Streams& all = streams();
+    const std::lock_guard<std::mutex> lock(all.mutex);
+    if (static_cast<size_t>(device) >= all.free_stream.size())
+        all.free_stream.resize(static_cast<size_t>(device) + 1, nullptr);
+    cudaStream_t& fs = all.free_stream[static_cast<size_t>(device)];
+    if (fs == nullptr)
+        SR_CUDA_WARN(cudaStreamCreateWithFlags(&fs, cudaStreamNonBlocking));
+    for (const LiveStream& s : all.live) {
+        if (s.device == device) {
+            SR_CUDA_WARN(cudaEventRecord(s.marker, s.stream));
+            SR_CUDA_WARN(cudaStreamWaitEvent(fs, s.marker, 0));
+        }
+    }
+    SR_CUDA_WARN(cudaFreeAsync(ptr, fs));
 }
 
 void copy(void* dst, bool dst_is_device, const void* src, bool src_is_device, size_t bytes) {
@@ -142,11 +182,28 @@ void* stream_create(int device) {
     SR_CUDA_CHECK(cudaSetDevice(device));
     cudaStream_t s;
     SR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaEvent_t marker;
+    SR_CUDA_CHECK(cudaEventCreateWithFlags(&marker, cudaEventDisableTiming));
+    Streams& all = streams();
+    const std::lock_guard<std::mutex> lock(all.mutex);
+    all.live.push_back(LiveStream{device, s, marker});
     return s;
 }
 
 void stream_destroy(void* stream) {
-    SR_CUDA_WARN(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
+    const auto s = static_cast<cudaStream_t>(stream);
+    {
+        Streams& all = streams();
+        const std::lock_guard<std::mutex> lock(all.mutex);
+        for (size_t i = 0; i < all.live.size(); ++i) {
+            if (all.live[i].stream == s) {
+                SR_CUDA_WARN(cudaEventDestroy(all.live[i].marker));
+                all.live.erase(all.live.begin() + static_cast<std::ptrdiff_t>(i));
+                break;
+            }
+        }
+    }
+    SR_CUDA_WARN(cudaStreamDestroy(s));
 }
 
 void stream_synchronize(void* stream) {
