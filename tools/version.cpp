@@ -1,12 +1,13 @@
 // `shardrec --version`: the version and commit, the backends built in, and the versions of the
 // libraries that decide performance (BLAS, MPI, NCCL), so a benchmark log says what it ran on.
+#include "engine/core/version.h"
+
 #include <cblas.h>
 #include <fmt/format.h>
 
 #include <string>
 
 #include "comm/mpi_env.h"
-#include "engine/core/version.h"
 #include "tools/cli.h"
 
 // NCCL is linked when the comm layer builds its NCCL backend; it then defines SHARDREC_WITH_NCCL.
