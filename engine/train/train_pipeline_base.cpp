@@ -10,6 +10,16 @@
 
 namespace shardrec::train {
 
+Batch BatchStager::stage(const Batch& host) {
+    stager_.begin(HostToDeviceStager::padded_bytes(host.dense) +
+                  HostToDeviceStager::padded_bytes(host.labels));
+    Batch out;
+    out.dense = stager_.copy(dense_buf_, host.dense);
+    out.labels = stager_.copy(labels_buf_, host.labels);
+    out.sparse = host.sparse;
+    return out;
+}
+
 TrainPipelineBase::TrainPipelineBase(RecModel& model,
                                      DenseOptimizer& optimizer,
                                      std::shared_ptr<comm::ProcessGroup> pg,
@@ -70,12 +80,8 @@ const Batch& TrainPipelineBase::on_device(const Batch& batch) {
         return batch;
     if (!stager_)
         stager_.emplace(device_);
-    stager_->begin(HostToDeviceStager::padded_bytes(batch.dense) +
-                   HostToDeviceStager::padded_bytes(batch.labels));
-    device_batch_.dense = stager_->copy(dense_buf_, batch.dense);
-    device_batch_.labels = stager_->copy(labels_buf_, batch.labels);
+    device_batch_ = stager_->stage(batch);
     stager_->end(stream_);
-    device_batch_.sparse = batch.sparse;
     return device_batch_;
 }
 

@@ -23,6 +23,22 @@
 
 namespace shardrec::train {
 
+// A host batch's dense features and labels copied to a CUDA device through pinned staging
+// (HostToDeviceStager); the KJT stays on the host. stage() fills the staging, end() enqueues the
+// copies; the returned batch holds its values once the stream passes them.
+class BatchStager {
+public:
+    explicit BatchStager(Device device) : stager_(device) {}
+
+    Batch stage(const Batch& host);
+
+    void end(Stream& stream) { stager_.end(stream); }
+
+private:
+    HostToDeviceStager stager_;
+    Tensor dense_buf_, labels_buf_;  // the device batch's storage, grow-only
+};
+
 struct StepResult {
     float loss = 0;        // mean BCE over the batch (NaN when skipped)
     bool skipped = false;  // skip_non_finite: the batch changed no parameter on any rank
@@ -76,10 +92,7 @@ private:
     Event loss_ready_;
     Tensor host_logits_;  // predict(): the logits read back from a CUDA device
     Batch device_batch_;  // a host batch's dense features and labels copied to device_
-    // CUDA: those copies, through pinned staging (from pageable memory the driver would make
-    // the host wait for the stream, i.e. for the previous step's backward).
-    std::optional<HostToDeviceStager> stager_;
-    Tensor dense_buf_, labels_buf_;  // device_batch_'s storage, grow-only
+    std::optional<BatchStager> stager_;  // CUDA: those copies
 
     // `batch` with its dense features and labels on device_ (copied in the stream's order when
     // they are on the host; the sparse features stay on the host).

@@ -23,10 +23,9 @@ struct TrainPipelineSparseDist::InFlight {
           compute_begin(device, true),
           trained(device, true) {}
 
-    TrainInput input;    // the host batch
-    Batch device_batch;  // what the model reads: input.batch itself on the CPU
-    std::optional<HostToDeviceStager> stager;  // CUDA: the copy, through pinned staging
-    Tensor dense_buf, labels_buf;              // CUDA: device_batch's storage
+    TrainInput input;                   // the host batch
+    Batch device_batch;                 // what the model reads: input.batch itself on the CPU
+    std::optional<BatchStager> stager;  // CUDA: the copy, through pinned staging
     std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> dist;  // sharded arch only
     bool dist_started = false;
     double input_dist_ms = 0;  // host time in this batch's input dist calls
@@ -107,14 +106,9 @@ Batch TrainPipelineSparseDist::copy_to_device(InFlight& slot) {
     }
     if (!slot.stager)
         slot.stager.emplace(device_);
-    slot.stager->begin(HostToDeviceStager::padded_bytes(host.dense) +
-                       HostToDeviceStager::padded_bytes(host.labels));
-    Batch out;
-    out.dense = slot.stager->copy(slot.dense_buf, host.dense);
-    out.labels = slot.stager->copy(slot.labels_buf, host.labels);
+    Batch out = slot.stager->stage(host);
     slot.copy_begin.record(copy_stream_);  // after the host's staging: the transfers alone
     slot.stager->end(copy_stream_);
-    out.sparse = host.sparse;
     return out;
 }
 
