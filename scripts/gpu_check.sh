@@ -3,9 +3,10 @@
 # op against the float64 reference on random inputs of several sizes, outputs NaN-poisoned and
 # guarded, plus bitwise determinism; NCCL; GPU training against the CPU), compute-sanitizer
 # memcheck and racecheck over the kernel tests, a training step at the MLPerf DLRM-DCNv2 shapes
-# with each gemm_math and its per-kernel profile (Nsight Systems, where the machine has it), and
-# the benchmarks (embedding forward/backward against the measured device copy bandwidth,
-# GEMM-shaped ops against cuBLAS on the DLRM/DCN shapes), and writes everything to one folder:
+# with each gemm_math, the same step in plain PyTorch (bench/baselines/, where torch is there),
+# the step's per-kernel profile (Nsight Systems, where the machine has it), and the benchmarks
+# (embedding forward/backward against the measured device copy bandwidth, GEMM-shaped ops
+# against cuBLAS on the DLRM/DCN shapes), and writes everything to one folder:
 # $OUT when set (the device tool), else bench/results/gpu-DATE/.
 #
 # On a GPU node with shardrec's packages installed (scripts/setup.sh):
@@ -18,25 +19,26 @@
 # carried MPI the build is kernels-only (SHARDREC_KERNELS_ONLY: core, kernels, their tests and
 # bench_ops). The output is at most 8 files (all the tool brings back).
 #
-# Steps run in the order build, test, memcheck, train, profile, bench, racecheck, within
+# Steps run in the order build, test, memcheck, train, profile, bench, racecheck, baseline, within
 # BUDGET_S seconds in all (default 560, inside the tool's 600 s per command): each step's time
 # limit is cut to what is left, and a step with no time left is reported as skipped.
-# Environment: STEPS (default "build test memcheck train profile bench racecheck"; "configure"
-# alone only configures, a dry run of the dependency handling on any machine; a later call on a
-# warm machine can run the rest), BUILD_DIR (default build-gpu), CUDA_ARCHS (default 90),
-# USE_CARRIED_DEPS=1 (unpack third_party/gpu-deps even where the system has the packages),
-# KERNELS_ONLY=ON|OFF (default: ON where there is no MPI), GEMM_MATHS (default "f32 tf32 bf16":
-# the train step's runtime.gemm_math values). The step `kernels` is not in the default list: it
-# runs Nsight Compute (ncu, where installed and the GPU's counters are readable) over the embedding
-# forward and fused-backward bench cases, each kernel's speed of light, memory workload and
-# occupancy (KERNEL_FILTER, default "EmbeddingBag", selects the bench_ops cases), e.g.
+# Environment: STEPS (default "build test memcheck train profile bench racecheck baseline";
+# "configure" alone only configures, a dry run of the dependency handling on any machine; a
+# later call on a warm machine can run the rest), BUILD_DIR (default build-gpu), CUDA_ARCHS
+# (default 90), USE_CARRIED_DEPS=1 (unpack third_party/gpu-deps even where the system has the
+# packages), KERNELS_ONLY=ON|OFF (default: ON where there is no MPI), GEMM_MATHS (default
+# "f32 tf32 bf16": the train and baseline steps' runtime.gemm_math values). The step `kernels`
+# is not in the default list: it runs Nsight Compute (ncu, where installed and the GPU's
+# counters are readable) over the embedding forward and fused-backward bench cases, each
+# kernel's speed of light, memory workload and occupancy (KERNEL_FILTER, default
+# "EmbeddingBag", selects the bench_ops cases), e.g.
 #   STEPS="build kernels" bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out=${OUT:-bench/results/gpu-$(date -u +%Y%m%d)}
 mkdir -p "$out"
-steps=${STEPS:-build test memcheck train profile bench racecheck}
+steps=${STEPS:-build test memcheck train profile bench racecheck baseline}
 build_dir=${BUILD_DIR:-build-gpu}
 summary="$out/summary.txt"
 deps_dir=third_party/gpu-deps
@@ -262,6 +264,31 @@ if has_step racecheck; then
     run_step racecheck racecheck.log 150 "$sanitizer" --tool racecheck --error-exitcode 99 \
         "$tests" "$match_case"
     tail -3 "$out/racecheck.log" | sed 's/^/  /' | tee -a "$summary"
+fi
+
+# ---- the baseline users would otherwise pick: the same model, shapes and batch in plain PyTorch
+# (bench/baselines/torch_dlrm_dcnv2.py), where the machine's Python has torch with CUDA; its
+# lines follow shardrec's in train_bench.txt ----
+baseline_all_math() {
+    local cut=() math
+    for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
+    for math in ${GEMM_MATHS:-f32 tf32 bf16}; do
+        echo "== baseline, --math $math"
+        python3 bench/baselines/torch_dlrm_dcnv2.py configs/dlrm_dcnv2_mlperf.yaml \
+            --shardrec "$build_dir/shardrec" --device cuda --math "$math" --steps 20 --warmup 3 \
+            --set runtime.device=cuda "${cut[@]}" || return 1
+    done
+}
+if has_step baseline && [ "$kernels_only" = OFF ]; then
+    if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+        2>/dev/null; then
+        run_step baseline baseline.txt 150 baseline_all_math
+        grep -E "^(== |baseline|step time|throughput) " "$out/baseline.txt" | sed 's/^/  /' |
+            tee -a "$summary"
+        cat "$out/baseline.txt" >> "$out/train_bench.txt" && rm -f "$out/baseline.txt"
+    else
+        note "step baseline: not run (no python3 with CUDA-enabled torch here)"
+    fi
 fi
 
 if [ ${#failed[@]} -eq 0 ]; then
