@@ -35,7 +35,8 @@ namespace shardrec::kernels {
     X(kPermuteSparseData)              \
     X(kBlockBucketizeSparseFeatures)   \
     X(kAdd)                            \
-    X(kColumnsAxpy)
+    X(kColumnsAxpy)                    \
+    X(kEmbeddingInit)
 
 enum class OpKind {
 #define SR_OP_ENUM(name) name,

@@ -6,25 +6,41 @@
 #include <cmath>
 #include <cstdint>
 
+// The integer hashing below also runs in CUDA kernels (device-side table initialisation).
+#ifdef __CUDACC__
+#define SR_HOST_DEVICE __host__ __device__
+#else
+#define SR_HOST_DEVICE
+#endif
+
 namespace shardrec::rng {
 
 // splitmix64 finaliser: a bijective 64-bit mix with full avalanche.
-inline uint64_t mix64(uint64_t x) {
+SR_HOST_DEVICE inline uint64_t mix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
 }
 
-inline uint64_t hash(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0) {
+// hash(seed, a, b, c) in two parts, for many c under one (seed, a, b): the prefix once, then
+// hash_suffix(prefix, c) == hash(seed, a, b, c) for each c.
+SR_HOST_DEVICE inline uint64_t hash_prefix(uint64_t seed, uint64_t a, uint64_t b) {
     uint64_t h = mix64(seed ^ 0x5851f42d4c957f2dull);
     h = mix64(h ^ a);
-    h = mix64(h ^ (b * 0xd6e8feb86659fd93ull));
-    return mix64(h ^ (c * 0xa0761d6478bd642full));
+    return mix64(h ^ (b * 0xd6e8feb86659fd93ull));
+}
+
+SR_HOST_DEVICE inline uint64_t hash_suffix(uint64_t prefix, uint64_t c) {
+    return mix64(prefix ^ (c * 0xa0761d6478bd642full));
+}
+
+inline uint64_t hash(uint64_t seed, uint64_t a, uint64_t b = 0, uint64_t c = 0) {
+    return hash_suffix(hash_prefix(seed, a, b), c);
 }
 
 // Uniform in [0, 1) with 53 random bits.
-inline double uniform01(uint64_t bits) {
+SR_HOST_DEVICE inline double uniform01(uint64_t bits) {
     return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 

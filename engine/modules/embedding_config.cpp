@@ -1,28 +1,14 @@
-// Deterministic embedding row initialisation (see embedding_config.h).
+// Embedding table configs: row initialisation, table rules and KJT packing (see
+// embedding_config.h).
 #include "engine/modules/embedding_config.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <set>
 
-#include "engine/core/rng.h"
+#include "kernels/embedding_init.h"
 
 namespace shardrec {
-namespace {
-
-// Keeps the embedding init stream apart from other users of rng::uniform(seed, ...).
-constexpr uint64_t kEmbeddingInitSalt = 0x656d625f696e6974ull;  // "emb_init"
-
-}  // namespace
-
-float embedding_init_value(
-    uint64_t seed, int64_t table_index, int64_t row, int64_t col, int64_t num_embeddings) {
-    const double bound = std::sqrt(1.0 / static_cast<double>(num_embeddings));
-    const double u = rng::uniform(seed ^ kEmbeddingInitSalt, static_cast<uint64_t>(table_index),
-                                  static_cast<uint64_t>(row), static_cast<uint64_t>(col));
-    return static_cast<float>((2.0 * u - 1.0) * bound);
-}
 
 void init_embedding_rows(Tensor& rows,
                          uint64_t seed,
@@ -30,33 +16,14 @@ void init_embedding_rows(Tensor& rows,
                          int64_t row_begin,
                          int64_t col_begin,
                          int64_t num_embeddings) {
-    SR_CHECK(rows.dim() == 2 && is_floating(rows.dtype()),
-             "init_embedding_rows: need a [R, C] float tensor, got {}", rows.str());
-    SR_CHECK(num_embeddings > 0, "init_embedding_rows: num_embeddings must be > 0");
-    const int64_t num_rows = rows.size(0), num_cols = rows.size(1);
-    if (!rows.device().is_cpu()) {
-        // Through host chunks of at most 64 MiB: the host never holds a whole table.
-        const int64_t row_bytes = std::max<int64_t>(1, num_cols * dtype_size(rows.dtype()));
-        const int64_t chunk = std::max<int64_t>(1, (int64_t{64} << 20) / row_bytes);
-        for (int64_t r0 = 0; r0 < num_rows; r0 += chunk) {
-            const int64_t n = std::min(chunk, num_rows - r0);
-            Tensor part = Tensor::empty({n, num_cols}, rows.dtype());
-            init_embedding_rows(part, seed, table_index, row_begin + r0, col_begin, num_embeddings);
-            Tensor dst = rows.slice(r0, r0 + n);
-            dst.copy_from(part);
-        }
+    if (rows.device().is_cpu()) {
+        kernels::embedding_init(rows, seed, table_index, row_begin, col_begin, num_embeddings,
+                                Stream::cpu());
         return;
     }
-    visit_float_dtype(rows.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        T* p = rows.data<T>();
-        for (int64_t r = 0; r < num_rows; ++r) {
-            for (int64_t c = 0; c < num_cols; ++c) {
-                p[r * num_cols + c] = from_float<T>(embedding_init_value(
-                    seed, table_index, row_begin + r, col_begin + c, num_embeddings));
-            }
-        }
-    });
+    Stream stream(rows.device());
+    kernels::embedding_init(rows, seed, table_index, row_begin, col_begin, num_embeddings, stream);
+    stream.synchronize();
 }
 
 std::vector<int64_t> check_sequence_tables(const std::string& module,

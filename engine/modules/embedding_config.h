@@ -46,14 +46,10 @@ struct EmbeddingConfig {
 std::vector<int64_t> check_sequence_tables(const std::string& module,
                                            const std::vector<EmbeddingConfig>& tables);
 
-// TorchRec's default init: uniform in [-sqrt(1/num_embeddings), +sqrt(1/num_embeddings)], here
-// drawn from rng::uniform(seed, table_index, row, col).
-float embedding_init_value(
-    uint64_t seed, int64_t table_index, int64_t row, int64_t col, int64_t num_embeddings);
-
-// Fills rows [R, C] (f32/f16/bf16) with the values of table rows [row_begin, row_begin + R) and
-// columns [col_begin, col_begin + C), rounded to nearest in the storage dtype. On a CUDA device
-// through host chunks of at most 64 MiB.
+// Fills rows [R, C] (f32/f16/bf16, on any device) with the initial values of table rows
+// [row_begin, row_begin + R) and columns [col_begin, col_begin + C): TorchRec's default init, a
+// pure function of (seed, table_index, row, col) (kernels/embedding_init.h). Returns once they
+// are written.
 void init_embedding_rows(Tensor& rows,
                          uint64_t seed,
                          int64_t table_index,

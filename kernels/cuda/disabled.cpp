@@ -9,6 +9,7 @@
 #include "kernels/dot_interaction.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding_bag.h"
+#include "kernels/embedding_init.h"
 #include "kernels/factorization_machine.h"
 #include "kernels/jagged.h"
 #include "kernels/linear.h"
@@ -277,6 +278,10 @@ void add_(Tensor&, const Tensor&, Stream&) {
 
 void columns_axpy(const ColumnsAxpy&, Stream&) {
     throw_not_built("cuda::columns_axpy");
+}
+
+void embedding_init(Tensor&, const EmbeddingInit&, Stream&) {
+    throw_not_built("cuda::embedding_init");
 }
 
 }  // namespace shardrec::kernels::cuda

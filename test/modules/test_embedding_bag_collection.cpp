@@ -11,6 +11,7 @@
 #include "engine/modules/embedding_bag_collection.h"
 #include "engine/modules/position_weighted.h"
 #include "kernels/cpu/embedding_bag_update.h"
+#include "kernels/embedding_init.h"
 #include "test/reference/embedding_bag.h"
 #include "test/support/compare.h"
 
@@ -195,7 +196,7 @@ TEST_CASE("EmbeddingBagCollection: rows depend only on (seed, table index, row)"
     for (int64_t r = 0; r < 30; ++r) {
         for (int64_t c = 0; c < 8; ++c) {
             const float v = two.weight(1).data<float>()[r * 8 + c];
-            CHECK(v == embedding_init_value(5, 1, r, c, 30));
+            CHECK(v == kernels::embedding_init_value(5, 1, r, c, 30));
             CHECK(std::fabs(v) <= bound);
         }
     }
