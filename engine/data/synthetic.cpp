@@ -1,6 +1,7 @@
 #include "engine/data/synthetic.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <unordered_set>
@@ -51,6 +52,7 @@ inline uint64_t draw(uint64_t key, uint64_t i) {
 
 // ---- per-id draws ----
 
+using detail::kZipfBins;
 using detail::SyntheticTablePlan;
 
 int64_t poisson_length(const SyntheticTablePlan& p, uint64_t bits) {
@@ -80,11 +82,22 @@ int64_t bag_length(const SyntheticTablePlan& p, uint64_t bits) {
     return p.max_length > 0 ? std::min(n, p.max_length) : n;
 }
 
-// Zipf rank by the inverse of the continuous CDF (one pow per id), then scattered over the rows.
+// The continuous Zipf inverse CDF (see make_plan): x(u) with rank = floor(x) - 1.
+double zipf_inverse(const SyntheticTablePlan& p, double u) {
+    return p.zipf_log ? std::exp(u * p.zipf_span)
+                      : std::pow(1.0 + u * p.zipf_span, p.zipf_inv_exponent);
+}
+
+// Zipf rank by the inverse of the continuous CDF, then scattered over the rows. The inverse is
+// interpolated from its values at kZipfBins + 1 points (make_plan keeps it exact to 1e-5
+// relative there, and evaluates it where it is not): a pow per id was most of the generator.
 int64_t draw_id(const SyntheticTablePlan& p, uint64_t bits) {
     const double u = rng::uniform01(bits);
-    const double x = p.zipf_log ? std::exp(u * p.zipf_span)
-                                : std::pow(1.0 + u * p.zipf_span, p.zipf_inv_exponent);
+    const double t = u * kZipfBins;
+    const auto k = static_cast<size_t>(t);
+    const double x = p.zipf_exact_bin[k] ? zipf_inverse(p, u)
+                                         : p.zipf_x[k] + (t - static_cast<double>(k)) *
+                                                             (p.zipf_x[k + 1] - p.zipf_x[k]);
     const auto rows = static_cast<uint64_t>(p.num_embeddings);
     const auto rank = static_cast<uint64_t>(
         std::clamp<int64_t>(static_cast<int64_t>(x) - 1, 0, p.num_embeddings - 1));
@@ -94,6 +107,27 @@ int64_t draw_id(const SyntheticTablePlan& p, uint64_t bits) {
     const unsigned __int128 y =
         static_cast<unsigned __int128>(p.scramble_mul) * rank + p.scramble_add;
     return static_cast<int64_t>(y % rows);
+}
+
+// Tabulates the Zipf inverse for draw_id: its value at every bin edge, and the bins where
+// linear interpolation is off by more than kZipfInterpolationError (relative, checked at
+// three points inside the bin), where draw_id evaluates it instead (steep ends: alpha far from 1).
+void tabulate_zipf(SyntheticTablePlan& p) {
+    constexpr double kZipfInterpolationError = 1e-5;
+    p.zipf_x.resize(kZipfBins + 1);
+    for (size_t k = 0; k <= kZipfBins; ++k) {
+        p.zipf_x[k] = zipf_inverse(p, static_cast<double>(k) / kZipfBins);
+    }
+    p.zipf_exact_bin.assign(kZipfBins, 0);
+    for (size_t k = 0; k < kZipfBins; ++k) {
+        for (const double f : {0.25, 0.5, 0.75}) {
+            const double exact = zipf_inverse(p, (static_cast<double>(k) + f) / kZipfBins);
+            const double interpolated = p.zipf_x[k] + f * (p.zipf_x[k + 1] - p.zipf_x[k]);
+            if (!(std::abs(interpolated - exact) <= kZipfInterpolationError * exact)) {
+                p.zipf_exact_bin[k] = 1;
+            }
+        }
+    }
 }
 
 // Monte-Carlo draws per table for the mean teacher effect (see make_plan).
@@ -121,6 +155,7 @@ SyntheticTablePlan make_plan(const SyntheticTable& table, uint64_t seed, uint64_
     p.zipf_span =
         p.zipf_log ? std::log(rows_plus_one) : std::pow(rows_plus_one, one_minus_alpha) - 1.0;
     p.zipf_inv_exponent = p.zipf_log ? 0.0 : 1.0 / one_minus_alpha;
+    tabulate_zipf(p);
     // A bijective affine map scatters the hot ranks over the rows (and so over row shards).
     uint64_t mul = (rng::hash(seed, kTagSetup, t, 0) % rows) | 1;
     while (std::gcd(mul, rows) != 1) {
@@ -151,13 +186,37 @@ SyntheticTablePlan make_plan(const SyntheticTable& table, uint64_t seed, uint64_
     return p;
 }
 
-// A dense feature: a log-normal count, floored like Criteo's integer features, then log1p.
-inline float dense_value(double mu, double sigma, uint64_t bits_a, uint64_t bits_b) {
-    // Box-Muller: the log-normal tails of count features need a real normal, not fast_normal.
-    const double u1 = 1.0 - rng::uniform01(bits_a);
-    const double u2 = rng::uniform01(bits_b);
-    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-    return static_cast<float>(std::log1p(std::floor(std::exp(mu + sigma * z))));
+// Two independent standard normals from two uniforms (Box-Muller, both outputs): the log-normal
+// tails of count features need real normals, not fast_normal.
+inline void normal_pair(uint64_t bits_a, uint64_t bits_b, double z[2]) {
+    const double r = std::sqrt(-2.0 * std::log(1.0 - rng::uniform01(bits_a)));
+    const double theta = 6.283185307179586 * rng::uniform01(bits_b);
+    double sin_theta = 0, cos_theta = 0;
+    ::sincos(theta, &sin_theta, &cos_theta);  // glibc: one call for both
+    z[0] = r * cos_theta;
+    z[1] = r * sin_theta;
+}
+
+// log1p of the counts most dense features take, computed once (the same values as std::log1p).
+constexpr int64_t kSmallCounts = 1024;
+
+const std::array<float, kSmallCounts>& log1p_small_counts() {
+    static const std::array<float, kSmallCounts> table = [] {
+        std::array<float, kSmallCounts> t{};
+        for (int64_t c = 0; c < kSmallCounts; ++c) {
+            t[static_cast<size_t>(c)] = static_cast<float>(std::log1p(static_cast<double>(c)));
+        }
+        return t;
+    }();
+    return table;
+}
+
+// A dense feature from a standard normal z: a log-normal count, floored like Criteo's integer
+// features, then log1p.
+inline float dense_value(double mu, double sigma, double z) {
+    const double count = std::floor(std::exp(mu + sigma * z));
+    return count < kSmallCounts ? log1p_small_counts()[static_cast<size_t>(count)]
+                                : static_cast<float>(std::log1p(count));
 }
 
 struct TableOut {
@@ -173,21 +232,28 @@ struct TableOut {
 // Draws one table's bags for every sample and pools the teacher's per-id effects over each bag,
 // weighted like a weighted sum-pooled embedding bag would be.
 void fill_table(const SyntheticTablePlan& p, int64_t count, const TableOut& out) {
+    // Ids and weights first, then the effects: two short loops with independent iterations
+    // keep more of the hashing in flight than one long one.
     int64_t at = 0;
     for (int64_t b = 0; b < count; ++b) {
         const uint64_t key = out.keys[b];
-        double main = 0, left = 0, right = 0;
         for (int64_t k = 0; k < out.lengths[b]; ++k, ++at) {
             const auto kk = static_cast<uint64_t>(k);
-            const int64_t id = draw_id(p, draw(key, 1 + 2 * kk));
-            const float w =
-                p.weighted ? static_cast<float>(1.0 - rng::uniform01(draw(key, 2 + 2 * kk))) : 1.0f;
-            out.ids[at] = id;
+            out.ids[at] = draw_id(p, draw(key, 1 + 2 * kk));
             if (out.weights) {
-                out.weights[at] = w;
+                out.weights[at] =
+                    p.weighted ? static_cast<float>(1.0 - rng::uniform01(draw(key, 2 + 2 * kk)))
+                               : 1.0f;
             }
+        }
+    }
+    at = 0;
+    for (int64_t b = 0; b < count; ++b) {
+        double main = 0, left = 0, right = 0;
+        for (int64_t k = 0; k < out.lengths[b]; ++k, ++at) {
+            const double w = out.weights ? out.weights[at] : 1.0;
             double e[3];
-            raw_effects(p, id, e);
+            raw_effects(p, out.ids[at], e);
             main += w * (e[0] - p.effect_mean[0]);
             left += w * (e[1] - p.effect_mean[1]);
             right += w * (e[2] - p.effect_mean[2]);
@@ -242,7 +308,9 @@ SyntheticDataset::SyntheticDataset(SyntheticSpec spec) : spec_(std::move(spec)) 
         const uint64_t key = rng::hash(seed, kTagSetup + 4, jj);
         double sum = 0, sum_sq = 0;
         for (uint64_t i = 0; i < kEffectMeanDraws; ++i) {
-            const double v = dense_value(mu, sigma, draw(key, 2 * i), draw(key, 2 * i + 1));
+            double z[2];
+            normal_pair(draw(key, 2 * i), draw(key, 2 * i + 1), z);
+            const double v = dense_value(mu, sigma, z[0]);
             sum += v;
             sum_sq += v * v;
         }
@@ -341,10 +409,13 @@ void SyntheticDataset::fill_dense_and_labels(const uint64_t* keys,
     for (int64_t b = 0; b < count; ++b) {
         double linear = 0;
         const uint64_t dense_key = rng::hash(keys[b], kTagDense);
+        double z[2];
         for (int64_t j = 0; j < num_dense; ++j) {
-            const auto jj = static_cast<uint64_t>(j);
-            const float v = dense_value(dense_mu_[j], dense_sigma_[j], draw(dense_key, 2 * jj),
-                                        draw(dense_key, 2 * jj + 1));
+            if (j % 2 == 0) {  // features 2i and 2i + 1 share draws 2i and 2i + 1
+                const auto jj = static_cast<uint64_t>(j);
+                normal_pair(draw(dense_key, jj), draw(dense_key, jj + 1), z);
+            }
+            const float v = dense_value(dense_mu_[j], dense_sigma_[j], z[j % 2]);
             dense[b * num_dense + j] = v;  // dense[b, j]
             linear += dense_weight_[j] * (v - dense_mean_[j]) * dense_inv_std_[j];
         }

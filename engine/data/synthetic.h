@@ -40,14 +40,19 @@ struct SyntheticSpec {
 
 namespace detail {
 
+// Bins of the tabulated Zipf inverse of each table (synthetic.cpp, draw_id).
+constexpr size_t kZipfBins = 4096;
+
 // Per-table constants of SyntheticDataset, precomputed once (formulas in synthetic.cpp).
 struct SyntheticTablePlan {
     int64_t num_embeddings = 0;
     double pooling_factor = 0;
-    bool zipf_log = false;         // alpha == 1: rank = exp(u * span) - 1
-    double zipf_inv_exponent = 0;  // 1 / (1 - alpha)
-    double zipf_span = 0;          // (E + 1)^(1 - alpha) - 1, or log(E + 1)
-    uint64_t scramble_mul = 1;     // id = (mul * rank + add) mod E, gcd(mul, E) = 1
+    bool zipf_log = false;                // alpha == 1: rank = exp(u * span) - 1
+    double zipf_inv_exponent = 0;         // 1 / (1 - alpha)
+    double zipf_span = 0;                 // (E + 1)^(1 - alpha) - 1, or log(E + 1)
+    std::vector<double> zipf_x;           // [kZipfBins + 1] the inverse CDF at u = k / kZipfBins
+    std::vector<uint8_t> zipf_exact_bin;  // [kZipfBins] 1: not interpolated (see draw_id)
+    uint64_t scramble_mul = 1;            // id = (mul * rank + add) mod E, gcd(mul, E) = 1
     uint64_t scramble_add = 0;
     int64_t fixed_length = -1;    // >= 0 when fixed_pooling
     int64_t max_length = 0;       // > 0: the longest bag
