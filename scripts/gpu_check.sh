@@ -266,25 +266,29 @@ if has_step racecheck; then
     tail -3 "$out/racecheck.log" | sed 's/^/  /' | tee -a "$summary"
 fi
 
-# ---- the baseline users would otherwise pick: the same model, shapes and batch in plain PyTorch
-# (bench/baselines/torch_dlrm_dcnv2.py), where the machine's Python has torch with CUDA; its
-# lines follow shardrec's in train_bench.txt ----
+# ---- the baselines users would otherwise pick (bench/baselines/torch_dlrm.py): the same model,
+# shapes and batch in plain PyTorch where the machine's Python has torch with CUDA, and in
+# TorchRec where it also has torchrec and fbgemm_gpu; their lines follow shardrec's in
+# train_bench.txt ----
 baseline_all_math() {
-    local cut=() math
+    local cut=() math impls=(torch)
     for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
-    for math in ${GEMM_MATHS:-f32 tf32 bf16}; do
-        echo "== baseline, --math $math"
-        python3 bench/baselines/torch_dlrm_dcnv2.py configs/dlrm_dcnv2_mlperf.yaml \
-            --shardrec "$build_dir/shardrec" --device cuda --math "$math" --steps 20 --warmup 3 \
-            --set runtime.device=cuda "${cut[@]}" || return 1
+    python3 -c 'import torchrec, fbgemm_gpu' 2>/dev/null && impls+=(torchrec)
+    for impl in "${impls[@]}"; do
+        for math in ${GEMM_MATHS:-f32 tf32 bf16}; do
+            echo "== baseline --impl $impl --math $math"
+            python3 bench/baselines/torch_dlrm.py configs/dlrm_dcnv2_mlperf.yaml --impl "$impl" \
+                --shardrec "$build_dir/shardrec" --device cuda --math "$math" --steps 20 \
+                --warmup 3 --set runtime.device=cuda "${cut[@]}" || return 1
+        done
     done
 }
 if has_step baseline && [ "$kernels_only" = OFF ]; then
     if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
         2>/dev/null; then
         run_step baseline baseline.txt 150 baseline_all_math
-        grep -E "^(== |baseline|step time|throughput) " "$out/baseline.txt" | sed 's/^/  /' |
-            tee -a "$summary"
+        grep -E "^(== |baseline|torchrec plan|step time|throughput) " "$out/baseline.txt" |
+            sed 's/^/  /' | tee -a "$summary"
         cat "$out/baseline.txt" >> "$out/train_bench.txt" && rm -f "$out/baseline.txt"
     else
         note "step baseline: not run (no python3 with CUDA-enabled torch here)"

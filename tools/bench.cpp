@@ -31,7 +31,7 @@ namespace shardrec::cli {
 const char* const kBenchUsage =
     "usage: shardrec bench CONFIG.yaml [--steps N] [--warmup N] [--json FILE] [--set K=V ...]\n"
     "\n"
-    "Times training steps of CONFIG.yaml on synthetic batches made before timing.\n"
+    "Times training steps of CONFIG.yaml on batches of its data (data.type) made before timing.\n"
     "\n"
     "  --steps N        timed steps (default 50)\n"
     "  --warmup N       untimed steps first (default 5)\n"

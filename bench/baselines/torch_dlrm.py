@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""The baseline a user would otherwise write: DLRM / DLRM-DCNv2 in plain PyTorch, timed on the
-shapes of a shardrec config, for comparison with `shardrec bench` on the same machine.
+"""The baselines a user would otherwise pick: DLRM / DLRM-DCNv2 in plain PyTorch, or in TorchRec,
+timed on the shapes of a shardrec config, for comparison with `shardrec bench` on the same
+machine.
 
-It is a comparison harness, never a dependency: shardrec runs without Python. The model is what
-the DLRM reference and TorchRec's DLRM_DCN compute: one nn.EmbeddingBag per table (sum pooling,
-sparse gradients, TorchRec's default init), the bottom MLP with ReLU, the dot interaction or
-the low-rank cross network (x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l) on [dense, pooled
-embeddings], the top MLP with ReLU and a last linear layer, BCE-with-logits, and the config's
-optimizers from torch.optim, the tables' over their sparse gradients (row-wise Adagrad becomes
-element-wise Adagrad, which is what plain PyTorch has; Adam becomes SparseAdam).
+They are comparison harnesses, never a dependency: shardrec runs without Python.
+--impl torch (default) is the model a user writes by hand, what the DLRM reference and
+TorchRec's DLRM_DCN compute: one nn.EmbeddingBag per table (sum pooling, sparse gradients,
+TorchRec's default init), the bottom MLP with ReLU, the dot interaction or the low-rank cross
+network (x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l) on [dense, pooled embeddings], the top
+MLP with ReLU and a last linear layer, BCE-with-logits, and the config's optimizers from
+torch.optim, the tables' over their sparse gradients (row-wise Adagrad becomes element-wise
+Adagrad, which is what plain PyTorch has; Adam becomes SparseAdam).
+--impl torchrec is TorchRec's own: its EmbeddingBagCollection and DLRM / DLRM_DCN models,
+sharded by DistributedModelParallel in this one process (gloo on the CPU, NCCL on a GPU) onto
+FBGEMM's fused table-batched kernels, the sparse optimizer fused into the backward
+(apply_optimizer_in_backward: SGD, Adagrad, RowWiseAdagrad or Adam, as the config says).
 
 Shapes come from the config as shardrec resolves it (`shardrec validate CONFIG --set ...`),
 so the same --set overrides give both programs the same model. Batches are made on the device
@@ -18,8 +24,9 @@ round(pooling_factor) ids drawn from the synthetic generator's Zipf law
 and labels. --math picks the dense layers' math like runtime.gemm_math: f32 (full fp32), tf32
 (TF32 tensor cores) or bf16 (autocast to bfloat16; tables and optimizer state stay fp32).
 
-  bench/baselines/torch_dlrm_dcnv2.py --shardrec build/shardrec configs/dlrm_dcnv2_mlperf.yaml \
+  bench/baselines/torch_dlrm.py --shardrec build/shardrec configs/dlrm_dcnv2_mlperf.yaml \
       --set runtime.device=cuda --set model.tables[0].num_embeddings=2000000 --math bf16
+  bench/baselines/torch_dlrm.py --impl torchrec configs/quickstart.yaml --steps 300
 
 Prints `config`, `step time` (median, p10, p90 over --steps steps, each timed by CUDA events on
 a GPU) and `throughput` lines like `shardrec bench`, and with --json writes them as one object.
@@ -28,7 +35,7 @@ a GPU) and `throughput` lines like `shardrec bench`, and with --json writes them
 import argparse
 import json
 import math
-import re
+import os
 import statistics
 import subprocess
 import sys
@@ -251,6 +258,91 @@ def optimizer(params, opt, sparse):
     sys.exit(f"optimizer type {kind}: this baseline has sgd, adagrad, rowwise_adagrad, adam")
 
 
+# ---- the two implementations: forward(batch) -> logits, the optimizers to step, the batches in
+# the form forward takes, and the tables' bytes ----
+
+
+def build_torch(config, device, batches):
+    model = DLRM(config["model"]).to(device)
+    sparse = list(model.embeddings.parameters())
+    dense = [p for n, p in model.named_parameters() if not n.startswith("embeddings.")]
+    optimizers = [optimizer(dense, config["optimizer"]["dense"], sparse=False),
+                  optimizer(sparse, config["optimizer"]["sparse"], sparse=True)]
+
+    def forward(batch):
+        dense_x, ids, offsets, _ = batch
+        return model(dense_x, ids, offsets)
+
+    return forward, optimizers, batches, sum(p.numel() * p.element_size() for p in sparse)
+
+
+def build_torchrec(config, device, batches):
+    try:
+        import torch.distributed as dist
+        from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor
+        from torchrec.distributed import DistributedModelParallel
+        from torchrec.models.dlrm import DLRM as TorchRecDLRM, DLRM_DCN
+        from torchrec.modules.embedding_configs import PoolingType
+        from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
+        from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
+    except ImportError as e:
+        sys.exit(f"--impl torchrec needs torchrec and fbgemm_gpu: {e}")
+    model_config = config["model"]
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29517")
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
+    tables = [EmbeddingBagConfig(name=t["name"], embedding_dim=t["embedding_dim"],
+                                 num_embeddings=t["num_embeddings"],
+                                 feature_names=t["feature_names"],
+                                 pooling=PoolingType.MEAN if t["pooling"] == "mean"
+                                 else PoolingType.SUM)
+              for t in model_config["tables"]]
+    ebc = EmbeddingBagCollection(tables=tables, device=torch.device("meta"))
+    common = dict(embedding_bag_collection=ebc,
+                  dense_in_features=model_config["dense_in_features"],
+                  dense_arch_layer_sizes=model_config["bottom_mlp"],
+                  over_arch_layer_sizes=model_config["top_mlp"], dense_device=device)
+    if model_config["type"] == "dlrm_dcn":
+        model = DLRM_DCN(dcn_num_layers=model_config["dcn"]["num_layers"],
+                         dcn_low_rank_dim=model_config["dcn"]["low_rank"], **common)
+    else:
+        model = TorchRecDLRM(**common)
+    opt = config["optimizer"]["sparse"]
+    fused = {"sgd": (torch.optim.SGD, {}),
+             "adagrad": (torch.optim.Adagrad, {"eps": opt["eps"]}),
+             "rowwise_adagrad": (RowWiseAdagrad, {"eps": opt["eps"]}),
+             "adam": (torch.optim.Adam, {"eps": opt["eps"],
+                                         "betas": (opt["beta1"], opt["beta2"])})}
+    if opt["type"] not in fused:
+        sys.exit(f"optimizer type {opt['type']}: the fused optimizers here are {list(fused)}")
+    cls, kwargs = fused[opt["type"]]
+    apply_optimizer_in_backward(cls, model.sparse_arch.parameters(),
+                                {"lr": opt["learning_rate"], **kwargs})
+    dmp = DistributedModelParallel(module=model, device=device)
+    kinds = sorted({f"{ps.sharding_type}/{ps.compute_kernel}"
+                    for module in dmp.plan.plan.values() for ps in module.values()})
+    print(f"torchrec plan     {', '.join(kinds)} (sharding type / compute kernel)")
+    dense = [p for n, p in dmp.named_parameters() if "embedding_bags" not in n]
+    optimizers = [optimizer(dense, config["optimizer"]["dense"], sparse=False)]
+    keys = [f for t in model_config["tables"] for f in t["feature_names"]]
+    batch_size = config["data"]["batch_size"]
+    kjt_batches = []
+    for dense_x, ids, _, labels in batches:
+        lengths = torch.cat([torch.full((batch_size,), len(i) // batch_size, dtype=torch.int64,
+                                        device=device) for i in ids])
+        kjt = KeyedJaggedTensor.from_lengths_sync(keys=keys, values=torch.cat(ids),
+                                                  lengths=lengths)
+        kjt_batches.append((dense_x, kjt, labels))
+
+    def forward(batch):
+        dense_x, kjt, _ = batch
+        return dmp(dense_x, kjt).squeeze(1)
+
+    table_bytes = sum(t["num_embeddings"] * t["embedding_dim"] * 4 for t in model_config["tables"])
+    return forward, optimizers, kjt_batches, table_bytes
+
+
 # ---- the timed loop ----
 
 
@@ -263,6 +355,7 @@ def main():
     ap.add_argument("config")
     ap.add_argument("--shardrec", default="build/shardrec", help="the binary that resolves it")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--impl", choices=["torch", "torchrec"], default="torch")
     ap.add_argument("--math", choices=["f32", "tf32", "bf16"], default="f32")
     ap.add_argument("--device", default=None, help="default: cuda where available, else cpu")
     ap.add_argument("--steps", type=int, default=20)
@@ -281,26 +374,23 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = args.math == "tf32"
     torch.backends.cudnn.allow_tf32 = args.math == "tf32"
 
-    model = DLRM(config["model"]).to(device)
-    sparse = list(model.embeddings.parameters())
-    dense = [p for n, p in model.named_parameters() if not n.startswith("embeddings.")]
-    opt_dense = optimizer(dense, config["optimizer"]["dense"], sparse=False)
-    opt_sparse = optimizer(sparse, config["optimizer"]["sparse"], sparse=True)
     batches, ids_per_sample = make_batches(config, args.batches, device, args.seed)
+    build = build_torchrec if args.impl == "torchrec" else build_torch
+    forward, optimizers, batches, table_bytes = build(config, device, batches)
     batch = config["data"]["batch_size"]
     loss_fn = nn.BCEWithLogitsLoss()
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.math == "bf16")
 
     def step(i):
-        dense_x, ids, offsets, labels = batches[i % len(batches)]
-        opt_dense.zero_grad(set_to_none=True)
-        opt_sparse.zero_grad(set_to_none=True)
+        current = batches[i % len(batches)]
+        for opt in optimizers:
+            opt.zero_grad(set_to_none=True)
         with autocast:
-            logits = model(dense_x, ids, offsets)
-        loss = loss_fn(logits.float(), labels)
+            logits = forward(current)
+        loss = loss_fn(logits.float(), current[-1])
         loss.backward()
-        opt_dense.step()
-        opt_sparse.step()
+        for opt in optimizers:
+            opt.step()
         return loss
 
     for i in range(args.warmup):
@@ -328,7 +418,6 @@ def main():
 
     ordered = sorted(times_ms)
     median = statistics.median(ordered)
-    table_bytes = sum(p.numel() * p.element_size() for p in sparse)
     device_name = torch.cuda.get_device_name(device) if cuda else "cpu"
     result = {
         "config": args.config,
@@ -336,6 +425,7 @@ def main():
         "tables": len(config["model"]["tables"]),
         "batch_size": batch,
         "ids_per_sample": ids_per_sample,
+        "impl": args.impl,
         "math": args.math,
         "device": f"{device} ({device_name})",
         "torch": torch.__version__,
@@ -348,7 +438,8 @@ def main():
         "table_mib": table_bytes / 2**20,
         "final_loss": final_loss,
     }
-    print(f"baseline          PyTorch {torch.__version__} eager, {result['device']}, "
+    impl = "TorchRec (DistributedModelParallel, fused)" if args.impl == "torchrec" else "eager"
+    print(f"baseline          PyTorch {torch.__version__} {impl}, {result['device']}, "
           f"--math {args.math}")
     print(f"config            {args.config} ({result['model']}, {result['tables']} tables, "
           f"batch {batch}, {ids_per_sample} ids per sample, tables {result['table_mib']:.1f} MiB)")
