@@ -12,8 +12,6 @@ bin=${BUILD_DIR:-build}/shardrec
 out=${OUT:-bench/results/cpu-$(date -u +%Y%m%d)}
 mkdir -p "$out"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
 compare() {  # compare NAME STEPS WARMUP CONFIG [--set K=V ...]
     local name=$1 steps=$2 warmup=$3
@@ -30,11 +28,10 @@ compare() {  # compare NAME STEPS WARMUP CONFIG [--set K=V ...]
     done
 }
 
-# The Kaggle DLRM on synthetic batches of the same shapes (its data section names Criteo files).
-sed -e 's/type: criteo_binary/type: synthetic/' -e '/criteo_binary: {path/d' \
-    configs/dlrm_criteo_kaggle.yaml > "$tmp/dlrm_criteo_kaggle_synthetic.yaml"
 compare quickstart 300 20 configs/quickstart.yaml
-compare kaggle 300 20 "$tmp/dlrm_criteo_kaggle_synthetic.yaml"
+# The Kaggle DLRM on synthetic batches of the same shapes (its data section names Criteo files).
+compare kaggle 300 20 configs/dlrm_criteo_kaggle.yaml --set data.type=synthetic \
+    --set data.criteo_binary=null
 cut=()
 for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=1000000"); done
 compare dcnv2 20 3 configs/dlrm_dcnv2_mlperf.yaml --set runtime.device=cpu \

@@ -1,5 +1,7 @@
 // `--set dotted.path[i].key=value`: edits the YAML tree before it is read, so an override goes
 // through exactly the same checks as the file, and its errors are located at "--set ...".
+// `--set key=null` removes a map key, so its default applies (e.g. data.criteo_binary=null after
+// data.type=synthetic).
 #include <fmt/format.h>
 
 #include <cctype>
@@ -128,7 +130,11 @@ void ConfigDocument::apply_override(const std::string& text) {
             created = walked;
         }
         if (last) {
-            cur[step.key] = value;
+            if (value.IsNull()) {
+                cur.remove(step.key);
+            } else {
+                cur[step.key] = value;
+            }
         } else {
             if (!present) {
                 cur[step.key] = YAML::Node(YAML::NodeType::Map);

@@ -144,6 +144,23 @@ TEST_CASE("Config: --set overrides edit the tree before it is read", "[config]")
     CHECK(c.optimizer.sparse.learning_rate == 0.5);
 }
 
+TEST_CASE("Config: --set KEY=null removes the key, so its default applies", "[config]") {
+    const std::string runtime =
+        std::string(kBase) + "runtime:\n  threads: 3\n  comm_timeout_s: 5\n";
+    const Config c =
+        parse_config(runtime, {"runtime.threads=null", "runtime.comm_timeout_s=~"}, "t.yaml");
+    CHECK(c.runtime.threads == Config().runtime.threads);
+    CHECK(c.runtime.comm_timeout_s == Config().runtime.comm_timeout_s);
+    // A file's data source block must go with its type (strictness); null removes it.
+    std::string criteo = kBase;
+    criteo.insert(criteo.find("  batch_size: 4\n"),
+                  "  type: criteo_binary\n  criteo_binary: {path: /x}\n");
+    CHECK_THAT(errors_of(criteo, {"data.type=synthetic"}),
+               Contains("data.criteo_binary: only valid when data.type is criteo_binary"));
+    CHECK(parse_config(criteo, {"data.type=synthetic", "data.criteo_binary=null"}, "t.yaml")
+              .data.type == "synthetic");
+}
+
 TEST_CASE("Config: a typo in --set is an unknown key located at the --set", "[config]") {
     CHECK_THAT(errors_of(kBase, {"train.stesp=3"}),
                Contains("--set train.stesp=3: train.stesp: unknown key (did you mean 'steps'?)"));
