@@ -111,7 +111,15 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 
 failed=()
 deadline=$((SECONDS + ${BUDGET_S:-560}))
-run_step() {  # run_step NAME LOG TIMEOUT_S command... (TIMEOUT_S 0: none, for shell functions)
+# run_step NAME LOG TIMEOUT_S command...: TIMEOUT_S 0 is the budget left. timeout(1) cannot run a
+# shell function, so a step that is one bounds its own commands with `limited`.
+step_deadline=0
+limited() {
+    local t=$((step_deadline - SECONDS))
+    [ "$t" -ge 1 ] || return 124
+    timeout "$t" "$@"
+}
+run_step() {
     local name=$1 log=$2 limit=$3
     shift 3
     local t0=$SECONDS rc left=$((deadline - SECONDS))
@@ -120,14 +128,16 @@ run_step() {  # run_step NAME LOG TIMEOUT_S command... (TIMEOUT_S 0: none, for s
         note "step $name: SKIPPED (out of time budget)"
         return 1
     fi
-    [ "$limit" -gt "$left" ] && limit=$left
-    if [ "$limit" -gt 0 ]; then
-        timeout "$limit" "$@" 2>&1 | cap > "$out/$log"
-        rc=${PIPESTATUS[0]}
-    else
-        "$@" 2>&1 | cap > "$out/$log"
-        rc=${PIPESTATUS[0]}
+    if [ "$limit" -eq 0 ] || [ "$limit" -gt "$left" ]; then
+        limit=$left
     fi
+    step_deadline=$((SECONDS + limit))
+    if declare -F "$1" >/dev/null; then
+        "$@" 2>&1 | cap > "$out/$log"
+    else
+        timeout "$limit" "$@" 2>&1 | cap > "$out/$log"
+    fi
+    rc=${PIPESTATUS[0]}
     local verdict="ok"
     if [ "$rc" -eq 124 ]; then
         verdict="TIMED OUT after ${limit}s"
@@ -141,7 +151,7 @@ run_step() {  # run_step NAME LOG TIMEOUT_S command... (TIMEOUT_S 0: none, for s
 
 # ---- build ----
 configure() {
-    cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    limited cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DSHARDREC_CUDA=ON -DSHARDREC_CUDA_ARCHS="${CUDA_ARCHS:-90}" -DSHARDREC_WERROR=ON \
         -DSHARDREC_KERNELS_ONLY="$kernels_only" "${cmake_args[@]}"
 }
@@ -150,7 +160,7 @@ build() {
     # also finds the NCCL tests.
     local targets=()
     [ "$kernels_only" = ON ] && targets=(--target test_backend_ops test_backend_ops_cuda bench_ops)
-    configure && cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
+    configure && limited cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
 }
 if has_step configure; then
     run_step configure build.log 0 configure || { note "configure failed: stopping"; exit 1; }
@@ -204,9 +214,9 @@ train_all_math() {
     for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
     for math in ${GEMM_MATHS:-f32 tf32 bf16}; do
         echo "== runtime.gemm_math=$math"
-        "${launcher[@]}" "$build_dir/shardrec" bench configs/dlrm_dcnv2_mlperf.yaml --steps 20 \
-            --warmup 3 --set runtime.device=cuda --set runtime.gemm_math="$math" "${cut[@]}" ||
-            return 1
+        limited "${launcher[@]}" "$build_dir/shardrec" bench configs/dlrm_dcnv2_mlperf.yaml \
+            --steps 20 --warmup 3 --set runtime.device=cuda --set runtime.gemm_math="$math" \
+            "${cut[@]}" || return
     done
 }
 if has_step train && [ "$kernels_only" = OFF ]; then
@@ -223,10 +233,10 @@ profile_step() {
     local cut=()
     for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
     rm -f /tmp/shardrec-step.nsys-rep /tmp/shardrec-step.sqlite
-    "$nsys" profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true \
+    limited "$nsys" profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true \
         -o /tmp/shardrec-step "$build_dir/shardrec" bench configs/dlrm_dcnv2_mlperf.yaml \
         --steps 10 --warmup 3 --set runtime.device=cuda --set runtime.gemm_math=bf16 "${cut[@]}" &&
-        "$nsys" stats --report cuda_gpu_kern_sum --report cuda_gpu_mem_time_sum \
+        limited "$nsys" stats --report cuda_gpu_kern_sum --report cuda_gpu_mem_time_sum \
             /tmp/shardrec-step.nsys-rep
 }
 if has_step profile && [ "$kernels_only" = OFF ]; then
@@ -277,9 +287,9 @@ baseline_all_math() {
     for impl in "${impls[@]}"; do
         for math in ${GEMM_MATHS:-f32 tf32 bf16}; do
             echo "== baseline --impl $impl --math $math"
-            python3 bench/baselines/torch_dlrm.py configs/dlrm_dcnv2_mlperf.yaml --impl "$impl" \
-                --shardrec "$build_dir/shardrec" --device cuda --math "$math" --steps 20 \
-                --warmup 3 --set runtime.device=cuda "${cut[@]}" || return 1
+            limited python3 bench/baselines/torch_dlrm.py configs/dlrm_dcnv2_mlperf.yaml \
+                --impl "$impl" --shardrec "$build_dir/shardrec" --device cuda --math "$math" \
+                --steps 20 --warmup 3 --set runtime.device=cuda "${cut[@]}" || return
         done
     done
 }

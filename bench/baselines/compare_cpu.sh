@@ -16,12 +16,14 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 compare() {  # compare NAME STEPS WARMUP CONFIG [--set K=V ...]
     local name=$1 steps=$2 warmup=$3
     shift 3
-    "$bin" bench "$@" --steps "$steps" --warmup "$warmup" --json "$out/compare_${name}_shardrec.json" \
-        2>&1 | grep -v '^\[' > "$out/compare_${name}_shardrec.txt"
+    local log="$out/compare_${name}_shardrec.txt"
+    "$bin" bench "$@" --steps "$steps" --warmup "$warmup" \
+        --json "$out/compare_${name}_shardrec.json" > "$log" 2>&1 || { cat "$log"; exit 1; }
     for impl in torch torchrec; do
-        "$py" bench/baselines/torch_dlrm.py "$@" --shardrec "$bin" --impl "$impl" --steps "$steps" \
-            --warmup "$warmup" --json "$out/compare_${name}_${impl}.json" 2>&1 |
-            grep -v WARNING > "$out/compare_${name}_${impl}.txt"
+        log="$out/compare_${name}_${impl}.txt"
+        "$py" bench/baselines/torch_dlrm.py "$@" --shardrec "$bin" --impl "$impl" --device cpu \
+            --steps "$steps" --warmup "$warmup" --json "$out/compare_${name}_${impl}.json" \
+            > "$log" 2>&1 || { cat "$log"; exit 1; }
     done
     for impl in shardrec torch torchrec; do
         printf '%-12s %-9s %s\n' "$name" "$impl" "$(grep -h '^step time' "$out/compare_${name}_${impl}.txt")"

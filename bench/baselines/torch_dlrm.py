@@ -36,6 +36,7 @@ import argparse
 import json
 import math
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -184,7 +185,7 @@ class DLRM(nn.Module):
             self.crossnet = None
             f = self.features + 1
             over_in = dim + f * (f - 1) // 2
-            self.pairs = torch.triu_indices(f, f, offset=1)
+            self.register_buffer("pairs", torch.triu_indices(f, f, offset=1), persistent=False)
         self.top = mlp([over_in] + model["top_mlp"], last_relu=False)
 
     def forward(self, dense, ids, offsets):
@@ -196,7 +197,7 @@ class DLRM(nn.Module):
         else:
             t = torch.stack([x] + pooled, dim=1)  # [B, F + 1, D]
             z = torch.bmm(t, t.transpose(1, 2))
-            i, j = self.pairs.to(z.device)
+            i, j = self.pairs
             inter = torch.cat([x, z[:, i, j]], dim=1)
         return self.top(inter).squeeze(1)
 
@@ -246,15 +247,20 @@ def make_batches(config, count, device, seed):
 
 def optimizer(params, opt, sparse):
     """The config's optimizer in torch.optim; row-wise Adagrad becomes element-wise Adagrad."""
-    kind, lr = opt["type"], opt["learning_rate"]
+    kind, lr, decay = opt["type"], opt["learning_rate"], opt.get("weight_decay", 0.0)
+    if sparse and decay != 0:
+        sys.exit("weight_decay on a table: torch.optim's sparse updates do not take it")
     if kind in ("adagrad", "rowwise_adagrad"):
-        return torch.optim.Adagrad(params, lr=lr, eps=opt["eps"],
+        return torch.optim.Adagrad(params, lr=lr, eps=opt["eps"], weight_decay=decay,
                                    initial_accumulator_value=opt["initial_accumulator_value"])
     if kind == "sgd":
-        return torch.optim.SGD(params, lr=lr)
+        return torch.optim.SGD(params, lr=lr, weight_decay=decay)
     if kind == "adam":
-        adam = torch.optim.SparseAdam if sparse else torch.optim.Adam
-        return adam(params, lr=lr, betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"])
+        if sparse:
+            return torch.optim.SparseAdam(params, lr=lr, betas=(opt["beta1"], opt["beta2"]),
+                                          eps=opt["eps"])
+        return torch.optim.Adam(params, lr=lr, betas=(opt["beta1"], opt["beta2"]),
+                                eps=opt["eps"], weight_decay=decay)
     sys.exit(f"optimizer type {kind}: this baseline has sgd, adagrad, rowwise_adagrad, adam")
 
 
@@ -289,7 +295,10 @@ def build_torchrec(config, device, batches):
         sys.exit(f"--impl torchrec needs torchrec and fbgemm_gpu: {e}")
     model_config = config["model"]
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
+    if "MASTER_PORT" not in os.environ:  # a free port: one process, nothing to agree on
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=0, world_size=1)
     tables = [EmbeddingBagConfig(name=t["name"], embedding_dim=t["embedding_dim"],
@@ -314,6 +323,8 @@ def build_torchrec(config, device, batches):
              "rowwise_adagrad": (RowWiseAdagrad, {"eps": opt["eps"]}),
              "adam": (torch.optim.Adam, {"eps": opt["eps"],
                                          "betas": (opt["beta1"], opt["beta2"])})}
+    if opt["initial_accumulator_value"] != 0 or opt["weight_decay"] != 0:
+        sys.exit("FBGEMM's fused optimizers here start Adagrad at 0 and have no weight_decay")
     if opt["type"] not in fused:
         sys.exit(f"optimizer type {opt['type']}: the fused optimizers here are {list(fused)}")
     cls, kwargs = fused[opt["type"]]

@@ -88,9 +88,11 @@ void ConfigDocument::apply_override(const std::string& text) {
     if (!steps) {
         return fail("malformed key (expected dotted.names with optional [index])");
     }
+    const std::string raw = text.substr(eq + 1);
+    const bool remove = raw == "null" || raw == "Null" || raw == "NULL" || raw == "~";
     YAML::Node value;
     try {
-        value = YAML::Load(text.substr(eq + 1));
+        value = YAML::Load(raw);
     } catch (const YAML::Exception& e) {
         return fail(fmt::format("cannot parse the value as YAML: {}", e.msg));
     }
@@ -126,11 +128,14 @@ void ConfigDocument::apply_override(const std::string& text) {
         }
         walked += step.key;
         const bool present = has_key(cur, step.key);
+        if (remove && !present) {
+            return fail(fmt::format("{} is not set, so there is nothing to remove", walked));
+        }
         if (!present && created.empty()) {
             created = walked;
         }
         if (last) {
-            if (value.IsNull()) {
+            if (remove) {
                 cur.remove(step.key);
             } else {
                 cur[step.key] = value;

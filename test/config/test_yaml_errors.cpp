@@ -159,6 +159,13 @@ TEST_CASE("Config: --set KEY=null removes the key, so its default applies", "[co
                Contains("data.criteo_binary: only valid when data.type is criteo_binary"));
     CHECK(parse_config(criteo, {"data.type=synthetic", "data.criteo_binary=null"}, "t.yaml")
               .data.type == "synthetic");
+    // Only a literal null removes, and only a key that is there: a typo is still an error, and
+    // an empty value (an unset shell variable) is still a bad value.
+    CHECK_THAT(errors_of(runtime, {"runtime.thread=null"}),
+               Contains("--set runtime.thread=null: runtime.thread is not set, so there is "
+                        "nothing to remove"));
+    CHECK_THAT(errors_of(runtime, {"runtim.threads=null"}), Contains("runtim is not set"));
+    CHECK_THAT(errors_of(runtime, {"runtime.threads="}), Contains("runtime.threads"));
 }
 
 TEST_CASE("Config: a typo in --set is an unknown key located at the --set", "[config]") {

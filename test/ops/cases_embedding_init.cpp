@@ -86,7 +86,7 @@ public:
         return static_cast<double>(v_.rows * v_.cols * static_cast<int64_t>(dtype_size(v_.dtype)));
     }
 
-    bool bench_only() const override { return v_.bench; }
+    bool bench_only() const override { return v_.bench || v_.gpu_bench; }
 
     bool gpu_bench_only() const override { return v_.gpu_bench; }
 
