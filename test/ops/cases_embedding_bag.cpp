@@ -1,6 +1,10 @@
 // Backend-ops cases of the pooled embedding lookup (kernels/embedding_bag.h): forward, dense
 // backward (with the per-sample-weight gradient) and fused backward for every optimizer, over
-// FBGEMM's property space (embedding_inputs.h), plus large bench-only cases for bench_ops.
+// FBGEMM's property space (embedding_inputs.h), plus large bench-only cases for bench_ops. The
+// GPU-sized cases' references cover the rows the lookup touches (and a sample of the others),
+// not the whole 2 GiB table.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/embedding_bag.h"
@@ -35,6 +39,61 @@ RefOutput ref_output(const char* name, ref::Values v) {
     return RefOutput{name, std::move(v.value), std::move(v.mag)};
 }
 
+// A lookup rewritten onto the rows it touches, as one table of those rows (ascending): its
+// float64 reference converts and updates only them, with the same sums in the same order.
+struct TouchedRows {
+    std::vector<int64_t> rows;    // [U] rows of the whole table, ascending
+    ref::EmbeddingLookup lookup;  // one table of U rows; ids index `rows`
+};
+
+TouchedRows touched_rows(const ref::EmbeddingLookup& a) {
+    const int64_t batch = a.batch();
+    std::vector<int64_t> global(a.ids.size());
+    for (size_t j = 0; j + 1 < a.offsets.size(); ++j) {
+        const auto f = static_cast<int64_t>(j) / batch;
+        for (int64_t n = a.offsets[j]; n < a.offsets[j + 1]; ++n) {
+            global[static_cast<size_t>(n)] = a.row_of(n, f);
+        }
+    }
+    TouchedRows t;
+    t.rows = global;
+    std::sort(t.rows.begin(), t.rows.end());
+    t.rows.erase(std::unique(t.rows.begin(), t.rows.end()), t.rows.end());
+    t.lookup = a;
+    t.lookup.table_offsets = {0, static_cast<int64_t>(t.rows.size())};
+    t.lookup.feature_table.assign(a.feature_table.size(), 0);
+    for (size_t n = 0; n < global.size(); ++n) {
+        t.lookup.ids[n] =
+            std::lower_bound(t.rows.begin(), t.rows.end(), global[n]) - t.rows.begin();
+    }
+    return t;
+}
+
+// The elements of rows `rows` of a row-major [R, width] tensor.
+std::vector<int64_t> row_elements(const std::vector<int64_t>& rows, int64_t width) {
+    std::vector<int64_t> out;
+    out.reserve(rows.size() * static_cast<size_t>(width));
+    for (const int64_t r : rows) {
+        for (int64_t c = 0; c < width; ++c) {
+            out.push_back(r * width + c);
+        }
+    }
+    return out;
+}
+
+// Every `stride`-th row of [0, num_rows) that `touched` (ascending) does not hold.
+std::vector<int64_t> untouched_sample(int64_t num_rows,
+                                      const std::vector<int64_t>& touched,
+                                      int64_t stride) {
+    std::vector<int64_t> out;
+    for (int64_t r = 0; r < num_rows; r += stride) {
+        if (!std::binary_search(touched.begin(), touched.end(), r)) {
+            out.push_back(r);
+        }
+    }
+    return out;
+}
+
 // ---- forward ----
 
 class EmbeddingBagForwardCase : public OpCase {
@@ -65,6 +124,13 @@ public:
     }
 
     std::vector<RefOutput> reference() const override {
+        if (gpu_bench_) {
+            const TouchedRows t = touched_rows(in_.lookup);
+            return {ref_output(
+                "out",
+                ref::embedding_bag_forward(
+                    t.lookup, to_double(in_.weights, row_elements(t.rows, spec_.dim)), mode_))};
+        }
         return {ref_output("out",
                            ref::embedding_bag_forward(in_.lookup, to_double(in_.weights), mode_))};
     }
@@ -224,6 +290,9 @@ public:
     }
 
     std::vector<RefOutput> reference() const override {
+        if (gpu_bench_) {
+            return touched_reference();
+        }
         const ref::RowGradients g =
             ref::embedding_bag_row_gradients(in_.lookup, to_double(grad_out_), mode_);
         const auto state = [](const Tensor& t) {
@@ -306,6 +375,41 @@ public:
     }
 
 private:
+    // The reference of the rows the lookup touches, and a sample of the other rows (every 997th),
+    // which must keep their values.
+    std::vector<RefOutput> touched_reference() const {
+        const TouchedRows t = touched_rows(in_.lookup);
+        const int64_t rows = in_.weights.size(0);
+        const auto gathered = [&](const Tensor& x) {
+            return x.defined() ? to_double(x, row_elements(t.rows, x.numel() / rows))
+                               : std::vector<double>{};
+        };
+        const ref::RowGradients g =
+            ref::embedding_bag_row_gradients(t.lookup, to_double(grad_out_), mode_);
+        ref::OptimizerUpdate u = ref::fused_optimizer_update(
+            g, optim_, spec_.dim, gathered(in_.weights), gathered(state1_), gathered(state2_));
+        const std::vector<int64_t> sample = untouched_sample(rows, t.rows, 997);
+        const auto output = [&](const char* name, ref::Values v, const Tensor& x) {
+            const int64_t width = x.numel() / rows;
+            RefOutput o{name, std::move(v.value), std::move(v.mag), row_elements(t.rows, width)};
+            const std::vector<int64_t> kept = row_elements(sample, width);
+            for (const double before : to_double(x, kept)) {
+                o.value.push_back(before);
+                o.mag.push_back(std::fabs(before));
+            }
+            o.index.insert(o.index.end(), kept.begin(), kept.end());
+            return o;
+        };
+        std::vector<RefOutput> out{output("weights", std::move(u.weights), in_.weights)};
+        if (state1_.defined()) {
+            out.push_back(output("state1", std::move(u.state1), state1_));
+        }
+        if (state2_.defined()) {
+            out.push_back(output("state2", std::move(u.state2), state2_));
+        }
+        return out;
+    }
+
     EmbeddingInputSpec spec_;
     PoolingMode mode_;
     FusedOptimizerParams optim_;

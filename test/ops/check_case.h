@@ -18,8 +18,8 @@ inline void check_case(OpCase& c, Device device) {
     INFO("guards: " << got.guards);
     CHECK(got.guards.empty());
     for (size_t i = 0; i < ref.size(); ++i) {
-        std::vector<float> gf(got.outputs[i].begin(), got.outputs[i].end());
-        const CompareResult r = compare(gf, ref[i].value, ref[i].mag, c.tolerance(i));
+        const CompareResult r = compare(checked_values(got.outputs[i], ref[i]), ref[i].value,
+                                        ref[i].mag, c.tolerance(i));
         INFO("output " << ref[i].name << ": " << r.report);
         CHECK(r.ok);
     }

@@ -71,7 +71,10 @@ inline Tensor random_tensor(const Shape& shape,
     visit_float_dtype(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* p = t.data<T>();
-        for (int64_t i = 0; i < t.numel(); ++i) {
+        const int64_t n = t.numel();
+        // Each value is a function of its index alone: the same tensor on any thread count.
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 20))
+        for (int64_t i = 0; i < n; ++i) {
             p[i] = from_float<T>(random_value(seed, stream, i, exact, lo, hi));
         }
     });

@@ -133,33 +133,57 @@ CaseRun run_case(OpCase& c, Device device, uint64_t seed) {
     return r;
 }
 
+namespace {
+
+double element(const Tensor& h, int64_t i) {
+    switch (h.dtype()) {
+        case DType::kF32:
+            return h.data<float>()[i];
+        case DType::kF16:
+            return half_to_float(h.data<Half>()[i]);
+        case DType::kBF16:
+            return bf16_to_float(h.data<BFloat16>()[i]);
+        case DType::kI32:
+            return h.data<int32_t>()[i];
+        case DType::kI64:
+            return static_cast<double>(h.data<int64_t>()[i]);
+        case DType::kI8:
+            return h.data<int8_t>()[i];
+        case DType::kU8:
+            return h.data<uint8_t>()[i];
+    }
+    return 0;
+}
+
+}  // namespace
+
 std::vector<double> to_double(const Tensor& t) {
     const Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
     std::vector<double> out(static_cast<size_t>(h.numel()));
     for (size_t i = 0; i < out.size(); ++i) {
-        switch (h.dtype()) {
-            case DType::kF32:
-                out[i] = h.data<float>()[i];
-                break;
-            case DType::kF16:
-                out[i] = half_to_float(h.data<Half>()[i]);
-                break;
-            case DType::kBF16:
-                out[i] = bf16_to_float(h.data<BFloat16>()[i]);
-                break;
-            case DType::kI32:
-                out[i] = h.data<int32_t>()[i];
-                break;
-            case DType::kI64:
-                out[i] = static_cast<double>(h.data<int64_t>()[i]);
-                break;
-            case DType::kI8:
-                out[i] = h.data<int8_t>()[i];
-                break;
-            case DType::kU8:
-                out[i] = h.data<uint8_t>()[i];
-                break;
-        }
+        out[i] = element(h, static_cast<int64_t>(i));
+    }
+    return out;
+}
+
+std::vector<double> to_double(const Tensor& t, const std::vector<int64_t>& index) {
+    const Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
+    const int64_t n = h.numel();
+    std::vector<double> out(index.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+        SR_CHECK(index[i] >= 0 && index[i] < n, "to_double: element {} of {}", index[i], h.str());
+        out[i] = element(h, index[i]);
+    }
+    return out;
+}
+
+std::vector<float> checked_values(const std::vector<double>& got, const RefOutput& ref) {
+    if (ref.index.empty()) {
+        return std::vector<float>(got.begin(), got.end());
+    }
+    std::vector<float> out(ref.index.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+        out[i] = static_cast<float>(got[static_cast<size_t>(ref.index[i])]);
     }
     return out;
 }

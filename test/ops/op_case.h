@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/core/stream.h"
@@ -18,10 +19,23 @@
 namespace shardrec::test {
 
 // One output of the reference: value and magnitude (sum of |terms|) per element, in float64.
+// With `index`, value[i] and mag[i] are those of output element index[i], and only the listed
+// elements are checked (the GPU-sized cases check the rows a step touched and a sample of the
+// rest instead of converting a 2 GiB table to float64).
 struct RefOutput {
+    RefOutput(std::string name_,
+              std::vector<double> value_,
+              std::vector<double> mag_,
+              std::vector<int64_t> index_ = {})
+        : name(std::move(name_)),
+          value(std::move(value_)),
+          mag(std::move(mag_)),
+          index(std::move(index_)) {}
+
     std::string name;
     std::vector<double> value;
     std::vector<double> mag;
+    std::vector<int64_t> index;
 };
 
 class OpCase {
@@ -126,7 +140,12 @@ struct CaseRun {
 
 CaseRun run_case(OpCase& c, Device device, uint64_t seed);
 
-// Converts any tensor (f32, f16, bf16, i32, i64) to float64 values.
+// Converts any tensor (f32, f16, bf16, i32, i64) to float64 values: all of them, or elements
+// `index` of the flattened tensor.
 std::vector<double> to_double(const Tensor& t);
+std::vector<double> to_double(const Tensor& t, const std::vector<int64_t>& index);
+
+// The values a check compares with `ref`: all of `got`, or its elements ref.index.
+std::vector<float> checked_values(const std::vector<double>& got, const RefOutput& ref);
 
 }  // namespace shardrec::test
