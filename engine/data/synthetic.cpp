@@ -89,8 +89,9 @@ double zipf_inverse(const SyntheticTablePlan& p, double u) {
 }
 
 // Zipf rank by the inverse of the continuous CDF, then scattered over the rows. The inverse is
-// interpolated from its values at kZipfBins + 1 points (make_plan keeps it exact to 1e-5
-// relative there, and evaluates it where it is not): a pow per id was most of the generator.
+// interpolated between its values at kZipfBins + 1 points, within 1e-5 of the value, and
+// evaluated in the bins where interpolation would be further off (tabulate_zipf): a pow per id
+// was most of the generator's time.
 int64_t draw_id(const SyntheticTablePlan& p, uint64_t bits) {
     const double u = rng::uniform01(bits);
     const double t = u * kZipfBins;
