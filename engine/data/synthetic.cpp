@@ -201,22 +201,19 @@ inline void normal_pair(uint64_t bits_a, uint64_t bits_b, double z[2]) {
 // log1p of the counts most dense features take, computed once (the same values as std::log1p).
 constexpr int64_t kSmallCounts = 1024;
 
-const std::array<float, kSmallCounts>& log1p_small_counts() {
-    static const std::array<float, kSmallCounts> table = [] {
-        std::array<float, kSmallCounts> t{};
-        for (int64_t c = 0; c < kSmallCounts; ++c) {
-            t[static_cast<size_t>(c)] = static_cast<float>(std::log1p(static_cast<double>(c)));
-        }
-        return t;
-    }();
-    return table;
-}
+const std::array<float, kSmallCounts> kLog1pSmallCounts = [] {
+    std::array<float, kSmallCounts> t{};
+    for (int64_t c = 0; c < kSmallCounts; ++c) {
+        t[static_cast<size_t>(c)] = static_cast<float>(std::log1p(static_cast<double>(c)));
+    }
+    return t;
+}();
 
 // A dense feature from a standard normal z: a log-normal count, floored like Criteo's integer
 // features, then log1p.
 inline float dense_value(double mu, double sigma, double z) {
     const double count = std::floor(std::exp(mu + sigma * z));
-    return count < kSmallCounts ? log1p_small_counts()[static_cast<size_t>(count)]
+    return count < kSmallCounts ? kLog1pSmallCounts[static_cast<size_t>(count)]
                                 : static_cast<float>(std::log1p(count));
 }
 

@@ -16,12 +16,7 @@ void init_embedding_rows(Tensor& rows,
                          int64_t row_begin,
                          int64_t col_begin,
                          int64_t num_embeddings) {
-    if (rows.device().is_cpu()) {
-        kernels::embedding_init(rows, seed, table_index, row_begin, col_begin, num_embeddings,
-                                Stream::cpu());
-        return;
-    }
-    Stream stream(rows.device());
+    Stream stream(rows.device());  // on the CPU a no-op stream
     kernels::embedding_init(rows, seed, table_index, row_begin, col_begin, num_embeddings, stream);
     stream.synchronize();
 }
