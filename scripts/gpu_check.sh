@@ -4,7 +4,8 @@
 # guarded, plus bitwise determinism; NCCL; GPU training against the CPU), compute-sanitizer
 # memcheck and racecheck over the kernel tests, a training step at the MLPerf DLRM-DCNv2 shapes
 # with each gemm_math, the same step in plain PyTorch (bench/baselines/, where torch is there),
-# the step's per-kernel profile (Nsight Systems, where the machine has it), and the benchmarks
+# where the step's time goes (`shardrec bench --profile`, and per kernel under Nsight Systems where
+# the machine has it), and the benchmarks
 # (embedding forward/backward against the measured device copy bandwidth, GEMM-shaped ops
 # against cuBLAS on the DLRM/DCN shapes), and writes everything to one folder:
 # $OUT when set (the device tool), else bench/results/gpu-DATE/.
@@ -204,19 +205,24 @@ fi
 # ---- a training step: MLPerf DLRM-DCNv2 shapes on this GPU (its five 40M-row tables cut to 2M
 # rows so rows and Adagrad state fit), batch 6912, with each runtime.gemm_math (the dense layers'
 # 96 MFLOP per sample make f32 GEMMs most of a step) ----
-train_all_math() {
-    local launcher=() cut=() math
+mlperf_bench() {  # mlperf_bench [PREFIX...] -- [BENCH ARGS...]
+    local prefix=() launcher=() cut=()
+    while [ "$1" != -- ]; do prefix+=("$1"); shift; done
+    shift
     if command -v mpirun.openmpi >/dev/null; then
         launcher=(mpirun.openmpi --allow-run-as-root -np 1)
     elif command -v mpirun >/dev/null; then
         launcher=(mpirun --allow-run-as-root -np 1)
     fi
     for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
+    limited "${launcher[@]}" "${prefix[@]}" "$build_dir/shardrec" bench \
+        configs/dlrm_dcnv2_mlperf.yaml --set runtime.device=cuda "${cut[@]}" "$@"
+}
+train_all_math() {
+    local math
     for math in ${GEMM_MATHS:-f32 tf32 bf16}; do
         echo "== runtime.gemm_math=$math"
-        limited "${launcher[@]}" "$build_dir/shardrec" bench configs/dlrm_dcnv2_mlperf.yaml \
-            --steps 20 --warmup 3 --set runtime.device=cuda --set runtime.gemm_math="$math" \
-            "${cut[@]}" || return
+        mlperf_bench -- --steps 20 --warmup 3 --set runtime.gemm_math="$math" || return
     done
 }
 if has_step train && [ "$kernels_only" = OFF ]; then
@@ -225,26 +231,24 @@ if has_step train && [ "$kernels_only" = OFF ]; then
         sed 's/^/  /' | tee -a "$summary"
 fi
 
-# ---- where a step's GPU time goes: the same step (bf16 GEMMs) under Nsight Systems, its
-# kernels and copies summed by name ----
+# ---- where a step's GPU time goes: the same step (bf16 GEMMs) with `shardrec bench --profile`
+# (the device time of each region of the step, from events), then under Nsight Systems where the
+# machine has it, its kernels and copies summed by name ----
 nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
     /usr/local/cuda/nsight-systems-*/bin/nsys 2>/dev/null | head -1)
 profile_step() {
-    local cut=()
-    for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
+    mlperf_bench -- --steps 20 --warmup 3 --set runtime.gemm_math=bf16 --profile || return
+    [ -n "$nsys" ] || { echo "(no nsys on this machine: no per-kernel profile)"; return 0; }
     rm -f /tmp/shardrec-step.nsys-rep /tmp/shardrec-step.sqlite
-    limited "$nsys" profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true \
-        -o /tmp/shardrec-step "$build_dir/shardrec" bench configs/dlrm_dcnv2_mlperf.yaml \
-        --steps 10 --warmup 3 --set runtime.device=cuda --set runtime.gemm_math=bf16 "${cut[@]}" &&
+    mlperf_bench "$nsys" profile --trace=cuda --sample=none --cpuctxsw=none \
+        --force-overwrite=true -o /tmp/shardrec-step -- --steps 10 --warmup 3 \
+        --set runtime.gemm_math=bf16 &&
         limited "$nsys" stats --report cuda_gpu_kern_sum --report cuda_gpu_mem_time_sum \
             /tmp/shardrec-step.nsys-rep
 }
 if has_step profile && [ "$kernels_only" = OFF ]; then
-    if [ -n "$nsys" ]; then
-        run_step profile profile.txt 150 profile_step
-    else
-        note "step profile: not run (no nsys on this machine)"
-    fi
+    run_step profile profile.txt 150 profile_step
+    sed -n '/^profile /,/^[^ ]/p' "$out/profile.txt" | sed 's/^/  /' | tee -a "$summary"
 fi
 
 # ---- why a kernel is as fast as it is: Nsight Compute over the embedding bench cases ----

@@ -6,7 +6,9 @@
 // after warm-up (the training loop must make none). On a CUDA device (runtime.device) it also
 // measures the device-to-device copy bandwidth, the ceiling of the embedding lookups there.
 // Kernel-level rates against their ceilings come from bench_ops over the backend-ops cases
-// (scripts/bench.sh runs both).
+// (scripts/bench.sh runs both). --profile adds where the step's time goes: the device time of
+// each region of the step (forward/dense_arch, backward/sparse_arch/lookup, ...) in the compute
+// stream's order, from events recorded around them (engine/core/profile.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "engine/config/config.h"
 #include "engine/core/allocator.h"
 #include "engine/core/log.h"
+#include "engine/core/profile.h"
 #include "engine/distributed/planner_estimate.h"
 #include "engine/train/trainer.h"
 #include "kernels/device_ceilings.h"
@@ -29,12 +32,15 @@
 namespace shardrec::cli {
 
 const char* const kBenchUsage =
-    "usage: shardrec bench CONFIG.yaml [--steps N] [--warmup N] [--json FILE] [--set K=V ...]\n"
+    "usage: shardrec bench CONFIG.yaml [--steps N] [--warmup N] [--profile] [--json FILE]\n"
+    "                      [--set K=V ...]\n"
     "\n"
     "Times training steps of CONFIG.yaml on batches of its data (data.type) made before timing.\n"
     "\n"
     "  --steps N        timed steps (default 50)\n"
     "  --warmup N       untimed steps first (default 5)\n"
+    "  --profile        also time each region of the step (forward/dense_arch, ...) with events\n"
+    "                   recorded around it on its stream\n"
     "  --json FILE      also write the results as one JSON object\n"
     "  --set KEY=VALUE  override one config key (repeatable)\n";
 
@@ -56,6 +62,7 @@ int64_t dense_bytes(RecModel& model, DenseOptimizer& optimizer) {
 int bench_main(const std::vector<std::string>& args) {
     std::string path, json;
     int64_t steps = 50, warmup = 5;
+    bool profiled = false;
     std::vector<std::string> sets;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
@@ -66,6 +73,8 @@ int bench_main(const std::vector<std::string>& args) {
             steps = std::stoll(args[++i]);
         } else if (a == "--warmup" && has_value) {
             warmup = std::stoll(args[++i]);
+        } else if (a == "--profile") {
+            profiled = true;
         } else if (a == "--json" && has_value) {
             json = args[++i];
         } else if (a == "--help" || a == "-h") {
@@ -98,6 +107,8 @@ int bench_main(const std::vector<std::string>& args) {
         (void)trainer.progress(*inputs);
 
     trainer.reset_stage_times();
+    if (profiled)
+        profile::enable(trainer.device());
     const AllocStats before = cpu_alloc_stats();
     std::vector<double> step_s;
     for (int64_t s = warmup; s < warmup + steps; ++s) {
@@ -106,6 +117,8 @@ int bench_main(const std::vector<std::string>& args) {
         step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     const AllocStats after = cpu_alloc_stats();
+    const std::vector<profile::RegionTime> regions =
+        profiled ? profile::collect() : std::vector<profile::RegionTime>{};
     const std::optional<train::StageTimes> stages = trainer.stage_times();
     const Device device = trainer.device();
     const double device_copy_gbps =
@@ -178,7 +191,23 @@ int bench_main(const std::vector<std::string>& args) {
                 static_cast<double>(after.peak_bytes) /
                     static_cast<double>(std::max<int64_t>(1, table_bytes + state_bytes + dense)));
     std::printf("allocations/step  %.2f after warm-up\n", allocs_per_step);
+    if (!regions.empty()) {
+        std::printf(
+            "profile           device time per step, in the compute stream's order (the step "
+            "time above is with the events on)\n");
+        for (const profile::RegionTime& r : regions) {
+            const double ms = r.total_ms / static_cast<double>(steps);
+            const std::string name = std::string(static_cast<size_t>(2 * r.depth), ' ') +
+                                     r.name.substr(r.name.rfind('/') + 1);
+            std::printf("  %-32s %8.3f ms  %5.1f %%\n", name.c_str(), ms, 100.0 * ms / (med * 1e3));
+        }
+    }
     if (!json.empty() && comm::process_info().rank == 0) {
+        std::string profile_json;
+        for (const profile::RegionTime& r : regions) {
+            profile_json += fmt::format("{}\"{}\":{:.4f}", profile_json.empty() ? "" : ",", r.name,
+                                        r.total_ms / static_cast<double>(steps));
+        }
         std::ofstream out(json);
         out << fmt::format(
             "{{\"config\":\"{}\",\"model\":\"{}\",\"pipeline\":\"{}\",\"batch_size\":{},"
@@ -189,11 +218,11 @@ int bench_main(const std::vector<std::string>& args) {
             "\"allocs_per_step\":{:.3f},\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
             "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
             "\"input_dist_ms\":{:.4f},\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
-            "\"dense_floor_ms\":{:.4f}}}\n",
+            "\"dense_floor_ms\":{:.4f},\"profile_ms_per_step\":{{{}}}}}\n",
             path, config.model.type, config.train.pipeline, config.data.batch_size, threads,
             med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense,
             after.peak_bytes, allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
-            per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms);
+            per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms, profile_json);
     }
     return 0;
 }

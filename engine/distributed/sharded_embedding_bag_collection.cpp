@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "comm/staged_process_group.h"
+#include "engine/core/profile.h"
 #include "engine/distributed/bucketize.h"
 #include "engine/distributed/comm_ops.h"
 #include "engine/distributed/sharded_embedding_bag_collection_impl.h"
@@ -550,7 +551,10 @@ KeyedTensor ShardedEmbeddingBagCollection::forward(const KeyedJaggedTensor& kjt,
 
 KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_ptr<InputDist> dist,
                                                                    Stream& stream) {
-    input_dist_wait(*dist);
+    {
+        profile::Range r("input_dist", stream);  // the host's wait for the features
+        input_dist_wait(*dist);
+    }
     const KeyedJaggedTensor& kjt = dist->features;
     const int64_t B = kjt.stride();
     init::reuse_or_allocate(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()},
@@ -624,7 +628,11 @@ void ShardedEmbeddingBagCollection::forward_entries(Stream& stream) {
     Group& g = *entries_;
     if (g.entries.empty())
         return;
-    run_lookups(g, position_weighted_.get(), device_, stream);
+    {
+        profile::Range r("lookup", stream);
+        run_lookups(g, position_weighted_.get(), device_, stream);
+    }
+    profile::Range r("output_dist", stream);
     const Tensor a_out = g.pooled_a2a->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
     for (const Entry& e : g.entries) {  // column shards placed, row shards (TWRW) summed
@@ -639,7 +647,11 @@ void ShardedEmbeddingBagCollection::forward_row_wise(Stream& stream) {
     Group& g = *row_wise_;
     if (g.keys.empty())
         return;
-    run_lookups(g, position_weighted_.get(), device_, stream);
+    {
+        profile::Range r("lookup", stream);
+        run_lookups(g, position_weighted_.get(), device_, stream);
+    }
+    profile::Range r("output_dist", stream);
     const Tensor summed = g.reduce_scatter->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
     for (int64_t k : g.keys) {
@@ -654,7 +666,11 @@ void ShardedEmbeddingBagCollection::forward_data_parallel(Stream& stream) {
     Group& g = *data_parallel_;
     if (g.keys.empty())
         return;
-    run_lookups(g, position_weighted_.get(), device_, stream);
+    {
+        profile::Range r("lookup", stream);
+        run_lookups(g, position_weighted_.get(), device_, stream);
+    }
+    profile::Range r("output_dist", stream);
     int64_t col = 0;
     for (int64_t k : g.keys) {
         kernels::columns_axpy(out_, key_col_[static_cast<size_t>(k)], g.local_out, col,
@@ -710,16 +726,26 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
             offsets.push_back(e.col_offset);
             widths.push_back(e.cols);
         }
-        gather_grad(g, grad, keys, offsets, widths, stream);
-        run_updates(g, g.pooled_a2a->backward(g.grad_out), optimizer_, pw, pw_scale, stream);
+        const Tensor grads = [&] {
+            profile::Range r("output_dist", stream);
+            gather_grad(g, grad, keys, offsets, widths, stream);
+            return g.pooled_a2a->backward(g.grad_out);
+        }();
+        profile::Range r("lookup", stream);  // the fused backward and update
+        run_updates(g, grads, optimizer_, pw, pw_scale, stream);
     }
     if (!row_wise_->keys.empty()) {
         Group& g = *row_wise_;
         std::vector<int64_t> widths;
         for (int64_t k : g.keys)
             widths.push_back(dims_[static_cast<size_t>(k)]);
-        gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths, stream);
-        run_updates(g, g.reduce_scatter->backward(g.grad_out), optimizer_, pw, pw_scale, stream);
+        const Tensor grads = [&] {
+            profile::Range r("output_dist", stream);
+            gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths, stream);
+            return g.reduce_scatter->backward(g.grad_out);
+        }();
+        profile::Range r("lookup", stream);
+        run_updates(g, grads, optimizer_, pw, pw_scale, stream);
     }
     if (!data_parallel_->keys.empty()) {
         // Every replica applies the update of the global batch: gather every rank's ids and
@@ -729,12 +755,15 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
         std::vector<int64_t> widths;
         for (int64_t k : g.keys)
             widths.push_back(dims_[static_cast<size_t>(k)]);
+        std::optional<profile::Range> dist_range(std::in_place, "output_dist", stream);
         gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths, stream);
         const GatheredKJT all = all_gather_kjt(
             *pg_, g.received, g.received.has_weights() ? &g.received.weights() : nullptr, g.gather);
         Tensor gathered = g.all_gather->forward(g.grad_out, all.batch_size_per_rank);
         if (gradient_division())
             divide_by_world(gathered, pg_->size(), stream);
+        dist_range.reset();
+        profile::Range r("lookup", stream);
         for (auto& s : g.local) {
             slice_bags(all.offsets.data<int64_t>(), all.stride, all.values,
                        all.payload.defined() ? &all.payload : nullptr, s.first_key, s.num_keys, s);

@@ -1,5 +1,6 @@
 #include "engine/modules/deepfm_model.h"
 
+#include "engine/core/profile.h"
 #include "engine/modules/init.h"
 #include "engine/modules/interaction.h"
 #include "kernels/elementwise.h"
@@ -33,17 +34,27 @@ DeepFMModel::DeepFMModel(const ModelConfig& model,
 
 const Tensor& DeepFMModel::forward(const Batch& batch, Stream& stream) {
     const int64_t B = batch.batch_size();
-    const Tensor& dense = dense_arch_->forward(batch.dense, stream);
-    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse, stream);
-    init::reuse_or_allocate(combined_, {B, (F_ + 1) * D_}, dense.device());
-    copy_into_columns(combined_, 0, dense, stream);
-    copy_into_columns(combined_, D_, pooled.values(), stream);
-    const Tensor& deep = deep_->forward(combined_, stream);
-    const Tensor& fm = fm_->forward(combined_, stream);
-    init::reuse_or_allocate(over_in_, {B, D_ + deep_out_ + 1}, dense.device());
-    copy_into_columns(over_in_, 0, dense, stream);
-    copy_into_columns(over_in_, D_, deep, stream);
-    copy_into_columns(over_in_, D_ + deep_out_, fm, stream);
+    const Tensor& dense = [&]() -> const Tensor& {
+        profile::Range r("dense_arch", stream);
+        return dense_arch_->forward(batch.dense, stream);
+    }();
+    const KeyedTensor pooled = [&] {
+        profile::Range r("sparse_arch", stream);
+        return sparse_arch_->forward(batch.sparse, stream);
+    }();
+    {
+        profile::Range r("inter_arch", stream);  // the deep and FM branches
+        init::reuse_or_allocate(combined_, {B, (F_ + 1) * D_}, dense.device());
+        copy_into_columns(combined_, 0, dense, stream);
+        copy_into_columns(combined_, D_, pooled.values(), stream);
+        const Tensor& deep = deep_->forward(combined_, stream);
+        const Tensor& fm = fm_->forward(combined_, stream);
+        init::reuse_or_allocate(over_in_, {B, D_ + deep_out_ + 1}, dense.device());
+        copy_into_columns(over_in_, 0, dense, stream);
+        copy_into_columns(over_in_, D_, deep, stream);
+        copy_into_columns(over_in_, D_ + deep_out_, fm, stream);
+    }
+    profile::Range r("over_arch", stream);
     const Tensor& out =
         over_final_->forward(over_arch_ ? over_arch_->forward(over_in_, stream) : over_in_, stream);
     logits_ = out.view({B});
@@ -53,29 +64,39 @@ const Tensor& DeepFMModel::forward(const Batch& batch, Stream& stream) {
 void DeepFMModel::backward(const Tensor& grad_logits, Stream& stream) {
     const int64_t B = grad_logits.numel();
     const Device device = grad_logits.device();
-    // over_in = [dense | deep | fm]: split its gradient and send each part back.
-    const Tensor& g_final_in = over_final_->backward(grad_logits.view({B, 1}), stream);
-    const Tensor& g_over_in = over_arch_ ? over_arch_->backward(g_final_in, stream) : g_final_in;
-    init::reuse_or_allocate(grad_dense_, {B, D_}, device);
-    copy_from_columns(grad_dense_, g_over_in, 0, stream);
-    init::reuse_or_allocate(grad_deep_, {B, deep_out_}, device);
-    init::reuse_or_allocate(grad_fm_, {B, 1}, device);
-    copy_from_columns(grad_deep_, g_over_in, D_, stream);
-    copy_from_columns(grad_fm_, g_over_in, D_ + deep_out_, stream);
-    const Tensor& g_combined_deep = deep_->backward(grad_deep_, stream);
-    const Tensor& g_combined_fm = fm_->backward(grad_fm_, stream);
-    // combined fed both the deep and the FM branch: its gradient is the sum of theirs.
-    init::reuse_or_allocate(grad_combined_, {B, (F_ + 1) * D_}, device);
-    copy_async(grad_combined_.data_ptr(), device, g_combined_deep.data_ptr(), device,
-               grad_combined_.nbytes(), stream);
-    kernels::add_(grad_combined_, g_combined_fm, stream);
-    // combined = [dense | pooled]; dense also fed over_in directly.
-    init::reuse_or_allocate(grad_pooled_, {B, F_ * D_}, device);
-    copy_from_columns(grad_pooled_, grad_combined_, D_, stream);
-    init::reuse_or_allocate(grad_dense_combined_, {B, D_}, device);
-    copy_from_columns(grad_dense_combined_, grad_combined_, 0, stream);
-    kernels::add_(grad_dense_, grad_dense_combined_, stream);
-    dense_arch_->backward(grad_dense_, stream);
+    const Tensor& g_over_in = [&]() -> const Tensor& {
+        profile::Range r("over_arch", stream);
+        const Tensor& g_final_in = over_final_->backward(grad_logits.view({B, 1}), stream);
+        return over_arch_ ? over_arch_->backward(g_final_in, stream) : g_final_in;
+    }();
+    {
+        profile::Range r("inter_arch", stream);
+        // over_in = [dense | deep | fm]: split its gradient and send each part back.
+        init::reuse_or_allocate(grad_dense_, {B, D_}, device);
+        copy_from_columns(grad_dense_, g_over_in, 0, stream);
+        init::reuse_or_allocate(grad_deep_, {B, deep_out_}, device);
+        init::reuse_or_allocate(grad_fm_, {B, 1}, device);
+        copy_from_columns(grad_deep_, g_over_in, D_, stream);
+        copy_from_columns(grad_fm_, g_over_in, D_ + deep_out_, stream);
+        const Tensor& g_combined_deep = deep_->backward(grad_deep_, stream);
+        const Tensor& g_combined_fm = fm_->backward(grad_fm_, stream);
+        // combined fed both the deep and the FM branch: its gradient is the sum of theirs.
+        init::reuse_or_allocate(grad_combined_, {B, (F_ + 1) * D_}, device);
+        copy_async(grad_combined_.data_ptr(), device, g_combined_deep.data_ptr(), device,
+                   grad_combined_.nbytes(), stream);
+        kernels::add_(grad_combined_, g_combined_fm, stream);
+        // combined = [dense | pooled]; dense also fed over_in directly.
+        init::reuse_or_allocate(grad_pooled_, {B, F_ * D_}, device);
+        copy_from_columns(grad_pooled_, grad_combined_, D_, stream);
+        init::reuse_or_allocate(grad_dense_combined_, {B, D_}, device);
+        copy_from_columns(grad_dense_combined_, grad_combined_, 0, stream);
+        kernels::add_(grad_dense_, grad_dense_combined_, stream);
+    }
+    {
+        profile::Range r("dense_arch", stream);
+        dense_arch_->backward(grad_dense_, stream);
+    }
+    profile::Range r("sparse_arch", stream);
     sparse_arch_->backward(grad_pooled_, stream);
 }
 

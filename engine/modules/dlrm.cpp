@@ -1,5 +1,7 @@
 #include "engine/modules/dlrm.h"
 
+#include "engine/core/profile.h"
+
 namespace shardrec {
 
 DLRM::DLRM(const ModelConfig& model,
@@ -33,11 +35,21 @@ DLRM::DLRM(const ModelConfig& model,
 }
 
 const Tensor& DLRM::forward(const Batch& batch, Stream& stream) {
-    const Tensor& dense = dense_arch_->forward(batch.dense, stream);
-    const KeyedTensor pooled = sparse_arch_->forward(batch.sparse, stream);
-    const Tensor& inter = interaction_kind_ == Interaction::kDot
-                              ? dot_->forward(dense, pooled.values(), stream)
-                              : dcn_->forward(dense, pooled.values(), stream);
+    const Tensor& dense = [&]() -> const Tensor& {
+        profile::Range r("dense_arch", stream);
+        return dense_arch_->forward(batch.dense, stream);
+    }();
+    const KeyedTensor pooled = [&] {
+        profile::Range r("sparse_arch", stream);
+        return sparse_arch_->forward(batch.sparse, stream);
+    }();
+    const Tensor& inter = [&]() -> const Tensor& {
+        profile::Range r("inter_arch", stream);
+        return interaction_kind_ == Interaction::kDot
+                   ? dot_->forward(dense, pooled.values(), stream)
+                   : dcn_->forward(dense, pooled.values(), stream);
+    }();
+    profile::Range r("over_arch", stream);
     const Tensor& out =
         over_final_->forward(over_arch_ ? over_arch_->forward(inter, stream) : inter, stream);
     logits_ = out.view({out.size(0)});
@@ -45,18 +57,27 @@ const Tensor& DLRM::forward(const Batch& batch, Stream& stream) {
 }
 
 void DLRM::backward(const Tensor& grad_logits, Stream& stream) {
-    const Tensor& g_hidden =
-        over_final_->backward(grad_logits.view({grad_logits.numel(), 1}), stream);
-    const Tensor& g_inter = over_arch_ ? over_arch_->backward(g_hidden, stream) : g_hidden;
-    if (interaction_kind_ == Interaction::kDot) {
-        dot_->backward(g_inter, stream);
-        dense_arch_->backward(dot_->grad_dense(), stream);
-        sparse_arch_->backward(dot_->grad_sparse(), stream);
-    } else {
-        dcn_->backward(g_inter, stream);
-        dense_arch_->backward(dcn_->grad_dense(), stream);
-        sparse_arch_->backward(dcn_->grad_sparse(), stream);
+    const Tensor& g_inter = [&]() -> const Tensor& {
+        profile::Range r("over_arch", stream);
+        const Tensor& g_hidden =
+            over_final_->backward(grad_logits.view({grad_logits.numel(), 1}), stream);
+        return over_arch_ ? over_arch_->backward(g_hidden, stream) : g_hidden;
+    }();
+    {
+        profile::Range r("inter_arch", stream);
+        if (interaction_kind_ == Interaction::kDot) {
+            dot_->backward(g_inter, stream);
+        } else {
+            dcn_->backward(g_inter, stream);
+        }
     }
+    const bool dot = interaction_kind_ == Interaction::kDot;
+    {
+        profile::Range r("dense_arch", stream);
+        dense_arch_->backward(dot ? dot_->grad_dense() : dcn_->grad_dense(), stream);
+    }
+    profile::Range r("sparse_arch", stream);
+    sparse_arch_->backward(dot ? dot_->grad_sparse() : dcn_->grad_sparse(), stream);
 }
 
 void DLRM::move_dense_to(Device device) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "comm/staged_process_group.h"
+#include "engine/core/profile.h"
 #include "engine/core/stream.h"
 #include "kernels/bce_with_logits.h"
 
@@ -94,8 +95,14 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
     if (!grad_logits_.defined() || grad_logits_.numel() != B) {
         grad_logits_ = Tensor::empty({B}, DType::kF32, device_);
     }
-    const Tensor& logits = model_.forward(batch, stream_);
-    kernels::bce_with_logits(logits, batch.labels, loss_, grad_logits_, stream_);
+    const Tensor& logits = [&]() -> const Tensor& {
+        profile::Range r("forward", stream_);
+        return model_.forward(batch, stream_);
+    }();
+    {
+        profile::Range r("loss", stream_);
+        kernels::bce_with_logits(logits, batch.labels, loss_, grad_logits_, stream_);
+    }
     bool loss_read = device_.is_cpu();
     auto read_loss = [&] {  // the host's loss, once the forward is done
         if (loss_read)
@@ -121,8 +128,12 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
         }
     }
     model_.sparse_arch().set_learning_rate(sparse_lr);
-    model_.backward(grad_logits_, stream_);
+    {
+        profile::Range r("backward", stream_);
+        model_.backward(grad_logits_, stream_);
+    }
     if (pg_ != nullptr) {
+        profile::Range r("all_reduce", stream_);  // the dense gradients and the loss
         std::vector<Parameter*> host_params, device_params;
         for (Parameter* p : model_.parameters()) {
             const bool on_device = device_.is_cuda() && p->grad.device() == device_;
@@ -135,7 +146,10 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
         read_loss();
         pg_->all_reduce(host_loss_, comm::ReduceOp::kAvg).wait();
     }
-    optimizer_.step(model_.parameters(), dense_lr, stream_);
+    {
+        profile::Range r("dense_optimizer", stream_);
+        optimizer_.step(model_.parameters(), dense_lr, stream_);
+    }
     read_loss();  // the backward and optimizer may still run on the device
     return StepResult{host_loss_.data<float>()[0]};
 }

@@ -85,7 +85,7 @@ Tensor OpCase::make_output(const Shape& shape, DType dtype) {
 
 Tensor OpCase::make_output_like(const Tensor& init) {
     Tensor t = make_output(init.shape(), init.dtype());
-    t.copy_from(init);
+    t.copy_from(in(init));  // from the run's device: a timed run holds no host-to-device copy
     return t;
 }
 
