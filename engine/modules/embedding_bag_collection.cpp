@@ -37,7 +37,10 @@ EmbeddingBagCollection::EmbeddingBagCollection(
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
       fused_(fused_optimizer),
-      device_(device) {
+      device_(device),
+      ids_stream_(device),
+      ids_free_{{Event(device), Event(device)}},
+      ids_copied_(device) {
     SR_CHECK(!tables_.empty(), "EmbeddingBagCollection needs at least one table");
     SR_CHECK(!fused_ || fused_->step >= 1, "fused optimizer step must be >= 1");
     std::set<std::string> table_names, feature_names;
@@ -157,6 +160,11 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& input, Stre
         batch_ = batch;
     }
     kjt_num_values_ = features.values().numel();
+    const size_t set = static_cast<size_t>(num_forwards_++ % 2);
+    if (device_.is_cuda()) {
+        ids_free_[1 - set].record(stream);  // the batch before, whose backward reads set 1 - set
+        ids_free_[set].wait(ids_stream_);
+    }
     for (Group& g : groups_) {
         g.packer.pack(features, lookup_weighted_);
         if (device_.is_cuda()) {
@@ -166,11 +174,13 @@ KeyedTensor EmbeddingBagCollection::forward(const KeyedJaggedTensor& input, Stre
             g.stager->begin(HostToDeviceStager::padded_bytes(p.ids()) +
                             HostToDeviceStager::padded_bytes(p.offsets()) +
                             (lookup_weighted_ ? HostToDeviceStager::padded_bytes(p.weights()) : 0));
-            g.ids = g.stager->copy(g.ids_buf, p.ids());
-            g.offsets = g.stager->copy(g.offsets_buf, p.offsets());
+            g.ids = g.stager->copy(g.ids_buf[set], p.ids());
+            g.offsets = g.stager->copy(g.offsets_buf[set], p.offsets());
             if (lookup_weighted_)
-                g.psw = g.stager->copy(g.psw_buf, p.weights());
-            g.stager->end(stream);
+                g.psw = g.stager->copy(g.psw_buf[set], p.weights());
+            g.stager->end(ids_stream_);
+            ids_copied_.record(ids_stream_);
+            ids_copied_.wait(stream);
         } else {
             g.ids = g.packer.ids();
             g.offsets = g.packer.offsets();

@@ -13,6 +13,7 @@
 // Letters: T tables, F features (output keys), B batch, D dim, N ids.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -117,9 +118,10 @@ private:
         kernels::EmbeddingBackwardWorkspace workspace;
         KjtFeaturePacker packer;  // the latest batch's ids/offsets/weights in group order
         // On a CUDA device: the packed batch copied there (grow-only storage, then views),
-        // through pinned staging.
+        // through pinned staging, into the buffer set of the forward's parity (see ids_stream_).
         std::optional<HostToDeviceStager> stager;
-        Tensor ids_buf, offsets_buf, psw_buf, grad_psw_dev_buf;
+        std::array<Tensor, 2> ids_buf, offsets_buf, psw_buf;
+        Tensor grad_psw_dev_buf;
         Tensor ids, offsets, psw;
         Tensor grad_psw, grad_psw_buffer;
         Tensor out, grad_out;  // [B, F_g * D]; out is values_ itself when direct_output
@@ -147,6 +149,14 @@ private:
     std::vector<int64_t> dims_;
     std::vector<FeatureSlot> features_;  // per output key
     std::vector<Group> groups_;
+    // CUDA: a forward copies its ids on a stream of their own, so that the copy of batch i + 1
+    // overlaps the backward of batch i (the previous forward's batch), which reads the other
+    // buffer set. ids_free_[s] is recorded on the compute stream by the forward before the one
+    // that fills set s: everything of the batch that used set s before is then enqueued there.
+    Stream ids_stream_;
+    std::array<Event, 2> ids_free_;
+    Event ids_copied_;
+    int64_t num_forwards_ = 0;
     std::vector<std::pair<int64_t, int64_t>> table_location_;  // table -> (group, first row)
     std::vector<Parameter> dense_parameters_;
     Tensor values_;    // [B, sum D] output

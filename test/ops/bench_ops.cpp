@@ -4,9 +4,11 @@
 // the device (host memcpy, or a device-to-device cudaMemcpy, of a buffer far larger than the
 // caches, bytes read + written) and, for GEMM-shaped ops, the time of the BLAS's own GEMM on the
 // same shapes (cblas_sgemm, or cuBLAS). On CUDA a timed run is the case's launches followed by a
-// synchronisation of its stream.
+// synchronisation of its stream. --gemm-math tf32|bf16 times the cases and the BLAS's GEMM in
+// that runtime.gemm_math mode (CUDA); the outputs are still checked with f32 GEMMs first.
 //
-//   bench_ops [--device cpu|cuda] [--filter SUBSTR] [--bench-only] [--reps R] [--json FILE]
+//   bench_ops [--device cpu|cuda] [--filter SUBSTR] [--bench-only] [--reps R] [--gemm-math M]
+//             [--json FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include "engine/core/allocator.h"
 #include "engine/core/cuda/cuda_runtime_api.h"
 #include "kernels/device_ceilings.h"
+#include "kernels/linear.h"
 #include "test/ops/op_case.h"
 
 using namespace shardrec;
@@ -67,6 +70,8 @@ int main(int argc, char** argv) {
     int reps = 20;
     bool bench_only = false;  // only the cases made for timing, not the small test vectors
     Device device = Device::cpu();
+    kernels::GemmMath timed_math = kernels::GemmMath::kF32;
+    std::string timed_math_name = "f32";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--device" && i + 1 < argc) {
@@ -79,10 +84,13 @@ int main(int argc, char** argv) {
             reps = std::max(1, std::atoi(argv[++i]));
         } else if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
+        } else if (a == "--gemm-math" && i + 1 < argc) {
+            timed_math_name = argv[++i];
+            timed_math = kernels::gemm_math_from_name(timed_math_name);
         } else {
             std::fprintf(stderr,
                          "usage: bench_ops [--device cpu|cuda] [--filter SUBSTR] [--bench-only] "
-                         "[--reps R] [--json FILE]\n");
+                         "[--reps R] [--gemm-math f32|tf32|bf16] [--json FILE]\n");
             return 2;
         }
     }
@@ -103,6 +111,12 @@ int main(int argc, char** argv) {
             kernels::cuda::measure_gather_gbps(device.index, 128),
             kernels::cuda::measure_gather_gbps(device.index, 256),
             kernels::cuda::measure_gather_gbps(device.index, 512));
+    }
+    if (timed_math != kernels::GemmMath::kF32) {
+        std::printf(
+            "# gemm_math %s: outputs checked with f32 GEMMs, then timed in %s, as is the "
+            "sgemm_us column\n",
+            timed_math_name.c_str(), timed_math_name.c_str());
     }
     std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %9s %7s %6s\n", "op", "vars", "med_us",
                 "p10_us", "p90_us", "GB/s", "GFLOP/s", "%bw", "sgemm_us", "%gemm", "#wrong");
@@ -135,6 +149,7 @@ int main(int argc, char** argv) {
             wrong += compare(gf, ref[i].value, ref[i].mag, c->tolerance(i)).ok ? 0 : 1;
         }
         c->reuse_outputs(true);
+        kernels::set_gemm_math(timed_math);
         const Timing t = time_it(
             [&] {
                 c->clear_outputs();
@@ -147,20 +162,22 @@ int main(int argc, char** argv) {
         const double gbps = c->bytes() / (t.med_us * 1e-6) / 1e9;
         const double gflops = c->flops() / (t.med_us * 1e-6) / 1e9;
         const double sgemm_us = c->gemms().empty() ? 0.0 : sgemm_time_us(c->gemms(), reps, device);
+        kernels::set_gemm_math(kernels::GemmMath::kF32);
         const double pct_bw = c->bytes() > 0 ? 100.0 * gbps / copy_gbps : 0.0;
         const double pct_gemm = sgemm_us > 0 ? 100.0 * sgemm_us / t.med_us : 0.0;
         std::printf("%-32s %-48s %10.1f %10.1f %10.1f %9.2f %9.2f %7.1f %9.1f %7.1f %6d\n",
                     name.c_str(), c->vars().c_str(), t.med_us, t.p10_us, t.p90_us, gbps, gflops,
                     pct_bw, sgemm_us, pct_gemm, wrong);
         rows.push_back(fmt::format(
-            "{{\"device\":\"{}\",\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":{:.3f},\"p10_us\":{:.3f}"
+            "{{\"device\":\"{}\",\"gemm_math\":\"{}\",\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":{:."
+            "3f},\"p10_us\":{:.3f}"
             ",\"p90_us\":{:.3f}"
             ","
             "\"bytes\":{:.0f},\"flops\":{:.0f},\"gbps\":{:.4f},\"gflops\":{:.4f},"
             "\"copy_gbps\":{:.4f},\"pct_bw\":{:.2f},\"sgemm_us\":{:.3f},\"pct_gemm\":{:.2f},"
             "\"wrong\":{}}}",
-            device.str(), name, c->vars(), t.med_us, t.p10_us, t.p90_us, c->bytes(), c->flops(),
-            gbps, gflops, copy_gbps, pct_bw, sgemm_us, pct_gemm, wrong));
+            device.str(), timed_math_name, name, c->vars(), t.med_us, t.p10_us, t.p90_us,
+            c->bytes(), c->flops(), gbps, gflops, copy_gbps, pct_bw, sgemm_us, pct_gemm, wrong));
     }
     if (!json_path.empty()) {
         std::ofstream out(json_path);
