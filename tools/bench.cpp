@@ -1,7 +1,7 @@
-// `shardrec bench CONFIG.yaml [--steps N] [--warmup N] [--json FILE] [--set K=V ...]`: end-to-end
-// training throughput of a config on this machine, with its ceilings. Steps run on batches made
-// before timing, so the data generator is not measured. Reports the median step time and
-// samples/s, the host memory copy bandwidth (the ceiling of the embedding lookups), peak memory
+// `shardrec bench CONFIG.yaml [--steps N] [--warmup N] [--profile] [--json FILE] [--set K=V ...]`:
+// end-to-end training throughput of a config on this machine, with its ceilings. Steps run on
+// batches made before timing, so the data generator is not measured. Reports the median step time
+// and samples/s, the host memory copy bandwidth (the ceiling of the embedding lookups), peak memory
 // against the bytes the model and its optimizer state need, and the number of allocations per step
 // after warm-up (the training loop must make none). On a CUDA device (runtime.device) it also
 // measures the device-to-device copy bandwidth, the ceiling of the embedding lookups there.
@@ -38,7 +38,8 @@ const char* const kBenchUsage =
     "Times training steps of CONFIG.yaml on batches of its data (data.type) made before timing.\n"
     "\n"
     "  --steps N        timed steps (default 50)\n"
-    "  --warmup N       untimed steps first (default 5)\n"
+    "  --warmup N       untimed steps first (default 5), and at least one over each batch, so\n"
+    "                   that the buffers sized by the largest batch are grown before timing\n"
     "  --profile        also time each region of the step (forward/dense_arch, ...) with events\n"
     "                   recorded around it on its stream\n"
     "  --json FILE      also write the results as one JSON object\n"
@@ -102,6 +103,7 @@ int bench_main(const std::vector<std::string>& args) {
     }
     const double data_ms = std::chrono::duration<double>(Clock::now() - data_t0).count() * 1e3 /
                            static_cast<double>(batches.size());
+    warmup = std::max(warmup, static_cast<int64_t>(batches.size()));
     const auto inputs = trainer.cycled_inputs(batches, warmup + steps);
     for (int64_t s = 0; s < warmup; ++s)
         (void)trainer.progress(*inputs);
