@@ -58,8 +58,6 @@ __global__ void copy_rows_kernel(
     dst[r * dst_ld + c] = src[r * src_ld + c];
 }
 
-constexpr int64_t kRowsPerPartial = 64;
-
 // partial[p, c] = sum of x[r, c] over rows [p * 64, (p + 1) * 64), in row order.
 __global__ void column_partial_sums_kernel(const float* x,
                                            int64_t rows,
@@ -70,9 +68,9 @@ __global__ void column_partial_sums_kernel(const float* x,
     if (c >= cols) {
         return;
     }
-    const int64_t end = min(rows, (p + 1) * kRowsPerPartial);
+    const int64_t end = min(rows, (p + 1) * kColumnSumRows);
     float sum = 0.f;
-    for (int64_t r = p * kRowsPerPartial; r < end; ++r) {
+    for (int64_t r = p * kColumnSumRows; r < end; ++r) {
         sum += x[r * cols + c];
     }
     partial[p * cols + c] = sum;
@@ -170,7 +168,7 @@ void copy_rows(Stream& stream,
 
 void column_sums(Stream& stream, const float* x, int64_t rows, int64_t cols, float* out) {
     const cudaStream_t s = cuda_stream(stream);
-    const int64_t num_partials = ceil_div(rows, kRowsPerPartial);
+    const int64_t num_partials = ceil_div(rows, kColumnSumRows);
     if (num_partials <= 1) {
         column_partial_sums_kernel<<<dim3(blocks_for(cols), 1), kBlockSize, 0, s>>>(x, rows, cols,
                                                                                     out);

@@ -208,7 +208,9 @@ void copy_rows(Stream& stream,
                int64_t cols);
 
 // out[c] = sum_r x[r, c] of a row-major [rows, cols] matrix, written. Rows are summed in a fixed
-// order (blocks of rows, then the block partials in order), so the result is deterministic.
+// order (blocks of kColumnSumRows rows, then the block partials in order), so the result is
+// deterministic. A kernel that makes x can sum its blocks itself and pass their partials.
+constexpr int64_t kColumnSumRows = 64;
 void column_sums(Stream& stream, const float* x, int64_t rows, int64_t cols, float* out);
 
 }  // namespace shardrec::kernels::cuda

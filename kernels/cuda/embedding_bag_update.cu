@@ -5,11 +5,14 @@
 // 128-column chunk) or a block per hot segment sums the gradient rows in id order and applies
 // the update. Most segments hold one or two ids, so the warp kernel is bound by the latency of
 // its chain of loads: it reads a segment's bounds in one round trip and, for rows of at most
-// kChunkCols columns, loads the row's weights and state while it sums the gradient. Letters:
-// N ids, D dim, E rows.
+// kChunkCols columns, loads the row's weights and state while it sums the gradient; f32 rows of
+// a multiple of 4 columns go in 16-byte loads, a lane's 4 adjacent columns each (the gather's
+// access, which reaches the most bandwidth). Letters: N ids, D dim, E rows.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cub/cub.cuh>
+#include <type_traits>
 
 #include "kernels/cuda/embedding_bag_update.cuh"
 
@@ -279,8 +282,81 @@ __device__ __forceinline__ void update_short_row(const RowSegments& sg,
     }
 }
 
-// A warp per segment of at most kHotSegmentIds ids.
-template <typename Weight, int kRule>
+// update_short_row for f32 rows of dim % 4 == 0 columns (dim <= kChunkCols), every row and
+// gradient row 16-byte aligned: lane l holds columns [4 l, 4 l + 4), loaded and stored as float4.
+// Each element's arithmetic is update_short_row's; the row-wise sum of squares adds the columns in
+// another order.
+template <int kRule>
+__device__ __forceinline__ void update_short_row_vec4(const RowSegments& sg,
+                                                      const float* grad,
+                                                      int64_t dim,
+                                                      const UpdateConstants& k,
+                                                      const UpdateTarget& target,
+                                                      int64_t row,
+                                                      int64_t begin,
+                                                      int32_t count,
+                                                      int lane) {
+    constexpr bool kRowWise = kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad);
+    auto* weights = static_cast<float*>(target.weights);
+    const int64_t d0 = 4 * static_cast<int64_t>(lane);
+    const bool active = d0 < dim;
+    const int64_t at = row * dim + d0;
+    float4 w4 = make_float4(0.f, 0.f, 0.f, 0.f), s14 = w4, s24 = w4, acc4 = w4;
+    if (active) {
+        w4 = *reinterpret_cast<const float4*>(weights + at);
+        if constexpr (uses_state1(kRule)) {
+            s14 = *reinterpret_cast<const float4*>(target.state1 + at);
+        }
+        if constexpr (uses_state2(kRule)) {
+            s24 = *reinterpret_cast<const float4*>(target.state2 + at);
+        }
+    }
+    const float old_sum = kRowWise ? target.state1[row] : 0.f;
+    for (int64_t kk = begin; kk < begin + count; ++kk) {
+        const float scale = sg.scales[kk];
+        const float* g = grad + sg.grad_offsets[kk];
+        if (active) {
+            const float4 g4 = *reinterpret_cast<const float4*>(g + d0);
+            acc4.x += scale * g4.x;
+            acc4.y += scale * g4.y;
+            acc4.z += scale * g4.z;
+            acc4.w += scale * g4.w;
+        }
+    }
+    float w[4] = {w4.x, w4.y, w4.z, w4.w};
+    float s1[4] = {s14.x, s14.y, s14.z, s14.w};
+    float s2[4] = {s24.x, s24.y, s24.z, s24.w};
+    float acc[4] = {acc4.x, acc4.y, acc4.z, acc4.w};
+    float sum_sq = 0.f;
+    for (int i = 0; i < 4; ++i) {
+        acc[i] = k.weight_decay != 0.f ? acc[i] + k.weight_decay * w[i] : acc[i];
+        sum_sq += active ? acc[i] * acc[i] : 0.f;
+    }
+    float rowwise_step = 0.f;
+    if constexpr (kRowWise) {
+        const float new_sum = old_sum + warp_sum(sum_sq) / static_cast<float>(dim);
+        if (lane == 0) {
+            target.state1[row] = new_sum;
+        }
+        rowwise_step = k.lr / (sqrtf(new_sum) + k.eps);
+    }
+    if (!active) {
+        return;
+    }
+    for (int i = 0; i < 4; ++i) {
+        update_value<kRule>(acc[i], k, rowwise_step, w[i], s1[i], s2[i]);
+    }
+    *reinterpret_cast<float4*>(weights + at) = make_float4(w[0], w[1], w[2], w[3]);
+    if constexpr (uses_state1(kRule)) {
+        *reinterpret_cast<float4*>(target.state1 + at) = make_float4(s1[0], s1[1], s1[2], s1[3]);
+    }
+    if constexpr (uses_state2(kRule)) {
+        *reinterpret_cast<float4*>(target.state2 + at) = make_float4(s2[0], s2[1], s2[2], s2[3]);
+    }
+}
+
+// A warp per segment of at most kHotSegmentIds ids; kVec4: rows take update_short_row_vec4.
+template <typename Weight, int kRule, bool kVec4>
 __global__ void segment_update_warp_kernel(
     RowSegments sg, const float* grad, int64_t dim, UpdateConstants k, UpdateTarget target) {
     const int64_t s = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarpSize;
@@ -296,6 +372,11 @@ __global__ void segment_update_warp_kernel(
     const int64_t begin = sg.begins[s];
     if (s >= num_segments || row >= sg.total_rows || count > kHotSegmentIds) {
         return;  // past the last segment, bad ids, or a hot row for the block kernel
+    }
+    if constexpr (kVec4) {
+        static_assert(std::is_same_v<Weight, float> && kRule != kDense);
+        update_short_row_vec4<kRule>(sg, grad, dim, k, target, row, begin, count, lane);
+        return;
     }
     if constexpr (kRule != kDense) {
         if (dim <= kChunkCols) {
@@ -411,8 +492,22 @@ void launch_segment_update(const RowSegments& sg,
     if (sg.max_segments == 0) {
         return;
     }
-    segment_update_warp_kernel<Weight, kRule>
-        <<<blocks_for(sg.max_segments * kWarpSize), kBlockSize, 0, s>>>(sg, grad, dim, k, target);
+    const unsigned warp_blocks = blocks_for(sg.max_segments * kWarpSize);
+    bool vec4 = false;
+    if constexpr (std::is_same_v<Weight, float> && kRule != kDense) {
+        auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+        vec4 = dim % 4 == 0 && dim <= kChunkCols && aligned(grad) && aligned(target.weights) &&
+               (!uses_state1(kRule) || aligned(target.state1)) &&
+               (!uses_state2(kRule) || aligned(target.state2));
+        if (vec4) {
+            segment_update_warp_kernel<Weight, kRule, true>
+                <<<warp_blocks, kBlockSize, 0, s>>>(sg, grad, dim, k, target);
+        }
+    }
+    if (!vec4) {
+        segment_update_warp_kernel<Weight, kRule, false>
+            <<<warp_blocks, kBlockSize, 0, s>>>(sg, grad, dim, k, target);
+    }
     SR_CUDA_LAUNCH_CHECK(s);
     const int64_t max_hot = std::max<int64_t>(1, sg.max_segments / (kHotSegmentIds + 1));
     const auto blocks = static_cast<unsigned>(std::min<int64_t>(max_hot, 1024));

@@ -550,6 +550,15 @@ void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
             spec({40}, {0, 0}, 7, 3, 5, true, DType::kBF16), kSum, optimizer(type, lr)));
         v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
             spec({5}, {0}, 1, 1, 3, false, DType::kF32), kSum, optimizer(type, lr)));
+        // f32 rows of 4k columns (CUDA: 16-byte loads), D=64 leaving half the lanes idle, D=128
+        // with a hot row.
+        v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+            spec({30, 12}, {0, 1, 0}, 16, 64, 6, true, DType::kF32), kMean,
+            optimizer(type, lr, 0.01f)));
+        EmbeddingInputSpec full = spec({40, 9}, {1, 0}, 40, 128, 7, false, DType::kF32);
+        full.hot_row = true;
+        v.push_back(
+            std::make_unique<EmbeddingBagBackwardFusedCase>(full, kSum, optimizer(type, lr)));
         // D beyond one 128-column chunk, with a hot row (CUDA: the multi-chunk paths of the
         // warp-per-row and block-per-row updates).
         EmbeddingInputSpec wide = spec({20}, {0, 0}, 32, 200, 5, true, DType::kBF16);
