@@ -31,6 +31,14 @@ private:
     int64_t pair_ = -1;
 };
 
+// fn() inside a Range: `const Tensor& y = profile::timed("over_arch", s, [&]() -> const
+// Tensor& { return mlp.forward(x, s); });`
+template <typename Fn>
+decltype(auto) timed(const char* name, Stream& stream, Fn&& fn) {
+    Range r(name, stream);
+    return fn();
+}
+
 struct RegionTime {
     std::string name;  // "forward/dense_arch"
     int depth = 0;     // number of enclosing regions

@@ -726,11 +726,10 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
             offsets.push_back(e.col_offset);
             widths.push_back(e.cols);
         }
-        const Tensor grads = [&] {
-            profile::Range r("output_dist", stream);
+        const Tensor grads = profile::timed("output_dist", stream, [&] {
             gather_grad(g, grad, keys, offsets, widths, stream);
             return g.pooled_a2a->backward(g.grad_out);
-        }();
+        });
         profile::Range r("lookup", stream);  // the fused backward and update
         run_updates(g, grads, optimizer_, pw, pw_scale, stream);
     }
@@ -739,11 +738,10 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
         std::vector<int64_t> widths;
         for (int64_t k : g.keys)
             widths.push_back(dims_[static_cast<size_t>(k)]);
-        const Tensor grads = [&] {
-            profile::Range r("output_dist", stream);
+        const Tensor grads = profile::timed("output_dist", stream, [&] {
             gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths, stream);
             return g.reduce_scatter->backward(g.grad_out);
-        }();
+        });
         profile::Range r("lookup", stream);
         run_updates(g, grads, optimizer_, pw, pw_scale, stream);
     }

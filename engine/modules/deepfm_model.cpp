@@ -34,14 +34,11 @@ DeepFMModel::DeepFMModel(const ModelConfig& model,
 
 const Tensor& DeepFMModel::forward(const Batch& batch, Stream& stream) {
     const int64_t B = batch.batch_size();
-    const Tensor& dense = [&]() -> const Tensor& {
-        profile::Range r("dense_arch", stream);
+    const Tensor& dense = profile::timed("dense_arch", stream, [&]() -> const Tensor& {
         return dense_arch_->forward(batch.dense, stream);
-    }();
-    const KeyedTensor pooled = [&] {
-        profile::Range r("sparse_arch", stream);
-        return sparse_arch_->forward(batch.sparse, stream);
-    }();
+    });
+    const KeyedTensor pooled = profile::timed(
+        "sparse_arch", stream, [&] { return sparse_arch_->forward(batch.sparse, stream); });
     {
         profile::Range r("inter_arch", stream);  // the deep and FM branches
         init::reuse_or_allocate(combined_, {B, (F_ + 1) * D_}, dense.device());
@@ -64,11 +61,10 @@ const Tensor& DeepFMModel::forward(const Batch& batch, Stream& stream) {
 void DeepFMModel::backward(const Tensor& grad_logits, Stream& stream) {
     const int64_t B = grad_logits.numel();
     const Device device = grad_logits.device();
-    const Tensor& g_over_in = [&]() -> const Tensor& {
-        profile::Range r("over_arch", stream);
+    const Tensor& g_over_in = profile::timed("over_arch", stream, [&]() -> const Tensor& {
         const Tensor& g_final_in = over_final_->backward(grad_logits.view({B, 1}), stream);
         return over_arch_ ? over_arch_->backward(g_final_in, stream) : g_final_in;
-    }();
+    });
     {
         profile::Range r("inter_arch", stream);
         // over_in = [dense | deep | fm]: split its gradient and send each part back.

@@ -35,20 +35,16 @@ DLRM::DLRM(const ModelConfig& model,
 }
 
 const Tensor& DLRM::forward(const Batch& batch, Stream& stream) {
-    const Tensor& dense = [&]() -> const Tensor& {
-        profile::Range r("dense_arch", stream);
+    const Tensor& dense = profile::timed("dense_arch", stream, [&]() -> const Tensor& {
         return dense_arch_->forward(batch.dense, stream);
-    }();
-    const KeyedTensor pooled = [&] {
-        profile::Range r("sparse_arch", stream);
-        return sparse_arch_->forward(batch.sparse, stream);
-    }();
-    const Tensor& inter = [&]() -> const Tensor& {
-        profile::Range r("inter_arch", stream);
+    });
+    const KeyedTensor pooled = profile::timed(
+        "sparse_arch", stream, [&] { return sparse_arch_->forward(batch.sparse, stream); });
+    const Tensor& inter = profile::timed("inter_arch", stream, [&]() -> const Tensor& {
         return interaction_kind_ == Interaction::kDot
                    ? dot_->forward(dense, pooled.values(), stream)
                    : dcn_->forward(dense, pooled.values(), stream);
-    }();
+    });
     profile::Range r("over_arch", stream);
     const Tensor& out =
         over_final_->forward(over_arch_ ? over_arch_->forward(inter, stream) : inter, stream);
@@ -57,12 +53,11 @@ const Tensor& DLRM::forward(const Batch& batch, Stream& stream) {
 }
 
 void DLRM::backward(const Tensor& grad_logits, Stream& stream) {
-    const Tensor& g_inter = [&]() -> const Tensor& {
-        profile::Range r("over_arch", stream);
+    const Tensor& g_inter = profile::timed("over_arch", stream, [&]() -> const Tensor& {
         const Tensor& g_hidden =
             over_final_->backward(grad_logits.view({grad_logits.numel(), 1}), stream);
         return over_arch_ ? over_arch_->backward(g_hidden, stream) : g_hidden;
-    }();
+    });
     {
         profile::Range r("inter_arch", stream);
         if (interaction_kind_ == Interaction::kDot) {

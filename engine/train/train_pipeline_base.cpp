@@ -95,10 +95,8 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
     if (!grad_logits_.defined() || grad_logits_.numel() != B) {
         grad_logits_ = Tensor::empty({B}, DType::kF32, device_);
     }
-    const Tensor& logits = [&]() -> const Tensor& {
-        profile::Range r("forward", stream_);
-        return model_.forward(batch, stream_);
-    }();
+    const Tensor& logits = profile::timed(
+        "forward", stream_, [&]() -> const Tensor& { return model_.forward(batch, stream_); });
     {
         profile::Range r("loss", stream_);
         kernels::bce_with_logits(logits, batch.labels, loss_, grad_logits_, stream_);
