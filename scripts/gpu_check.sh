@@ -20,26 +20,27 @@
 # carried MPI the build is kernels-only (SHARDREC_KERNELS_ONLY: core, kernels, their tests and
 # bench_ops). The output is at most 8 files (all the tool brings back).
 #
-# Steps run in the order build, test, memcheck, train, profile, bench, racecheck, baseline, within
-# BUDGET_S seconds in all (default 560, inside the tool's 600 s per command): each step's time
-# limit is cut to what is left, and a step with no time left is reported as skipped.
-# Environment: STEPS (default "build test memcheck train profile bench racecheck baseline";
-# "configure" alone only configures, a dry run of the dependency handling on any machine; a
-# later call on a warm machine can run the rest), BUILD_DIR (default build-gpu), CUDA_ARCHS
-# (default 90), USE_CARRIED_DEPS=1 (unpack third_party/gpu-deps even where the system has the
-# packages), KERNELS_ONLY=ON|OFF (default: ON where there is no MPI), GEMM_MATHS (default
-# "f32 tf32 bf16": the train and baseline steps' runtime.gemm_math values). The step `kernels`
-# is not in the default list: it runs Nsight Compute (ncu, where installed and the GPU's
-# counters are readable) over the embedding forward and fused-backward bench cases, each
-# kernel's speed of light, memory workload and occupancy (KERNEL_FILTER, default
-# "EmbeddingBag", selects the bench_ops cases), e.g.
-#   STEPS="build kernels" bash scripts/gpu_check.sh
+# Steps run in the order build, test, memcheck, train, profile, bench, racecheck, kernels,
+# baseline, within BUDGET_S seconds in all (default 560, inside the tool's 600 s per command):
+# each step's time limit is cut to what is left, and a step with no time left is reported as
+# skipped. The step `kernels` runs one repetition of each of the MLPerf step's main ops
+# (bench_ops --once: embedding forward and fused backward at the config's pooling, the cross
+# layer and the largest linear layer) under Nsight Compute (ncu, where installed) and lists each
+# kernel's duration, after the step's profile in profile.txt; KERNEL_CASES (';'-separated
+# bench_ops filters) and KERNEL_GEMM_MATH (default bf16) choose them.
+# Environment: STEPS (default "build test memcheck train profile bench racecheck kernels
+# baseline"; "configure" alone only configures, a dry run of the dependency handling on any
+# machine; a later call on a warm machine can run the rest), BUILD_DIR (default build-gpu),
+# CUDA_ARCHS (default 90), USE_CARRIED_DEPS=1 (unpack third_party/gpu-deps even where the system
+# has the packages), KERNELS_ONLY=ON|OFF (default: ON where there is no MPI), GEMM_MATHS (default
+# "f32 tf32 bf16": the train and baseline steps' runtime.gemm_math values), e.g.
+#   STEPS="build kernels" KERNEL_CASES="^SwishLayerNormBackward" bash scripts/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out=${OUT:-bench/results/gpu-$(date -u +%Y%m%d)}
 mkdir -p "$out"
-steps=${STEPS:-build test memcheck train profile bench racecheck baseline}
+steps=${STEPS:-build test memcheck train profile bench racecheck kernels baseline}
 build_dir=${BUILD_DIR:-build-gpu}
 summary="$out/summary.txt"
 deps_dir=third_party/gpu-deps
@@ -251,21 +252,6 @@ if has_step profile && [ "$kernels_only" = OFF ]; then
     sed -n '/^profile /,/^[^ ]/p' "$out/profile.txt" | sed 's/^/  /' | tee -a "$summary"
 fi
 
-# ---- why a kernel is as fast as it is: Nsight Compute over the embedding bench cases ----
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu \
-    /usr/local/cuda/nsight-compute-*/ncu 2>/dev/null | head -1)
-if has_step kernels; then
-    if [ -n "$ncu" ]; then
-        run_step kernels kernels.txt 300 "$ncu" --section SpeedOfLight \
-            --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-            --section WarpStateStats --launch-skip 0 --launch-count 60 \
-            "$build_dir/test/bench_ops" --device cuda --bench-only --reps 1 \
-            --filter "${KERNEL_FILTER:-EmbeddingBag}"
-    else
-        note "kernel profile: not run (no ncu on this machine)"
-    fi
-fi
-
 # ---- benchmarks ----
 if has_step bench; then
     run_step bench bench_ops.txt 240 "$build_dir/test/bench_ops" --device cuda --bench-only --reps 20 \
@@ -278,6 +264,39 @@ if has_step racecheck; then
     run_step racecheck racecheck.log 150 "$sanitizer" --tool racecheck --error-exitcode 99 \
         "$tests" "$match_case"
     tail -3 "$out/racecheck.log" | sed 's/^/  /' | tee -a "$summary"
+fi
+
+# ---- where an op's time goes, kernel by kernel: Nsight Compute's duration of each kernel of one
+# run of each case (bench_ops --once) ----
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu \
+    /usr/local/cuda/nsight-compute-*/ncu 2>/dev/null | head -1)
+kernel_times() {
+    local cases=${KERNEL_CASES:-"^EmbeddingBagForward(T=1,F=26;^EmbeddingBagBackwardFused(T=1,F=26;^CrossNetForward(B=2048,N=3456;^CrossNetBackward(B=2048,N=3456;^LinearForward(B=2048,I=3456;^LinearBackward(B=2048,I=3456"}
+    local filter csv=/tmp/shardrec-kernels.csv
+    local IFS=';'
+    for filter in $cases; do
+        echo "== bench_ops --once --gemm-math ${KERNEL_GEMM_MATH:-bf16} --filter '$filter'"
+        limited "$ncu" --metrics gpu__time_duration.sum --csv "$build_dir/test/bench_ops" \
+            --device cuda --bench-only --once --gemm-math "${KERNEL_GEMM_MATH:-bf16}" \
+            --filter "$filter" > "$csv" 2>&1 || { tail -5 "$csv"; return 1; }
+        grep '^# ran' "$csv"
+        # One line a kernel: its duration and its name, up to the argument list.
+        grep '^"' "$csv" | awk -F'","' 'NR > 1 {
+            name = $5; sub(/\(.*/, "", name); v = $NF; gsub(/[",]/, "", v)
+            us = $(NF - 1) == "ns" ? v / 1000 : ($(NF - 1) == "ms" ? v * 1000 : v)
+            total += us; printf "%10.1f us  %s\n", us, substr(name, 1, 110) }
+            END { printf "%10.1f us  total\n", total }'
+    done
+}
+if has_step kernels; then
+    if [ -n "$ncu" ]; then
+        run_step kernels kernels.txt 150 kernel_times
+        grep -E "^==|total" "$out/kernels.txt" | sed 's/^/  /' | tee -a "$summary"
+        # the tool brings 8 files: these follow the step's profile
+        cat "$out/kernels.txt" >> "$out/profile.txt" && rm -f "$out/kernels.txt"
+    else
+        note "step kernels: not run (no ncu on this machine)"
+    fi
 fi
 
 # ---- the baselines users would otherwise pick (bench/baselines/torch_dlrm.py): the same model,

@@ -6,9 +6,12 @@
 // same shapes (cblas_sgemm, or cuBLAS). On CUDA a timed run is the case's launches followed by a
 // synchronisation of its stream. --gemm-math tf32|bf16 times the cases and the BLAS's GEMM in
 // that runtime.gemm_math mode (CUDA); the outputs are still checked with f32 GEMMs first.
+// --once runs each selected case once, neither checked nor timed, for a profiler to time its
+// kernels (scripts/gpu_check.sh's kernels step, under Nsight Compute).
 //
-//   bench_ops [--device cpu|cuda] [--filter SUBSTR] [--bench-only] [--reps R] [--gemm-math M]
-//             [--json FILE]
+//   bench_ops [--device cpu|cuda] [--filter SUBSTR|^PREFIX] [--bench-only] [--reps R] [--gemm-math
+//   M]
+//             [--json FILE] [--once]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -69,6 +72,7 @@ int main(int argc, char** argv) {
     std::string filter, json_path;
     int reps = 20;
     bool bench_only = false;  // only the cases made for timing, not the small test vectors
+    bool once = false;
     Device device = Device::cpu();
     kernels::GemmMath timed_math = kernels::GemmMath::kF32;
     std::string timed_math_name = "f32";
@@ -84,13 +88,16 @@ int main(int argc, char** argv) {
             reps = std::max(1, std::atoi(argv[++i]));
         } else if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
+        } else if (a == "--once") {
+            once = true;
         } else if (a == "--gemm-math" && i + 1 < argc) {
             timed_math_name = argv[++i];
             timed_math = kernels::gemm_math_from_name(timed_math_name);
         } else {
-            std::fprintf(stderr,
-                         "usage: bench_ops [--device cpu|cuda] [--filter SUBSTR] [--bench-only] "
-                         "[--reps R] [--gemm-math f32|tf32|bf16] [--json FILE]\n");
+            std::fprintf(
+                stderr,
+                "usage: bench_ops [--device cpu|cuda] [--filter SUBSTR|^PREFIX] [--bench-only] "
+                "[--reps R] [--gemm-math f32|tf32|bf16] [--json FILE] [--once]\n");
             return 2;
         }
     }
@@ -100,6 +107,31 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, even when piped
+    std::vector<std::unique_ptr<OpCase>> cases = all_op_cases();
+    // --filter matches a substring of OP(VARS), or with a leading ^ its start.
+    auto selected = [&](const OpCase& c) {
+        const std::string id = std::string(kernels::op_name(c.kind())) + "(" + c.vars() + ")";
+        const bool match =
+            filter.empty() || (filter[0] == '^' ? id.rfind(filter.substr(1), 0) == 0
+                                                : id.find(filter) != std::string::npos);
+        return match && !(c.gpu_bench_only() && device.is_cpu()) &&
+               !(bench_only && !c.bench_only());
+    };
+    if (once) {
+        kernels::set_gemm_math(timed_math);
+        for (auto& c : cases) {
+            if (!selected(*c))
+                continue;
+            c->make_inputs(test_seed());
+            c->set_device(device);
+            c->clear_outputs();
+            (void)c->run(device);
+            c->stream().synchronize();
+            c->clear_outputs();
+            std::printf("# ran %s(%s)\n", kernels::op_name(c->kind()), c->vars().c_str());
+        }
+        return 0;
+    }
     const double copy_gbps = device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index)
                                               : kernels::host_copy_gbps();
     std::printf("# device %s, %s copy bandwidth (read+write): %.2f GB/s\n", device.str().c_str(),
@@ -123,15 +155,11 @@ int main(int argc, char** argv) {
     std::vector<std::string> rows;
     // The GPU-sized cases (seconds each, for their inputs and float64 references) after all the
     // others, so that a time limit cuts only the last of them.
-    std::vector<std::unique_ptr<OpCase>> cases = all_op_cases();
     std::stable_partition(cases.begin(), cases.end(),
                           [](const std::unique_ptr<OpCase>& c) { return !c->gpu_bench_only(); });
     for (auto& c : cases) {
         const std::string name = kernels::op_name(c->kind());
-        if (!filter.empty() && (name + "(" + c->vars() + ")").find(filter) == std::string::npos) {
-            continue;
-        }
-        if ((c->gpu_bench_only() && device.is_cpu()) || (bench_only && !c->bench_only())) {
+        if (!selected(*c)) {
             continue;
         }
         // Verify first: a number is printed only for an output that was checked.
