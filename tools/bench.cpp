@@ -3,12 +3,13 @@
 // batches made before timing, so the data generator is not measured. Reports the median step time
 // and samples/s, the host memory copy bandwidth (the ceiling of the embedding lookups), peak memory
 // against the bytes the model and its optimizer state need, and the number of allocations per step
-// after warm-up (the training loop must make none). On a CUDA device (runtime.device) it also
-// measures the device-to-device copy bandwidth, the ceiling of the embedding lookups there.
-// Kernel-level rates against their ceilings come from bench_ops over the backend-ops cases
-// (scripts/bench.sh runs both). --profile adds where the step's time goes: the device time of
-// each region of the step (forward/dense_arch, backward/sparse_arch/lookup, ...) in the compute
-// stream's order, from events recorded around them (engine/core/profile.h).
+// after warm-up (the training loop must make none). With several ranks, rank 0 reports: the
+// slowest rank's step time, the largest memory and allocation counts. On a CUDA device
+// (runtime.device) it also measures the device-to-device copy bandwidth, the ceiling of the
+// embedding lookups there. Kernel-level rates against their ceilings come from bench_ops over the
+// backend-ops cases (scripts/bench.sh runs both). --profile adds where the step's time goes: the
+// device time of each region of the step (forward/dense_arch, backward/sparse_arch/lookup, ...) in
+// the compute stream's order, from events recorded around them (engine/core/profile.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "comm/collective_utils.h"
 #include "comm/mpi_env.h"
 #include "engine/config/config.h"
 #include "engine/core/allocator.h"
@@ -56,6 +58,45 @@ int64_t dense_bytes(RecModel& model, DenseOptimizer& optimizer) {
     for (auto& [name, t] : optimizer.state())
         bytes += static_cast<int64_t>(t->nbytes());
     return bytes;
+}
+
+// The step times of every rank, summed up for rank 0's report.
+struct RankTimes {
+    int ranks = 1;
+    double median_s = 0, p10_s = 0, p90_s = 0;  // of the slowest rank (largest median)
+    int slowest_rank = 0;
+    double fastest_median_s = 0;
+    int fastest_rank = 0;
+    int64_t max_peak_bytes = 0;
+    int64_t max_allocs = 0;  // in the timed steps
+};
+
+// Collective over pg (null: one process). step_s is sorted.
+RankTimes gather_rank_times(comm::ProcessGroup* pg,
+                            const std::vector<double>& step_s,
+                            const AllocStats& stats,
+                            int64_t allocs) {
+    const auto ns = [](double s) { return static_cast<int64_t>(s * 1e9); };
+    const int64_t mine[5] = {ns(step_s[step_s.size() / 2]), ns(step_s[step_s.size() / 10]),
+                             ns(step_s[step_s.size() * 9 / 10]), stats.peak_bytes, allocs};
+    std::vector<int64_t> all[5];
+    for (int k = 0; k < 5; ++k)
+        all[k] = pg ? comm::all_gather_int64(*pg, mine[k]) : std::vector<int64_t>{mine[k]};
+    RankTimes t;
+    t.ranks = static_cast<int>(all[0].size());
+    for (int r = 0; r < t.ranks; ++r) {
+        if (all[0][r] > all[0][t.slowest_rank])
+            t.slowest_rank = r;
+        if (all[0][r] < all[0][t.fastest_rank])
+            t.fastest_rank = r;
+        t.max_peak_bytes = std::max(t.max_peak_bytes, all[3][r]);
+        t.max_allocs = std::max(t.max_allocs, all[4][r]);
+    }
+    t.median_s = static_cast<double>(all[0][t.slowest_rank]) * 1e-9;
+    t.p10_s = static_cast<double>(all[1][t.slowest_rank]) * 1e-9;
+    t.p90_s = static_cast<double>(all[2][t.slowest_rank]) * 1e-9;
+    t.fastest_median_s = static_cast<double>(all[0][t.fastest_rank]) * 1e-9;
+    return t;
 }
 
 }  // namespace
@@ -122,6 +163,21 @@ int bench_main(const std::vector<std::string>& args) {
     const std::vector<profile::RegionTime> regions =
         profiled ? profile::collect() : std::vector<profile::RegionTime>{};
     const std::optional<train::StageTimes> stages = trainer.stage_times();
+    std::sort(step_s.begin(), step_s.end());
+    const EmbeddingBagCollectionInterface& ebc = trainer.model().sparse_arch();
+    const int64_t table_bytes = ebc.parameter_bytes();
+    const int64_t state_bytes = ebc.optimizer_state_bytes();
+    const int64_t dense = dense_bytes(trainer.model(), trainer.dense_optimizer());
+    // The ranks step together, so the slowest rank's median is the job's step time; memory and
+    // allocations are each rank's own, reported at their largest. Rank 0 reports for all.
+    const RankTimes times = gather_rank_times(trainer.process_group().get(), step_s, after,
+                                              after.num_allocs - before.num_allocs);
+    if (comm::process_info().rank != 0)
+        return 0;
+    const double med = times.median_s, p10 = times.p10_s, p90 = times.p90_s;
+    const double sps = static_cast<double>(trainer.global_batch_size()) / med;
+    const double allocs_per_step =
+        static_cast<double>(times.max_allocs) / static_cast<double>(steps);
     const Device device = trainer.device();
     const double device_copy_gbps =
         device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index) : 0;
@@ -138,17 +194,6 @@ int bench_main(const std::vector<std::string>& args) {
     const double gemm_tflops =
         2.0 * static_cast<double>(B * layer[0] * layer[1]) / (gemm_us * 1e-6) / 1e12;
     const double dense_floor_ms = dense_flop / (gemm_tflops * 1e12) * 1e3;
-    std::sort(step_s.begin(), step_s.end());
-    const double med = step_s[step_s.size() / 2];
-    const double p10 = step_s[step_s.size() / 10];
-    const double p90 = step_s[step_s.size() * 9 / 10];
-    const double sps = static_cast<double>(trainer.global_batch_size()) / med;
-    const EmbeddingBagCollectionInterface& ebc = trainer.model().sparse_arch();
-    const int64_t table_bytes = ebc.parameter_bytes();
-    const int64_t state_bytes = ebc.optimizer_state_bytes();
-    const int64_t dense = dense_bytes(trainer.model(), trainer.dense_optimizer());
-    const double allocs_per_step =
-        static_cast<double>(after.num_allocs - before.num_allocs) / static_cast<double>(steps);
 
     std::printf(
         "config            %s (%s, %zu tables, batch %ld per rank, %d threads, pipeline %s)\n",
@@ -157,6 +202,13 @@ int bench_main(const std::vector<std::string>& args) {
     std::printf("step time         median %.3f ms (p10 %.3f, p90 %.3f)\n", med * 1e3, p10 * 1e3,
                 p90 * 1e3);
     std::printf("throughput        %.0f samples/s\n", sps);
+    if (times.ranks > 1) {
+        std::printf(
+            "ranks             %d: median step %.3f ms (rank %d) to %.3f ms (rank %d), the slowest "
+            "is the step time; stage times and profile are rank 0's\n",
+            times.ranks, times.fastest_median_s * 1e3, times.fastest_rank, med * 1e3,
+            times.slowest_rank);
+    }
     // Per step: the copy and input dist are hidden when the step is about the compute alone.
     double per_step[3] = {0, 0, 0};  // compute, copy, input dist (ms)
     if (stages && stages->steps > 0) {
@@ -188,11 +240,13 @@ int bench_main(const std::vector<std::string>& args) {
     std::printf(
         "model bytes       tables %.1f MiB + fused optimizer state %.1f MiB + dense %.1f MiB\n",
         table_bytes / 1048576.0, state_bytes / 1048576.0, dense / 1048576.0);
-    std::printf("peak host memory  %.1f MiB tracked (%.2fx the model bytes)\n",
-                after.peak_bytes / 1048576.0,
-                static_cast<double>(after.peak_bytes) /
-                    static_cast<double>(std::max<int64_t>(1, table_bytes + state_bytes + dense)));
-    std::printf("allocations/step  %.2f after warm-up\n", allocs_per_step);
+    std::printf("peak host memory  %.1f MiB tracked (%.2fx the model bytes)%s\n",
+                times.max_peak_bytes / 1048576.0,
+                static_cast<double>(times.max_peak_bytes) /
+                    static_cast<double>(std::max<int64_t>(1, table_bytes + state_bytes + dense)),
+                times.ranks > 1 ? ", on the rank with the most" : "");
+    std::printf("allocations/step  %.2f after warm-up%s\n", allocs_per_step,
+                times.ranks > 1 ? ", on the rank with the most" : "");
     if (!regions.empty()) {
         std::printf(
             "profile           device time per step, in the compute stream's order (the step "
@@ -204,7 +258,7 @@ int bench_main(const std::vector<std::string>& args) {
             std::printf("  %-32s %8.3f ms  %5.1f %%\n", name.c_str(), ms, 100.0 * ms / (med * 1e3));
         }
     }
-    if (!json.empty() && comm::process_info().rank == 0) {
+    if (!json.empty()) {
         std::string profile_json;
         for (const profile::RegionTime& r : regions) {
             profile_json += fmt::format("{}\"{}\":{:.4f}", profile_json.empty() ? "" : ",", r.name,
@@ -223,8 +277,9 @@ int bench_main(const std::vector<std::string>& args) {
             "\"dense_floor_ms\":{:.4f},\"profile_ms_per_step\":{{{}}}}}\n",
             path, config.model.type, config.train.pipeline, config.data.batch_size, threads,
             med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense,
-            after.peak_bytes, allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
-            per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms, profile_json);
+            times.max_peak_bytes, allocs_per_step, data_ms, device.str(), device_copy_gbps,
+            per_step[0], per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms,
+            profile_json);
     }
     return 0;
 }

@@ -1,5 +1,5 @@
 // End to end: `shardrec bench --profile` on two MPI ranks times the step and its regions, and
-// writes them to its JSON file.
+// writes them to its JSON file; rank 0 alone prints the report.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
@@ -31,6 +31,11 @@ TEST_CASE("bench: --profile times the regions of the step on two ranks", "[e2e][
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     CHECK(r.output.find("profile           device time per step") != std::string::npos);
+    // Rank 0 alone reports, for both ranks.
+    const size_t first = r.output.find("step time         median");
+    REQUIRE(first != std::string::npos);
+    CHECK(r.output.find("step time         median", first + 1) == std::string::npos);
+    CHECK(r.output.find("ranks             2: median step") != std::string::npos);
     std::ifstream in(json_path);
     std::stringstream ss;
     ss << in.rdbuf();
