@@ -41,8 +41,16 @@ void TrainConfig::visit(FieldVisitor& v) {
         checkpoint_keep);
 }
 
+void TrainConfig::resolve(ConfigNode& node) {
+    if (target_auc > 0 && eval_samples == 0) {
+        node.error_at("target_auc",
+                      fmt::format("{} needs evaluations, but eval_samples is 0", target_auc));
+    }
+}
+
 void TrainConfig::from_yaml(ConfigNode& node) {
     read_fields(node, [this](FieldVisitor& v) { visit(v); });
+    resolve(node);
 }
 
 YAML::Node TrainConfig::to_yaml() const {
@@ -150,7 +158,9 @@ YAML::Node RuntimeConfig::to_yaml() const {
 // ---- top level ----
 
 void Config::visit(FieldVisitor& v) {
-    v.section(Field("train", "the training loop"), [this](FieldVisitor& s) { train.visit(s); });
+    v.section(
+        Field("train", "the training loop"), [this](FieldVisitor& s) { train.visit(s); },
+        [this](ConfigNode& n) { train.resolve(n); });
     v.section(Field("data", "the input data"), [this](FieldVisitor& s) { data.visit(s); });
     v.section(
         Field("model", "the model"), [this](FieldVisitor& s) { model.visit(s); },

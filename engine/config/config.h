@@ -30,6 +30,7 @@ struct TrainConfig {
     int64_t checkpoint_keep = 3;           // the newest kept; 0: all
 
     void visit(FieldVisitor& v);
+    void resolve(ConfigNode& node);
     void from_yaml(ConfigNode& node);
     YAML::Node to_yaml() const;
 };

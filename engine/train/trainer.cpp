@@ -375,7 +375,9 @@ TrainSummary run(const Config& config, const std::string& run_dir, const std::st
             window_samples = 0;
         }
         const bool last = done == config.train.steps;
-        if (last || (config.train.eval_every > 0 && done % config.train.eval_every == 0)) {
+        const bool eval_due =
+            last || (config.train.eval_every > 0 && done % config.train.eval_every == 0);
+        if (config.train.eval_samples > 0 && eval_due) {
             const Metrics m = trainer.evaluate();
             writer.eval(done, m);
             progress.message(fmt::format(

@@ -247,3 +247,51 @@ TEST_CASE("Config: the MLPerf DLRM-DCNv2 config has the WORKLOADS.md shapes", "[
     CHECK(c.optimizer.sparse.eps == 1e-8);
     CHECK(c.data.batch_size == 6912);
 }
+
+TEST_CASE("Config: the MLPerf DLRM v1 config has the WORKLOADS.md shapes", "[config]") {
+    const Config c = load_config((repo_root() / "configs" / "dlrm_mlperf_v1.yaml").string(), {});
+    REQUIRE(c.model.tables.size() == 26);
+    int64_t rows = 0;
+    for (const auto& t : c.model.tables) {
+        rows += t.num_embeddings;
+        CHECK(t.num_embeddings <= 40000000);  // the reference's --max-ind-range
+        CHECK(t.pooling_factor == 1);         // one-hot
+        CHECK(t.embedding_dim == 128);
+    }
+    CHECK(rows == 187767399);
+    CHECK(c.model.type == "dlrm");
+    CHECK(c.model.bottom_mlp == std::vector<int64_t>{512, 256, 128});
+    CHECK(c.model.top_mlp == std::vector<int64_t>{1024, 1024, 512, 256, 1});
+    CHECK(c.optimizer.dense.type == "sgd");
+    CHECK(c.optimizer.sparse.type == "sgd");
+    CHECK(c.optimizer.dense.learning_rate == 24.0);
+    CHECK(c.optimizer.dense.warmup_steps == 2750);
+    CHECK(c.optimizer.dense.decay_start_step == 49315);
+    CHECK(c.optimizer.dense.decay_steps == 27772);
+    CHECK(c.optimizer.dense.decay_power == 2.0);
+    CHECK(c.optimizer.dense.end_lr_factor == 0.0);
+    CHECK(c.data.batch_size * 8 == 55296);
+}
+
+TEST_CASE("Config: the DLRM synthetic benchmark config has its shapes", "[config]") {
+    const Config c =
+        load_config((repo_root() / "configs" / "dlrm_synthetic_benchmark.yaml").string(), {});
+    REQUIRE(c.model.tables.size() == 8);
+    for (const auto& t : c.model.tables) {
+        CHECK(t.num_embeddings == 1000000);
+        CHECK(t.pooling_factor == 100);
+        CHECK(t.embedding_dim == 64);
+    }
+    CHECK(c.model.dense_in_features == 512);
+    CHECK(c.model.bottom_mlp == std::vector<int64_t>{512, 64});
+    CHECK(c.model.top_mlp == std::vector<int64_t>{1024, 1024, 1024, 1});
+    CHECK(c.data.batch_size == 2048);
+}
+
+TEST_CASE("Config: train.target_auc needs evaluations", "[config]") {
+    CHECK_THAT(errors_of(kModelHead,
+                         {"model.type=dlrm", "train.target_auc=0.8", "train.eval_samples=0"}),
+               Contains("train.target_auc: 0.8 needs evaluations, but eval_samples is 0"));
+    CHECK(errors_of(kModelHead, {"model.type=dlrm", "train.target_auc=0.8"}).empty());
+    CHECK(errors_of(kModelHead, {"model.type=dlrm", "train.eval_samples=0"}).empty());
+}

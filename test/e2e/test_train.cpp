@@ -76,6 +76,20 @@ TEST_CASE("train: every model type trains a few steps with finite losses", "[e2e
     }
 }
 
+TEST_CASE("train: eval_samples 0 trains without evaluating", "[e2e]") {
+    const auto dir = fresh_dir("no_eval");
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const RunResult r =
+        run_shardrec({"train", config, "--out", (dir / "run").string(), "--set", "train.steps=4",
+                      "--set", "train.eval_every=2", "--set", "train.eval_samples=0"});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("eval step") == std::string::npos);
+    const auto metrics = read_metrics(dir / "run");
+    CHECK(of_kind(metrics, "eval").empty());
+    CHECK(of_kind(metrics, "done").size() == 1);
+}
+
 TEST_CASE("train: a bad config exits non-zero, names the key and writes no run directory",
           "[e2e]") {
     const auto dir = fresh_dir("bad");
