@@ -57,6 +57,10 @@ public:
 
     bool defined() const { return storage_ != nullptr; }
 
+    // Another tensor (a view or a copy) holds this one's storage: a pooled buffer is free to reuse
+    // only when none does.
+    bool shares_storage() const { return storage_.use_count() > 1; }
+
     const Shape& shape() const { return shape_; }
 
     int64_t dim() const { return static_cast<int64_t>(shape_.size()); }

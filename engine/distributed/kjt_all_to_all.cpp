@@ -75,6 +75,7 @@ KJTAllToAllSplitsAwaitable KJTAllToAll::start(KJTAllToAllInput input) const {
     a.pg_ = pg_;
     a.key_splits_ = splits_;
     a.stagger_ = stagger_;
+    a.outputs_ = outputs_;
     for (const auto& b : buffers_) {
         if (b.use_count() == 1) {
             a.buffers_ = b;
@@ -165,6 +166,7 @@ KJTAllToAllTensorsAwaitable KJTAllToAllSplitsAwaitable::tensors() {
     t.stagger_ = stagger_;
     t.splits_ = splits_;
     t.buffers_ = std::move(buffers_);
+    t.outputs_ = std::move(outputs_);
     t.recv_lengths_ =
         grow_prefix(t.buffers_->lengths, total(splits_.lengths_output_splits), DType::kI64);
     t.recv_values_ =
@@ -211,11 +213,12 @@ KeyedJaggedTensor KJTAllToAllTensorsAwaitable::wait() {
             segment_sizes.push_back(splits_.stride_per_rank[s]);
         }
     }
-    Tensor lengths = Tensor::empty(recv_lengths_.shape(), DType::kI64);
-    Tensor values = Tensor::empty(recv_values_.shape(), DType::kI64);
+    KJTBuffers& out = outputs_->acquire();
+    Tensor lengths = grow_prefix(out.lengths, recv_lengths_.numel(), DType::kI64);
+    Tensor values = grow_prefix(out.values, recv_values_.numel(), DType::kI64);
     std::optional<Tensor> weights;
     if (recv_weights_) {
-        weights = Tensor::empty(recv_weights_->shape(), DType::kF32);
+        weights = grow_prefix(out.weights, recv_weights_->numel(), DType::kF32);
     }
     permute_sparse_data(get_recat(local_keys, world, stagger_), segment_sizes, recv_lengths_,
                         recv_values_, recv_weights_ ? &*recv_weights_ : nullptr, lengths, values,
@@ -227,7 +230,7 @@ KeyedJaggedTensor KJTAllToAllTensorsAwaitable::wait() {
     recv_weights_.reset();
     buffers_.reset();  // recat: a later all-to-all may reuse them
     return KeyedJaggedTensor::from_lengths_sync(keys_, std::move(values), std::move(lengths),
-                                                std::move(weights), stride);
+                                                std::move(weights), stride, &out.offsets);
 }
 
 }  // namespace shardrec

@@ -78,6 +78,7 @@ private:
     Tensor recv_lengths_, recv_values_;
     std::optional<Tensor> recv_weights_;
     std::shared_ptr<KJTAllToAllBuffers> buffers_;  // held until wait() has recat them
+    std::shared_ptr<KJTBufferPool> outputs_;       // where wait() puts my KJT
     bool waited_ = false;
     std::vector<comm::Work> works_;  // last: destroyed (completed) before the buffers above
 };
@@ -110,6 +111,7 @@ private:
     Tensor send_counts_, recv_counts_;  // [world, kCounts] i64
     KJTAllToAllSplits splits_;
     std::shared_ptr<KJTAllToAllBuffers> buffers_;  // handed to phase 2
+    std::shared_ptr<KJTBufferPool> outputs_;
     bool started_tensors_ = false;
     std::vector<comm::Work> works_;  // last: destroyed (completed) before the buffers above
 };
@@ -142,6 +144,8 @@ private:
     // Buffer sets of earlier all-to-alls; one only this vector holds is free. Several may be in
     // flight at once (a pipelined batch and an evaluation batch), so one set would not do.
     mutable std::vector<std::shared_ptr<KJTAllToAllBuffers>> buffers_;
+    // The received KJTs' buffers, which live as long as the KJTs (the batch's lookup and backward).
+    std::shared_ptr<KJTBufferPool> outputs_ = std::make_shared<KJTBufferPool>();
 };
 
 }  // namespace shardrec

@@ -513,16 +513,16 @@ std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> ShardedEmbeddingBagCol
         }
         const std::shared_ptr<BucketizeBuffers> buf = acquire(row_wise_->bucketize_pool);
         dist->row_wise.send_buffers = buf;
-        BucketizedKJT bucketized =
-            bucketize_kjt_before_all2all(kjt.permute(index), pg_->size(), block_sizes,
-                                         /*output_permute=*/false, /*bucketize_pos=*/false, &*buf);
+        BucketizedKJT bucketized = bucketize_kjt_before_all2all(
+            kjt.permute(index, &permuted_.acquire()), pg_->size(), block_sizes,
+            /*output_permute=*/false, /*bucketize_pos=*/false, &*buf);
         dist->row_wise.splits.emplace(row_wise_->a2a->start(std::move(bucketized.features)));
     }
     if (!data_parallel_->keys.empty()) {  // every rank pools its own batch: nothing travels
         std::vector<int64_t> index;
         for (int64_t k : data_parallel_->keys)
             index.push_back(kjt.key_index(names_[static_cast<size_t>(k)]));
-        dist->data_parallel.received = kjt.permute(index);
+        dist->data_parallel.received = kjt.permute(index, &permuted_.acquire());
     }
     return dist;
 }

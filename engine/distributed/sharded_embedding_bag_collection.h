@@ -152,6 +152,7 @@ private:
     bool is_weighted_;
     std::unique_ptr<PositionWeightedModule> position_weighted_;
     Tensor positions_buffer_;  // input_dist: the weights of the KJT with positions
+    KJTBufferPool permuted_;   // input_dist: the row-wise and data-parallel keys of a batch
     Device device_;
     ShardingPlan plan_;
     std::shared_ptr<comm::ProcessGroup> pg_;         // host tensors: the ids and their metadata

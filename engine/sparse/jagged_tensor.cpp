@@ -6,9 +6,10 @@
 
 namespace shardrec {
 
-Tensor offsets_from_lengths(const Tensor& lengths) {
+Tensor offsets_from_lengths(const Tensor& lengths, Tensor* buffer) {
     const int64_t n = lengths.numel();
-    Tensor offsets = Tensor::empty({n + 1}, DType::kI64);
+    Tensor offsets = buffer != nullptr ? grow_prefix(*buffer, n + 1, DType::kI64)
+                                       : Tensor::empty({n + 1}, DType::kI64);
     const int64_t* len = lengths.data<int64_t>();
     int64_t* off = offsets.data<int64_t>();
     off[0] = 0;

@@ -14,7 +14,8 @@
 namespace shardrec {
 
 // offsets [n+1] i64 = [0, cumsum(lengths)] of lengths [n] i64 (host tensors). Does not validate.
-Tensor offsets_from_lengths(const Tensor& lengths);
+// With a buffer, the offsets are a prefix view of it (grow_prefix) instead of a new tensor.
+Tensor offsets_from_lengths(const Tensor& lengths, Tensor* buffer = nullptr);
 // lengths [n] i64 = offsets[i+1] - offsets[i] of offsets [n+1] i64 (host tensors). Does not
 // validate.
 Tensor lengths_from_offsets(const Tensor& offsets);

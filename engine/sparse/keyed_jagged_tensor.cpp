@@ -48,11 +48,26 @@ KeyedJaggedTensor::KeyedJaggedTensor()
 
 // ---- builders ----
 
+bool KJTBuffers::in_use() const {
+    return lengths.shares_storage() || values.shares_storage() || weights.shares_storage() ||
+           offsets.shares_storage();
+}
+
+KJTBuffers& KJTBufferPool::acquire() {
+    for (const auto& set : sets_) {
+        if (!set->in_use())
+            return *set;
+    }
+    sets_.push_back(std::make_unique<KJTBuffers>());
+    return *sets_.back();
+}
+
 KeyedJaggedTensor KeyedJaggedTensor::from_lengths_sync(std::vector<std::string> keys,
                                                        Tensor values,
                                                        Tensor lengths,
                                                        std::optional<Tensor> weights,
-                                                       int64_t stride) {
+                                                       int64_t stride,
+                                                       Tensor* offsets_buffer) {
     check_host_1d(lengths, DType::kI64, "lengths");
     const int64_t num_keys = static_cast<int64_t>(keys.size());
     if (stride < 0) {
@@ -67,7 +82,7 @@ KeyedJaggedTensor KeyedJaggedTensor::from_lengths_sync(std::vector<std::string> 
     KeyedJaggedTensor kjt = blank_kjt();
     kjt.keys_ = std::move(keys);
     kjt.values_ = std::move(values);
-    kjt.offsets_ = offsets_from_lengths(lengths);
+    kjt.offsets_ = offsets_from_lengths(lengths, offsets_buffer);
     kjt.lengths_ = std::move(lengths);
     kjt.weights_ = std::move(weights);
     kjt.stride_ = stride;
@@ -240,7 +255,8 @@ JaggedTensor KeyedJaggedTensor::operator[](const std::string& key) const {
                         std::move(w));
 }
 
-KeyedJaggedTensor KeyedJaggedTensor::permute(const std::vector<int64_t>& indices) const {
+KeyedJaggedTensor KeyedJaggedTensor::permute(const std::vector<int64_t>& indices,
+                                             KJTBuffers* into) const {
     SR_CHECK(values_.device().is_cpu(), "KeyedJaggedTensor::permute needs host tensors");
     const int64_t num_keys = static_cast<int64_t>(keys_.size());
     KeyedJaggedTensor out = blank_kjt();
@@ -254,10 +270,13 @@ KeyedJaggedTensor KeyedJaggedTensor::permute(const std::vector<int64_t>& indices
         total_lengths += stride_per_key_[idx];
         total_values += length_per_key_[idx];
     }
-    out.lengths_ = Tensor::empty({total_lengths}, DType::kI64);
-    out.values_ = Tensor::empty({total_values}, DType::kI64);
+    const auto make = [](Tensor* buffer, int64_t n, DType dtype) {
+        return buffer != nullptr ? grow_prefix(*buffer, n, dtype) : Tensor::empty({n}, dtype);
+    };
+    out.lengths_ = make(into != nullptr ? &into->lengths : nullptr, total_lengths, DType::kI64);
+    out.values_ = make(into != nullptr ? &into->values : nullptr, total_values, DType::kI64);
     if (weights_) {
-        out.weights_ = Tensor::empty({total_values}, DType::kF32);
+        out.weights_ = make(into != nullptr ? &into->weights : nullptr, total_values, DType::kF32);
     }
     int64_t at_len = 0;
     int64_t at_val = 0;
@@ -272,7 +291,7 @@ KeyedJaggedTensor KeyedJaggedTensor::permute(const std::vector<int64_t>& indices
         at_val =
             append_range(out.values_, at_val, values_, offset_per_key_[f], offset_per_key_[f + 1]);
     }
-    out.offsets_ = offsets_from_lengths(out.lengths_);
+    out.offsets_ = offsets_from_lengths(out.lengths_, into != nullptr ? &into->offsets : nullptr);
     out.stride_ = stride_;
     out.variable_stride_ = variable_stride_;
     out.finish_and_validate();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,6 +22,26 @@
 
 namespace shardrec {
 
+// Grow-only host buffers of one KJT made every batch (the permuted features, the features an
+// all-to-all received): its tensors are prefix views of them.
+struct KJTBuffers {
+    Tensor lengths, values, weights, offsets;
+
+    // A tensor made from them is alive (it views their storage).
+    bool in_use() const;
+};
+
+// The buffer sets of the KJTs one module makes every batch. A set is handed out again once every
+// tensor made from it is gone, so a pipeline holding a few batches in flight allocates nothing
+// per batch once it has seen their sizes.
+class KJTBufferPool {
+public:
+    KJTBuffers& acquire();  // a set not in use (a new one when all are)
+
+private:
+    std::vector<std::unique_ptr<KJTBuffers>> sets_;
+};
+
 class KeyedJaggedTensor {
 public:
     KeyedJaggedTensor();  // no keys, stride 0, empty values/lengths, offsets [0]
@@ -28,11 +49,13 @@ public:
     // ---- builders (all validate; host tensors) ----
     // values [N] i64, lengths [F*B] i64, weights [N] f32 or absent. stride = B; -1 infers it as
     // lengths.numel() / F (with F == 0 it is 0 unless given).
+    // With offsets_buffer, the offsets are a grow-only prefix view of it.
     static KeyedJaggedTensor from_lengths_sync(std::vector<std::string> keys,
                                                Tensor values,
                                                Tensor lengths,
                                                std::optional<Tensor> weights = std::nullopt,
-                                               int64_t stride = -1);
+                                               int64_t stride = -1,
+                                               Tensor* offsets_buffer = nullptr);
     // offsets [F*B+1] i64 with offsets[0] == 0 and offsets[F*B] == N.
     static KeyedJaggedTensor from_offsets_sync(std::vector<std::string> keys,
                                                Tensor values,
@@ -90,8 +113,10 @@ public:
     std::vector<std::pair<std::string, JaggedTensor>> to_dict() const;
     JaggedTensor operator[](const std::string& key) const;
 
-    // Keys reordered as keys()[indices[i]]; an index may repeat or be left out. Copies.
-    KeyedJaggedTensor permute(const std::vector<int64_t>& indices) const;
+    // Keys reordered as keys()[indices[i]]; an index may repeat or be left out. Copies, into
+    // `into`'s buffers when given, else into new tensors.
+    KeyedJaggedTensor permute(const std::vector<int64_t>& indices,
+                              KJTBuffers* into = nullptr) const;
     // Consecutive key groups of the given sizes (summing to F; a size may be 0). Copies.
     std::vector<KeyedJaggedTensor> split(const std::vector<int64_t>& segments) const;
     // Keys of all inputs, in order (keys must not repeat). Weighted all or none. The stride is

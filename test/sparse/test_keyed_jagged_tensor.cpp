@@ -1,6 +1,7 @@
 // KeyedJaggedTensor: the worked examples of seed_inventory 18.1, 18.5, 18.6 and 18.7, the
 // key-major layout under permute/split/concat, variable batch per key, and validation messages.
 #include <catch2/catch.hpp>
+#include <optional>
 
 #include "engine/sparse/keyed_jagged_tensor.h"
 
@@ -123,6 +124,33 @@ TEST_CASE("KeyedJaggedTensor: permute reorders whole key blocks, repeats allowed
     // A repeated key is legal for permute's own layout; the KJT then rejects duplicate keys.
     CHECK_THROWS_WITH(kjt.permute({1, 1}), Catch::Contains("key 'B' appears twice"));
     CHECK_THROWS_WITH(kjt.permute({3}), Catch::Contains("index 3 out of [0, 3)"));
+}
+
+TEST_CASE("KJTBufferPool: permute into pooled buffers, a set reused once its KJT is gone",
+          "[sparse]") {
+    std::vector<float> w = {1, 2, 3, 4, 5, 6, 7};
+    const KeyedJaggedTensor kjt = KeyedJaggedTensor::from_lengths_sync(
+        {"A", "B", "C"}, rank0_input().values(), rank0_input().lengths(), Tensor::from_vector(w));
+    KJTBufferPool pool;
+    KJTBuffers& first = pool.acquire();
+    std::optional<KeyedJaggedTensor> p = kjt.permute({2, 0}, &first);
+    const KeyedJaggedTensor fresh = kjt.permute({2, 0});
+    CHECK(p->str() == fresh.str());
+    CHECK(ivec(p->offsets()) == ivec(fresh.offsets()));
+    CHECK(p->values().data_ptr() == first.values.data_ptr());
+    CHECK(first.in_use());
+    // While p lives its set is not handed out again.
+    KJTBuffers& second = pool.acquire();
+    CHECK(&second != &first);
+    const void* values_at = first.values.data_ptr();
+    p.reset();
+    CHECK(!first.in_use());
+    KJTBuffers& again = pool.acquire();
+    CHECK(&again == &first);
+    // A smaller permute fits the grown buffers: no new storage.
+    const KeyedJaggedTensor q = kjt.permute({1}, &again);
+    CHECK(q.values().data_ptr() == values_at);
+    CHECK(q.str() == kjt.permute({1}).str());
 }
 
 TEST_CASE("KeyedJaggedTensor: variable batch per key", "[sparse]") {
