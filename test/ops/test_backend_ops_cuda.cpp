@@ -1,13 +1,14 @@
 // The backend-ops cases on CUDA: every case against the float64 reference (outputs NaN-poisoned
-// and guarded on the device), and bitwise determinism of two runs (the embedding backwards
-// included: no atomics on weights). Runs with catch_cuda_main, which exits 77 (ctest "Not Run")
-// when no GPU is visible. Plus the CUDA-only report of out-of-range ids, and the pinned
-// host-to-device staging every batch goes through.
+// and guarded on the device), the GEMM cases also in tf32 and bf16 math, and bitwise determinism
+// of two runs (the embedding backwards included: no atomics on weights). Runs with catch_cuda_main,
+// which exits 77 (ctest "Not Run") when no GPU is visible. Plus the CUDA-only report of
+// out-of-range ids, and the pinned host-to-device staging every batch goes through.
 #include <numeric>
 #include <vector>
 
 #include "engine/core/pinned_buffer.h"
 #include "kernels/embedding_bag.h"
+#include "kernels/linear.h"
 #include "test/ops/check_case.h"
 
 using namespace shardrec;
@@ -19,6 +20,37 @@ TEST_CASE("backend ops: every case matches the float64 reference on CUDA", "[ops
             continue;
         DYNAMIC_SECTION(kernels::op_name(c->kind()) << "(" << c->vars() << ") on cuda") {
             check_case(*c, Device::cuda(0));
+        }
+    }
+}
+
+TEST_CASE("backend ops: the GEMM cases within the rounding of tf32 and bf16 math on CUDA",
+          "[ops][cuda]") {
+    // Tensor-core math rounds each GEMM operand to tf32 (unit 2^-11) or bf16 (2^-8) and
+    // accumulates in fp32, whether cuBLAS rounds fp32 operands (FAST_TF32 / FAST_16BF) or the op
+    // writes bf16 ones. Each rounding on an output's chain (an operand, or an intermediate such as
+    // the low-rank vx and gv, or the mixture's expert values) adds at most one unit of its
+    // magnitude: the bound allows eight.
+    struct Math {
+        kernels::GemmMath math;
+        double unit;
+    };
+
+    struct Restore {
+        ~Restore() { kernels::set_gemm_math(kernels::GemmMath::kF32); }
+    } restore;
+
+    for (const Math m :
+         {Math{kernels::GemmMath::kTf32, 0x1p-11}, Math{kernels::GemmMath::kBf16, 0x1p-8}}) {
+        for (auto& c : all_op_cases()) {
+            if (c->bench_only() || c->gemms().empty())
+                continue;
+            DYNAMIC_SECTION(kernels::op_name(c->kind())
+                            << "(" << c->vars() << ") in " << kernels::gemm_math_name(m.math)
+                            << " on cuda") {
+                kernels::set_gemm_math(m.math);
+                check_case(*c, Device::cuda(0), 8 * m.unit);
+            }
         }
     }
 }
