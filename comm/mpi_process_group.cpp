@@ -65,22 +65,6 @@ void check_host(const char* collective, const Tensor& t, const char* what) {
              what, t.str());
 }
 
-// Checks the length and signs of splits; returns their sum.
-int64_t check_splits(const char* collective,
-                     const char* what,
-                     const std::vector<int64_t>& splits,
-                     int group_size) {
-    SR_CHECK(static_cast<int64_t>(splits.size()) == group_size,
-             "{}: {} has {} entries for a group of {} ranks", collective, what, splits.size(),
-             group_size);
-    int64_t total = 0;
-    for (size_t r = 0; r < splits.size(); ++r) {
-        SR_CHECK(splits[r] >= 0, "{}: {}[{}] = {} is negative", collective, what, r, splits[r]);
-        total += splits[r];
-    }
-    return total;
-}
-
 // A contiguous type of `block` elements, freed when it goes out of scope: MPI lets pending
 // operations that use a freed type complete normally.
 class BlockType {
@@ -215,14 +199,7 @@ Work MpiProcessGroup::all_to_all_v(const Tensor& input,
     const char* const kName = "all_to_all_v";
     check_host(kName, input, "input");
     check_host(kName, output, "output");
-    SR_CHECK(input.dtype() == output.dtype(), "{}: input is {} but output is {}", kName,
-             input.str(), output.str());
-    const int64_t num_in = check_splits(kName, "input_splits", input_splits, size());
-    const int64_t num_out = check_splits(kName, "output_splits", output_splits, size());
-    SR_CHECK(num_in == input.numel(), "{}: input_splits sum to {} but input is {}", kName, num_in,
-             input.str());
-    SR_CHECK(num_out == output.numel(), "{}: output_splits sum to {} but output is {}", kName,
-             num_out, output.str());
+    check_all_to_all_v(kName, input, input_splits, output, output_splits);
     detail::MpiBlockedSplits send = detail::mpi_blocked_splits(kName, input_splits, max_count_);
     detail::MpiBlockedSplits recv = detail::mpi_blocked_splits(kName, output_splits, max_count_);
     const BlockType send_type(mpi_type(input.dtype()), send.block);
@@ -268,14 +245,7 @@ Work MpiProcessGroup::reduce_scatter_v(const Tensor& input,
     const char* const kName = "reduce_scatter_v";
     check_host(kName, input, "input");
     check_host(kName, output, "output");
-    SR_CHECK(input.dtype() == output.dtype(), "{}: input is {} but output is {}", kName,
-             input.str(), output.str());
-    const int64_t num_in = check_splits(kName, "input_splits", input_splits, size());
-    SR_CHECK(num_in == input.numel(), "{}: input_splits sum to {} but input is {}", kName, num_in,
-             input.str());
-    SR_CHECK(output.numel() == input_splits[static_cast<size_t>(rank())],
-             "{}: output is {} but input_splits[{}] = {}", kName, output.str(), rank(),
-             input_splits[static_cast<size_t>(rank())]);
+    check_reduce_scatter_v(kName, input, input_splits, output);
     const MPI_Datatype type = mpi_reduce_type(kName, input.dtype(), op);
     std::vector<int> counts(input_splits.size());
     for (size_t r = 0; r < input_splits.size(); ++r) {
@@ -304,14 +274,7 @@ Work MpiProcessGroup::all_gather_v(const Tensor& input,
     const char* const kName = "all_gather_v";
     check_host(kName, input, "input");
     check_host(kName, output, "output");
-    SR_CHECK(input.dtype() == output.dtype(), "{}: input is {} but output is {}", kName,
-             input.str(), output.str());
-    const int64_t num_out = check_splits(kName, "output_splits", output_splits, size());
-    SR_CHECK(num_out == output.numel(), "{}: output_splits sum to {} but output is {}", kName,
-             num_out, output.str());
-    SR_CHECK(input.numel() == output_splits[static_cast<size_t>(rank())],
-             "{}: input is {} but output_splits[{}] = {}", kName, input.str(), rank(),
-             output_splits[static_cast<size_t>(rank())]);
+    check_all_gather_v(kName, input, output, output_splits);
     detail::MpiBlockedSplits send = detail::mpi_blocked_splits(kName, {input.numel()}, max_count_);
     detail::MpiBlockedSplits recv = detail::mpi_blocked_splits(kName, output_splits, max_count_);
     const BlockType send_type(mpi_type(input.dtype()), send.block);
@@ -332,8 +295,7 @@ Work MpiProcessGroup::all_gather_v(const Tensor& input,
 Work MpiProcessGroup::broadcast(Tensor& tensor, int root) {
     const char* const kName = "broadcast";
     check_host(kName, tensor, "tensor");
-    SR_CHECK(root >= 0 && root < size(), "{}: root {} is not a rank of group '{}' (size {})", kName,
-             root, name(), size());
+    check_root(kName, root);
     const MPI_Datatype type = mpi_type(tensor.dtype());
     auto work = std::make_unique<MpiWork>(kName, *this);
     work->keep(tensor);

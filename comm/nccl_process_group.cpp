@@ -94,22 +94,6 @@ ncclRedOp_t nccl_op(const char* collective, ReduceOp op, DType dtype) {
     return ncclSum;
 }
 
-// Checks the length and signs of splits; returns their sum.
-int64_t check_splits(const char* collective,
-                     const char* what,
-                     const std::vector<int64_t>& splits,
-                     int group_size) {
-    SR_CHECK(static_cast<int64_t>(splits.size()) == group_size,
-             "{}: {} has {} entries for a group of {} ranks", collective, what, splits.size(),
-             group_size);
-    int64_t total = 0;
-    for (size_t r = 0; r < splits.size(); ++r) {
-        SR_CHECK(splits[r] >= 0, "{}: {}[{}] = {} is negative", collective, what, r, splits[r]);
-        total += splits[r];
-    }
-    return total;
-}
-
 bool all_equal(const std::vector<int64_t>& v) {
     for (const int64_t x : v) {
         if (x != v.front())
@@ -296,12 +280,7 @@ Work NcclProcessGroup::all_to_all_v(const Tensor& input,
              name());
     check_device(kName, input, "input", device_);
     check_device(kName, output, "output", device_);
-    SR_CHECK(input.dtype() == output.dtype(), "{}: input is {} but output is {}", kName,
-             input.str(), output.str());
-    SR_CHECK(check_splits(kName, "input_splits", input_splits, size()) == input.numel(),
-             "{}: input_splits do not sum to the input's {} elements", kName, input.numel());
-    SR_CHECK(check_splits(kName, "output_splits", output_splits, size()) == output.numel(),
-             "{}: output_splits do not sum to the output's {} elements", kName, output.numel());
+    check_all_to_all_v(kName, input, input_splits, output, output_splits);
     const ncclDataType_t type = nccl_type(input.dtype());
     const auto s = static_cast<cudaStream_t>(stream_->handle());
     NcclGroup group;
@@ -344,13 +323,7 @@ Work NcclProcessGroup::reduce_scatter_v(const Tensor& input,
              name());
     check_device(kName, input, "input", device_);
     check_device(kName, output, "output", device_);
-    SR_CHECK(input.dtype() == output.dtype(), "{}: input is {} but output is {}", kName,
-             input.str(), output.str());
-    SR_CHECK(check_splits(kName, "input_splits", input_splits, size()) == input.numel(),
-             "{}: input_splits do not sum to the input's {} elements", kName, input.numel());
-    SR_CHECK(output.numel() == input_splits[static_cast<size_t>(rank())],
-             "{}: output is {} but input_splits[{}] = {}", kName, output.str(), rank(),
-             input_splits[static_cast<size_t>(rank())]);
+    check_reduce_scatter_v(kName, input, input_splits, output);
     const ncclDataType_t type = nccl_type(input.dtype());
     const ncclRedOp_t nop = nccl_op(kName, op, input.dtype());
     const auto s = static_cast<cudaStream_t>(stream_->handle());
@@ -386,13 +359,7 @@ Work NcclProcessGroup::all_gather_v(const Tensor& input,
              name());
     check_device(kName, input, "input", device_);
     check_device(kName, output, "output", device_);
-    SR_CHECK(input.dtype() == output.dtype(), "{}: input is {} but output is {}", kName,
-             input.str(), output.str());
-    SR_CHECK(check_splits(kName, "output_splits", output_splits, size()) == output.numel(),
-             "{}: output_splits do not sum to the output's {} elements", kName, output.numel());
-    SR_CHECK(input.numel() == output_splits[static_cast<size_t>(rank())],
-             "{}: input is {} but output_splits[{}] = {}", kName, input.str(), rank(),
-             output_splits[static_cast<size_t>(rank())]);
+    check_all_gather_v(kName, input, output, output_splits);
     const ncclDataType_t type = nccl_type(input.dtype());
     const auto s = static_cast<cudaStream_t>(stream_->handle());
     if (all_equal(output_splits)) {
@@ -422,8 +389,7 @@ Work NcclProcessGroup::broadcast(Tensor& tensor, int root) {
     SR_CHECK(!comm_->is_aborted(), "{}: NCCL group '{}' was aborted by an earlier failure", kName,
              name());
     check_device(kName, tensor, "tensor", device_);
-    SR_CHECK(root >= 0 && root < size(), "{}: root {} is not a rank of group '{}' (size {})", kName,
-             root, name(), size());
+    check_root(kName, root);
     SR_NCCL_CHECK(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(),
                                 static_cast<size_t>(tensor.numel()), nccl_type(tensor.dtype()),
                                 root, comm_->comm, static_cast<cudaStream_t>(stream_->handle())),

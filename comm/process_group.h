@@ -85,6 +85,23 @@ protected:
     ProcessGroup(int rank, int size, std::string name)
         : rank_(rank), size_(size), name_(std::move(name)) {}
 
+    // The argument checks of the collectives, the same for every backend (each checks its
+    // tensors' devices itself): they throw an Error naming the collective and the argument.
+    void check_all_to_all_v(const char* collective,
+                            const Tensor& input,
+                            const std::vector<int64_t>& input_splits,
+                            const Tensor& output,
+                            const std::vector<int64_t>& output_splits) const;
+    void check_reduce_scatter_v(const char* collective,
+                                const Tensor& input,
+                                const std::vector<int64_t>& input_splits,
+                                const Tensor& output) const;
+    void check_all_gather_v(const char* collective,
+                            const Tensor& input,
+                            const Tensor& output,
+                            const std::vector<int64_t>& output_splits) const;
+    void check_root(const char* collective, int root) const;
+
 private:
     int rank_;
     int size_;
