@@ -3,6 +3,7 @@
 #include "engine/core/rng.h"
 #include "engine/core/stream.h"
 #include "kernels/dense_optimizer.h"
+#include "test/ops/dense_inputs.h"
 #include "test/ops/op_case.h"
 #include "test/reference/dense_optimizer.h"
 
@@ -10,20 +11,6 @@ namespace shardrec::test {
 namespace {
 
 using kernels::OpKind;
-
-Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream, float lo, float hi) {
-    rng::Rng r(seed, stream);
-    Tensor t = Tensor::empty(shape, DType::kF32);
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-        p[i] = r.uniform(lo, hi);
-    }
-    return t;
-}
-
-RefOutput ref_output(const char* name, ref::DenseValues v) {
-    return RefOutput{name, std::move(v.value), std::move(v.mag)};
-}
 
 enum class Optim { kSgd, kAdagrad, kAdam };
 

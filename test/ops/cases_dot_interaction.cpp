@@ -4,6 +4,7 @@
 #include "engine/core/rng.h"
 #include "engine/core/stream.h"
 #include "kernels/dot_interaction.h"
+#include "test/ops/dense_inputs.h"
 #include "test/ops/op_case.h"
 #include "test/reference/dot_interaction.h"
 
@@ -11,20 +12,6 @@ namespace shardrec::test {
 namespace {
 
 using kernels::OpKind;
-
-Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream) {
-    rng::Rng r(seed, stream);
-    Tensor t = Tensor::empty(shape, DType::kF32);
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-        p[i] = r.uniform(-1.f, 1.f);
-    }
-    return t;
-}
-
-RefOutput ref_output(const char* name, ref::DenseValues v) {
-    return RefOutput{name, std::move(v.value), std::move(v.mag)};
-}
 
 struct DotShape {
     int64_t B, F, D;

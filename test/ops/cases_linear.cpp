@@ -6,6 +6,7 @@
 #include "engine/core/rng.h"
 #include "engine/core/stream.h"
 #include "kernels/linear.h"
+#include "test/ops/dense_inputs.h"
 #include "test/ops/op_case.h"
 #include "test/reference/linear.h"
 
@@ -14,32 +15,6 @@ namespace {
 
 using kernels::Activation;
 using kernels::OpKind;
-
-Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream, float lo, float hi) {
-    rng::Rng r(seed, stream);
-    Tensor t = Tensor::empty(shape, DType::kF32);
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-        p[i] = r.uniform(lo, hi);
-    }
-    return t;
-}
-
-ref::Act to_ref(Activation act) {
-    switch (act) {
-        case Activation::kRelu:
-            return ref::Act::kRelu;
-        case Activation::kSigmoid:
-            return ref::Act::kSigmoid;
-        case Activation::kIdentity:
-            break;
-    }
-    return ref::Act::kIdentity;
-}
-
-RefOutput ref_output(const char* name, ref::DenseValues v) {
-    return RefOutput{name, std::move(v.value), std::move(v.mag)};
-}
 
 struct LinearShape {
     int64_t B, I, O;

@@ -6,6 +6,7 @@
 #include "engine/core/rng.h"
 #include "engine/core/stream.h"
 #include "kernels/mixture_crossnet.h"
+#include "test/ops/dense_inputs.h"
 #include "test/ops/op_case.h"
 #include "test/reference/mixture_crossnet.h"
 
@@ -14,30 +15,6 @@ namespace {
 
 using kernels::Activation;
 using kernels::OpKind;
-
-Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream) {
-    rng::Rng r(seed, stream);
-    Tensor t = Tensor::empty(shape, DType::kF32);
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-        p[i] = r.uniform(-1.f, 1.f);
-    }
-    return t;
-}
-
-RefOutput ref_output(const char* name, ref::DenseValues v) {
-    return RefOutput{name, std::move(v.value), std::move(v.mag)};
-}
-
-ref::Act to_ref(Activation act) {
-    if (act == Activation::kRelu) {
-        return ref::Act::kRelu;
-    }
-    if (act == Activation::kSigmoid) {
-        return ref::Act::kSigmoid;
-    }
-    return ref::Act::kIdentity;
-}
 
 struct MixtureShape {
     int64_t B, N, K, r;

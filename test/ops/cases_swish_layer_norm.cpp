@@ -5,6 +5,7 @@
 #include "engine/core/rng.h"
 #include "engine/core/stream.h"
 #include "kernels/swish_layer_norm.h"
+#include "test/ops/dense_inputs.h"
 #include "test/ops/op_case.h"
 #include "test/reference/swish_layer_norm.h"
 
@@ -12,20 +13,6 @@ namespace shardrec::test {
 namespace {
 
 using kernels::OpKind;
-
-Tensor random_f32(const Shape& shape, uint64_t seed, uint64_t stream, float lo, float hi) {
-    rng::Rng r(seed, stream);
-    Tensor t = Tensor::empty(shape, DType::kF32);
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-        p[i] = r.uniform(lo, hi);
-    }
-    return t;
-}
-
-RefOutput ref_output(const char* name, ref::DenseValues v) {
-    return RefOutput{name, std::move(v.value), std::move(v.mag)};
-}
 
 struct LayerNormShape {
     int64_t R, N;
