@@ -289,9 +289,9 @@ TEST_CASE("Config: the DLRM synthetic benchmark config has its shapes", "[config
 }
 
 TEST_CASE("Config: train.target_auc needs evaluations", "[config]") {
-    CHECK_THAT(errors_of(kModelHead,
-                         {"model.type=dlrm", "train.target_auc=0.8", "train.eval_samples=0"}),
-               Contains("train.target_auc: 0.8 needs evaluations, but eval_samples is 0"));
+    CHECK_THAT(
+        errors_of(kModelHead, {"model.type=dlrm", "train.target_auc=0.8", "train.eval_samples=0"}),
+        Contains("train.target_auc: 0.8 needs evaluations, but eval_samples is 0"));
     CHECK(errors_of(kModelHead, {"model.type=dlrm", "train.target_auc=0.8"}).empty());
     CHECK(errors_of(kModelHead, {"model.type=dlrm", "train.eval_samples=0"}).empty());
 }
