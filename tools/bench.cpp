@@ -60,7 +60,7 @@ int64_t dense_bytes(RecModel& model, DenseOptimizer& optimizer) {
     return bytes;
 }
 
-// The step times of every rank, summed up for rank 0's report.
+// The step times, memory and allocations of every rank, summed up for rank 0's report.
 struct RankTimes {
     int ranks = 1;
     double median_s = 0, p10_s = 0, p90_s = 0;  // of the slowest rank (largest median)
@@ -68,19 +68,26 @@ struct RankTimes {
     double fastest_median_s = 0;
     int fastest_rank = 0;
     int64_t max_peak_bytes = 0;
-    int64_t max_allocs = 0;  // in the timed steps
+    int peak_rank = 0;
+    int64_t peak_rank_model_bytes = 0;  // tables, optimizer state and dense of peak_rank
+    int64_t max_allocs = 0;             // in the timed steps
 };
 
 // Collective over pg (null: one process). step_s is sorted.
 RankTimes gather_rank_times(comm::ProcessGroup* pg,
                             const std::vector<double>& step_s,
                             const AllocStats& stats,
-                            int64_t allocs) {
+                            int64_t allocs,
+                            int64_t model_bytes) {
     const auto ns = [](double s) { return static_cast<int64_t>(s * 1e9); };
-    const int64_t mine[5] = {ns(step_s[step_s.size() / 2]), ns(step_s[step_s.size() / 10]),
-                             ns(step_s[step_s.size() * 9 / 10]), stats.peak_bytes, allocs};
-    std::vector<int64_t> all[5];
-    for (int k = 0; k < 5; ++k)
+    const int64_t mine[6] = {ns(step_s[step_s.size() / 2]),
+                             ns(step_s[step_s.size() / 10]),
+                             ns(step_s[step_s.size() * 9 / 10]),
+                             stats.peak_bytes,
+                             allocs,
+                             model_bytes};
+    std::vector<int64_t> all[6];
+    for (int k = 0; k < 6; ++k)
         all[k] = pg ? comm::all_gather_int64(*pg, mine[k]) : std::vector<int64_t>{mine[k]};
     RankTimes t;
     t.ranks = static_cast<int>(all[0].size());
@@ -89,9 +96,12 @@ RankTimes gather_rank_times(comm::ProcessGroup* pg,
             t.slowest_rank = r;
         if (all[0][r] < all[0][t.fastest_rank])
             t.fastest_rank = r;
-        t.max_peak_bytes = std::max(t.max_peak_bytes, all[3][r]);
+        if (all[3][r] > all[3][t.peak_rank])
+            t.peak_rank = r;
         t.max_allocs = std::max(t.max_allocs, all[4][r]);
     }
+    t.max_peak_bytes = all[3][t.peak_rank];
+    t.peak_rank_model_bytes = all[5][t.peak_rank];
     t.median_s = static_cast<double>(all[0][t.slowest_rank]) * 1e-9;
     t.p10_s = static_cast<double>(all[1][t.slowest_rank]) * 1e-9;
     t.p90_s = static_cast<double>(all[2][t.slowest_rank]) * 1e-9;
@@ -170,8 +180,9 @@ int bench_main(const std::vector<std::string>& args) {
     const int64_t dense = dense_bytes(trainer.model(), trainer.dense_optimizer());
     // The ranks step together, so the slowest rank's median is the job's step time; memory and
     // allocations are each rank's own, reported at their largest. Rank 0 reports for all.
-    const RankTimes times = gather_rank_times(trainer.process_group().get(), step_s, after,
-                                              after.num_allocs - before.num_allocs);
+    const RankTimes times =
+        gather_rank_times(trainer.process_group().get(), step_s, after,
+                          after.num_allocs - before.num_allocs, table_bytes + state_bytes + dense);
     if (comm::process_info().rank != 0)
         return 0;
     const double med = times.median_s, p10 = times.p10_s, p90 = times.p90_s;
@@ -237,14 +248,18 @@ int bench_main(const std::vector<std::string>& args) {
         std::printf("device            %s, device copy %.1f GB/s (read + write)\n",
                     device.str().c_str(), device_copy_gbps);
     }
+    // With several ranks the model bytes are rank 0's, and the peak is the largest rank's.
+    const std::string model_rank = times.ranks > 1 ? ", rank 0" : "";
+    const std::string peak_rank =
+        times.ranks > 1 ? fmt::format(", rank {}, the most", times.peak_rank) : "";
     std::printf(
-        "model bytes       tables %.1f MiB + fused optimizer state %.1f MiB + dense %.1f MiB\n",
-        table_bytes / 1048576.0, state_bytes / 1048576.0, dense / 1048576.0);
-    std::printf("peak host memory  %.1f MiB tracked (%.2fx the model bytes)%s\n",
+        "model bytes       tables %.1f MiB + fused optimizer state %.1f MiB + dense %.1f MiB%s\n",
+        table_bytes / 1048576.0, state_bytes / 1048576.0, dense / 1048576.0, model_rank.c_str());
+    std::printf("peak host memory  %.1f MiB tracked (%.2fx its model bytes)%s\n",
                 times.max_peak_bytes / 1048576.0,
                 static_cast<double>(times.max_peak_bytes) /
-                    static_cast<double>(std::max<int64_t>(1, table_bytes + state_bytes + dense)),
-                times.ranks > 1 ? ", on the rank with the most" : "");
+                    static_cast<double>(std::max<int64_t>(1, times.peak_rank_model_bytes)),
+                peak_rank.c_str());
     std::printf("allocations/step  %.2f after warm-up%s\n", allocs_per_step,
                 times.ranks > 1 ? ", on the rank with the most" : "");
     if (!regions.empty()) {
