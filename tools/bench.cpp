@@ -60,6 +60,13 @@ int64_t dense_bytes(RecModel& model, DenseOptimizer& optimizer) {
     return bytes;
 }
 
+// One device type's memory and allocations, at their largest over the ranks.
+struct RankMemory {
+    int64_t max_peak_bytes = 0;
+    int peak_rank = 0;
+    int64_t max_allocs = 0;  // in the timed steps
+};
+
 // The step times, memory and allocations of every rank, summed up for rank 0's report.
 struct RankTimes {
     int ranks = 1;
@@ -67,41 +74,49 @@ struct RankTimes {
     int slowest_rank = 0;
     double fastest_median_s = 0;
     int fastest_rank = 0;
-    int64_t max_peak_bytes = 0;
-    int peak_rank = 0;
-    int64_t peak_rank_model_bytes = 0;  // tables, optimizer state and dense of peak_rank
-    int64_t max_allocs = 0;             // in the timed steps
+    RankMemory host, device;
+    std::vector<int64_t> model_bytes;  // per rank: tables, optimizer state and dense
 };
 
-// Collective over pg (null: one process). step_s is sorted.
+// Collective over pg (null: one process). step_s is sorted; before and after bracket the timed
+// steps, indexed by DeviceType.
 RankTimes gather_rank_times(comm::ProcessGroup* pg,
                             const std::vector<double>& step_s,
-                            const AllocStats& stats,
-                            int64_t allocs,
+                            const AllocStats (&before)[2],
+                            const AllocStats (&after)[2],
                             int64_t model_bytes) {
     const auto ns = [](double s) { return static_cast<int64_t>(s * 1e9); };
-    const int64_t mine[6] = {ns(step_s[step_s.size() / 2]),
+    constexpr int kCpu = static_cast<int>(DeviceType::kCpu);
+    constexpr int kCuda = static_cast<int>(DeviceType::kCuda);
+    const int64_t mine[8] = {ns(step_s[step_s.size() / 2]),
                              ns(step_s[step_s.size() / 10]),
                              ns(step_s[step_s.size() * 9 / 10]),
-                             stats.peak_bytes,
-                             allocs,
-                             model_bytes};
-    std::vector<int64_t> all[6];
-    for (int k = 0; k < 6; ++k)
+                             model_bytes,
+                             after[kCpu].peak_bytes,
+                             after[kCpu].num_allocs - before[kCpu].num_allocs,
+                             after[kCuda].peak_bytes,
+                             after[kCuda].num_allocs - before[kCuda].num_allocs};
+    std::vector<int64_t> all[8];
+    for (int k = 0; k < 8; ++k)
         all[k] = pg ? comm::all_gather_int64(*pg, mine[k]) : std::vector<int64_t>{mine[k]};
     RankTimes t;
     t.ranks = static_cast<int>(all[0].size());
+    RankMemory* memory[2] = {&t.host, &t.device};
     for (int r = 0; r < t.ranks; ++r) {
         if (all[0][r] > all[0][t.slowest_rank])
             t.slowest_rank = r;
         if (all[0][r] < all[0][t.fastest_rank])
             t.fastest_rank = r;
-        if (all[3][r] > all[3][t.peak_rank])
-            t.peak_rank = r;
-        t.max_allocs = std::max(t.max_allocs, all[4][r]);
+        for (int d = 0; d < 2; ++d) {
+            RankMemory& m = *memory[d];
+            if (all[4 + 2 * d][r] > all[4 + 2 * d][m.peak_rank])
+                m.peak_rank = r;
+            m.max_allocs = std::max(m.max_allocs, all[5 + 2 * d][r]);
+        }
     }
-    t.max_peak_bytes = all[3][t.peak_rank];
-    t.peak_rank_model_bytes = all[5][t.peak_rank];
+    for (int d = 0; d < 2; ++d)
+        memory[d]->max_peak_bytes = all[4 + 2 * d][memory[d]->peak_rank];
+    t.model_bytes = all[3];
     t.median_s = static_cast<double>(all[0][t.slowest_rank]) * 1e-9;
     t.p10_s = static_cast<double>(all[1][t.slowest_rank]) * 1e-9;
     t.p90_s = static_cast<double>(all[2][t.slowest_rank]) * 1e-9;
@@ -162,14 +177,14 @@ int bench_main(const std::vector<std::string>& args) {
     trainer.reset_stage_times();
     if (profiled)
         profile::enable(trainer.device());
-    const AllocStats before = cpu_alloc_stats();
+    const AllocStats before[2] = {alloc_stats(DeviceType::kCpu), alloc_stats(DeviceType::kCuda)};
     std::vector<double> step_s;
     for (int64_t s = warmup; s < warmup + steps; ++s) {
         const auto t0 = Clock::now();
         (void)trainer.progress(*inputs);
         step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    const AllocStats after = cpu_alloc_stats();
+    const AllocStats after[2] = {alloc_stats(DeviceType::kCpu), alloc_stats(DeviceType::kCuda)};
     const std::vector<profile::RegionTime> regions =
         profiled ? profile::collect() : std::vector<profile::RegionTime>{};
     const std::optional<train::StageTimes> stages = trainer.stage_times();
@@ -180,16 +195,19 @@ int bench_main(const std::vector<std::string>& args) {
     const int64_t dense = dense_bytes(trainer.model(), trainer.dense_optimizer());
     // The ranks step together, so the slowest rank's median is the job's step time; memory and
     // allocations are each rank's own, reported at their largest. Rank 0 reports for all.
-    const RankTimes times =
-        gather_rank_times(trainer.process_group().get(), step_s, after,
-                          after.num_allocs - before.num_allocs, table_bytes + state_bytes + dense);
+    const RankTimes times = gather_rank_times(trainer.process_group().get(), step_s, before, after,
+                                              table_bytes + state_bytes + dense);
     if (comm::process_info().rank != 0)
         return 0;
     const double med = times.median_s, p10 = times.p10_s, p90 = times.p90_s;
     const double sps = static_cast<double>(trainer.global_batch_size()) / med;
     const double allocs_per_step =
-        static_cast<double>(times.max_allocs) / static_cast<double>(steps);
+        static_cast<double>(times.host.max_allocs) / static_cast<double>(steps);
+    const double device_allocs_per_step =
+        static_cast<double>(times.device.max_allocs) / static_cast<double>(steps);
     const Device device = trainer.device();
+    // The model's bytes live on its device: the GPU's peak is set against them under CUDA.
+    const RankMemory& model_memory = device.is_cuda() ? times.device : times.host;
     const double device_copy_gbps =
         device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index) : 0;
     // The dense work's floor: forward + backward take about 3x the forward FLOPs, here at the GEMM
@@ -248,20 +266,35 @@ int bench_main(const std::vector<std::string>& args) {
         std::printf("device            %s, device copy %.1f GB/s (read + write)\n",
                     device.str().c_str(), device_copy_gbps);
     }
-    // With several ranks the model bytes are rank 0's, and the peak is the largest rank's.
-    const std::string model_rank = times.ranks > 1 ? ", rank 0" : "";
-    const std::string peak_rank =
-        times.ranks > 1 ? fmt::format(", rank {}, the most", times.peak_rank) : "";
+    // With several ranks the model bytes are rank 0's, and each peak is the largest rank's.
+    const bool ranks = times.ranks > 1;
+    const auto at_rank = [&](const RankMemory& m) {
+        return ranks ? fmt::format(", rank {}, the most", m.peak_rank) : std::string();
+    };
     std::printf(
         "model bytes       tables %.1f MiB + fused optimizer state %.1f MiB + dense %.1f MiB%s\n",
-        table_bytes / 1048576.0, state_bytes / 1048576.0, dense / 1048576.0, model_rank.c_str());
-    std::printf("peak host memory  %.1f MiB tracked (%.2fx its model bytes)%s\n",
-                times.max_peak_bytes / 1048576.0,
-                static_cast<double>(times.max_peak_bytes) /
-                    static_cast<double>(std::max<int64_t>(1, times.peak_rank_model_bytes)),
-                peak_rank.c_str());
-    std::printf("allocations/step  %.2f after warm-up%s\n", allocs_per_step,
-                times.ranks > 1 ? ", on the rank with the most" : "");
+        table_bytes / 1048576.0, state_bytes / 1048576.0, dense / 1048576.0,
+        ranks ? ", rank 0" : "");
+    const double model_ratio =
+        static_cast<double>(model_memory.max_peak_bytes) /
+        static_cast<double>(
+            std::max<int64_t>(1, times.model_bytes[static_cast<size_t>(model_memory.peak_rank)]));
+    if (device.is_cuda()) {
+        std::printf("peak GPU memory   %.1f MiB tracked (%.2fx its model bytes)%s\n",
+                    times.device.max_peak_bytes / 1048576.0, model_ratio,
+                    at_rank(times.device).c_str());
+        std::printf("peak host memory  %.1f MiB tracked%s\n", times.host.max_peak_bytes / 1048576.0,
+                    at_rank(times.host).c_str());
+        std::printf("allocations/step  %.2f on the device, %.2f on the host, after warm-up%s\n",
+                    device_allocs_per_step, allocs_per_step,
+                    ranks ? ", on the rank with the most" : "");
+    } else {
+        std::printf("peak host memory  %.1f MiB tracked (%.2fx its model bytes)%s\n",
+                    times.host.max_peak_bytes / 1048576.0, model_ratio,
+                    at_rank(times.host).c_str());
+        std::printf("allocations/step  %.2f after warm-up%s\n", allocs_per_step,
+                    ranks ? ", on the rank with the most" : "");
+    }
     if (!regions.empty()) {
         std::printf(
             "profile           device time per step, in the compute stream's order (the step "
@@ -286,15 +319,16 @@ int bench_main(const std::vector<std::string>& args) {
             "\"step_ms\":{:.4f},\"step_ms_p10\":{:.4f},\"step_ms_p90\":{:.4f},"
             "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"table_bytes\":{},"
             "\"optimizer_state_bytes\":{},\"dense_bytes\":{},\"peak_bytes\":{},"
-            "\"allocs_per_step\":{:.3f},\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
+            "\"host_peak_bytes\":{},\"allocs_per_step\":{:.3f},\"device_allocs_per_step\":{:.3f},"
+            "\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
             "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
             "\"input_dist_ms\":{:.4f},\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
             "\"dense_floor_ms\":{:.4f},\"profile_ms_per_step\":{{{}}}}}\n",
             path, config.model.type, config.train.pipeline, config.data.batch_size, threads,
             med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense,
-            times.max_peak_bytes, allocs_per_step, data_ms, device.str(), device_copy_gbps,
-            per_step[0], per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms,
-            profile_json);
+            model_memory.max_peak_bytes, times.host.max_peak_bytes, allocs_per_step,
+            device_allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
+            per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms, profile_json);
     }
     return 0;
 }

@@ -12,19 +12,42 @@
 namespace shardrec {
 namespace {
 
-std::atomic<int64_t> g_current{0};
-std::atomic<int64_t> g_peak{0};
-std::atomic<int64_t> g_allocs{0};
+// The counters of one device type.
+struct Counters {
+    std::atomic<int64_t> current{0};
+    std::atomic<int64_t> peak{0};
+    std::atomic<int64_t> allocs{0};
+
+    void add(size_t bytes) {
+        const int64_t now =
+            current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+        int64_t p = peak.load();
+        while (now > p && !peak.compare_exchange_weak(p, now)) {
+        }
+        allocs.fetch_add(1);
+    }
+
+    void remove(size_t bytes) { current.fetch_sub(static_cast<int64_t>(bytes)); }
+};
+
+Counters g_counters[2];  // indexed by DeviceType
+
+Counters& counters(DeviceType type) {
+    return g_counters[static_cast<size_t>(type)];
+}
 
 constexpr size_t kHugePageMinBytes = size_t{32} << 20;
 
 }  // namespace
 
 void* device_alloc(Device device, size_t bytes) {
-    if (device.is_cuda())
-        return cuda::alloc(device.index, bytes);
     if (bytes == 0)
         return nullptr;
+    if (device.is_cuda()) {
+        void* p = cuda::alloc(device.index, bytes);
+        counters(DeviceType::kCuda).add(bytes);
+        return p;
+    }
     // Large buffers (embedding tables) start on a 2 MiB boundary and ask for transparent huge
     // pages: random row gathers then rarely miss the TLB (about 1.5x on a 512 MiB table lookup).
     constexpr size_t kHugePage = size_t{2} << 20;
@@ -37,24 +60,31 @@ void* device_alloc(Device device, size_t bytes) {
     if (huge)
         (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing
 #endif
-    const int64_t now =
-        g_current.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
-    int64_t peak = g_peak.load();
-    while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-    }
-    g_allocs.fetch_add(1);
+    counters(DeviceType::kCpu).add(bytes);
     return p;
 }
 
 void device_free(Device device, void* ptr, size_t bytes) {
     if (ptr == nullptr)
         return;
-    if (device.is_cuda()) {
+    if (device.is_cuda())
         cuda::free(device.index, ptr);
+    else
+        std::free(ptr);
+    counters(device.type).remove(bytes);
+}
+
+void* pinned_alloc(size_t bytes) {
+    void* p = cuda::host_alloc_pinned(bytes);
+    counters(DeviceType::kCpu).add(bytes);
+    return p;
+}
+
+void pinned_free(void* ptr, size_t bytes) {
+    if (ptr == nullptr)
         return;
-    }
-    std::free(ptr);
-    g_current.fetch_sub(static_cast<int64_t>(bytes));
+    cuda::host_free_pinned(ptr);
+    counters(DeviceType::kCpu).remove(bytes);
 }
 
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
@@ -77,12 +107,9 @@ void device_memset_zero(void* dst, Device device, size_t bytes) {
     cuda::memset_zero(dst, bytes);
 }
 
-AllocStats cpu_alloc_stats() {
-    return AllocStats{g_current.load(), g_peak.load(), g_allocs.load()};
-}
-
-void reset_cpu_peak() {
-    g_peak.store(g_current.load());
+AllocStats alloc_stats(DeviceType type) {
+    const Counters& c = counters(type);
+    return AllocStats{c.current.load(), c.peak.load(), c.allocs.load()};
 }
 
 }  // namespace shardrec

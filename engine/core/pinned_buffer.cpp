@@ -3,14 +3,13 @@
 #include <cstring>
 #include <utility>
 
-#include "engine/core/cuda/cuda_runtime_api.h"
+#include "engine/core/allocator.h"
 #include "engine/core/error.h"
 
 namespace shardrec {
 
 PinnedHostBuffer::~PinnedHostBuffer() {
-    if (data_ != nullptr)
-        cuda::host_free_pinned(data_);
+    pinned_free(data_, capacity_);
 }
 
 PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& o) noexcept
@@ -18,8 +17,7 @@ PinnedHostBuffer::PinnedHostBuffer(PinnedHostBuffer&& o) noexcept
 
 PinnedHostBuffer& PinnedHostBuffer::operator=(PinnedHostBuffer&& o) noexcept {
     if (this != &o) {
-        if (data_ != nullptr)
-            cuda::host_free_pinned(data_);
+        pinned_free(data_, capacity_);
         data_ = std::exchange(o.data_, nullptr);
         capacity_ = std::exchange(o.capacity_, 0);
     }
@@ -33,11 +31,10 @@ void PinnedHostBuffer::reserve(size_t bytes) {
     size_t grown = capacity_ == 0 ? bytes : capacity_;
     while (grown < bytes)
         grown *= 2;
-    if (data_ != nullptr)
-        cuda::host_free_pinned(data_);
+    pinned_free(data_, capacity_);
     data_ = nullptr;
     capacity_ = 0;
-    data_ = static_cast<char*>(cuda::host_alloc_pinned(grown));
+    data_ = static_cast<char*>(pinned_alloc(grown));
     capacity_ = grown;
 }
 

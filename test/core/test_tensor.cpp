@@ -39,3 +39,24 @@ TEST_CASE("dtype: f16 and bf16 conversions round to nearest even and keep exact 
         CHECK(bf16_to_float(float_to_bf16(x)) == x);
     CHECK(bf16_to_float(float_to_bf16(1.0f + 0x1.0p-8f)) == 1.0f);  // tie -> even
 }
+
+TEST_CASE("allocations are counted per device type: current, peak and number", "[core]") {
+    const AllocStats host0 = alloc_stats(DeviceType::kCpu);
+    const AllocStats cuda0 = alloc_stats(DeviceType::kCuda);
+    {
+        const Tensor a = Tensor::empty({1000}, DType::kF32);
+        const Tensor b = Tensor::empty({3, 5}, DType::kI64);
+        const AllocStats host = alloc_stats(DeviceType::kCpu);
+        CHECK(host.num_allocs == host0.num_allocs + 2);
+        CHECK(host.current_bytes == host0.current_bytes + 4000 + 120);
+        CHECK(host.peak_bytes >= host.current_bytes);
+        const Tensor view = a.view({10, 100});  // a view allocates nothing
+        CHECK(alloc_stats(DeviceType::kCpu).num_allocs == host.num_allocs);
+    }
+    const AllocStats host1 = alloc_stats(DeviceType::kCpu);
+    CHECK(host1.current_bytes == host0.current_bytes);
+    CHECK(host1.peak_bytes >= host0.current_bytes + 4120);
+    const AllocStats cuda1 = alloc_stats(DeviceType::kCuda);  // host tensors leave it alone
+    CHECK(cuda1.num_allocs == cuda0.num_allocs);
+    CHECK(cuda1.current_bytes == cuda0.current_bytes);
+}

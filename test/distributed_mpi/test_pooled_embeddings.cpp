@@ -140,10 +140,10 @@ TEST_CASE("PooledEmbeddingsAllToAll: a repeated step allocates nothing", "[distr
     const Tensor grad = make_matrix(2, pg->rank(), 2, 2 * world_size);
     const Tensor first = a2a.forward(local);
     a2a.backward(grad);
-    const int64_t allocs = cpu_alloc_stats().num_allocs;
+    const int64_t allocs = alloc_stats(DeviceType::kCpu).num_allocs;
     const Tensor second = a2a.forward(local);
     a2a.backward(grad);
-    CHECK(cpu_alloc_stats().num_allocs == allocs);
+    CHECK(alloc_stats(DeviceType::kCpu).num_allocs == allocs);
     CHECK(second.data_ptr() == first.data_ptr());
 }
 

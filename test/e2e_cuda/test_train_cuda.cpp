@@ -1,13 +1,16 @@
 // Training on a CUDA device (runtime.device: cuda) gives the CPU's numbers: losses, dense
 // parameters, position weights, table rows and eval metrics to float tolerance (the GPU kernels
 // sum in another order), for one process and for the ranks of mpirun sharing the node's GPUs,
-// with every dist path in one plan, on both pipelines; and a checkpoint written from the GPU
-// loads into a CPU trainer bitwise. Its main exits 77 (not run) without a GPU.
+// with every dist path in one plan, on both pipelines; steps after warm-up allocate nothing on the
+// device or the host; and a checkpoint written from the GPU loads into a CPU trainer bitwise. Its
+// main exits 77 (not run) without a GPU.
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 
 #include "comm/process_group.h"
+#include "engine/core/allocator.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/trainer.h"
@@ -110,7 +113,46 @@ void check_cuda_matches_cpu(const std::shared_ptr<comm::ProcessGroup>& pg,
     }
 }
 
+// Allocations (device, host) of 4 steps after 12 of warm-up, 4 batches cycled.
+std::array<int64_t, 2> step_allocations(const std::shared_ptr<comm::ProcessGroup>& pg,
+                                        const std::string& pipeline) {
+    const Config config =
+        parse_config(kConfig, {"train.pipeline=" + pipeline, "runtime.device=cuda"});
+    train::Trainer trainer(config, pg);
+    std::vector<Batch> batches;
+    for (int64_t s = 0; s < 4; ++s)
+        batches.push_back(trainer.train_batch(s));
+    const int64_t warmup = 12, measured = 4;
+    // Two steps more than used: the sparse-dist pipeline stays full while measured.
+    const auto inputs = trainer.cycled_inputs(batches, warmup + measured + 2);
+    for (int64_t s = 0; s < warmup; ++s)
+        REQUIRE(trainer.progress(*inputs));
+    const AllocStats device0 = alloc_stats(DeviceType::kCuda);
+    const AllocStats host0 = alloc_stats(DeviceType::kCpu);
+    for (int64_t s = 0; s < measured; ++s)
+        REQUIRE(trainer.progress(*inputs));
+    return {alloc_stats(DeviceType::kCuda).num_allocs - device0.num_allocs,
+            alloc_stats(DeviceType::kCpu).num_allocs - host0.num_allocs};
+}
+
 }  // namespace
+
+TEST_CASE("cuda training steps allocate nothing after warm-up, on the device or the host",
+          "[cuda][e2e]") {
+    // A device allocation waits for the allocator's stream, and a pinned one locks pages: either
+    // in a step would stall the pipeline.
+    for (const bool sharded : {false, true}) {
+        for (const char* pipeline : {"base", "sparse_dist"}) {
+            const std::array<int64_t, 2> allocs =
+                step_allocations(sharded ? comm::world_process_group() : nullptr, pipeline);
+            INFO((sharded ? "sharded" : "one process")
+                 << " on " << pipeline << ": " << allocs[0] << " device and " << allocs[1]
+                 << " host allocations in 4 steps");
+            CHECK(allocs[0] == 0);
+            CHECK(allocs[1] == 0);
+        }
+    }
+}
 
 TEST_CASE("cuda training matches the cpu: one process, unsharded tables", "[cuda][e2e]") {
     for (const char* pipeline : {"base", "sparse_dist"})

@@ -46,10 +46,10 @@ int64_t step_allocations(const std::vector<std::string>& sets,
     const auto inputs = trainer.cycled_inputs(batches, warmup + measured + 2);
     for (int64_t s = 0; s < warmup; ++s)
         REQUIRE(trainer.progress(*inputs));
-    const int64_t before = cpu_alloc_stats().num_allocs;
+    const int64_t before = alloc_stats(DeviceType::kCpu).num_allocs;
     for (int64_t s = 0; s < measured; ++s)
         REQUIRE(trainer.progress(*inputs));
-    return cpu_alloc_stats().num_allocs - before;
+    return alloc_stats(DeviceType::kCpu).num_allocs - before;
 }
 
 }  // namespace

@@ -72,10 +72,10 @@ inline void check_steady_state_allocates_nothing(DenseModule& module, const Tens
     const Tensor* first = &module.forward(x);
     const void* first_data = first->data_ptr();
     module.backward(up);
-    const int64_t before = cpu_alloc_stats().num_allocs;
+    const int64_t before = alloc_stats(DeviceType::kCpu).num_allocs;
     const Tensor& again = module.forward(x);
     module.backward(up);
-    CHECK(cpu_alloc_stats().num_allocs == before);
+    CHECK(alloc_stats(DeviceType::kCpu).num_allocs == before);
     CHECK(again.data_ptr() == first_data);
 }
 

@@ -329,9 +329,9 @@ TEST_CASE(
     const KeyedJaggedTensor batch0 = batch(0), batch1 = batch(3);
     step(first, batch0);
     step(second, batch0);
-    const int64_t allocs = cpu_alloc_stats().num_allocs;
+    const int64_t allocs = alloc_stats(DeviceType::kCpu).num_allocs;
     step(first, batch1);  // same shape, other ids
-    CHECK(cpu_alloc_stats().num_allocs == allocs);
+    CHECK(alloc_stats(DeviceType::kCpu).num_allocs == allocs);
     step(second, batch1);
     for (int64_t t = 0; t < 2; ++t) {
         CHECK(bitwise_equal(first.weight(t), second.weight(t)));

@@ -106,10 +106,10 @@ TEST_CASE("interaction archs: a steady batch shape allocates nothing after the f
         dcn.forward(dense, sparse);
         dcn.backward(g_dcn);
     }
-    const int64_t before = cpu_alloc_stats().num_allocs;
+    const int64_t before = alloc_stats(DeviceType::kCpu).num_allocs;
     dot.forward(dense, sparse);
     dot.backward(g_dot);
     dcn.forward(dense, sparse);
     dcn.backward(g_dcn);
-    CHECK(cpu_alloc_stats().num_allocs == before);
+    CHECK(alloc_stats(DeviceType::kCpu).num_allocs == before);
 }

@@ -102,9 +102,9 @@ TEST_CASE("DenseOptimizer: state names, one allocation, checkpoint round trip", 
     CHECK(state[2].first == "layer.weight.exp_avg_sq");
     CHECK(state[4].first == "layer.bias.exp_avg_sq");
     CHECK(state[4].second->shape() == Shape{3});
-    const int64_t allocs = cpu_alloc_stats().num_allocs;
+    const int64_t allocs = alloc_stats(DeviceType::kCpu).num_allocs;
     opt->step(p.list(), 0.01f);
-    CHECK(cpu_alloc_stats().num_allocs == allocs);
+    CHECK(alloc_stats(DeviceType::kCpu).num_allocs == allocs);
     // Copy the state into a fresh optimizer: both then take the same next step.
     std::unique_ptr<DenseOptimizer> restored = make_dense_optimizer(c);
     TwoParams q;

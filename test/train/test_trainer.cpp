@@ -54,11 +54,11 @@ TEST_CASE("Trainer: no allocation per step after warm-up", "[train]") {
             batches.push_back(trainer.train_batch(s));
         for (int s = 0; s < 2; ++s)
             (void)trainer.train_step(batches[s], s);
-        const int64_t before = cpu_alloc_stats().num_allocs;
+        const int64_t before = alloc_stats(DeviceType::kCpu).num_allocs;
         for (int s = 2; s < 6; ++s)
             (void)trainer.train_step(batches[s], s);
         INFO(type);
-        CHECK(cpu_alloc_stats().num_allocs == before);
+        CHECK(alloc_stats(DeviceType::kCpu).num_allocs == before);
     }
 }
 
