@@ -176,6 +176,7 @@ std::vector<LinearShape> linear_shapes() {
         shapes.push_back({3, 33, 16, act, true, false});
         shapes.push_back({17, 13, 33, act, false, false});
         shapes.push_back({17, 64, 1, act, true, false});
+        shapes.push_back({130, 33, 20, act, true, false});  // grad_b: three row blocks on CUDA
     }
     // DLRM / MLPerf DLRM-DCN MLP layers (bottom 13-512-256-128, top 3456-1024-1024-512-256) at
     // a per-rank batch of 2048.
