@@ -170,6 +170,23 @@ int bench_main(const std::vector<std::string>& args) {
     const double data_ms = std::chrono::duration<double>(Clock::now() - data_t0).count() * 1e3 /
                            static_cast<double>(batches.size());
     warmup = std::max(warmup, static_cast<int64_t>(batches.size()));
+    // One process: the embedding traffic of (up to 4 of) these batches, their touched rows
+    // counted, is the floor of the step's sparse part. Sharded, each rank's share depends on the
+    // plan, and no floor is given.
+    std::optional<SparseTraffic> traffic;
+    if (trainer.process_group() == nullptr || trainer.process_group()->size() == 1) {
+        traffic.emplace();
+        const size_t n = std::min<size_t>(batches.size(), 4);
+        for (size_t i = 0; i < n; ++i) {
+            const SparseTraffic t = CostModel::sparse_traffic(config, batches[i].sparse);
+            traffic->ids += t.ids;
+            traffic->rows_touched += t.rows_touched;
+            traffic->lookup_bytes += t.lookup_bytes / static_cast<double>(n);
+            traffic->update_bytes += t.update_bytes / static_cast<double>(n);
+        }
+        traffic->ids /= static_cast<int64_t>(n);
+        traffic->rows_touched /= static_cast<int64_t>(n);
+    }
     const auto inputs = trainer.cycled_inputs(batches, warmup + steps);
     for (int64_t s = 0; s < warmup; ++s)
         (void)trainer.progress(*inputs);
@@ -257,6 +274,24 @@ int bench_main(const std::vector<std::string>& args) {
         device.is_cuda() ? "cuBLAS" : "cblas_sgemm", static_cast<long>(B),
         static_cast<long>(layer[0]), static_cast<long>(layer[0]), static_cast<long>(layer[1]),
         config.runtime.gemm_math.c_str());
+    // The sparse floor at the bandwidth of the memory the tables are in.
+    const double table_gbps = device.is_cuda() ? device_copy_gbps : copy_gbps;
+    const double sparse_floor_ms = traffic ? traffic->total_bytes() / (table_gbps * 1e9) * 1e3 : 0;
+    if (traffic) {
+        std::printf(
+            "sparse work       %.1f MB per step (lookup %.1f, fused update %.1f; %ld ids, %ld "
+            "rows touched): >= %.3f ms (%.0f %% of the step) at %.1f GB/s (%s copy)\n",
+            traffic->total_bytes() / 1e6, traffic->lookup_bytes / 1e6, traffic->update_bytes / 1e6,
+            static_cast<long>(traffic->ids), static_cast<long>(traffic->rows_touched),
+            sparse_floor_ms, 100.0 * sparse_floor_ms / (med * 1e3), table_gbps,
+            device.is_cuda() ? "device" : "host");
+        const double floor_ms = dense_floor_ms + sparse_floor_ms;
+        std::printf(
+            "step floor        >= %.3f ms: the dense and then the sparse work, each at its "
+            "ceiling (%.0f samples/s); the step takes %.2fx that\n",
+            floor_ms, static_cast<double>(trainer.global_batch_size()) / (floor_ms * 1e-3),
+            med * 1e3 / floor_ms);
+    }
     std::printf(
         "data              %.3f ms per batch (data.type %s, made before timing: not in the "
         "step time)\n",
@@ -323,12 +358,14 @@ int bench_main(const std::vector<std::string>& args) {
             "\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
             "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
             "\"input_dist_ms\":{:.4f},\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
-            "\"dense_floor_ms\":{:.4f},\"profile_ms_per_step\":{{{}}}}}\n",
+            "\"dense_floor_ms\":{:.4f},\"sparse_bytes_per_step\":{:.0f},"
+            "\"sparse_floor_ms\":{:.4f},\"profile_ms_per_step\":{{{}}}}}\n",
             path, config.model.type, config.train.pipeline, config.data.batch_size, threads,
             med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense,
             model_memory.max_peak_bytes, times.host.max_peak_bytes, allocs_per_step,
             device_allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
-            per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms, profile_json);
+            per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms,
+            traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms, profile_json);
     }
     return 0;
 }

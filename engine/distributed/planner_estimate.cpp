@@ -1,6 +1,7 @@
 #include "engine/distributed/planner_estimate.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "engine/core/error.h"
 
@@ -120,11 +121,49 @@ std::array<int64_t, 2> CostModel::largest_linear(const ModelConfig& model) {
     return dense_shape(model).largest;
 }
 
+SparseTraffic CostModel::sparse_traffic(const Config& config, const KeyedJaggedTensor& features) {
+    const std::string& sparse = config.optimizer.sparse.type;
+    const double state_per_element = state_bytes_per_element(sparse);
+    const double state_per_row = state_bytes_per_row(sparse);
+    const int64_t* values = features.values().data<int64_t>();
+    SparseTraffic t;
+    for (const ModelConfig::Table& table : config.model.tables) {
+        const auto d = static_cast<double>(table.embedding_dim);
+        const double row = d * element_bytes(table.data_type);
+        const bool weighted = table.weighted || table.position_weights > 0;  // per-id weights read
+        const double id = kIdBytes + (weighted ? kWeightBytes : 0.0);
+        std::unordered_set<int64_t> rows;
+        for (const std::string& name : table.feature_names) {
+            const auto k = static_cast<size_t>(features.key_index(name));
+            const auto bags = static_cast<double>(features.stride_per_key()[k]);
+            const int64_t begin = features.offset_per_key()[k];
+            const int64_t n = features.length_per_key()[k];
+            rows.insert(values + begin, values + begin + n);
+            t.ids += n;
+            const double pooled = bags * d * 4.0, lengths = bags * kLengthBytes;
+            t.lookup_bytes += static_cast<double>(n) * (row + id) + lengths + pooled;
+            t.update_bytes += pooled + static_cast<double>(n) * id + lengths;
+        }
+        t.rows_touched += static_cast<int64_t>(rows.size());
+        t.update_bytes +=
+            static_cast<double>(rows.size()) * 2.0 * (row + state_per_element * d + state_per_row);
+    }
+    return t;
+}
+
+double CostModel::state_bytes_per_element(const std::string& sparse_optimizer) {
+    return sparse_optimizer == "adagrad" ? 4.0 : sparse_optimizer == "adam" ? 8.0 : 0.0;
+}
+
+double CostModel::state_bytes_per_row(const std::string& sparse_optimizer) {
+    return sparse_optimizer == "rowwise_adagrad" ? 4.0 : 0.0;
+}
+
 CostModel::CostModel(const Config& config, const Topology& topology)
     : topology_(topology), batch_size_(config.data.batch_size) {
     const std::string& sparse = config.optimizer.sparse.type;
-    state_bytes_per_element_ = sparse == "adagrad" ? 4.0 : sparse == "adam" ? 8.0 : 0.0;
-    state_bytes_per_row_ = sparse == "rowwise_adagrad" ? 4.0 : 0.0;
+    state_bytes_per_element_ = state_bytes_per_element(sparse);
+    state_bytes_per_row_ = state_bytes_per_row(sparse);
     const std::string& dense = config.optimizer.dense.type;
     dense_state_factor_ = dense == "adagrad" ? 1.0 : dense == "adam" ? 2.0 : 0.0;
 

@@ -40,6 +40,7 @@
 #include "engine/config/config.h"
 #include "engine/distributed/sharding_plan.h"
 #include "engine/distributed/topology.h"
+#include "engine/sparse/keyed_jagged_tensor.h"
 
 namespace shardrec {
 
@@ -52,6 +53,18 @@ struct RankCost {
     double total_s() const { return lookup_s + comm_s + dense_s; }
 
     RankCost& operator+=(const RankCost& other);
+};
+
+// The embedding traffic of one batch in one process, with the rows it touches counted from the
+// batch itself rather than assumed: the bytes the lookups and the fused update cannot avoid
+// moving, so a step's sparse part takes at least their sum over the device's copy bandwidth.
+struct SparseTraffic {
+    int64_t ids = 0;
+    int64_t rows_touched = 0;  // distinct (table, row) pairs
+    double lookup_bytes = 0;   // each id's row, ids and offsets read; pooled rows written
+    double update_bytes = 0;   // pooled gradients, ids and offsets read; rows and state r+w once
+
+    double total_bytes() const { return lookup_bytes + update_bytes; }
 };
 
 // One option for one table: what each shard adds to the rank it lands on, and what every rank
@@ -86,8 +99,15 @@ public:
     // {in, out} of the dense layer with the most weights (a DCN layer counts as its [N, r]
     // projection): the GEMM shape a step's dense work is measured against.
     static std::array<int64_t, 2> largest_linear(const ModelConfig& model);
+    // What the batch's features (keys: the tables' feature names) move through the model's
+    // tables under config's sparse optimizer, unsharded.
+    static SparseTraffic sparse_traffic(const Config& config, const KeyedJaggedTensor& features);
 
 private:
+    // Optimizer state bytes per element and per row of a table under the sparse optimizer.
+    static double state_bytes_per_element(const std::string& sparse_optimizer);
+    static double state_bytes_per_row(const std::string& sparse_optimizer);
+
     RankCost shard_cost(const ModelConfig::Table& table,
                         ShardingType type,
                         EmbeddingComputeKernel kernel,

@@ -166,6 +166,40 @@ TEST_CASE("CostModel: dense FLOPs, parameters and largest layer of the MLPerf DL
     CHECK(CostModel::largest_linear(narrow_top) == std::array<int64_t, 2>{3456, 512});
 }
 
+TEST_CASE("CostModel: a batch's embedding traffic counts each touched row once", "[distributed]") {
+    const Config c = parse_config(R"(train: {steps: 1}
+data: {batch_size: 2}
+model:
+  type: dlrm
+  embedding_dim: 4
+  bottom_mlp: [4]
+  top_mlp: [1]
+  tables:
+    - {name: t0, num_embeddings: 10, feature_names: [a, b]}
+    - {name: t1, num_embeddings: 10, data_type: f16, weighted: true, feature_names: [c]}
+optimizer: {sparse: {type: adagrad}}
+)",
+                                  {}, "t.yaml");
+    // a: bags [5, 5] and [7]; b: [] and [5]; c: [3] and [4], weighted. t0 touches rows 5 and 7,
+    // t1 rows 3 and 4.
+    const KeyedJaggedTensor kjt = KeyedJaggedTensor::from_lengths_sync(
+        {"a", "b", "c"}, Tensor::from_vector<int64_t>({5, 5, 7, 5, 3, 4}),
+        Tensor::from_vector<int64_t>({2, 1, 0, 1, 1, 1}),
+        Tensor::from_vector<float>({1, 1, 1, 1, 0.5f, 2}));
+    const SparseTraffic t = CostModel::sparse_traffic(c, kjt);
+    CHECK(t.ids == 6);
+    CHECK(t.rows_touched == 4);
+    // Per id its row (t0: 16 B of f32, t1: 8 B of f16) and its id (8 B, + 4 B of weight for c);
+    // per feature 2 lengths (8 B each) and 2 pooled rows of f32 written (32 B).
+    //   a: 3 * 24 + 16 + 32 = 120;  b: 24 + 16 + 32 = 72;  c: 2 * 20 + 16 + 32 = 88.
+    CHECK(t.lookup_bytes == 280.0);
+    // Per feature the pooled gradients, ids and lengths read; per touched row its row and its
+    // Adagrad state (4 B per element) read and written once.
+    //   a: 32 + 24 + 16 = 72;  b: 32 + 8 + 16 = 56;  c: 32 + 24 + 16 = 72;
+    //   t0 rows: 2 * 2 * (16 + 16) = 128;  t1 rows: 2 * 2 * (8 + 16) = 96.
+    CHECK(t.update_bytes == 424.0);
+}
+
 TEST_CASE("CostModel: row_wise splits the lookups, table_wise has no comm on one rank",
           "[distributed]") {
     const Config c = parse_config(equal_tables(1), {}, "t.yaml");

@@ -1,5 +1,6 @@
 // End to end: `shardrec bench --profile` on two MPI ranks times the step and its regions, and
-// writes them to its JSON file; rank 0 alone prints the report.
+// writes them to its JSON file; rank 0 alone prints the report. In one process it also gives the
+// floor of the step: the dense and the sparse work at their ceilings.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
@@ -36,6 +37,7 @@ TEST_CASE("bench: --profile times the regions of the step on two ranks", "[e2e][
     REQUIRE(first != std::string::npos);
     CHECK(r.output.find("step time         median", first + 1) == std::string::npos);
     CHECK(r.output.find("ranks             2: median step") != std::string::npos);
+    CHECK(r.output.find("sparse work") == std::string::npos);  // a rank's share is the plan's
     std::ifstream in(json_path);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -54,4 +56,27 @@ TEST_CASE("bench: --profile times the regions of the step on two ranks", "[e2e][
     CHECK(json_number(json, "forward/sparse_arch/lookup") > 0);
     CHECK(json_number(json, "forward/sparse_arch/output_dist") > 0);
     CHECK(json_number(json, "backward/over_arch") > 0);
+}
+
+TEST_CASE("bench: one process reports the floor of the step", "[e2e]") {
+    const auto dir = fresh_dir("bench_floor");
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const auto json_path = dir / "bench.json";
+    const RunResult r = run_shardrec(
+        {"bench", config, "--steps", "8", "--warmup", "2", "--json", json_path.string()});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("sparse work") != std::string::npos);
+    CHECK(r.output.find("step floor        >= ") != std::string::npos);
+    std::ifstream in(json_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string json = ss.str();
+    INFO(json);
+    // quickstart: 256 samples of 12 ids (8 features, pooling factors 1 to 3) over 16-wide f32
+    // rows: at least each id's row, read once.
+    CHECK(json_number(json, "sparse_bytes_per_step") > 256.0 * 12 * 16 * 4);
+    const double floor = json_number(json, "dense_floor_ms") + json_number(json, "sparse_floor_ms");
+    CHECK(json_number(json, "sparse_floor_ms") > 0);
+    CHECK(floor < json_number(json, "step_ms"));
 }
