@@ -580,6 +580,12 @@ void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
         mlperf_pooling_spec(DType::kF32), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f),
         false, true));
+    // The same ids Zipf-skewed as the synthetic data's (data.zipf_alpha 1.05): a few rows take
+    // thousands of ids each, as in click logs.
+    EmbeddingInputSpec zipf = mlperf_pooling_spec(DType::kF32);
+    zipf.zipf_alpha = 1.05;
+    v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+        zipf, kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f), false, true));
 }
 
 const RegisterOpCases kRegister([] {

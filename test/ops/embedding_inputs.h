@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct EmbeddingInputSpec {
     DType dtype = DType::kF32;
     bool hot_row = false;  // every bag's first id is the same row of its table
     bool exact = false;    // small integers everywhere: fp32 sums are exact in any order
+    // > 0: ids Zipf-distributed with this exponent (rank k with probability ~ k^-zipf_alpha), the
+    // ranks scattered over the rows, as the synthetic data and real click logs are skewed.
+    double zipf_alpha = 0;
 
     std::string vars() const {
         const bool shared = std::any_of(feature_table.begin(), feature_table.end(), [&](int32_t t) {
@@ -44,7 +48,8 @@ struct EmbeddingInputSpec {
         return fmt::format("T={},F={}{},E={},B={},D={},L={},w={},{}{}{}", table_rows.size(),
                            feature_table.size(), shared ? "(shared)" : "", table_rows[0], batch,
                            dim, l, weighted ? 1 : 0, dtype_name(dtype), hot_row ? ",hot" : "",
-                           exact ? ",exact" : "");
+                           exact ? ",exact" : "",
+                           zipf_alpha > 0 ? fmt::format(",zipf={}", zipf_alpha) : "");
     }
 };
 
@@ -95,6 +100,20 @@ struct EmbeddingInputs {
     }
 };
 
+// The row of a Zipf(alpha) rank drawn by the continuous inverse CDF from u in [0, 1), scattered
+// by an odd multiplier (a bijection when rows is a power of two, nearly one otherwise).
+inline int64_t zipf_row(double u, int64_t rows, double alpha) {
+    const double e = static_cast<double>(rows);
+    const double x =
+        std::abs(alpha - 1.0) < 1e-9
+            ? std::exp(u * std::log(e + 1.0))
+            : std::pow(1.0 + u * (std::pow(e + 1.0, 1.0 - alpha) - 1.0), 1.0 / (1.0 - alpha));
+    const auto rank =
+        std::min<int64_t>(rows - 1, std::max<int64_t>(0, static_cast<int64_t>(x) - 1));
+    return static_cast<int64_t>(static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ull %
+                                static_cast<uint64_t>(rows));
+}
+
 inline EmbeddingInputs make_embedding_inputs(const EmbeddingInputSpec& s, uint64_t seed) {
     EmbeddingInputs in;
     ref::EmbeddingLookup& a = in.lookup;
@@ -116,7 +135,8 @@ inline EmbeddingInputs make_embedding_inputs(const EmbeddingInputSpec& s, uint64
                                                      : s.lengths[static_cast<size_t>(f)];
             const auto begin = static_cast<int64_t>(a.ids.size());
             for (int64_t i = 0; i < length; ++i) {
-                a.ids.push_back(r.randint(0, rows));
+                a.ids.push_back(s.zipf_alpha > 0 ? zipf_row(r.uniform(), rows, s.zipf_alpha)
+                                                 : r.randint(0, rows));
             }
             if (length > 0 && s.hot_row) {
                 a.ids[static_cast<size_t>(begin)] = rows / 2;
