@@ -48,7 +48,9 @@ TEST_CASE("bench: --profile times the regions of the step on two ranks", "[e2e][
     for (const char* region : {"forward", "loss", "backward", "all_reduce", "dense_optimizer"})
         top += json_number(json, region);
     // The regions are inside the step; the sharded lookups and their dists inside sparse_arch.
-    CHECK(top <= step * 1.05);
+    // The regions are means over the steps, so they are bounded by the slowest step (the p90 of
+    // 4), not by the median.
+    CHECK(top <= json_number(json, "step_ms_p90") * 1.05);
     CHECK(top >= step * 0.5);
     CHECK(json_number(json, "backward/sparse_arch") >=
           json_number(json, "backward/sparse_arch/lookup") +
