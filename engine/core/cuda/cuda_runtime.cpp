@@ -192,6 +192,9 @@ void* stream_create(int device) {
 
 void stream_destroy(void* stream) {
     const auto s = static_cast<cudaStream_t>(stream);
+    // Its work finishes first: memory freed after this no longer waits for the stream (free()
+    // waits for the live ones only), and an owner's tensors often outlive its streams.
+    SR_CUDA_WARN(cudaStreamSynchronize(s));
     {
         Streams& all = streams();
         const std::lock_guard<std::mutex> lock(all.mutex);
