@@ -31,18 +31,18 @@ int64_t append_range(Tensor& dst, int64_t at, const Tensor& src, int64_t begin, 
 
 }  // namespace
 
-// What the builders below start from: a default KeyedJaggedTensor whose tensors they all replace.
-// A copy of one kept for the process, since constructing one allocates its offsets [0] (a
-// training step would allocate per KJT built). Never destroyed: no exit-order dependency.
-static KeyedJaggedTensor blank_kjt() {
-    static const KeyedJaggedTensor* const blank = new KeyedJaggedTensor();
-    return *blank;
+// The offsets [0] of every empty KeyedJaggedTensor, one tensor for the process (nothing writes
+// into a KJT's offsets), so that making one allocates nothing: the builders start from one, and
+// a training step makes several. Never destroyed: no exit-order dependency.
+static const Tensor& empty_offsets() {
+    static const Tensor* const offsets = new Tensor(Tensor::zeros({1}, DType::kI64));
+    return *offsets;
 }
 
 KeyedJaggedTensor::KeyedJaggedTensor()
     : values_(Tensor::empty({0}, DType::kI64)),
       lengths_(Tensor::empty({0}, DType::kI64)),
-      offsets_(Tensor::zeros({1}, DType::kI64)),
+      offsets_(empty_offsets()),
       offset_per_key_{0},
       lengths_offset_per_key_{0} {}
 
@@ -79,7 +79,7 @@ KeyedJaggedTensor KeyedJaggedTensor::from_lengths_sync(std::vector<std::string> 
     SR_CHECK(lengths.numel() == num_keys * stride,
              "KeyedJaggedTensor: lengths has {} entries, want F*B = {}*{} = {}", lengths.numel(),
              num_keys, stride, num_keys * stride);
-    KeyedJaggedTensor kjt = blank_kjt();
+    KeyedJaggedTensor kjt = KeyedJaggedTensor();
     kjt.keys_ = std::move(keys);
     kjt.values_ = std::move(values);
     kjt.offsets_ = offsets_from_lengths(lengths, offsets_buffer);
@@ -113,7 +113,7 @@ KeyedJaggedTensor KeyedJaggedTensor::from_lengths_variable_stride(
     check_host_1d(lengths, DType::kI64, "lengths");
     SR_CHECK(stride_per_key.size() == keys.size(), "KeyedJaggedTensor: {} strides for {} keys",
              stride_per_key.size(), keys.size());
-    KeyedJaggedTensor kjt = blank_kjt();
+    KeyedJaggedTensor kjt = KeyedJaggedTensor();
     kjt.keys_ = std::move(keys);
     kjt.values_ = std::move(values);
     kjt.offsets_ = offsets_from_lengths(lengths);
@@ -259,7 +259,7 @@ KeyedJaggedTensor KeyedJaggedTensor::permute(const std::vector<int64_t>& indices
                                              KJTBuffers* into) const {
     SR_CHECK(values_.device().is_cpu(), "KeyedJaggedTensor::permute needs host tensors");
     const int64_t num_keys = static_cast<int64_t>(keys_.size());
-    KeyedJaggedTensor out = blank_kjt();
+    KeyedJaggedTensor out = KeyedJaggedTensor();
     int64_t total_lengths = 0;
     int64_t total_values = 0;
     for (int64_t idx : indices) {

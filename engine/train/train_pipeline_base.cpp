@@ -14,7 +14,6 @@ namespace shardrec::train {
 Batch BatchStager::stage(const Batch& host) {
     stager_.begin(HostToDeviceStager::padded_bytes(host.dense) +
                   HostToDeviceStager::padded_bytes(host.labels));
-    // Built from its parts: a default Batch would allocate its empty KJT's offsets every step.
     Tensor dense = stager_.copy(dense_buf_, host.dense);
     Tensor labels = stager_.copy(labels_buf_, host.labels);
     return Batch{std::move(dense), host.sparse, std::move(labels)};

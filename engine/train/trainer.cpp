@@ -260,7 +260,6 @@ std::unique_ptr<DataIterator> Trainer::cycled_inputs(const std::vector<Batch>& b
             if (step >= steps)
                 return std::nullopt;
             const int64_t s = step++;
-            // Built from the batch: a default Batch would allocate its empty KJT every step.
             return TrainInput{s, batches[static_cast<size_t>(s) % batches.size()], true,
                               dense_lr(s), sparse_lr(s)};
         });

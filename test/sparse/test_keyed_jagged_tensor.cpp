@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <optional>
 
+#include "engine/core/allocator.h"
+#include "engine/data/batch.h"
 #include "engine/sparse/keyed_jagged_tensor.h"
 
 using namespace shardrec;
@@ -219,4 +221,19 @@ TEST_CASE("KeyedJaggedTensor: empty KJT, zero-length batch and to(cpu)", "[spars
     const KeyedJaggedTensor moved = rank0_input().to(Device::cpu());
     CHECK(moved.length_per_key() == std::vector<int64_t>{3, 2, 2});
     CHECK(moved.str() == rank0_input().str());
+}
+
+TEST_CASE("KJT: an empty one, and a Batch holding one, allocate nothing", "[sparse]") {
+    (void)KeyedJaggedTensor();  // the process's empty offsets exist from here on
+    const int64_t before = alloc_stats(DeviceType::kCpu).num_allocs;
+    const KeyedJaggedTensor empty;
+    const Batch batch;
+    CHECK(alloc_stats(DeviceType::kCpu).num_allocs == before);
+    CHECK(empty.offsets().to_vector<int64_t>() == std::vector<int64_t>{0});
+    CHECK(batch.sparse.num_keys() == 0);
+    // Builders start from an empty KJT and replace its tensors: the shared offsets stay [0].
+    const KeyedJaggedTensor built = KeyedJaggedTensor::from_lengths_sync(
+        {"a"}, Tensor::from_vector<int64_t>({7, 8}), Tensor::from_vector<int64_t>({2}));
+    CHECK(built.offsets().to_vector<int64_t>() == std::vector<int64_t>{0, 2});
+    CHECK(KeyedJaggedTensor().offsets().to_vector<int64_t>() == std::vector<int64_t>{0});
 }
