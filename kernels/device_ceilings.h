@@ -10,7 +10,8 @@
 namespace shardrec::kernels {
 
 // Host memcpy bandwidth in GB/s, counting bytes read plus bytes written: median of `reps`
-// copies of a `bytes`-byte buffer (far beyond the caches).
+// copies of a `bytes`-byte buffer (far beyond the caches), a slice on each of the kernels' CPU
+// threads.
 double host_copy_gbps(size_t bytes = size_t{512} << 20, int reps = 5);
 
 // Median time in microseconds of one cblas_sgemm of row-major [m, k] x [k, n] fp32 matrices on

@@ -114,8 +114,7 @@ int main(int argc, char** argv) {
         const bool match =
             filter.empty() || (filter[0] == '^' ? id.rfind(filter.substr(1), 0) == 0
                                                 : id.find(filter) != std::string::npos);
-        return match && !(c.gpu_bench_only() && device.is_cpu()) &&
-               !(bench_only && !c.bench_only());
+        return match && !(bench_only && !c.bench_only());
     };
     if (once) {
         kernels::set_gemm_math(timed_math);
@@ -153,10 +152,10 @@ int main(int argc, char** argv) {
     std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %9s %7s %6s\n", "op", "vars", "med_us",
                 "p10_us", "p90_us", "GB/s", "GFLOP/s", "%bw", "sgemm_us", "%gemm", "#wrong");
     std::vector<std::string> rows;
-    // The GPU-sized cases (seconds each, for their inputs and float64 references) after all the
+    // The large cases (seconds each, for their inputs and float64 references) after all the
     // others, so that a time limit cuts only the last of them.
     std::stable_partition(cases.begin(), cases.end(),
-                          [](const std::unique_ptr<OpCase>& c) { return !c->gpu_bench_only(); });
+                          [](const std::unique_ptr<OpCase>& c) { return !c->large_bench(); });
     for (auto& c : cases) {
         const std::string name = kernels::op_name(c->kind());
         if (!selected(*c)) {

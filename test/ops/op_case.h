@@ -68,9 +68,10 @@ public:
     // Large cases timed by bench_ops only; test_backend_ops skips them (they take seconds).
     virtual bool bench_only() const { return false; }
 
-    // Bench cases sized for a GPU (tables of millions of rows, large batches): bench_ops runs
-    // them on CUDA only. Implies bench_only().
-    virtual bool gpu_bench_only() const { return false; }
+    // Bench cases of tables of millions of rows and large batches, whose rows are far beyond
+    // any cache (a CPU's L3, an H100's L2): seconds each for their inputs and references, so
+    // bench_ops times them after all the others. Implies bench_only().
+    virtual bool large_bench() const { return false; }
 
     // The device of the next runs (call after make_inputs: it drops the device copies of the
     // previous inputs). CPU by default.
