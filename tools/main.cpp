@@ -20,7 +20,7 @@ const char* const kMainUsage =
     "\n"
     "commands:\n"
     "  train CONFIG.yaml [--out DIR] [--set KEY=VALUE ...]   train a model\n"
-    "        [--resume CHECKPOINT]                            continue from a checkpoint\n"
+    "        [--resume CHECKPOINT] [--overwrite]              continue a run, replace one\n"
     "  eval CONFIG.yaml --checkpoint DIR [--predictions F]   evaluate a checkpoint: AUC, NE, ...\n"
     "  validate CONFIG.yaml [--set KEY=VALUE ...]            check a config, print it resolved\n"
     "  validate --reference                                  print every config key\n"

@@ -1,5 +1,5 @@
-// `shardrec train CONFIG.yaml [--out DIR] [--set K=V ...]`: resolves the config, makes the run
-// directory (rank 0 writes config.yaml there) and hands both to the training loop.
+// `shardrec train CONFIG.yaml [--out DIR] [--set K=V ...]`: resolves the config, opens the run
+// directory (locked, refused when it holds another run) and hands both to the training loop.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -16,14 +16,17 @@
 namespace shardrec::cli {
 
 const char* const kTrainUsage =
-    "usage: shardrec train CONFIG.yaml [--out DIR] [--resume CHECKPOINT] [--set KEY=VALUE ...]\n"
+    "usage: shardrec train CONFIG.yaml [--out DIR] [--resume CHECKPOINT] [--overwrite]\n"
+    "                      [--set KEY=VALUE ...]\n"
     "\n"
     "Trains the model CONFIG.yaml describes; run several ranks with mpirun -np N.\n"
     "\n"
     "  --out DIR         run directory for config.yaml and metrics.jsonl\n"
     "                    (default runs/<YYYYmmdd-HHMMSS>)\n"
     "  --resume CKPT     continue from a checkpoint (a step-<N> directory, or the directory\n"
-    "                    holding them: the newest complete one); any world size and plan\n"
+    "                    holding them: the newest intact one); any world size and plan\n"
+    "  --overwrite       replace the files of another run found in --out (or in\n"
+    "                    train.checkpoint_dir) instead of refusing to start\n"
     "  --set KEY=VALUE   override one config key, e.g. --set train.steps=100 (repeatable)\n"
     "\n"
     "SHARDREC_LOG_LEVEL=debug overrides runtime.log_level.\n";
@@ -32,6 +35,7 @@ int train_main(const std::vector<std::string>& args) {
     std::string path;
     std::string out;
     std::string resume;
+    bool overwrite = false;
     std::vector<std::string> sets;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
@@ -44,7 +48,9 @@ int train_main(const std::vector<std::string>& args) {
             }
             return 0;
         }
-        if (arg == "--out" || arg.rfind("--out=", 0) == 0) {
+        if (arg == "--overwrite") {
+            overwrite = true;
+        } else if (arg == "--out" || arg.rfind("--out=", 0) == 0) {
             if (arg == "--out" && i + 1 >= args.size()) {
                 throw UsageError("--out needs a directory", kTrainUsage);
             }
@@ -71,10 +77,10 @@ int train_main(const std::vector<std::string>& args) {
     if (std::getenv("SHARDREC_LOG_LEVEL") == nullptr) {
         log::set_level(config.runtime.log_level);
     }
-    const std::string run_dir = train::create_run_dir(out, config);
+    const train::RunDir run_dir = train::open_run_dir(out, config, {resume, overwrite});
     const comm::ProcessInfo& info = comm::process_info();
-    log::root().info("shardrec {} ({}): {} on {} rank(s), run directory {}", version(),
-                     git_commit(), path, info.world_size, run_dir);
+    log::root().info("shardrec {} ({}): {} on {} rank(s), run directory {} (run {})", version(),
+                     git_commit(), path, info.world_size, run_dir.path(), run_dir.run_id());
     log::root().info("resolved config:\n{}", dump_config(config));
 
     const train::TrainSummary summary = train::run(config, run_dir, resume);

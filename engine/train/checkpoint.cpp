@@ -1,12 +1,18 @@
 // Checkpoint save and load: files, the agreement of the ranks, and reading saved shards by region.
 #include "engine/train/checkpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 
+#include "engine/core/durable_file.h"
 #include "engine/core/log.h"
 #include "engine/data/crc32.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
@@ -30,11 +36,15 @@ CheckpointFile write_tensor_file(const fs::path& dir,
     const Tensor t = device_t.device().is_cpu() ? device_t : device_t.to(Device::cpu());
     const fs::path path = dir / rel;
     std::FILE* f = std::fopen(path.c_str(), "wb");
-    SR_CHECK(f != nullptr, "checkpoint: cannot create {}", path.string());
+    SR_CHECK(f != nullptr, "checkpoint: cannot create {}: {}", path.string(), std::strerror(errno));
     const size_t n = t.nbytes();
-    const bool ok = std::fwrite(t.data_ptr(), 1, n, f) == n;
+    // Synced before the manifest that lists it is written, so a published checkpoint never
+    // names contents that a crash could still lose.
+    const bool ok =
+        std::fwrite(t.data_ptr(), 1, n, f) == n && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+    const int err = errno;
     const bool closed = std::fclose(f) == 0;
-    SR_CHECK(ok && closed, "checkpoint: writing {} failed (disk full?)", path.string());
+    SR_CHECK(ok && closed, "checkpoint: writing {} failed: {}", path.string(), std::strerror(err));
     return {rel, static_cast<int64_t>(n), data::crc32(t.data_ptr(), n)};
 }
 
@@ -51,7 +61,9 @@ std::string sharding_type_of(EmbeddingBagCollectionInterface& sparse, const std:
 CheckpointManifest describe_trainer(Trainer& trainer, int64_t step) {
     const Config& config = trainer.config();
     CheckpointManifest m;
+    m.run_id = trainer.run_id();
     m.step = step;
+    m.samples = trainer.samples_at(step);
     m.seed = config.train.seed;
     m.world_size = trainer.process_group() ? trainer.process_group()->size() : 1;
     m.global_batch_size = trainer.global_batch_size();
@@ -136,32 +148,54 @@ std::vector<std::pair<int64_t, fs::path>> complete_checkpoints(const fs::path& p
     return out;
 }
 
-// Rank 0, after every rank wrote: the manifest, the rename, the pruning.
+// The run id in a checkpoint's manifest; nullopt when the manifest cannot be read.
+std::optional<std::string> run_id_of(const fs::path& checkpoint) {
+    try {
+        return read_manifest(checkpoint.string()).run_id;
+    } catch (const Error&) {
+        return std::nullopt;
+    }
+}
+
+// Rank 0, after every rank wrote: the manifest, the rename, the pruning. Everything is synced
+// before the rename that publishes it, and the rename before anything older is removed.
 void publish(const CheckpointManifest& m,
              const fs::path& tmp,
              const fs::path& final_dir,
              int64_t keep) {
-    const std::string text = manifest_to_yaml(m);
-    std::FILE* f = std::fopen((tmp / kManifestName).c_str(), "wb");
-    SR_CHECK(f != nullptr, "checkpoint: cannot create {}", (tmp / kManifestName).string());
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    SR_CHECK(std::fclose(f) == 0 && ok, "checkpoint: writing {} failed",
-             (tmp / kManifestName).string());
-    // An older save of the same step is replaced only once this one is complete.
-    const fs::path old = final_dir.parent_path() / (".old-" + final_dir.filename().string());
+    const fs::path parent = final_dir.parent_path();
+    write_file_atomically((tmp / kManifestName).string(), manifest_to_yaml(m));
+    for (const char* sub : {"tables", "dense", "dense_optimizer"})
+        sync_directory((tmp / sub).string());
+    sync_directory(tmp.string());
+    // An older save of the same step (of this run) is replaced only once this one is complete.
+    const fs::path old = parent / (".old-" + final_dir.filename().string());
     fs::remove_all(old);
-    if (fs::exists(final_dir))
+    if (fs::exists(final_dir)) {
+        const std::optional<std::string> id = run_id_of(final_dir);
+        SR_CHECK(!id || *id == m.run_id,
+                 "checkpoint: {} is a checkpoint of another run ({}), which this run ({}) does not "
+                 "replace: use another checkpoint directory",
+                 final_dir.string(), *id, m.run_id);
         fs::rename(final_dir, old);
+    }
     fs::rename(tmp, final_dir);
+    sync_directory(parent.string());
     fs::remove_all(old);
     // Leftovers of failed saves (never complete, never resumed from) go too.
-    for (const auto& entry : fs::directory_iterator(final_dir.parent_path())) {
+    for (const auto& entry : fs::directory_iterator(parent)) {
         if (entry.path().filename().string().rfind(".tmp-step-", 0) == 0)
             fs::remove_all(entry.path());
     }
-    const auto all = complete_checkpoints(final_dir.parent_path());
-    for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < all.size(); ++i)
-        fs::remove_all(all[i].second);
+    // Only this run's checkpoints count and go: another run's in the same directory, or one
+    // whose manifest cannot be read, is never removed.
+    std::vector<fs::path> mine;
+    for (const auto& [step, path] : complete_checkpoints(parent)) {
+        if (run_id_of(path) == m.run_id)
+            mine.push_back(path);
+    }
+    for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < mine.size(); ++i)
+        fs::remove_all(mine[i]);
 }
 
 }  // namespace
@@ -212,16 +246,35 @@ std::string save_checkpoint(Trainer& trainer,
 
 // ---- load ----
 
-std::string resolve_checkpoint(const std::string& dir) {
+std::vector<std::string> checkpoint_candidates(const std::string& dir) {
     if (fs::exists(fs::path(dir) / kManifestName))
-        return dir;
-    SR_CHECK(fs::is_directory(dir), "checkpoint {}: no such directory", dir);
+        return {dir};
+    SR_CHECK(fs::exists(dir), "checkpoint {}: no such directory", dir);
+    SR_CHECK(fs::is_directory(dir), "checkpoint {}: a file, not a checkpoint directory", dir);
     const auto all = complete_checkpoints(dir);
     SR_CHECK(!all.empty(),
              "checkpoint {}: no {} and no step-<N> directory holding one (a .tmp- directory is "
              "an incomplete save)",
              dir, kManifestName);
-    return all.back().second.string();
+    std::vector<std::string> out;
+    for (auto it = all.rbegin(); it != all.rend(); ++it)
+        out.push_back(it->second.string());
+    return out;
+}
+
+std::string resolve_checkpoint(const std::string& dir) {
+    return checkpoint_candidates(dir).front();
+}
+
+std::string checkpoint_run_id(const std::string& dir) {
+    try {
+        for (const std::string& c : checkpoint_candidates(dir)) {
+            if (const std::optional<std::string> id = run_id_of(c))
+                return *id;
+        }
+    } catch (const Error&) {  // the load that follows names the problem
+    }
+    return "";
 }
 
 std::string verify_checkpoint_files(const std::string& dir,

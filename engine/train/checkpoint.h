@@ -5,10 +5,12 @@
 // rank 0 the replicated (data_parallel) tables, the dense parameters, the dense optimizer state
 // and manifest.yaml (checkpoint_manifest.h: model signature, shard placement, every file with its
 // size and CRC-32). Files go into <parent>/.tmp-step-<N>; rank 0 renames it to <parent>/step-<N>
-// only once every rank has written and checked its files, then keeps the newest `keep`. A failure
-// on any rank fails every rank with that rank's message and leaves only the .tmp- directory,
-// which --resume never picks (the next save of that step replaces it). The ranks must share the
-// file system.
+// only once every rank has written and checked its files, then keeps the newest `keep` of this
+// run's checkpoints (same run id; another run's are never removed). Every file and directory is
+// fsync'ed before the rename that publishes it, and the manifest ends with its own CRC-32. A
+// failure on any rank fails every rank with that rank's message and leaves only the .tmp-
+// directory, which --resume never picks (the next save of that step replaces it). The ranks must
+// share the file system.
 //
 // Load (collective): the manifest's model signature must match the trainer's (tables, dims,
 // dtypes, dense layer shapes, optimizer types; a mismatch is named). Every file's size and CRC-32
@@ -25,6 +27,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/train/checkpoint_manifest.h"
 
@@ -33,25 +36,35 @@ namespace shardrec::train {
 class Trainer;
 
 // Writes the state of `trainer` after `step` completed steps to <parent>/step-<step> (zero-padded
-// to 8 digits) and keeps the newest `keep` checkpoints there (0: all). Returns the directory.
+// to 8 digits) and keeps the newest `keep` checkpoints of trainer.run_id() there (0: all).
+// Returns the directory.
 std::string save_checkpoint(Trainer& trainer,
                             const std::string& parent,
                             int64_t step,
                             int64_t keep);
 
 struct LoadOptions {
-    // Resuming training: train.seed must match (the data stream depends on it).
+    // Resuming training: train.seed must match (the data stream depends on it), and the trainer
+    // continues the data from the checkpoint's sample position (Trainer::set_data_position).
     bool resume = false;
 };
 
 // Loads a checkpoint into `trainer` (built from a config of the same model; any world size and
-// plan). `dir`: a checkpoint, or a directory of them (the newest complete one is taken). Returns
-// the checkpoint's step: the number of completed steps, the data position to continue from.
+// plan). `dir`: a checkpoint, or a directory of them: the newest intact one is taken, and a newer
+// one whose manifest or files are damaged is skipped with a warning that says why. Returns the
+// checkpoint's step: the number of completed steps.
 int64_t load_checkpoint(Trainer& trainer, const std::string& dir, const LoadOptions& options = {});
 
-// The checkpoint `dir` names: itself when it holds manifest.yaml, else its newest step-<N>
-// subdirectory with a manifest (.tmp- directories are never complete). Throws when there is none.
+// The checkpoints `dir` names, newest first: itself when it holds manifest.yaml, else its
+// step-<N> subdirectories with a manifest (.tmp- directories are never complete). Throws when
+// there is none.
+std::vector<std::string> checkpoint_candidates(const std::string& dir);
+
+// checkpoint_candidates(dir).front().
 std::string resolve_checkpoint(const std::string& dir);
+
+// The run id of the newest readable checkpoint `dir` names; "" when none (or it has none).
+std::string checkpoint_run_id(const std::string& dir);
 
 // The manifest of `trainer` without shards and files: its model signature (tables, dense
 // parameters, optimizer types) and run facts (seed, world size, global batch).

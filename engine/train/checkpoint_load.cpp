@@ -217,11 +217,31 @@ void read_table_region(const std::string& dir,
 int64_t load_checkpoint(Trainer& trainer, const std::string& dir_in, const LoadOptions& options) {
     comm::ProcessGroup* pg = trainer.process_group().get();
     const int rank = pg ? pg->rank() : 0, world = pg ? pg->size() : 1;
+    std::vector<std::string> candidates;
+    together(pg, [&] { candidates = checkpoint_candidates(dir_in); });
+    // The newest intact checkpoint: a damaged manifest or file moves on to the next older one
+    // (only when dir_in is a directory of checkpoints); another model or seed is an error.
     std::string dir;
     CheckpointManifest m;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        const bool last = i + 1 == candidates.size();
+        try {
+            together(pg, [&] { m = read_manifest(candidates[i]); });
+            together(pg, [&] {
+                const std::string problem = verify_checkpoint_files(candidates[i], m, rank, world);
+                SR_CHECK(problem.empty(), "{}", problem);
+            });
+        } catch (const Error& e) {
+            if (last)
+                throw;
+            log::root().warn("skipping checkpoint {}: {}; trying the one before it", candidates[i],
+                             e.what());
+            continue;
+        }
+        dir = candidates[i];
+        break;
+    }
     together(pg, [&] {
-        dir = resolve_checkpoint(dir_in);
-        m = read_manifest(dir);
         check_signature(m, describe_trainer(trainer, m.step), dir);
         SR_CHECK(!options.resume || m.seed == trainer.config().train.seed,
                  "checkpoint {} was written with train.seed {}, this run has {}: resuming would "
@@ -229,15 +249,21 @@ int64_t load_checkpoint(Trainer& trainer, const std::string& dir_in, const LoadO
                  dir, m.seed, trainer.config().train.seed);
     });
     together(pg, [&] {
-        const std::string problem = verify_checkpoint_files(dir, m, rank, world);
-        SR_CHECK(problem.empty(), "{}", problem);
-    });
-    together(pg, [&] {
         load_dense(trainer, m, dir);
         load_shards(trainer, m, dir);
     });
     log::root().info("loaded checkpoint {}: step {}, written by {} rank(s)", dir, m.step,
                      m.world_size);
+    if (options.resume) {
+        if (m.global_batch_size != trainer.global_batch_size()) {
+            log::root().warn(
+                "resuming at step {} with a global batch of {} samples (the checkpoint's was {}): "
+                "the data continues from sample {}, the next one not yet trained on; the same "
+                "global batch would continue bitwise",
+                m.step, trainer.global_batch_size(), m.global_batch_size, m.samples);
+        }
+        trainer.set_data_position(m.step, m.samples);
+    }
     return m.step;
 }
 

@@ -3,14 +3,19 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/data/crc32.h"
 
 namespace shardrec::train {
 namespace {
+
+constexpr const char* kChecksumKey = "manifest_crc32:";
 
 std::string crc_text(uint32_t crc) {
     return fmt::format("0x{:08x}", crc);
@@ -162,8 +167,10 @@ std::vector<std::string> sparse_state_names(const std::string& sparse_optimizer)
 std::string manifest_to_yaml(const CheckpointManifest& m) {
     YAML::Node root;
     root["format"] = kCheckpointFormat;
-    root["version"] = m.version;
+    root["version"] = kCheckpointVersion;
+    root["run_id"] = m.run_id;
     root["step"] = m.step;
+    root["samples"] = m.samples;
     root["seed"] = m.seed;
     root["world_size"] = m.world_size;
     root["global_batch_size"] = m.global_batch_size;
@@ -206,10 +213,27 @@ std::string manifest_to_yaml(const CheckpointManifest& m) {
     root["files"] = files;
     YAML::Emitter out;
     out << root;
-    return std::string(out.c_str()) + "\n";
+    const std::string text = std::string(out.c_str()) + "\n";
+    return text +
+           fmt::format("{} {}\n", kChecksumKey, crc_text(data::crc32(text.data(), text.size())));
 }
 
 CheckpointManifest parse_manifest(const std::string& text, const std::string& source) {
+    // The checksum line is checked on the bytes before it, before anything is parsed.
+    const size_t at = text.rfind(std::string("\n") + kChecksumKey);
+    const bool has_checksum = at != std::string::npos || text.rfind(kChecksumKey, 0) == 0;
+    if (has_checksum) {
+        const size_t line = at == std::string::npos ? 0 : at + 1;
+        const std::string value = text.substr(line + std::strlen(kChecksumKey));
+        const uint32_t found = data::crc32(text.data(), line);
+        uint32_t expected = 0;
+        const bool parsed = std::sscanf(value.c_str(), " 0x%8x", &expected) == 1;
+        SR_CHECK(parsed && expected == found,
+                 "{}: the manifest was edited or is damaged: its {} line says {}, its text has "
+                 "CRC-32 {}",
+                 source, kChecksumKey, parsed ? crc_text(expected) : "nothing readable",
+                 crc_text(found));
+    }
     YAML::Node root;
     try {
         root = YAML::Load(text);
@@ -222,12 +246,27 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& so
         "{}: not a shardrec checkpoint manifest (format: {} expected)", source, kCheckpointFormat);
     CheckpointManifest m;
     m.version = r.get<int>(root, "version", "");
-    SR_CHECK(m.version == kCheckpointVersion, "{}: checkpoint version {}, this build reads {}",
-             source, m.version, kCheckpointVersion);
+    SR_CHECK(m.version == 1 || m.version == kCheckpointVersion,
+             "{}: checkpoint version {}, this build reads 1 and {}", source, m.version,
+             kCheckpointVersion);
+    SR_CHECK(m.version == 1 || has_checksum,
+             "{}: the {} line is missing (the manifest was edited "
+             "or cut short)",
+             source, kChecksumKey);
     m.step = r.get<int64_t>(root, "step", "");
     m.seed = r.get<int64_t>(root, "seed", "");
     m.world_size = r.get<int>(root, "world_size", "");
     m.global_batch_size = r.get<int64_t>(root, "global_batch_size", "");
+    SR_CHECK(m.step >= 0 && m.world_size >= 1 && m.global_batch_size >= 1,
+             "{}: step {}, world_size {} and global_batch_size {} must be >= 0, 1 and 1", source,
+             m.step, m.world_size, m.global_batch_size);
+    if (m.version == 1) {
+        m.samples = m.step * m.global_batch_size;
+    } else {
+        m.run_id = r.get<std::string>(root, "run_id", "");
+        m.samples = r.get<int64_t>(root, "samples", "");
+        SR_CHECK(m.samples >= 0, "{}: samples {} must be >= 0", source, m.samples);
+    }
     const YAML::Node model = r.at(root, "model", "");
     m.model_type = r.get<std::string>(model, "type", "model");
     m.sparse_optimizer = r.get<std::string>(model, "sparse_optimizer", "model");

@@ -2,8 +2,10 @@
 // in the plan that wrote it, and every file with its size and CRC-32. Tensors are raw row-major
 // little-endian files (no header); the manifest gives their dtype and shape. Example:
 //   format: shardrec-checkpoint
-//   version: 1
-//   step: 20                      # completed steps = the next step's data position
+//   version: 2
+//   run_id: 20261125-101500-node1-4242-8f3a9c01   # the run that wrote it (pruning keeps to it)
+//   step: 20                      # completed steps
+//   samples: 320                  # global samples consumed: the data position to continue from
 //   seed: 7
 //   world_size: 2
 //   global_batch_size: 16
@@ -21,6 +23,9 @@
 //            file: dense/dense_arch.model._mlp.0._linear.weight.bin}, ...]
 //   dense_optimizer: [{name: step, dtype: i64, shape: [1], file: ...}, ...]
 //   files: [{path: tables/big.0.0.weight.bin, bytes: 4832, crc32: 0x1c291ca3}, ...]
+//   manifest_crc32: 0x5e1d04a7    # the last line: CRC-32 of every byte before it
+// A version 1 manifest (no run_id, samples or checksum) is read with samples = step x
+// global_batch_size and no checksum to check.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +38,7 @@
 namespace shardrec::train {
 
 constexpr const char* kCheckpointFormat = "shardrec-checkpoint";
-constexpr int kCheckpointVersion = 1;
+constexpr int kCheckpointVersion = 2;
 constexpr const char* kManifestName = "manifest.yaml";
 
 struct CheckpointFile {
@@ -69,7 +74,9 @@ struct CheckpointTable {
 
 struct CheckpointManifest {
     int version = kCheckpointVersion;
+    std::string run_id;  // "" when written outside a run (tests, tools) or by version 1
     int64_t step = 0;
+    int64_t samples = 0;  // global samples the saved steps consumed
     int64_t seed = 0;
     int world_size = 1;
     int64_t global_batch_size = 0;
@@ -91,8 +98,10 @@ struct CheckpointManifest {
 // sgd {}, adagrad and rowwise_adagrad {momentum1}, adam {exp_avg, exp_avg_sq}.
 std::vector<std::string> sparse_state_names(const std::string& sparse_optimizer);
 
+// The manifest's text, ending with its manifest_crc32 line.
 std::string manifest_to_yaml(const CheckpointManifest& manifest);
-// Reads `dir`/manifest.yaml; errors name the file and the bad key.
+// Reads `dir`/manifest.yaml; errors name the file and the bad key, and a manifest whose
+// checksum does not match its text (edited or damaged) is refused.
 CheckpointManifest read_manifest(const std::string& dir);
 CheckpointManifest parse_manifest(const std::string& text, const std::string& source);
 

@@ -46,10 +46,12 @@ std::vector<Fault> parse_faults(const std::string& spec) {
             f.kind = Fault::Kind::kNanDense;
         } else if (kind == "bad_id") {
             f.kind = Fault::Kind::kBadId;
+        } else if (kind == "eval_error") {
+            f.kind = Fault::Kind::kEvalError;
         } else {
             SR_CHECK(false,
-                     "SHARDREC_FAULT_INJECT: kind '{}' in '{}' is not stall, exit, nan_dense or "
-                     "bad_id",
+                     "SHARDREC_FAULT_INJECT: kind '{}' in '{}' is not stall, exit, nan_dense, "
+                     "bad_id or eval_error",
                      kind, item);
         }
         faults.push_back(f);
@@ -78,9 +80,18 @@ FaultInjector::FaultInjector(const ModelConfig& model, std::vector<Fault> faults
     }
 }
 
+void FaultInjector::before_eval(int64_t step, int rank) const {
+    for (const Fault& f : faults_) {
+        SR_CHECK(
+            f.kind != Fault::Kind::kEvalError || f.step != step || (f.rank >= 0 && f.rank != rank),
+            "fault injection: the evaluation after train step {} fails", step);
+    }
+}
+
 void FaultInjector::apply(int64_t step, int rank, Batch& batch) const {
     for (const Fault& f : faults_) {
-        if (f.step != step || (f.rank >= 0 && f.rank != rank)) {
+        if (f.step != step || (f.rank >= 0 && f.rank != rank) ||
+            f.kind == Fault::Kind::kEvalError) {
             continue;
         }
         switch (f.kind) {
@@ -96,6 +107,8 @@ void FaultInjector::apply(int64_t step, int rank, Batch& batch) const {
                 log::all().warn("fault injection: NaN dense feature at train step {}", step);
                 batch.dense = batch.dense.clone();
                 batch.dense.data<float>()[0] = std::nanf("");
+                break;
+            case Fault::Kind::kEvalError:
                 break;
             case Fault::Kind::kBadId: {
                 const KeyedJaggedTensor& kjt = batch.sparse;

@@ -9,6 +9,8 @@
 //   exit      ends the process at once with exit code 3 and no message, as a crash would
 //   nan_dense makes dense feature 0 of sample 0 of its batch NaN (runtime.nan_policy)
 //   bad_id    makes the first id of its batch the table's row count (runtime.bounds_check)
+//   eval_error  fails the evaluation after step STEP with an error (the checkpoint of a finished
+//             step must already be written)
 // Malformed specs are an Error naming the variable.
 #pragma once
 
@@ -22,7 +24,7 @@
 namespace shardrec::train {
 
 struct Fault {
-    enum class Kind { kStall, kExit, kNanDense, kBadId };
+    enum class Kind { kStall, kExit, kNanDense, kBadId, kEvalError };
     int rank = -1;  // -1: every rank
     int64_t step = 0;
     Kind kind = Kind::kStall;
@@ -41,6 +43,8 @@ public:
 
     // Applies this rank's faults of `step` (1-based) to the process and to `batch`.
     void apply(int64_t step, int rank, Batch& batch) const;
+    // Throws on this rank when an eval_error fault names the evaluation after `step`.
+    void before_eval(int64_t step, int rank) const;
 
 private:
     std::vector<Fault> faults_;

@@ -1,17 +1,27 @@
 #include "engine/train/run_dir.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <mpi.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <random>
+#include <utility>
 
 #include "comm/mpi_check.h"
 #include "comm/mpi_env.h"
+#include "engine/core/durable_file.h"
 #include "engine/core/error.h"
+#include "engine/core/log.h"
+#include "engine/train/checkpoint.h"
 
 namespace shardrec::train {
 namespace {
@@ -28,42 +38,225 @@ std::string broadcast_from_rank0(std::string text) {
     return text;
 }
 
-void write_file_atomically(const std::filesystem::path& path, const std::string& text) {
-    const std::filesystem::path tmp = path.string() + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "w");
-    SR_CHECK(f != nullptr, "cannot create '{}': {}", tmp.string(), std::strerror(errno));
-    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    const bool closed = std::fclose(f) == 0;
-    SR_CHECK(written && closed, "cannot write '{}': {}", tmp.string(), std::strerror(errno));
-    std::filesystem::rename(tmp, path);
+namespace fs = std::filesystem;
+
+std::string timestamp(const char* format) {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char text[64];
+    std::strftime(text, sizeof(text), format, &local);
+    return text;
+}
+
+// Takes an exclusive lock on <dir>/.lock for the life of the process (flock: released when the
+// process ends, however it ends) and writes the holder into it. Returns the descriptor.
+int lock_directory(const fs::path& dir, const std::string& what) {
+    const fs::path path = dir / ".lock";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    SR_CHECK(fd >= 0, "cannot create the lock file '{}' of the {}: {}", path.string(), what,
+             std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        char holder[256] = {};
+        const ssize_t n = ::pread(fd, holder, sizeof(holder) - 1, 0);
+        ::close(fd);
+        std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "";
+        while (!who.empty() && (who.back() == '\n' || who.back() == ' '))
+            who.pop_back();
+        SR_CHECK(err != EWOULDBLOCK,
+                 "the {} '{}' is in use by another shardrec run ({}): wait for it to end or "
+                 "choose another directory",
+                 what, dir.string(), who.empty() ? "holder unknown" : who);
+        SR_CHECK(false, "cannot lock '{}': {}", path.string(), std::strerror(err));
+    }
+    const std::string me = fmt::format("pid {} on {} since {}\n", ::getpid(),
+                                       comm::process_info().host, timestamp("%Y-%m-%d %H:%M:%S"));
+    const bool ok = ::ftruncate(fd, 0) == 0 &&
+                    ::pwrite(fd, me.data(), me.size(), 0) == static_cast<ssize_t>(me.size());
+    if (!ok) {
+        const int err = errno;
+        ::close(fd);
+        SR_CHECK(false, "cannot write the lock file '{}': {}", path.string(), std::strerror(err));
+    }
+    return fd;
+}
+
+bool is_checkpoint_entry(const std::string& name) {
+    for (const char* prefix : {"step-", ".tmp-step-", ".old-step-"}) {
+        if (name.rfind(prefix, 0) == 0)
+            return true;
+    }
+    return false;
+}
+
+// The files of a run found in its directories, by name.
+std::vector<fs::path> run_files(const fs::path& dir, const fs::path& checkpoint_dir) {
+    std::vector<fs::path> found;
+    for (const char* name : {"config.yaml", "run.yaml", "metrics.jsonl"}) {
+        if (fs::exists(dir / name))
+            found.push_back(dir / name);
+    }
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(checkpoint_dir, ec)) {
+        if (is_checkpoint_entry(entry.path().filename().string()))
+            found.push_back(entry.path());
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+std::string describe(const std::vector<fs::path>& found) {
+    std::string names;
+    int checkpoints = 0;
+    for (const fs::path& p : found) {
+        if (is_checkpoint_entry(p.filename().string())) {
+            ++checkpoints;
+        } else {
+            names += (names.empty() ? "" : ", ") + p.filename().string();
+        }
+    }
+    if (checkpoints > 0)
+        names += fmt::format("{}{} checkpoint(s) in {}", names.empty() ? "" : ", ", checkpoints,
+                             found.back().parent_path().string());
+    return names;
+}
+
+// The run id in <dir>/run.yaml; "" when there is none.
+std::string read_run_id(const fs::path& dir) {
+    std::ifstream in(dir / "run.yaml");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("run_id:", 0) == 0) {
+            const size_t b = line.find_first_not_of(' ', 7);
+            return b == std::string::npos ? "" : line.substr(b);
+        }
+    }
+    return "";
+}
+
+// Whether a resumed run of id `resumed_id` would meet another run's files: run.yaml of another
+// id, or a checkpoint of another id (unknown ids, "", are taken as the same run).
+bool holds_other_run(const std::vector<fs::path>& found,
+                     const std::string& held_id,
+                     const std::string& resumed_id) {
+    if (resumed_id.empty())
+        return false;
+    if (!held_id.empty() && held_id != resumed_id)
+        return true;
+    for (const fs::path& p : found) {
+        if (p.filename().string().rfind("step-", 0) == 0) {
+            const std::string id = checkpoint_run_id(p.string());
+            if (!id.empty() && id != resumed_id)
+                return true;
+        }
+    }
+    return false;
+}
+
+bool same_path(const fs::path& a, const fs::path& b) {
+    std::error_code ec;
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
 }
 
 }  // namespace
 
+std::string new_run_id() {
+    std::random_device rd;
+    return fmt::format("{}-{}-{}-{:08x}", timestamp("%Y%m%d-%H%M%S"), comm::process_info().host,
+                       ::getpid(), rd());
+}
+
 std::string default_run_dir(const std::string& parent) {
-    const std::time_t now = std::time(nullptr);
-    std::tm local{};
-    localtime_r(&now, &local);
-    char stamp[32];
-    std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &local);
-    const std::filesystem::path base = std::filesystem::path(parent) / stamp;
-    std::filesystem::path dir = base;
-    for (int n = 2; std::filesystem::exists(dir); ++n) {
+    const fs::path base = fs::path(parent) / timestamp("%Y%m%d-%H%M%S");
+    fs::path dir = base;
+    for (int n = 2; fs::exists(dir); ++n) {
         dir = base.string() + fmt::format("-{}", n);
     }
     return dir.string();
 }
 
-std::string create_run_dir(const std::string& dir, const Config& config) {
-    std::string chosen;
+RunDir::RunDir(RunDir&& other) noexcept
+    : path_(std::move(other.path_)),
+      checkpoint_dir_(std::move(other.checkpoint_dir_)),
+      run_id_(std::move(other.run_id_)),
+      lock_fds_(std::exchange(other.lock_fds_, {})) {}
+
+RunDir& RunDir::operator=(RunDir&& other) noexcept {
+    if (this != &other) {
+        release();
+        path_ = std::move(other.path_);
+        checkpoint_dir_ = std::move(other.checkpoint_dir_);
+        run_id_ = std::move(other.run_id_);
+        lock_fds_ = std::exchange(other.lock_fds_, {});
+    }
+    return *this;
+}
+
+RunDir::~RunDir() {
+    release();
+}
+
+void RunDir::release() {
+    for (const int fd : lock_fds_)
+        ::close(fd);  // closing the last descriptor releases the flock
+    lock_fds_.clear();
+}
+
+RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOptions& options) {
+    RunDir run;
+    std::string chosen, run_id;
     if (comm::process_info().rank == 0) {
         chosen = dir.empty() ? default_run_dir() : dir;
+        const fs::path path(chosen);
         std::error_code ec;
-        std::filesystem::create_directories(chosen, ec);
-        SR_CHECK(!ec, "cannot create the run directory '{}': {}", chosen, ec.message());
-        write_file_atomically(std::filesystem::path(chosen) / "config.yaml", dump_config(config));
+        fs::create_directories(path, ec);
+        SR_CHECK(!ec && fs::is_directory(path), "cannot create the run directory '{}': {}", chosen,
+                 ec ? ec.message() : "a file of that name exists");
+        const fs::path checkpoint_dir = config.train.checkpoint_dir.empty()
+                                            ? path / "checkpoints"
+                                            : fs::path(config.train.checkpoint_dir);
+        run.lock_fds_.push_back(lock_directory(path, "run directory"));
+        if (!same_path(checkpoint_dir, path / "checkpoints") && !same_path(checkpoint_dir, path)) {
+            fs::create_directories(checkpoint_dir, ec);
+            SR_CHECK(!ec, "cannot create train.checkpoint_dir '{}': {}", checkpoint_dir.string(),
+                     ec.message());
+            run.lock_fds_.push_back(lock_directory(checkpoint_dir, "checkpoint directory"));
+        }
+        const std::vector<fs::path> found = run_files(path, checkpoint_dir);
+        const std::string held_id = read_run_id(path);
+        const std::string resumed_id =
+            options.resume.empty() ? "" : checkpoint_run_id(options.resume);
+        // A resumed run continues its own directory; any other use of a used directory would mix
+        // two runs' metrics and let one prune the other's checkpoints.
+        const bool other_run =
+            options.resume.empty() ? !found.empty() : holds_other_run(found, held_id, resumed_id);
+        if (other_run && options.overwrite) {
+            log::root().warn("--overwrite: removing the previous run's files: {}", describe(found));
+            for (const fs::path& p : found)
+                fs::remove_all(p);
+        } else if (other_run && options.resume.empty()) {
+            SR_CHECK(false,
+                     "the run directory '{}' already holds a run ({}): choose a fresh --out, "
+                     "continue that run with --resume, or replace it with --overwrite",
+                     chosen, describe(found));
+        } else if (other_run) {
+            SR_CHECK(false,
+                     "the run directory '{}' holds another run ({}) than the checkpoint {} (run "
+                     "{}): resume it into its own run directory or a fresh --out (or --overwrite)",
+                     chosen, describe(found), options.resume, resumed_id);
+        }
+        run_id = !resumed_id.empty()                           ? resumed_id
+                 : !held_id.empty() && !options.resume.empty() ? held_id
+                                                               : new_run_id();
+        write_file_atomically((path / "run.yaml").string(), fmt::format("run_id: {}\n", run_id));
+        write_file_atomically((path / "config.yaml").string(), dump_config(config));
+        run.checkpoint_dir_ = checkpoint_dir.string();
     }
-    return broadcast_from_rank0(chosen);
+    run.path_ = broadcast_from_rank0(chosen);
+    run.run_id_ = broadcast_from_rank0(run_id);
+    run.checkpoint_dir_ = broadcast_from_rank0(run.checkpoint_dir_);
+    return run;
 }
 
 // ---- metrics.jsonl ----

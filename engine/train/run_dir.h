@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/config/config.h"
 #include "engine/train/metrics.h"
@@ -15,10 +16,54 @@ namespace shardrec::train {
 // "<parent>/<YYYYmmdd-HHMMSS>" in local time; "-2", "-3", ... is appended while the name exists.
 std::string default_run_dir(const std::string& parent = "runs");
 
-// Rank 0 creates `dir` (with its parents; default_run_dir() when empty) and writes
-// dir/config.yaml (dump_config, written to a temporary file then renamed). The chosen path is
-// broadcast, so every rank returns the same directory. Collective when the world size is > 1.
-std::string create_run_dir(const std::string& dir, const Config& config);
+// How a run may use a directory that already holds files.
+struct RunDirOptions {
+    // --resume: the checkpoint (or directory of them) the run continues from; "" starts afresh.
+    std::string resume;
+    // --overwrite: a directory holding another run's files is emptied of them (config.yaml,
+    // run.yaml, metrics.jsonl, the checkpoints) instead of refused.
+    bool overwrite = false;
+};
+
+// The directory of one run, held by this process for the run's life. Rank 0 holds an exclusive
+// lock on <dir>/.lock (and on the checkpoint directory's, when that lies elsewhere), so a second
+// run on the same directory fails at once, naming the holder. Every run has an id (run.yaml):
+// its checkpoints carry it, and pruning only ever removes checkpoints of the same id. A resumed
+// run takes the id of the checkpoint it continues.
+class RunDir {
+public:
+    RunDir() = default;
+    RunDir(RunDir&& other) noexcept;
+    RunDir& operator=(RunDir&& other) noexcept;
+    RunDir(const RunDir&) = delete;
+    RunDir& operator=(const RunDir&) = delete;
+    ~RunDir();  // releases the locks
+
+    const std::string& path() const { return path_; }
+
+    const std::string& checkpoint_dir() const { return checkpoint_dir_; }
+
+    const std::string& run_id() const { return run_id_; }
+
+private:
+    friend RunDir open_run_dir(const std::string&, const Config&, const RunDirOptions&);
+    void release();
+
+    std::string path_;
+    std::string checkpoint_dir_;  // train.checkpoint_dir, or <path>/checkpoints
+    std::string run_id_;
+    std::vector<int> lock_fds_;  // rank 0 only
+};
+
+// Rank 0 creates `dir` (with its parents; default_run_dir() when empty), takes the locks, checks
+// that the run directory and the checkpoint directory hold no other run's files (a run that does
+// not resume refuses them, unless options.overwrite), and writes run.yaml and config.yaml
+// (dump_config) atomically. The path and run id are broadcast, so every rank returns the same.
+// Collective when the world size is > 1; a refusal fails every rank.
+RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOptions& options);
+
+// A new run id: "<YYYYmmdd-HHMMSS>-<host>-<pid>-<random hex>".
+std::string new_run_id();
 
 // Appends metrics to <run_dir>/metrics.jsonl, one object per line:
 //   {"kind":"train","step":N,"loss":L,"lr":X,"samples_per_s":Y,"loader_wait_ms":W}

@@ -179,9 +179,21 @@ int64_t Trainer::global_batch_size() const {
     return config_.data.batch_size * world_size_;
 }
 
+int64_t Trainer::samples_at(int64_t step) const {
+    return position_samples_ + (step - position_step_) * global_batch_size();
+}
+
+void Trainer::set_data_position(int64_t step, int64_t samples) {
+    SR_CHECK(step >= 0 && samples >= 0, "data position: step {} and samples {} must be >= 0", step,
+             samples);
+    position_step_ = step;
+    position_samples_ = samples;
+    set_prefetch_depth(prefetch_depth_);  // batches produced ahead were read at the old position
+}
+
 Batch Trainer::rank_slice(int64_t step) const {
     const int64_t B = config_.data.batch_size;
-    return dataset_->batch(step * global_batch_size() + rank_ * B, B, data::Split::kTrain);
+    return dataset_->batch(samples_at(step) + rank_ * B, B, data::Split::kTrain);
 }
 
 Batch Trainer::train_batch(int64_t step) const {
@@ -192,6 +204,7 @@ Batch Trainer::train_batch(int64_t step) const {
 }
 
 void Trainer::set_prefetch_depth(int depth) {
+    prefetch_depth_ = depth;
     prefetcher_ = std::make_unique<data::BatchPrefetcher>(
         [this](int64_t step) { return rank_slice(step); }, depth);
 }
@@ -323,19 +336,17 @@ Metrics Trainer::evaluate(MetricsAccumulator* samples) {
     return pipeline_.global_metrics(eval_acc_);
 }
 
-TrainSummary run(const Config& config, const std::string& run_dir, const std::string& resume) {
+TrainSummary run(const Config& config, const RunDir& run_dir, const std::string& resume) {
     const int threads = configure_threads(config);
     Trainer trainer(config, default_process_group());
+    trainer.set_run_id(run_dir.run_id());
+    // A resumed run continues at the checkpoint's step and sample position.
+    const int64_t start = resume.empty() ? 0 : load_checkpoint(trainer, resume, {true});
     trainer.set_prefetch_depth(trainer.device().is_cuda() ? std::max(kPrefetchDepth, threads)
                                                           : kPrefetchDepth);
-    // The data position is the step: a resumed run continues with batch `start`.
-    const int64_t start = resume.empty() ? 0 : load_checkpoint(trainer, resume, {true});
-    const std::string checkpoint_dir =
-        config.train.checkpoint_dir.empty()
-            ? (std::filesystem::path(run_dir) / "checkpoints").string()
-            : config.train.checkpoint_dir;
+    const std::string& checkpoint_dir = run_dir.checkpoint_dir();
     const int rank = comm::process_info().rank;
-    MetricsWriter writer(run_dir, rank == 0);
+    MetricsWriter writer(run_dir.path(), rank == 0);
     Progress progress(config.train.steps, config.train.log_every);
     const FaultInjector faults(config.model);
     log::root().info("training {} ({} tables) for {} steps, batch {} per rank, {} threads",
@@ -374,9 +385,19 @@ TrainSummary run(const Config& config, const std::string& run_dir, const std::st
             window_samples = 0;
         }
         const bool last = done == config.train.steps;
+        // The checkpoint of a finished step comes before its evaluation, so an evaluation that
+        // fails loses no training.
+        const int64_t every = config.train.checkpoint_every;
+        bool saved = false;
+        if (every > 0 && (done % every == 0 || last)) {
+            save_checkpoint(trainer, checkpoint_dir, done, config.train.checkpoint_keep);
+            saved = true;
+            window_t0 = Clock::now();
+        }
         const bool eval_due =
             last || (config.train.eval_every > 0 && done % config.train.eval_every == 0);
         if (config.train.eval_samples > 0 && eval_due) {
+            faults.before_eval(done, rank);
             const Metrics m = trainer.evaluate();
             writer.eval(done, m);
             progress.message(fmt::format(
@@ -395,8 +416,7 @@ TrainSummary run(const Config& config, const std::string& run_dir, const std::st
             }
             window_t0 = Clock::now();  // evaluation time is not training throughput
         }
-        const int64_t every = config.train.checkpoint_every;
-        if (every > 0 && (done % every == 0 || last || summary.target_reached)) {
+        if (every > 0 && summary.target_reached && !saved) {
             save_checkpoint(trainer, checkpoint_dir, done, config.train.checkpoint_keep);
             window_t0 = Clock::now();
         }

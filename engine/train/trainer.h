@@ -15,6 +15,7 @@
 #include "engine/optim/lr_schedule.h"
 #include "engine/train/batch_check.h"
 #include "engine/train/metrics.h"
+#include "engine/train/run_dir.h"
 #include "engine/train/train_pipeline_base.h"
 #include "engine/train/train_pipeline_sparse_dist.h"
 
@@ -28,6 +29,19 @@ public:
 
     // The per-rank slice of global batch `step` (0-based) of the train split.
     Batch train_batch(int64_t step) const;
+    // Step `step` reads the train split from global sample `samples` on (a resume: the checkpoint
+    // saved after `step` steps that had consumed `samples` samples); later steps follow at the
+    // global batch size. The default (0, 0) reads global batch s at sample s x global batch.
+    void set_data_position(int64_t step, int64_t samples);
+    // Global samples consumed before step `step` (the data position a checkpoint records).
+    int64_t samples_at(int64_t step) const;
+
+    // The id of the run this trainer belongs to (run.yaml): its checkpoints carry it, and pruning
+    // keeps to it. "" outside a run.
+    void set_run_id(std::string run_id) { run_id_ = std::move(run_id); }
+
+    const std::string& run_id() const { return run_id_; }
+
     // From now on train_batch produces the batches of the next `depth` steps on a background
     // thread (run() sets 2); 0, the default, produces each batch on the caller's thread.
     void set_prefetch_depth(int depth);
@@ -92,7 +106,7 @@ public:
     const BatchChecker& batch_checker() const { return checker_; }
 
 private:
-    // Rows [step * global_B + rank * B, + B) of the train split.
+    // Rows [samples_at(step) + rank * B, + B) of the train split.
     Batch rank_slice(int64_t step) const;
 
     // A skipped step is logged; a non-finite loss throws (nan_policy stop).
@@ -109,7 +123,11 @@ private:
     std::unique_ptr<data::Dataset> dataset_;  // data.type: make_dataset
     // The same batches as dataset_, sooner; mutable: train_batch is logically const.
     mutable std::unique_ptr<data::BatchPrefetcher> prefetcher_;
+    int prefetch_depth_ = 0;
     mutable double loader_wait_s_ = 0;
+    int64_t position_step_ = 0;  // set_data_position
+    int64_t position_samples_ = 0;
+    std::string run_id_;
     std::unique_ptr<RecModel> model_;
     std::unique_ptr<DenseOptimizer> optimizer_;
     LrScheduleConfig schedule_;
@@ -129,8 +147,9 @@ struct TrainSummary {
     int64_t skipped_batches = 0;  // runtime.nan_policy skip_batch
 };
 
-// resume: a checkpoint (or a directory of them) to continue from; empty starts at step 0.
-TrainSummary run(const Config& config, const std::string& run_dir, const std::string& resume = "");
+// Trains in `run_dir` (open_run_dir: metrics.jsonl, checkpoints, the run id). resume: a
+// checkpoint (or a directory of them) to continue from; empty starts at step 0.
+TrainSummary run(const Config& config, const RunDir& run_dir, const std::string& resume = "");
 
 // The world group when the process runs with several ranks, else nullptr (one process).
 std::shared_ptr<comm::ProcessGroup> default_process_group();

@@ -100,8 +100,11 @@ TEST_CASE("MetricsWriter: disabled writers (ranks other than 0) create no file",
 TEST_CASE("Run directory: holds the resolved config, which reads back the same", "[train]") {
     ScratchDir dir;
     const Config config = parse_config(kConfig, {"train.seed=9"}, "t.yaml");
-    const std::string made = train::create_run_dir((dir.path / "nested" / "run").string(), config);
-    CHECK(made == (dir.path / "nested" / "run").string());
+    const train::RunDir made =
+        train::open_run_dir((dir.path / "nested" / "run").string(), config, {});
+    CHECK(made.path() == (dir.path / "nested" / "run").string());
+    CHECK(made.checkpoint_dir() == (dir.path / "nested" / "run" / "checkpoints").string());
+    CHECK_FALSE(made.run_id().empty());
     const std::string text = read_file(dir.path / "nested" / "run" / "config.yaml");
     CHECK(text == dump_config(config));
     CHECK_FALSE(std::filesystem::exists(dir.path / "nested" / "run" / "config.yaml.tmp"));

@@ -1,7 +1,12 @@
 // Checkpoints end to end with the real binary: 2N steps straight and N steps, then --resume for N
 // more, write bitwise-identical metrics and checkpoints (at 1 and 2 ranks, and resuming on
 // another world size); ckpt info and export read what train wrote; a corrupted file is refused.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -179,4 +184,134 @@ TEST_CASE("checkpoint e2e: ckpt info, export npy and safetensors, a corrupt file
     CHECK(resumed.exit_code != 0);
     CHECK_THAT(resumed.output, Contains("tables/t3.0.0.weight.bin is corrupt") &&
                                    Contains("CRC-32") && Contains("expected"));
+}
+
+TEST_CASE(
+    "run directory e2e: a used --out is refused, --overwrite replaces it, --resume "
+    "continues it",
+    "[e2e][checkpoint]") {
+    const auto dir = fresh_dir("run_dir_reuse");
+    const fs::path run = dir / "run";
+    const RunResult first = run_shardrec(train_args(run, 4));
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    const auto metrics = read_bytes(run / "metrics.jsonl");
+    const auto config = read_bytes(run / "config.yaml");
+
+    const RunResult again = run_shardrec(train_args(run, 4, {"--set", "train.seed=99"}));
+    INFO(again.output);
+    CHECK(again.exit_code != 0);
+    CHECK_THAT(again.output, Contains("already holds a run") && Contains("metrics.jsonl") &&
+                                 Contains("1 checkpoint(s)") && Contains("--overwrite"));
+    CHECK(read_bytes(run / "metrics.jsonl") == metrics);  // nothing touched
+    CHECK(read_bytes(run / "config.yaml") == config);
+    CHECK(fs::exists(run / "checkpoints" / "step-00000004"));
+
+    // Resuming into its own directory continues it, with the same run id.
+    auto resume = train_args(run, 8);
+    resume.insert(resume.end(), {"--resume", (run / "checkpoints").string()});
+    const RunResult resumed = run_shardrec(resume);
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    const std::string id = shardrec::train::checkpoint_run_id((run / "checkpoints").string());
+    CHECK(!id.empty());
+    CHECK(shardrec::train::read_manifest((run / "checkpoints" / "step-00000004").string()).run_id ==
+          id);
+
+    const RunResult overwritten =
+        run_shardrec(train_args(run, 4, {"--overwrite", "--set", "train.seed=99"}));
+    INFO(overwritten.output);
+    REQUIRE(overwritten.exit_code == 0);
+    CHECK_THAT(overwritten.output, Contains("removing the previous run's files"));
+    CHECK(!fs::exists(run / "checkpoints" / "step-00000008"));
+    CHECK(shardrec::train::checkpoint_run_id((run / "checkpoints").string()) != id);
+    CHECK(numbers(run, 0).size() == 5);  // train 1..4 and eval 4: the old lines are gone
+
+    // A checkpoint_dir shared with another run is refused as well.
+    const RunResult shared = run_shardrec(train_args(
+        dir / "other", 4, {"--set", "train.checkpoint_dir=" + (run / "checkpoints").string()}));
+    INFO(shared.output);
+    CHECK(shared.exit_code != 0);
+    CHECK_THAT(shared.output, Contains("already holds a run") && Contains("checkpoint(s)"));
+}
+
+TEST_CASE(
+    "run directory e2e: a second run on a directory in use fails at once, naming the "
+    "holder",
+    "[e2e][checkpoint]") {
+    const auto dir = fresh_dir("run_dir_lock");
+    const fs::path run = dir / "run";
+    // A run that lasts (1e6 steps), in the background; killed at the end of the test.
+    std::string cmd = std::string("'") + std::getenv("SHARDREC_BIN") + "'";
+    for (const std::string& a : train_args(run, 1000000, {"--set", "train.checkpoint_every=0"}))
+        cmd += " '" + a + "'";
+    cmd += " > '" + (dir / "background.log").string() + "' 2>&1 & echo $!";
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    int pid = 0;
+    REQUIRE(std::fscanf(p, "%d", &pid) == 1);
+    pclose(p);
+    // Until it holds the lock and has started training.
+    for (int i = 0; i < 600 && !fs::exists(run / "metrics.jsonl"); ++i)
+        usleep(100 * 1000);
+    const RunResult second = run_shardrec(train_args(run, 4, {"--overwrite"}));
+    kill(pid, SIGKILL);
+    INFO(second.output);
+    CHECK(second.exit_code != 0);
+    CHECK_THAT(second.output, Contains("is in use by another shardrec run") &&
+                                  Contains("pid " + std::to_string(pid)));
+    // The holder's files are untouched.
+    CHECK(fs::exists(run / "metrics.jsonl"));
+    // Once the holder is gone (however it ended), the lock is free.
+    usleep(500 * 1000);
+    const RunResult third = run_shardrec(train_args(run, 4, {"--overwrite"}));
+    INFO(third.output);
+    CHECK(third.exit_code == 0);
+}
+
+TEST_CASE(
+    "checkpoint e2e: a resume with another global batch continues at the next unseen "
+    "sample and says so",
+    "[e2e][checkpoint]") {
+    const auto dir = fresh_dir("ckpt_other_batch");
+    const RunResult first = run_shardrec(train_args(dir / "first", 4), kMpirun2);  // global 32
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    auto args = train_args(dir / "resumed", 6);  // one rank: global 16
+    args.insert(args.end(), {"--resume", (dir / "first" / "checkpoints").string()});
+    const RunResult resumed = run_shardrec(args);
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK_THAT(resumed.output, Contains("with a global batch of 16 samples (the checkpoint's was "
+                                        "32)") &&
+                                   Contains("continues from sample 128"));
+    const auto m = shardrec::train::read_manifest(
+        (dir / "resumed" / "checkpoints" / "step-00000006").string());
+    CHECK(m.samples == 128 + 2 * 16);
+    CHECK(m.global_batch_size == 16);
+}
+
+TEST_CASE("checkpoint e2e: --resume DIR skips a damaged newest checkpoint, saying which and why",
+          "[e2e][checkpoint]") {
+    const auto dir = fresh_dir("ckpt_fallback");
+    const RunResult first = run_shardrec(train_args(dir / "first", 8));
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    const fs::path newest = dir / "first" / "checkpoints" / "step-00000008";
+    {
+        std::fstream f(newest / "tables" / "t0.0.0.weight.bin",
+                       std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(100);
+        f.put('\x42');
+    }
+    auto args = train_args(dir / "resumed", 8);
+    args.insert(args.end(), {"--resume", (dir / "first" / "checkpoints").string()});
+    const RunResult resumed = run_shardrec(args);
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK_THAT(resumed.output, Contains("skipping checkpoint " + newest.string()) &&
+                                   Contains("t0.0.0.weight.bin is corrupt") &&
+                                   Contains("step-00000004"));
+    // Steps 5..8 were trained again from step 4: the same numbers as the first run's.
+    CHECK(numbers(dir / "resumed", 5) == numbers(dir / "first", 5));
 }

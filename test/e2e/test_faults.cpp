@@ -181,6 +181,20 @@ TEST_CASE("faults: a malformed SHARDREC_FAULT_INJECT is an error naming it", "[e
     CHECK_THAT(r.output, Contains("SHARDREC_FAULT_INJECT: step 'x'"));
 }
 
+TEST_CASE("faults: an error in the final evaluation leaves the final checkpoint written",
+          "[e2e][faults][mpi]") {
+    const auto dir = fresh_dir("eval_error");
+    const RunResult r = run_shardrec(small_train(dir / "run", {"train.checkpoint_every=4"}),
+                                     mpirun(2, "SHARDREC_FAULT_INJECT=*:6:eval_error"));
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.output, Contains("the evaluation after train step 6 fails"));
+    // Step 6 is not a multiple of checkpoint_every: it is saved as the last step, before the
+    // evaluation.
+    CHECK(std::filesystem::exists(dir / "run" / "checkpoints" / "step-00000006" / "manifest.yaml"));
+    CHECK(std::filesystem::exists(dir / "run" / "checkpoints" / "step-00000004" / "manifest.yaml"));
+}
+
 TEST_CASE("train: train.target_auc ends training once an evaluation reaches it", "[e2e]") {
     const auto dir = fresh_dir("target_auc");
     const RunResult r =

@@ -7,6 +7,7 @@
 
 #include "engine/train/checkpoint.h"
 #include "engine/train/trainer.h"
+#include "test/support/compare.h"
 
 using namespace shardrec;
 namespace fs = std::filesystem;
@@ -190,4 +191,130 @@ TEST_CASE("checkpoint: a corrupt, foreign or incomplete checkpoint is refused by
         const std::string e = error_of([&] { train::resolve_checkpoint(fresh("empty").string()); });
         CHECK_THAT(e, Catch::Contains("no manifest.yaml"));
     }
+}
+
+namespace {
+
+std::vector<uint8_t> bytes_of(const Tensor& x) {
+    const auto* p = static_cast<const uint8_t*>(x.data_ptr());
+    return {p, p + x.nbytes()};
+}
+
+bool same_batch(const Batch& a, const Batch& b) {
+    return bytes_of(a.dense) == bytes_of(b.dense) && bytes_of(a.labels) == bytes_of(b.labels);
+}
+
+void rewrite(const fs::path& file, const std::string& from, const std::string& to) {
+    std::ifstream in(file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    std::ofstream(file, std::ios::trunc) << with(text, from, to);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "checkpoint: pruning keeps to the run's own checkpoints; another run's step is not "
+    "replaced",
+    "[train][checkpoint]") {
+    const Config config = parse_config(kConfig, {});
+    const fs::path dir = fresh("two_runs");
+    train::Trainer old_run(config, nullptr);
+    old_run.set_run_id("old");
+    (void)train_steps(old_run, 0, 3);
+    train::save_checkpoint(old_run, dir.string(), 3, 0);
+    train::Trainer new_run(config, nullptr);
+    new_run.set_run_id("new");
+    for (int64_t step = 1; step <= 2; ++step) {
+        (void)train_steps(new_run, step - 1, step);
+        train::save_checkpoint(new_run, dir.string(), step, 1);
+    }
+    // The new run's step 2 is its newest and stays; the old run's step 3, newer by step, stays too.
+    CHECK(!fs::exists(dir / "step-00000001"));
+    CHECK(train::read_manifest((dir / "step-00000002").string()).run_id == "new");
+    CHECK(train::read_manifest((dir / "step-00000003").string()).run_id == "old");
+    CHECK(train::checkpoint_run_id(dir.string()) == "old");
+    (void)train_steps(new_run, 2, 3);
+    const std::string e = error_of([&] { train::save_checkpoint(new_run, dir.string(), 3, 1); });
+    CHECK_THAT(e, Catch::Contains("step-00000003 is a checkpoint of another run (old)"));
+    CHECK(train::read_manifest((dir / "step-00000003").string()).run_id == "old");
+}
+
+TEST_CASE("checkpoint: an edited manifest is refused; a damaged newest checkpoint is skipped",
+          "[train][checkpoint]") {
+    const Config config = parse_config(kConfig, {});
+    const fs::path dir = fresh("fallback");
+    train::Trainer t(config, nullptr);
+    for (int64_t step = 1; step <= 2; ++step) {
+        (void)train_steps(t, step - 1, step);
+        train::save_checkpoint(t, dir.string(), step, 0);
+    }
+    const auto state_at_2 = snapshot(t);
+    (void)train_steps(t, 2, 3);
+    train::save_checkpoint(t, dir.string(), 3, 0);
+    const fs::path newest = dir / "step-00000003";
+    test::ExpectLogs expect;  // the skipped checkpoints are warnings
+
+    SECTION("an edited step names the manifest") {
+        rewrite(newest / "manifest.yaml", "step: 3", "step: 30");
+        const std::string e = error_of([&] { train::read_manifest(newest.string()); });
+        CHECK_THAT(e, Catch::Contains("manifest was edited or is damaged") &&
+                          Catch::Contains("manifest_crc32"));
+        // A directory of checkpoints falls back to the newest intact one.
+        train::Trainer u(config, nullptr);
+        CHECK(train::load_checkpoint(u, dir.string(), {true}) == 2);
+        CHECK(snapshot(u) == state_at_2);
+        // Named directly, it is an error.
+        train::Trainer w(config, nullptr);
+        CHECK_THAT(error_of([&] { train::load_checkpoint(w, newest.string()); }),
+                   Catch::Contains("edited or is damaged"));
+    }
+    SECTION("a removed checksum line is refused") {
+        rewrite(newest / "manifest.yaml", "manifest_crc32:", "# manifest_crc32:");
+        CHECK_THAT(error_of([&] { train::read_manifest(newest.string()); }),
+                   Catch::Contains("manifest_crc32"));
+    }
+    SECTION("a damaged table file falls back too") {
+        {
+            std::fstream f(newest / "tables" / "a.0.0.weight.bin",
+                           std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(3);
+            f.put('\x11');
+        }
+        train::Trainer u(config, nullptr);
+        CHECK(train::load_checkpoint(u, dir.string(), {true}) == 2);
+        CHECK(snapshot(u) == state_at_2);
+    }
+    SECTION("every checkpoint damaged: the oldest's error") {
+        for (const char* step : {"step-00000001", "step-00000002", "step-00000003"})
+            rewrite(dir / step / "manifest.yaml", "seed: 5", "seed: 6");
+        train::Trainer u(config, nullptr);
+        CHECK_THAT(error_of([&] { train::load_checkpoint(u, dir.string(), {true}); }),
+                   Catch::Contains("step-00000001") && Catch::Contains("edited or is damaged"));
+    }
+}
+
+TEST_CASE("checkpoint: a resume with another global batch continues at the next unseen sample",
+          "[train][checkpoint]") {
+    const Config small = parse_config(kConfig, {});                      // global batch 16
+    const Config large = parse_config(kConfig, {"data.batch_size=32"});  // global batch 32
+    const fs::path dir = fresh("other_batch");
+    test::ExpectLogs expect;  // the resume warns of the other global batch
+    train::Trainer first(large, nullptr);
+    (void)train_steps(first, 0, 2);  // samples [0, 64)
+    train::save_checkpoint(first, dir.string(), 2, 0);
+    CHECK(train::read_manifest((dir / "step-00000002").string()).samples == 64);
+
+    train::Trainer reference(small, nullptr);  // batch s reads samples [16 s, 16 s + 16)
+    train::Trainer resumed(small, nullptr);
+    CHECK(train::load_checkpoint(resumed, dir.string(), {true}) == 2);
+    CHECK(resumed.samples_at(2) == 64);
+    CHECK(resumed.samples_at(3) == 80);
+    CHECK(same_batch(resumed.train_batch(2), reference.train_batch(4)));
+    CHECK(same_batch(resumed.train_batch(3), reference.train_batch(5)));
+    CHECK(!same_batch(resumed.train_batch(2), reference.train_batch(2)));
+    // The checkpoint it writes records the position it reached.
+    (void)train_steps(resumed, 2, 3);
+    train::save_checkpoint(resumed, dir.string(), 3, 0);
+    CHECK(train::read_manifest((dir / "step-00000003").string()).samples == 80);
 }
