@@ -87,7 +87,23 @@ public:
     }
 
     Shape shape(const YAML::Node& node, const char* key, const std::string& where) const {
-        return get<std::vector<int64_t>>(node, key, where);
+        Shape s = get<std::vector<int64_t>>(node, key, where);
+        for (const int64_t d : s) {
+            SR_CHECK(d >= 0, "{}: {}.{}: {} is negative", source_, where, key, d);
+        }
+        return s;
+    }
+
+    // A file name inside the checkpoint: relative and never above it.
+    std::string file_name(const YAML::Node& node, const char* key, const std::string& where) const {
+        const std::string name = get<std::string>(node, key, where);
+        const std::filesystem::path p(name);
+        bool escapes = name.empty() || p.is_absolute();
+        for (const auto& part : p)
+            escapes = escapes || part == "..";
+        SR_CHECK(!escapes, "{}: {}.{}: '{}' is not a file inside the checkpoint", source_, where,
+                 key, name);
+        return name;
     }
 
     CheckpointTensor tensor(const YAML::Node& n, const std::string& where) const {
@@ -95,7 +111,7 @@ public:
         t.name = get<std::string>(n, "name", where);
         t.dtype = dtype_from_name(get<std::string>(n, "dtype", where));
         t.shape = shape(n, "shape", where);
-        t.file = get<std::string>(n, "file", where);
+        t.file = file_name(n, "file", where);
         return t;
     }
 
@@ -110,16 +126,26 @@ public:
         s.rows = sizes[0];
         s.cols = sizes[1];
         s.optimizer_step = get<int64_t>(n, "optimizer_step", where);
-        s.files = get<std::vector<std::string>>(n, "files", where);
+        SR_CHECK(s.rank >= 0, "{}: {}: rank {} is negative", source_, where, s.rank);
+        for (const YAML::Node& f : at(n, "files", where)) {
+            YAML::Node holder;
+            holder["file"] = f;
+            s.files.push_back(file_name(holder, "file", where + ".files[]"));
+        }
         return s;
     }
 
     CheckpointFile file(const YAML::Node& n, const std::string& where) const {
         CheckpointFile f;
-        f.path = get<std::string>(n, "path", where);
+        f.path = file_name(n, "path", where);
         f.bytes = get<int64_t>(n, "bytes", where);
-        f.crc32 =
-            static_cast<uint32_t>(std::stoul(get<std::string>(n, "crc32", where), nullptr, 16));
+        SR_CHECK(f.bytes >= 0, "{}: {}[{}].bytes: {} is negative", source_, where, f.path, f.bytes);
+        const std::string crc = get<std::string>(n, "crc32", where);
+        const bool hex = crc.size() == 10 && crc.compare(0, 2, "0x") == 0 &&
+                         crc.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
+        SR_CHECK(hex, "{}: {}[{}].crc32: '{}' is not 0x and 8 hex digits", source_, where, f.path,
+                 crc);
+        f.crc32 = static_cast<uint32_t>(std::stoul(crc.substr(2), nullptr, 16));
         return f;
     }
 
@@ -218,22 +244,12 @@ std::string manifest_to_yaml(const CheckpointManifest& m) {
            fmt::format("{} {}\n", kChecksumKey, crc_text(data::crc32(text.data(), text.size())));
 }
 
-CheckpointManifest parse_manifest(const std::string& text, const std::string& source) {
-    // The checksum line is checked on the bytes before it, before anything is parsed.
-    const size_t at = text.rfind(std::string("\n") + kChecksumKey);
-    const bool has_checksum = at != std::string::npos || text.rfind(kChecksumKey, 0) == 0;
-    if (has_checksum) {
-        const size_t line = at == std::string::npos ? 0 : at + 1;
-        const std::string value = text.substr(line + std::strlen(kChecksumKey));
-        const uint32_t found = data::crc32(text.data(), line);
-        uint32_t expected = 0;
-        const bool parsed = std::sscanf(value.c_str(), " 0x%8x", &expected) == 1;
-        SR_CHECK(parsed && expected == found,
-                 "{}: the manifest was edited or is damaged: its {} line says {}, its text has "
-                 "CRC-32 {}",
-                 source, kChecksumKey, parsed ? crc_text(expected) : "nothing readable",
-                 crc_text(found));
-    }
+namespace {
+
+// The manifest's facts from its checked text; a YAML node of the wrong kind anywhere is an Error.
+CheckpointManifest manifest_from_text(const std::string& text,
+                                      const std::string& source,
+                                      bool has_checksum) {
     YAML::Node root;
     try {
         root = YAML::Load(text);
@@ -250,9 +266,8 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& so
              "{}: checkpoint version {}, this build reads 1 and {}", source, m.version,
              kCheckpointVersion);
     SR_CHECK(m.version == 1 || has_checksum,
-             "{}: the {} line is missing (the manifest was edited "
-             "or cut short)",
-             source, kChecksumKey);
+             "{}: the {} line is missing (the manifest was edited or cut short)", source,
+             kChecksumKey);
     m.step = r.get<int64_t>(root, "step", "");
     m.seed = r.get<int64_t>(root, "seed", "");
     m.world_size = r.get<int>(root, "world_size", "");
@@ -270,8 +285,8 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& so
     const YAML::Node model = r.at(root, "model", "");
     m.model_type = r.get<std::string>(model, "type", "model");
     m.sparse_optimizer = r.get<std::string>(model, "sparse_optimizer", "model");
-    m.sparse_state = model["sparse_state"] ? model["sparse_state"].as<std::vector<std::string>>()
-                                           : std::vector<std::string>{};
+    if (model["sparse_state"])
+        m.sparse_state = r.get<std::vector<std::string>>(model, "sparse_state", "model");
     m.dense_optimizer = r.get<std::string>(model, "dense_optimizer", "model");
     for (const YAML::Node& n : r.at(root, "tables", "")) {
         CheckpointTable t;
@@ -282,8 +297,12 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& so
         t.dtype = dtype_from_name(r.get<std::string>(n, "dtype", where));
         t.sharding_type = r.get<std::string>(n, "sharding_type", where);
         if (n["shards"]) {
-            for (const YAML::Node& s : n["shards"])
+            for (const YAML::Node& s : n["shards"]) {
                 t.shards.push_back(r.shard(s, where + ".shards[]"));
+                SR_CHECK(t.shards.back().rank < m.world_size,
+                         "{}: {}: a shard of rank {} in a checkpoint of {} rank(s)", source, where,
+                         t.shards.back().rank, m.world_size);
+            }
         }
         m.tables.push_back(std::move(t));
     }
@@ -294,6 +313,32 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& so
     for (const YAML::Node& n : r.at(root, "files", ""))
         m.files.push_back(r.file(n, "files[]"));
     return m;
+}
+
+}  // namespace
+
+CheckpointManifest parse_manifest(const std::string& text, const std::string& source) {
+    // The checksum line is checked on the bytes before it, before anything is parsed.
+    const size_t at = text.rfind(std::string("\n") + kChecksumKey);
+    const bool has_checksum = at != std::string::npos || text.rfind(kChecksumKey, 0) == 0;
+    if (has_checksum) {
+        const size_t line = at == std::string::npos ? 0 : at + 1;
+        const std::string value = text.substr(line + std::strlen(kChecksumKey));
+        const uint32_t found = data::crc32(text.data(), line);
+        uint32_t expected = 0;
+        const bool parsed = std::sscanf(value.c_str(), " 0x%8x", &expected) == 1;
+        SR_CHECK(parsed && expected == found,
+                 "{}: the manifest was edited or is damaged: its {} line says {}, its text has "
+                 "CRC-32 {}",
+                 source, kChecksumKey, parsed ? crc_text(expected) : "nothing readable",
+                 crc_text(found));
+    }
+    try {
+        return manifest_from_text(text, source, has_checksum);
+    } catch (const YAML::Exception& e) {
+        SR_CHECK(false, "{}: not a shardrec checkpoint manifest: {}", source, e.what());
+    }
+    return {};
 }
 
 CheckpointManifest read_manifest(const std::string& dir) {

@@ -269,6 +269,29 @@ TEST_CASE("checkpoint: an edited manifest is refused; a damaged newest checkpoin
         CHECK_THAT(error_of([&] { train::load_checkpoint(w, newest.string()); }),
                    Catch::Contains("edited or is damaged"));
     }
+    SECTION("a file outside the checkpoint, a bad checksum text, a shard of no rank") {
+        train::CheckpointManifest m = train::read_manifest(newest.string());
+        auto error_with = [&](const std::function<void(train::CheckpointManifest&)>& edit) {
+            train::CheckpointManifest bad = m;
+            edit(bad);
+            return error_of([&] { train::parse_manifest(train::manifest_to_yaml(bad), "m.yaml"); });
+        };
+        CHECK_THAT(error_with([](auto& b) { b.files[0].path = "../../etc/passwd"; }),
+                   Catch::Contains("'../../etc/passwd' is not a file inside the checkpoint"));
+        CHECK_THAT(error_with([](auto& b) { b.dense[0].file = "/etc/passwd"; }),
+                   Catch::Contains("'/etc/passwd' is not a file inside the checkpoint"));
+        CHECK_THAT(error_with([](auto& b) { b.tables[0].shards[0].rank = 3; }),
+                   Catch::Contains("a shard of rank 3 in a checkpoint of 1 rank(s)"));
+        CHECK_THAT(error_with([](auto& b) { b.files[0].bytes = -1; }),
+                   Catch::Contains("bytes: -1 is negative"));
+        const std::string text = train::manifest_to_yaml(m);
+        std::string edited = with(text, "crc32: 0x", "crc32: 0xzz");
+        edited = with(edited.substr(0, edited.rfind("manifest_crc32:")), "version: 2",
+                      "version: 1");  // version 1: no checksum line to stop it first
+        CHECK_THAT(error_of([&] { train::parse_manifest(edited, "m.yaml"); }),
+                   Catch::Contains("is not 0x and 8 hex digits"));
+        CHECK(train::parse_manifest(text, "m.yaml").files.size() == m.files.size());
+    }
     SECTION("a removed checksum line is refused") {
         rewrite(newest / "manifest.yaml", "manifest_crc32:", "# manifest_crc32:");
         CHECK_THAT(error_of([&] { train::read_manifest(newest.string()); }),
