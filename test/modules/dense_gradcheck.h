@@ -46,12 +46,12 @@ inline void check_module_gradients(DenseModule& module, const Tensor& x, const R
     const std::vector<double> x64 = as_double(x);
     const Tensor y = module.forward(x).clone();
     INFO("seed " << test_seed());
-    CHECK(ref::max_rel_diff(as_double(y), f(x64, p64)) < 1e-5);
+    CHECK_RELATIVE(as_double(y), f(x64, p64), 1e-5);
     const Tensor up = random_input(y.shape(), 99);
     const std::vector<double> up64 = as_double(up);
     const std::vector<double> grad_x = as_double(module.backward(up));
     const auto fx = [&](const std::vector<double>& v) { return f(v, p64); };
-    CHECK(ref::max_rel_diff(grad_x, ref::numerical_gradient(fx, x64, up64)) < 1e-4);
+    CHECK_RELATIVE(grad_x, ref::numerical_gradient(fx, x64, up64), 1e-4);
     for (size_t i = 0; i < params.size(); ++i) {
         INFO("parameter " << params[i]->name);
         const auto fp = [&](const std::vector<double>& v) {
@@ -59,8 +59,7 @@ inline void check_module_gradients(DenseModule& module, const Tensor& x, const R
             q[i] = v;
             return f(x64, q);
         };
-        CHECK(ref::max_rel_diff(as_double(params[i]->grad),
-                                ref::numerical_gradient(fp, p64[i], up64)) < 1e-4);
+        CHECK_RELATIVE(as_double(params[i]->grad), ref::numerical_gradient(fp, p64[i], up64), 1e-4);
     }
 }
 

@@ -8,6 +8,7 @@
 #include "test/modules/dense_gradcheck.h"
 #include "test/reference/factorization_machine.h"
 #include "test/reference/linear.h"
+#include "test/support/compare.h"
 
 using namespace shardrec;
 using namespace shardrec::test;
@@ -32,7 +33,7 @@ TEST_CASE("DeepFM: [B,2,64] and [B,2,32] through Linear(192, 30) give [B, 30]", 
     const auto p = deepfm.parameters();
     const auto ref_y = ref::linear_forward(cat, as_double(p[0]->value), as_double(p[1]->value), B,
                                            192, 30, ref::Act::kIdentity);
-    CHECK(ref::max_rel_diff(as_double(y), ref_y.value) < 1e-5);
+    CHECK_RELATIVE(as_double(y), ref_y.value, 1e-5);
     // The gradient splits back into the embeddings' shapes.
     const Tensor up = random_input({B, 30}, 3);
     const std::vector<double> gx = as_double(deepfm.backward(up));

@@ -7,6 +7,7 @@
 #include "test/modules/dense_gradcheck.h"
 #include "test/reference/crossnet.h"
 #include "test/reference/dot_interaction.h"
+#include "test/support/compare.h"
 
 using namespace shardrec;
 using namespace shardrec::test;
@@ -20,8 +21,7 @@ TEST_CASE("InteractionArch: widths, column order and gradients", "[modules]") {
     const Tensor out = arch.forward(dense, sparse).clone();
     REQUIRE(out.shape() == Shape{B, D + 10});
     const V d64 = as_double(dense), s64 = as_double(sparse);
-    CHECK(ref::max_rel_diff(as_double(out), ref::dot_interaction_forward(d64, s64, B, F, D).value) <
-          1e-6);
+    CHECK_RELATIVE(as_double(out), ref::dot_interaction_forward(d64, s64, B, F, D).value, 1e-6);
     // Column D is T_1 . T_0 = emb_1 . dense of row 0.
     double dot10 = 0;
     for (int64_t d = 0; d < D; ++d) {
@@ -33,10 +33,8 @@ TEST_CASE("InteractionArch: widths, column order and gradients", "[modules]") {
     const V up64 = as_double(up);
     const auto fd = [&](const V& v) { return ref::dot_interaction_forward(v, s64, B, F, D).value; };
     const auto fs = [&](const V& v) { return ref::dot_interaction_forward(d64, v, B, F, D).value; };
-    CHECK(ref::max_rel_diff(as_double(arch.grad_dense()), ref::numerical_gradient(fd, d64, up64)) <
-          1e-4);
-    CHECK(ref::max_rel_diff(as_double(arch.grad_sparse()), ref::numerical_gradient(fs, s64, up64)) <
-          1e-4);
+    CHECK_RELATIVE(as_double(arch.grad_dense()), ref::numerical_gradient(fd, d64, up64), 1e-4);
+    CHECK_RELATIVE(as_double(arch.grad_sparse()), ref::numerical_gradient(fs, s64, up64), 1e-4);
 }
 
 TEST_CASE("InteractionDCNArch: concat(dense, sparse) through LowRankCrossNet", "[modules]") {
@@ -70,16 +68,16 @@ TEST_CASE("InteractionDCNArch: concat(dense, sparse) through LowRankCrossNet", "
     const V d64 = as_double(dense), s64 = as_double(sparse);
     const Tensor out = arch.forward(dense, sparse).clone();
     REQUIRE(out.shape() == Shape{B, N});
-    CHECK(ref::max_rel_diff(as_double(out), f(d64, s64, p64)) < 1e-5);
+    CHECK_RELATIVE(as_double(out), f(d64, s64, p64), 1e-5);
     const Tensor up = random_input({B, N}, 6);
     const V up64 = as_double(up);
     arch.backward(up);
-    CHECK(ref::max_rel_diff(as_double(arch.grad_dense()),
-                            ref::numerical_gradient([&](const V& v) { return f(v, s64, p64); }, d64,
-                                                    up64)) < 1e-4);
-    CHECK(ref::max_rel_diff(as_double(arch.grad_sparse()),
-                            ref::numerical_gradient([&](const V& v) { return f(d64, v, p64); }, s64,
-                                                    up64)) < 1e-4);
+    CHECK_RELATIVE(as_double(arch.grad_dense()),
+                   ref::numerical_gradient([&](const V& v) { return f(v, s64, p64); }, d64, up64),
+                   1e-4);
+    CHECK_RELATIVE(as_double(arch.grad_sparse()),
+                   ref::numerical_gradient([&](const V& v) { return f(d64, v, p64); }, s64, up64),
+                   1e-4);
     for (size_t i = 0; i < params.size(); ++i) {
         INFO(params[i]->name);
         const auto fp = [&](const V& v) {
@@ -87,8 +85,7 @@ TEST_CASE("InteractionDCNArch: concat(dense, sparse) through LowRankCrossNet", "
             q[i] = v;
             return f(d64, s64, q);
         };
-        CHECK(ref::max_rel_diff(as_double(params[i]->grad),
-                                ref::numerical_gradient(fp, p64[i], up64)) < 1e-4);
+        CHECK_RELATIVE(as_double(params[i]->grad), ref::numerical_gradient(fp, p64[i], up64), 1e-4);
     }
 }
 

@@ -70,7 +70,7 @@ TEST_CASE("DenseOptimizer: each type follows the torch.optim rule over three ste
             }
         }
         CHECK(opt->num_steps() == 3);
-        CHECK(ref::max_rel_diff(as_double(p.a.value), want) < 1e-6);
+        CHECK_RELATIVE(as_double(p.a.value), want, 1e-6);
     }
 }
 

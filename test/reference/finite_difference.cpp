@@ -26,12 +26,4 @@ std::vector<double> numerical_gradient(
     return grad;
 }
 
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-    double worst = a.size() == b.size() ? 0.0 : INFINITY;
-    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-        worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(1.0, std::fabs(b[i])));
-    }
-    return worst;
-}
-
 }  // namespace shardrec::ref

@@ -14,7 +14,4 @@ std::vector<double> numerical_gradient(
     const std::vector<double>& upstream,
     double h = 1e-6);
 
-// max_i |a_i - b_i| / max(1, |b_i|)
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
-
 }  // namespace shardrec::ref

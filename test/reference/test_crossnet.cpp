@@ -40,23 +40,23 @@ TEST_CASE("reference crossnet: backward matches finite differences", "[reference
             return crossnet_forward(a, b, c, d, e, B, N, r).out.value;
         };
         using V = std::vector<double>;
-        CHECK(max_rel_diff(g.grad_x0.value,
-                           numerical_gradient([&](const V& t) { return out(t, xl, w, v, bias); },
-                                              x0, up)) < 1e-7);
-        CHECK(max_rel_diff(g.grad_xl.value,
-                           numerical_gradient([&](const V& t) { return out(x0, t, w, v, bias); },
-                                              xl, up)) < 1e-7);
-        CHECK(max_rel_diff(g.grad_w.value,
-                           numerical_gradient([&](const V& t) { return out(x0, xl, t, v, bias); },
-                                              w, up)) < 1e-7);
-        CHECK(max_rel_diff(g.grad_b.value,
-                           numerical_gradient([&](const V& t) { return out(x0, xl, w, v, t); },
-                                              bias, up)) < 1e-7);
+        CHECK_RELATIVE(
+            g.grad_x0.value,
+            numerical_gradient([&](const V& t) { return out(t, xl, w, v, bias); }, x0, up), 1e-7);
+        CHECK_RELATIVE(
+            g.grad_xl.value,
+            numerical_gradient([&](const V& t) { return out(x0, t, w, v, bias); }, xl, up), 1e-7);
+        CHECK_RELATIVE(
+            g.grad_w.value,
+            numerical_gradient([&](const V& t) { return out(x0, xl, t, v, bias); }, w, up), 1e-7);
+        CHECK_RELATIVE(
+            g.grad_b.value,
+            numerical_gradient([&](const V& t) { return out(x0, xl, w, v, t); }, bias, up), 1e-7);
         if (r > 0) {
-            CHECK(max_rel_diff(g.grad_v.value,
-                               numerical_gradient(
-                                   [&](const V& t) { return out(x0, xl, w, t, bias); }, v, up)) <
-                  1e-7);
+            CHECK_RELATIVE(
+                g.grad_v.value,
+                numerical_gradient([&](const V& t) { return out(x0, xl, w, t, bias); }, v, up),
+                1e-7);
         }
     }
 }

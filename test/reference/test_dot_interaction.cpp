@@ -35,8 +35,8 @@ TEST_CASE("reference dot interaction: backward matches finite differences", "[re
     const auto fs = [&](const std::vector<double>& v) {
         return dot_interaction_forward(dense, v, B, F, D).value;
     };
-    CHECK(max_rel_diff(g.grad_dense.value, numerical_gradient(fd, dense, up)) < 1e-7);
-    CHECK(max_rel_diff(g.grad_sparse.value, numerical_gradient(fs, sparse, up)) < 1e-7);
+    CHECK_RELATIVE(g.grad_dense.value, numerical_gradient(fd, dense, up), 1e-7);
+    CHECK_RELATIVE(g.grad_sparse.value, numerical_gradient(fs, sparse, up), 1e-7);
 }
 
 TEST_CASE("reference dot interaction: pairs follow the strictly lower triangle", "[reference]") {

@@ -55,7 +55,7 @@ TEST_CASE("embedding_bag reference: backward matches finite differences of the f
                     },
                     weights, upstream);
                 const Values analytic = embedding_bag_backward(a, upstream, mode);
-                CHECK(max_rel_diff(analytic.value, numeric) < 1e-8);
+                CHECK_RELATIVE(analytic.value, numeric, 1e-8);
 
                 if (!weighted) {
                     a.per_sample_weights.assign(a.ids.size(), 1.0);
@@ -69,7 +69,7 @@ TEST_CASE("embedding_bag reference: backward matches finite differences of the f
                     a.per_sample_weights, upstream);
                 const Values analytic_psw =
                     embedding_bag_backward_per_sample_weights(a, weights, upstream, mode);
-                CHECK(max_rel_diff(analytic_psw.value, numeric_psw) < 1e-8);
+                CHECK_RELATIVE(analytic_psw.value, numeric_psw, 1e-8);
             }
         }
     }
@@ -112,7 +112,7 @@ TEST_CASE("sequence_embedding reference: row gradients match finite differences"
             analytic[static_cast<size_t>(rows.rows[u]) * 3 + d] = rows.grad[u * 3 + d];
         }
     }
-    CHECK(max_rel_diff(analytic, numeric) < 1e-8);
+    CHECK_RELATIVE(analytic, numeric, 1e-8);
     CHECK(rows.max_count == 3);  // table 0 row 2 is looked up three times by feature 2
 }
 

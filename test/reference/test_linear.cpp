@@ -40,9 +40,9 @@ TEST_CASE("reference linear: backward matches finite differences", "[reference]"
         const auto fb = [&](const std::vector<double>& v) {
             return linear_forward(x, w, v, B, I, O, act).value;
         };
-        CHECK(max_rel_diff(g.grad_x.value, numerical_gradient(fx, x, up)) < 1e-7);
-        CHECK(max_rel_diff(g.grad_w.value, numerical_gradient(fw, w, up)) < 1e-7);
-        CHECK(max_rel_diff(g.grad_b.value, numerical_gradient(fb, bias, up)) < 1e-7);
+        CHECK_RELATIVE(g.grad_x.value, numerical_gradient(fx, x, up), 1e-7);
+        CHECK_RELATIVE(g.grad_w.value, numerical_gradient(fw, w, up), 1e-7);
+        CHECK_RELATIVE(g.grad_b.value, numerical_gradient(fb, bias, up), 1e-7);
     }
 }
 

@@ -63,20 +63,21 @@ TEST_CASE("reference mixture crossnet: backward matches finite differences", "[r
             const auto f_xl = [&](const V& t) {
                 return mixture_crossnet_forward(p, x0, t).out.value;
             };
-            CHECK(max_rel_diff(g.x0.value, numerical_gradient(f_x0, x0, up)) < 1e-7);
-            CHECK(max_rel_diff(g.xl.value, numerical_gradient(f_xl, xl, up)) < 1e-7);
-            CHECK(max_rel_diff(g.u.value, numerical_gradient(with(&MixtureCrossNetParams::u), p.u,
-                                                             up)) < 1e-7);
-            CHECK(max_rel_diff(g.c.value, numerical_gradient(with(&MixtureCrossNetParams::c), p.c,
-                                                             up)) < 1e-7);
-            CHECK(max_rel_diff(g.v.value, numerical_gradient(with(&MixtureCrossNetParams::v), p.v,
-                                                             up)) < 1e-7);
-            CHECK(max_rel_diff(g.bias.value, numerical_gradient(with(&MixtureCrossNetParams::bias),
-                                                                p.bias, up)) < 1e-7);
+            CHECK_RELATIVE(g.x0.value, numerical_gradient(f_x0, x0, up), 1e-7);
+            CHECK_RELATIVE(g.xl.value, numerical_gradient(f_xl, xl, up), 1e-7);
+            CHECK_RELATIVE(g.u.value, numerical_gradient(with(&MixtureCrossNetParams::u), p.u, up),
+                           1e-7);
+            CHECK_RELATIVE(g.c.value, numerical_gradient(with(&MixtureCrossNetParams::c), p.c, up),
+                           1e-7);
+            CHECK_RELATIVE(g.v.value, numerical_gradient(with(&MixtureCrossNetParams::v), p.v, up),
+                           1e-7);
+            CHECK_RELATIVE(g.bias.value,
+                           numerical_gradient(with(&MixtureCrossNetParams::bias), p.bias, up),
+                           1e-7);
             if (K > 1) {
-                CHECK(max_rel_diff(g.gates.value,
-                                   numerical_gradient(with(&MixtureCrossNetParams::gates), p.gates,
-                                                      up)) < 1e-7);
+                CHECK_RELATIVE(g.gates.value,
+                               numerical_gradient(with(&MixtureCrossNetParams::gates), p.gates, up),
+                               1e-7);
             }
         }
     }

@@ -35,18 +35,18 @@ TEST_CASE("reference vector crossnet: backward matches finite differences", "[re
     auto out = [&](const V& a, const V& b, const V& c, const V& d) {
         return vector_crossnet_forward(a, b, c, d, B, N).out.value;
     };
-    CHECK(max_rel_diff(
-              g.grad_x0.value,
-              numerical_gradient([&](const V& t) { return out(t, xl, w, bias); }, x0, up)) < 1e-7);
-    CHECK(max_rel_diff(
-              g.grad_xl.value,
-              numerical_gradient([&](const V& t) { return out(x0, t, w, bias); }, xl, up)) < 1e-7);
-    CHECK(max_rel_diff(
-              g.grad_w.value,
-              numerical_gradient([&](const V& t) { return out(x0, xl, t, bias); }, w, up)) < 1e-7);
-    CHECK(max_rel_diff(
-              g.grad_b.value,
-              numerical_gradient([&](const V& t) { return out(x0, xl, w, t); }, bias, up)) < 1e-7);
+    CHECK_RELATIVE(g.grad_x0.value,
+                   numerical_gradient([&](const V& t) { return out(t, xl, w, bias); }, x0, up),
+                   1e-7);
+    CHECK_RELATIVE(g.grad_xl.value,
+                   numerical_gradient([&](const V& t) { return out(x0, t, w, bias); }, xl, up),
+                   1e-7);
+    CHECK_RELATIVE(g.grad_w.value,
+                   numerical_gradient([&](const V& t) { return out(x0, xl, t, bias); }, w, up),
+                   1e-7);
+    CHECK_RELATIVE(g.grad_b.value,
+                   numerical_gradient([&](const V& t) { return out(x0, xl, w, t); }, bias, up),
+                   1e-7);
 }
 
 TEST_CASE("reference vector crossnet: the bias is added outside the product", "[reference]") {

@@ -1,5 +1,6 @@
 #include "test/support/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,7 +20,7 @@ uint64_t test_seed() {
     return s ? std::strtoull(s, nullptr, 10) : 1234;
 }
 
-CompareResult compare(const std::vector<float>& got,
+CompareResult compare(const std::vector<double>& got,
                       const std::vector<double>& ref,
                       const std::vector<double>& mag,
                       const Tolerance& tol) {
@@ -42,7 +43,7 @@ CompareResult compare(const std::vector<float>& got,
         } else if (std::isinf(e) || std::isinf(g)) {
             ok = g == e;
         } else if (tol.exact) {
-            ok = static_cast<float>(e) == got[i] && static_cast<double>(got[i]) == e;
+            ok = g == e;
         } else {
             ok = std::fabs(g - e) <= tol.bound(mag[i]);
         }
@@ -64,6 +65,34 @@ CompareResult compare(const std::vector<float>& got,
             bad, got.size(), worst, got[worst], ref[worst], tol.bound(mag[worst]), test_seed());
     }
     return r;
+}
+
+CompareResult compare(const std::vector<float>& got,
+                      const std::vector<double>& ref,
+                      const std::vector<double>& mag,
+                      const Tolerance& tol) {
+    return compare(std::vector<double>(got.begin(), got.end()), ref, mag, tol);
+}
+
+CompareResult compare_relative(const std::vector<double>& got,
+                               const std::vector<double>& want,
+                               double rel,
+                               double atol) {
+    double scale = 0.0;
+    for (const double w : want) {
+        if (std::isfinite(w))
+            scale = std::max(scale, std::fabs(w));
+    }
+    std::vector<double> mag(want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+        mag[i] = std::fabs(want[i]) + scale;
+    Tolerance tol;
+    tol.atol = atol;
+    tol.terms = 0;
+    tol.u_acc = 0.0;
+    tol.u_out = 0.0;
+    tol.extra_rel = rel;
+    return compare(got, want, mag, tol);
 }
 
 CompareResult compare(const Tensor& got,

@@ -31,7 +31,13 @@ struct CompareResult {
     std::string report;  // worst element, NaN disagreement, sizes
 };
 
-// ref and mag are float64 of the same length as got (mag = sum of |terms| per element).
+// The one comparator of the suite. ref and mag are float64 of the same length as got (mag = sum
+// of |terms| per element). NaN matches only NaN, an infinity only the same infinity; anything
+// else must lie within tol.bound(mag) of ref.
+CompareResult compare(const std::vector<double>& got,
+                      const std::vector<double>& ref,
+                      const std::vector<double>& mag,
+                      const Tolerance& tol);
 CompareResult compare(const std::vector<float>& got,
                       const std::vector<double>& ref,
                       const std::vector<double>& mag,
@@ -40,6 +46,24 @@ CompareResult compare(const Tensor& got,
                       const std::vector<double>& ref,
                       const std::vector<double>& mag,
                       const Tolerance& tol);
+
+// compare() for a float64 result against a float64 reference (a finite difference, a reference
+// forward): |got_i - want_i| <= atol + rel * (|want_i| + max_j |want_j|). The bound scales with
+// the data (a finite difference's error scales with the whole vector, not with each element), so
+// a wrong small element fails where a floor of 1 would let it pass.
+CompareResult compare_relative(const std::vector<double>& got,
+                               const std::vector<double>& want,
+                               double rel,
+                               double atol = 0.0);
+
+// CHECKs compare_relative, reporting the worst element.
+#define CHECK_RELATIVE(got, want, rel)                                \
+    do {                                                              \
+        const ::shardrec::test::CompareResult r_ =                    \
+            ::shardrec::test::compare_relative((got), (want), (rel)); \
+        INFO(r_.report);                                              \
+        CHECK(r_.ok);                                                 \
+    } while (false)
 
 // REQUIREs |got[i] - want[i]| <= abs + rel * |want[i]| for every i (and equal sizes); a failure
 // names `what`, the index and both values.

@@ -12,11 +12,18 @@ void require_close(const std::vector<float>& got,
                    double abs,
                    double rel,
                    const std::string& what) {
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        INFO(what << " [" << i << "]: got " << got[i] << ", want " << want[i]);
-        REQUIRE(std::fabs(got[i] - want[i]) <= abs + rel * std::fabs(want[i]));
-    }
+    std::vector<double> ref(want.begin(), want.end()), mag(want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+        mag[i] = std::fabs(ref[i]);
+    Tolerance tol;
+    tol.atol = abs;
+    tol.terms = 0;
+    tol.u_acc = 0.0;
+    tol.u_out = 0.0;
+    tol.extra_rel = rel;
+    const CompareResult r = compare(got, ref, mag, tol);
+    INFO(what << ": " << r.report);
+    REQUIRE(r.ok);
 }
 
 }  // namespace shardrec::test
