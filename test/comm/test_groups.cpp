@@ -141,7 +141,8 @@ TEST_CASE("Work: is_completed polls, and a dropped Work is waited for", "[comm]"
     CHECK(comm::Work().is_completed());
 }
 
-TEST_CASE("MpiProcessGroup: a wait on a peer that never comes fails after the timeout", "[comm]") {
+TEST_CASE("MpiProcessGroup: a wait on a peer that never comes fails after the timeout",
+          "[comm][multirank]") {
     auto world = mpi_world();
     if (world->size() < 2) {
         return;

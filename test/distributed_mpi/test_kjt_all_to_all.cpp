@@ -60,7 +60,7 @@ void check_output(const KeyedJaggedTensor& got, const ExpectedKjt& want) {
 
 }  // namespace
 
-TEST_CASE("KJTAllToAll: 18.1 example on two ranks", "[distributed][mpi]") {
+TEST_CASE("KJTAllToAll: 18.1 example on two ranks", "[distributed][mpi][even_ranks]") {
     const auto pg = pair_group();
     if (!pg) {
         return;  // needs an even number of ranks
@@ -93,7 +93,8 @@ TEST_CASE("KJTAllToAll: 18.1 example on two ranks", "[distributed][mpi]") {
     }
 }
 
-TEST_CASE("KJTAllToAll: 18.2 weighted id_score_list features on two ranks", "[distributed][mpi]") {
+TEST_CASE("KJTAllToAll: 18.2 weighted id_score_list features on two ranks",
+          "[distributed][mpi][even_ranks]") {
     const auto pg = pair_group();
     if (!pg) {
         return;
@@ -171,7 +172,8 @@ TEST_CASE("KJTAllToAll: rank 0 receives no features, batch differs per rank",
     }
 }
 
-TEST_CASE("KJTAllToAll: ranks that disagree on weights fail on every rank", "[distributed][mpi]") {
+TEST_CASE("KJTAllToAll: ranks that disagree on weights fail on every rank",
+          "[distributed][mpi][multirank]") {
     const auto pg = world();
     if (pg->size() == 1) {
         return;  // nobody to disagree with

@@ -53,7 +53,7 @@ I64s prefix(const I64s& v) {
 
 }  // namespace
 
-TEST_CASE("PooledEmbeddingsAllToAll: 18.4 example on two ranks", "[distributed][mpi]") {
+TEST_CASE("PooledEmbeddingsAllToAll: 18.4 example on two ranks", "[distributed][mpi][even_ranks]") {
     const auto pg = pair_group();
     if (!pg) {
         return;
