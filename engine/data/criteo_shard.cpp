@@ -113,8 +113,36 @@ ShardHeader check_shard(const uint8_t* data,
                  "data shard {}: checksum mismatch (crc32 {:08x}, header says {:08x}): the file "
                  "is corrupted",
                  name, crc, h.payload_crc32);
+        check_shard_labels(data, size, name, h.record_bytes);
     }
     return h;
+}
+
+void check_shard_labels(const uint8_t* data,
+                        size_t size,
+                        const std::string& name,
+                        uint32_t record_bytes) {
+    const uint8_t* payload = data + kShardHeaderBytes;
+    const size_t rows = (size - kShardHeaderBytes) / record_bytes;
+    // One pass with no branch per record (the compiler may vectorise the gather); the slow search
+    // for the first bad record only runs on a shard that has one.
+    bool bad = false;
+    for (size_t r = 0; r < rows; ++r) {
+        float label;
+        std::memcpy(&label, payload + r * record_bytes, 4);
+        bad |= (label != 0.0f) & (label != 1.0f);  // NaN too
+    }
+    if (!bad) {
+        return;
+    }
+    for (size_t r = 0; r < rows; ++r) {
+        float label;
+        std::memcpy(&label, payload + r * record_bytes, 4);
+        SR_CHECK(label == 0.0f || label == 1.0f,
+                 "data shard {}: record {} has label {}, expected 0 or 1 (not written by `shardrec "
+                 "data criteo-preprocess`, or edited since)",
+                 name, r, label);
+    }
 }
 
 // ---- manifest ----
