@@ -1,13 +1,13 @@
 #include "engine/data/criteo_shard.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/input_file.h"
 #include "engine/data/crc32.h"
 
 namespace shardrec::data {
@@ -300,15 +300,19 @@ CriteoManifest parse_criteo_manifest(const std::string& text, const std::string&
 }
 
 CriteoManifest read_criteo_manifest(const std::string& dir) {
+    struct stat st {};
+
+    SR_CHECK(::stat(dir.c_str(), &st) != 0 || S_ISDIR(st.st_mode),
+             "criteo data '{}' is not a directory: give the directory written by `shardrec data "
+             "criteo-preprocess --out`",
+             dir);
     const std::string path = dir + "/" + kCriteoManifestName;
-    std::ifstream in(path);
-    SR_CHECK(in.good(),
-             "{}: cannot open (is {} a directory written by `shardrec data "
+    const std::string problem = input_file_problem(path);
+    SR_CHECK(problem.empty(),
+             "the Criteo manifest '{}' {} (is {} a directory written by `shardrec data "
              "criteo-preprocess`?)",
-             path, dir);
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_criteo_manifest(text.str(), path);
+             path, problem, dir);
+    return parse_criteo_manifest(read_input_file(path, "the Criteo manifest"), path);
 }
 
 }  // namespace shardrec::data

@@ -402,7 +402,14 @@ TEST_CASE("CriteoBinaryDataset: damaged or mismatched data is an error naming th
     }
     SECTION("missing") {
         fs::remove(shard);
-        CHECK_THROWS_WITH(CriteoBinaryDataset(lo), Contains("shard_0000_00001.bin: cannot open"));
+        CHECK_THROWS_WITH(CriteoBinaryDataset(lo),
+                          Contains("the data shard '" + shard.string() + "' does not exist"));
+    }
+    SECTION("a directory in its place") {
+        fs::remove(shard);
+        fs::create_directory(shard);
+        CHECK_THROWS_WITH(CriteoBinaryDataset(lo), Contains("the data shard '" + shard.string() +
+                                                            "' is a directory, expected a file"));
     }
     SECTION("a table smaller than the data's ids") {
         lo.num_embeddings[4] = 96;
@@ -416,7 +423,12 @@ TEST_CASE("CriteoBinaryDataset: damaged or mismatched data is an error naming th
     }
     SECTION("no manifest") {
         fs::remove(dir / "out" / "manifest.json");
-        CHECK_THROWS_WITH(CriteoBinaryDataset(lo), Contains("manifest.json: cannot open"));
+        CHECK_THROWS_WITH(CriteoBinaryDataset(lo), Contains("manifest.json' does not exist"));
+    }
+    SECTION("a file where the data directory should be") {
+        lo.path = shard.string();
+        CHECK_THROWS_WITH(CriteoBinaryDataset(lo),
+                          Contains("criteo data '" + shard.string() + "' is not a directory"));
     }
     SECTION("eval_days leaving no train day") {
         lo.eval_days = 2;

@@ -238,7 +238,13 @@ TEST_CASE("criteo e2e: a malformed line stops with FILE:LINE and the field; or i
     r = run_shardrec({"data", "criteo-preprocess", "--in", (dir / "nope.tsv").string(), "--out",
                       (dir / "x").string()});
     CHECK(r.exit_code == 1);
-    CHECK(r.output.find("nope.tsv: cannot read") != std::string::npos);
+    CHECK(r.output.find("the input file (--in) '" + (dir / "nope.tsv").string() +
+                        "' does not exist") != std::string::npos);
+    r = run_shardrec({"data", "criteo-preprocess", "--in", days[0], dir.string(), "--out",
+                      (dir / "x").string()});
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("the input file (--in) '" + dir.string() +
+                        "' is a directory, expected a file") != std::string::npos);
 }
 
 TEST_CASE("criteo e2e: preprocessing memory does not grow with the input", "[e2e]") {
