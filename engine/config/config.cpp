@@ -95,6 +95,19 @@ void DataConfig::from_yaml(ConfigNode& node) {
     read_fields(node, [this](FieldVisitor& v) { visit(v); });
 }
 
+void DataConfig::resolve(ConfigNode& node, const TrainConfig& train) {
+    // Found here, not after the last training step when the first evaluation would run.
+    if (type == "criteo_binary" && train.eval_samples > 0 && criteo_binary.eval_days == 0 &&
+        criteo_binary.eval_fraction == 0) {
+        ConfigNode criteo = node.child("criteo_binary");
+        criteo.error_at(
+            "eval_days",
+            fmt::format("0 with eval_fraction 0 leaves no eval split, but train.eval_samples is "
+                        "{}; set eval_days or eval_fraction, or train.eval_samples: 0",
+                        train.eval_samples));
+    }
+}
+
 YAML::Node DataConfig::to_yaml() const {
     DataConfig copy = *this;
     return write_fields([&copy](FieldVisitor& v) { copy.visit(v); });
@@ -161,7 +174,9 @@ void Config::visit(FieldVisitor& v) {
     v.section(
         Field("train", "the training loop"), [this](FieldVisitor& s) { train.visit(s); },
         [this](ConfigNode& n) { train.resolve(n); });
-    v.section(Field("data", "the input data"), [this](FieldVisitor& s) { data.visit(s); });
+    v.section(
+        Field("data", "the input data"), [this](FieldVisitor& s) { data.visit(s); },
+        [this](ConfigNode& n) { data.resolve(n, train); });
     v.section(
         Field("model", "the model"), [this](FieldVisitor& s) { model.visit(s); },
         [this](ConfigNode& n) { model.resolve(n); });

@@ -61,6 +61,8 @@ struct DataConfig {
     void visit(FieldVisitor& v);
     void from_yaml(ConfigNode& node);
     YAML::Node to_yaml() const;
+    // Checks the rules that involve train: an evaluation needs an eval split.
+    void resolve(ConfigNode& node, const TrainConfig& train);
 };
 
 struct ModelConfig {

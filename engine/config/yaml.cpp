@@ -11,6 +11,7 @@
 
 #include "engine/config/read_state.h"
 #include "engine/core/error.h"
+#include "engine/core/input_file.h"
 
 namespace shardrec {
 
@@ -278,13 +279,12 @@ bool ConfigNode::read(std::vector<std::string>& out) {
 ConfigDocument::ConfigDocument(const YAML::Node& root, std::shared_ptr<ConfigReadState> state)
     : root_(root), state_(std::move(state)) {}
 
-ConfigDocument ConfigDocument::parse_file(const std::string& path) {
+ConfigDocument ConfigDocument::parse_file(const std::string& path, const std::string& what) {
+    const std::string text = read_input_file(path, what);
     try {
         auto state = std::make_shared<ConfigReadState>();
         state->source = path;
-        return ConfigDocument(YAML::LoadFile(path), std::move(state));
-    } catch (const YAML::BadFile&) {
-        throw Error(fmt::format("{}: cannot read config file '{}'", error_context(), path));
+        return ConfigDocument(YAML::Load(text), std::move(state));
     } catch (const YAML::ParserException& e) {
         throw Error(fmt::format("{}: {}:{}:{}: YAML syntax error: {}", error_context(), path,
                                 e.mark.line + 1, e.mark.column + 1, e.msg));

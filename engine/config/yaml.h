@@ -84,7 +84,9 @@ private:
 class ConfigDocument {
 public:
     // Throw Error at once for an unreadable file or a YAML syntax error (nothing to read then).
-    static ConfigDocument parse_file(const std::string& path);
+    // `what` names the file in errors: "the plan file (sharding.plan_file) 'p' does not exist".
+    static ConfigDocument parse_file(const std::string& path,
+                                     const std::string& what = "the config file");
     static ConfigDocument parse_string(const std::string& text, const std::string& source_name);
     static ConfigDocument from_node(const YAML::Node& node, const std::string& source_name);
 

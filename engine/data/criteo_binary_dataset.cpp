@@ -10,20 +10,22 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/core/input_file.h"
 
 namespace shardrec::data {
 namespace {
 
 // Maps a whole file read-only; a 0-byte file cannot be a shard (check_shard reports it).
 const uint8_t* map_file(const std::string& path, size_t& size) {
+    check_input_file(path, "the data shard");
     const int fd = ::open(path.c_str(), O_RDONLY);
     SR_CHECK(fd >= 0, "data shard {}: cannot open: {}", path, std::strerror(errno));
 
     struct stat st {};
 
-    if (::fstat(fd, &st) != 0) {
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
-        SR_CHECK(false, "data shard {}: cannot stat", path);
+        SR_CHECK(false, "data shard {}: not a regular file (a shard is memory-mapped)", path);
     }
     size = static_cast<size_t>(st.st_size);
     if (size == 0) {

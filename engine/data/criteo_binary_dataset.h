@@ -10,7 +10,9 @@
 //   - Checks: on open, every shard's header, size and fingerprint against the manifest (a
 //     truncated or foreign shard is an error naming it); a shard's payload checksum is verified
 //     the first time a batch touches it (once, on the thread that reads it: usually the prefetch
-//     thread), so a TB-scale dataset opens in seconds and corruption never reaches training.
+//     thread), so a TB-scale dataset opens in seconds and corruption never reaches training. The
+//     same pass refuses a label other than 0 or 1 (shard, record index, value): the CRC only
+//     proves the bytes are the ones written, not that a writer put a click label there.
 #pragma once
 
 #include <memory>

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "engine/core/error.h"
+#include "engine/core/input_file.h"
 #include "engine/core/log.h"
 #include "engine/core/rng.h"
 #include "engine/data/crc32.h"
@@ -275,6 +276,7 @@ public:
     explicit PreprocessRun(const CriteoPreprocessOptions& o)
         : o_(o), record_bytes_(static_cast<uint32_t>(o.layout.record_bytes())) {
         for (const auto& path : o.inputs) {
+            check_input_file(path, "the input file (--in)");
             std::error_code ec;
             const auto size = fs::file_size(path, ec);
             SR_CHECK(!ec, "{}: cannot read: {}", path, ec.message());

@@ -1,13 +1,13 @@
 #include "engine/data/criteo_shard.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/input_file.h"
 #include "engine/data/crc32.h"
 
 namespace shardrec::data {
@@ -113,8 +113,36 @@ ShardHeader check_shard(const uint8_t* data,
                  "data shard {}: checksum mismatch (crc32 {:08x}, header says {:08x}): the file "
                  "is corrupted",
                  name, crc, h.payload_crc32);
+        check_shard_labels(data, size, name, h.record_bytes);
     }
     return h;
+}
+
+void check_shard_labels(const uint8_t* data,
+                        size_t size,
+                        const std::string& name,
+                        uint32_t record_bytes) {
+    const uint8_t* payload = data + kShardHeaderBytes;
+    const size_t rows = (size - kShardHeaderBytes) / record_bytes;
+    // One pass with no branch per record (the compiler may vectorise the gather); the slow search
+    // for the first bad record only runs on a shard that has one.
+    bool bad = false;
+    for (size_t r = 0; r < rows; ++r) {
+        float label;
+        std::memcpy(&label, payload + r * record_bytes, 4);
+        bad |= (label != 0.0f) & (label != 1.0f);  // NaN too
+    }
+    if (!bad) {
+        return;
+    }
+    for (size_t r = 0; r < rows; ++r) {
+        float label;
+        std::memcpy(&label, payload + r * record_bytes, 4);
+        SR_CHECK(label == 0.0f || label == 1.0f,
+                 "data shard {}: record {} has label {}, expected 0 or 1 (not written by `shardrec "
+                 "data criteo-preprocess`, or edited since)",
+                 name, r, label);
+    }
 }
 
 // ---- manifest ----
@@ -272,15 +300,19 @@ CriteoManifest parse_criteo_manifest(const std::string& text, const std::string&
 }
 
 CriteoManifest read_criteo_manifest(const std::string& dir) {
+    struct stat st {};
+
+    SR_CHECK(::stat(dir.c_str(), &st) != 0 || S_ISDIR(st.st_mode),
+             "criteo data '{}' is not a directory: give the directory written by `shardrec data "
+             "criteo-preprocess --out`",
+             dir);
     const std::string path = dir + "/" + kCriteoManifestName;
-    std::ifstream in(path);
-    SR_CHECK(in.good(),
-             "{}: cannot open (is {} a directory written by `shardrec data "
+    const std::string problem = input_file_problem(path);
+    SR_CHECK(problem.empty(),
+             "the Criteo manifest '{}' {} (is {} a directory written by `shardrec data "
              "criteo-preprocess`?)",
-             path, dir);
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_criteo_manifest(text.str(), path);
+             path, problem, dir);
+    return parse_criteo_manifest(read_input_file(path, "the Criteo manifest"), path);
 }
 
 }  // namespace shardrec::data

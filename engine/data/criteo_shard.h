@@ -38,12 +38,19 @@ ShardHeader parse_shard_header(const uint8_t* data, size_t size, const std::stri
 
 // Checks a whole shard image: the header, record_bytes == expected_record_bytes, the size
 // (64 + rows * record_bytes: a truncated or extended shard fails) and, if verify_payload, the
-// payload checksum. Throws an Error naming `name` and the mismatch.
+// payload checksum and every record's label. Throws an Error naming `name` and the mismatch.
 ShardHeader check_shard(const uint8_t* data,
                         size_t size,
                         const std::string& name,
                         uint32_t expected_record_bytes,
                         bool verify_payload);
+
+// Every record's label is 0 or 1; otherwise throws an Error naming `name`, the record index (from
+// 0 in this shard) and the value. `size` is a checked shard's (64 + rows * record_bytes).
+void check_shard_labels(const uint8_t* data,
+                        size_t size,
+                        const std::string& name,
+                        uint32_t record_bytes);
 
 // ---- manifest ----
 

@@ -49,11 +49,32 @@ CriteoBinaryOptions criteo_binary_options(const Config& config) {
     return o;
 }
 
+void check_eval_split(const Config& config, const Dataset& dataset) {
+    const int64_t rows = dataset.num_samples(Split::kEval);
+    const int64_t wanted = config.train.eval_samples;
+    if (rows < 0 || wanted == 0) {  // generated (unbounded), or no evaluation
+        return;
+    }
+    const auto& c = config.data.criteo_binary;
+    SR_CHECK(rows > 0,
+             "train.eval_samples is {} but the eval split of {} is empty "
+             "(data.criteo_binary.eval_days {}, eval_fraction {}); set eval_days or "
+             "eval_fraction, or train.eval_samples: 0",
+             wanted, c.path, c.eval_days, c.eval_fraction);
+    // An error, not a clamp: evaluating repeated rows would weight them twice in AUC and loss.
+    SR_CHECK(wanted <= rows,
+             "train.eval_samples is {} but the eval split of {} has only {} rows "
+             "(data.criteo_binary.eval_days {}, eval_fraction {}); set train.eval_samples <= {}",
+             wanted, c.path, rows, c.eval_days, c.eval_fraction, rows);
+}
+
 }  // namespace
 
 std::unique_ptr<Dataset> make_dataset(const Config& config) {
     if (config.data.type == "criteo_binary") {
-        return std::make_unique<CriteoBinaryDataset>(criteo_binary_options(config));
+        auto dataset = std::make_unique<CriteoBinaryDataset>(criteo_binary_options(config));
+        check_eval_split(config, *dataset);
+        return dataset;
     }
     SR_CHECK(config.data.type == "synthetic", "data.type '{}' is not supported", config.data.type);
     return std::make_unique<SyntheticDataset>(synthetic_spec(config));

@@ -9,7 +9,9 @@
 namespace shardrec::data {
 
 // synthetic: the planted-signal generator, one feature per model feature; criteo_binary: the
-// preprocessed shards under data.criteo_binary.path, checked against the model's features.
+// preprocessed shards under data.criteo_binary.path, checked against the model's features. With
+// train.eval_samples > 0 a finite eval split must hold at least that many rows (an error naming
+// both numbers, never silently repeated rows).
 std::unique_ptr<Dataset> make_dataset(const Config& config);
 
 }  // namespace shardrec::data

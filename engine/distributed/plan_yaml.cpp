@@ -168,7 +168,7 @@ ShardingPlan read_plan(ConfigDocument& doc,
 ShardingPlan load_plan(const std::string& path,
                        const std::vector<ModelConfig::Table>& tables,
                        const PlacementEnv& env) {
-    ConfigDocument doc = ConfigDocument::parse_file(path);
+    ConfigDocument doc = ConfigDocument::parse_file(path, "the plan file (sharding.plan_file)");
     return read_plan(doc, tables, env);
 }
 

@@ -77,7 +77,7 @@ Topology read_topology(ConfigDocument& doc, int world_size) {
 }  // namespace
 
 Topology load_topology(const std::string& path, int world_size) {
-    ConfigDocument doc = ConfigDocument::parse_file(path);
+    ConfigDocument doc = ConfigDocument::parse_file(path, "the topology file");
     return read_topology(doc, world_size);
 }
 

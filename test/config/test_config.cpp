@@ -295,3 +295,19 @@ TEST_CASE("Config: train.target_auc needs evaluations", "[config]") {
     CHECK(errors_of(kModelHead, {"model.type=dlrm", "train.target_auc=0.8"}).empty());
     CHECK(errors_of(kModelHead, {"model.type=dlrm", "train.eval_samples=0"}).empty());
 }
+
+TEST_CASE("Config: Criteo data without an eval split cannot evaluate", "[config]") {
+    const std::vector<std::string> criteo = {"model.type=dlrm", "data.type=criteo_binary",
+                                             "data.criteo_binary.path=/data",
+                                             "data.criteo_binary.eval_days=0"};
+    CHECK_THAT(errors_of(kModelHead, criteo),
+               Contains("data.criteo_binary.eval_days: 0 with eval_fraction 0 leaves no eval "
+                        "split, but train.eval_samples is 65536"));
+    auto with = [&criteo](const std::string& set) {
+        std::vector<std::string> sets = criteo;
+        sets.push_back(set);
+        return sets;
+    };
+    CHECK(errors_of(kModelHead, with("train.eval_samples=0")).empty());
+    CHECK(errors_of(kModelHead, with("data.criteo_binary.eval_fraction=0.1")).empty());
+}

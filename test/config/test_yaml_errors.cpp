@@ -1,6 +1,7 @@
 // The strict reader's error messages: each names the path, the location and what was expected,
 // and all errors of a file come back together.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -220,7 +221,10 @@ TEST_CASE("Config: duplicate keys and YAML syntax errors are reported", "[config
     CHECK_THAT(errors_of("train: {steps: 3\n"), Contains("t.yaml:2:1: YAML syntax error"));
     CHECK_THAT(errors_of("- 1\n- 2\n"), Contains("expected a map at the top level, got a list"));
     CHECK_THROWS_WITH(load_config("/nonexistent/x.yaml", {}),
-                      Contains("cannot read config file '/nonexistent/x.yaml'"));
+                      Contains("the config file '/nonexistent/x.yaml' does not exist"));
+    const std::string dir = std::filesystem::temp_directory_path().string();
+    CHECK_THROWS_WITH(load_config(dir, {}),
+                      Contains("the config file '" + dir + "' is a directory, expected a file"));
 }
 
 TEST_CASE("Config: closest_match suggests only likely typos", "[config]") {

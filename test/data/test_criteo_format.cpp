@@ -199,6 +199,10 @@ std::vector<uint8_t> make_shard(uint32_t record_bytes, uint64_t rows) {
     for (size_t i = kShardHeaderBytes; i < shard.size(); ++i) {
         shard[i] = static_cast<uint8_t>(rng::hash(1, i));
     }
+    for (uint64_t r = 0; r < rows; ++r) {  // random bytes, but 0/1 labels
+        const auto label = static_cast<float>(r % 2);
+        std::memcpy(&shard[kShardHeaderBytes + r * record_bytes], &label, 4);
+    }
     ShardHeader h;
     h.record_bytes = record_bytes;
     h.rows = rows;
@@ -248,6 +252,21 @@ TEST_CASE("Criteo shard: truncated, extended or corrupted shards are errors nami
     s.assign(good.begin(), good.begin() + 10);
     CHECK_THROWS_WITH(check(s), Contains("shorter than its 64-byte header"));
     CHECK_THROWS_WITH(check(good, 164), Contains("the manifest says 164"));
+}
+
+TEST_CASE("Criteo shard: a label other than 0 or 1 is refused with the record and the value",
+          "[data]") {
+    for (const float label : {2.0f, -1.0f, 0.5f, std::nanf("")}) {
+        std::vector<uint8_t> s = make_shard(160, 9);
+        std::memcpy(&s[kShardHeaderBytes + 7 * 160], &label, 4);
+        INFO(label);
+        CHECK_NOTHROW(check_shard(s.data(), s.size(), "s.bin", 160, false));  // open: no scan
+        CHECK_THROWS_WITH(check_shard_labels(s.data(), s.size(), "day3/shard_0003_00001.bin", 160),
+                          Contains("data shard day3/shard_0003_00001.bin: record 7 has label " +
+                                   fmt::format("{}", label) + ", expected 0 or 1"));
+    }
+    const std::vector<uint8_t> good = make_shard(160, 9);
+    CHECK_NOTHROW(check_shard_labels(good.data(), good.size(), "s.bin", 160));
 }
 
 TEST_CASE("Criteo manifest: JSON round trip and errors name the key", "[data]") {

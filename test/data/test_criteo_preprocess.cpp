@@ -15,6 +15,7 @@
 
 #include "engine/core/error.h"
 #include "engine/data/batch_prefetcher.h"
+#include "engine/data/crc32.h"
 #include "engine/data/criteo_binary_dataset.h"
 #include "engine/data/criteo_preprocess.h"
 #include "engine/data/criteo_shard.h"
@@ -263,6 +264,15 @@ TEST_CASE("criteo-preprocess: a bad line stops with FILE:LINE and the field, not
         CHECK_THROWS_WITH(preprocess_criteo(o),
                           Contains(days.paths[0] + ":31: expected 40 tab-separated fields, got 3"));
     }
+    SECTION("a label other than 0 or 1") {
+        fs::remove_all(dir / "out");
+        std::string two = test::criteo_sample(1, 3).line;
+        two[0] = '2';
+        std::ofstream(days.paths[0], std::ios::app) << two << "\n";
+        CHECK_THROWS_WITH(preprocess_criteo(o),
+                          Contains(days.paths[0] + ":31: field label (column 1): label must be 0 "
+                                                   "or 1: '2'"));
+    }
     SECTION("--skip-bad-lines counts and skips them") {
         o.skip_bad_lines = true;
         const test::ExpectLogs expect_warning;  // "skipping FILE:LINE: ..."
@@ -355,6 +365,26 @@ TEST_CASE("CriteoBinaryDataset: damaged or mismatched data is an error naming th
     (void)preprocess_criteo(options(days, dir / "out", 1));
     const fs::path shard = dir / "out" / "shard_0000_00001.bin";
     CriteoBinaryOptions lo = loader_options(dir / "out");
+    SECTION("a label other than 0 or 1, behind a valid checksum: refused by record") {
+        // What another writer (or an edit that fixed up the checksums) could leave behind.
+        std::string bytes = read_bytes(shard);
+        const size_t record_bytes = 4 + 4 * 13 + 4 * 26;
+        const float label = 2.0f;
+        std::memcpy(&bytes[kShardHeaderBytes + 5 * record_bytes], &label, 4);
+        ShardHeader h = parse_shard_header(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                           bytes.size(), "shard");
+        h.payload_crc32 = crc32(bytes.data() + kShardHeaderBytes, bytes.size() - kShardHeaderBytes);
+        encode_shard_header(h, reinterpret_cast<uint8_t*>(bytes.data()));
+        std::ofstream(shard, std::ios::binary) << bytes;
+        CriteoManifest m = read_criteo_manifest((dir / "out").string());
+        REQUIRE(m.inputs[0].shards[1].file == "shard_0000_00001.bin");
+        m.inputs[0].shards[1].crc32 = h.payload_crc32;
+        std::ofstream(dir / "out" / "manifest.json") << criteo_manifest_json(m);
+        const CriteoBinaryDataset ds(lo);
+        CHECK_NOTHROW(ds.batch(0, 40, Split::kTrain));  // rows of shard 0 only
+        CHECK_THROWS_WITH(ds.batch(35, 10, Split::kTrain),
+                          Contains("shard_0000_00001.bin: record 5 has label 2, expected 0 or 1"));
+    }
     SECTION("truncated: refused on open") {
         fs::resize_file(shard, fs::file_size(shard) - 3);
         CHECK_THROWS_WITH(CriteoBinaryDataset(lo),
@@ -374,7 +404,14 @@ TEST_CASE("CriteoBinaryDataset: damaged or mismatched data is an error naming th
     }
     SECTION("missing") {
         fs::remove(shard);
-        CHECK_THROWS_WITH(CriteoBinaryDataset(lo), Contains("shard_0000_00001.bin: cannot open"));
+        CHECK_THROWS_WITH(CriteoBinaryDataset(lo),
+                          Contains("the data shard '" + shard.string() + "' does not exist"));
+    }
+    SECTION("a directory in its place") {
+        fs::remove(shard);
+        fs::create_directory(shard);
+        CHECK_THROWS_WITH(CriteoBinaryDataset(lo), Contains("the data shard '" + shard.string() +
+                                                            "' is a directory, expected a file"));
     }
     SECTION("a table smaller than the data's ids") {
         lo.num_embeddings[4] = 96;
@@ -388,7 +425,12 @@ TEST_CASE("CriteoBinaryDataset: damaged or mismatched data is an error naming th
     }
     SECTION("no manifest") {
         fs::remove(dir / "out" / "manifest.json");
-        CHECK_THROWS_WITH(CriteoBinaryDataset(lo), Contains("manifest.json: cannot open"));
+        CHECK_THROWS_WITH(CriteoBinaryDataset(lo), Contains("manifest.json' does not exist"));
+    }
+    SECTION("a file where the data directory should be") {
+        lo.path = shard.string();
+        CHECK_THROWS_WITH(CriteoBinaryDataset(lo),
+                          Contains("criteo data '" + shard.string() + "' is not a directory"));
     }
     SECTION("eval_days leaving no train day") {
         lo.eval_days = 2;

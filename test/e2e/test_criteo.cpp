@@ -171,6 +171,40 @@ TEST_CASE("criteo e2e: preprocess, resume to identical bytes, train np 1 == np 2
     CHECK(r.output.find("truncated") != std::string::npos);
 }
 
+TEST_CASE("criteo e2e: an eval split too small for train.eval_samples stops before training",
+          "[e2e]") {
+    const fs::path dir = fresh_dir("criteo_eval_split");
+    const auto days = write_days(dir, {60, 20});
+    RunResult r = run_shardrec(preprocess_args(days, dir / "data", {"--max-ind-range", "64"}));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const fs::path config = dir / "criteo.yaml";
+    std::ofstream(config) << criteo_config(dir / "data");  // eval_samples: 64
+    auto train = [&](const std::string& name, const std::string& set) {
+        const RunResult t =
+            run_shardrec({"train", config.string(), "--out", (dir / name).string(), "--set", set});
+        CHECK(!fs::exists(dir / name / "metrics.jsonl"));  // no step ran
+        return t;
+    };
+    // The last day (20 rows) is the eval split.
+    r = train("small", "train.eval_every=0");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("train.eval_samples is 64 but the eval split of " +
+                        (dir / "data").string() + " has only 20 rows") != std::string::npos);
+    // round(0.001 * 80) = 0 rows: only the opened data can tell.
+    r = train("empty", "data.criteo_binary.eval_fraction=0.001");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("train.eval_samples is 64 but the eval split of " +
+                        (dir / "data").string() + " is empty") != std::string::npos);
+    r = train("none", "data.criteo_binary.eval_days=0");
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("data.criteo_binary.eval_days: 0 with eval_fraction 0 leaves no eval "
+                        "split, but train.eval_samples is 64") != std::string::npos);
+}
+
 TEST_CASE("criteo e2e: a malformed line stops with FILE:LINE and the field; or is skipped",
           "[e2e]") {
     const fs::path dir = fresh_dir("criteo_bad");
@@ -204,7 +238,13 @@ TEST_CASE("criteo e2e: a malformed line stops with FILE:LINE and the field; or i
     r = run_shardrec({"data", "criteo-preprocess", "--in", (dir / "nope.tsv").string(), "--out",
                       (dir / "x").string()});
     CHECK(r.exit_code == 1);
-    CHECK(r.output.find("nope.tsv: cannot read") != std::string::npos);
+    CHECK(r.output.find("the input file (--in) '" + (dir / "nope.tsv").string() +
+                        "' does not exist") != std::string::npos);
+    r = run_shardrec({"data", "criteo-preprocess", "--in", days[0], dir.string(), "--out",
+                      (dir / "x").string()});
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("the input file (--in) '" + dir.string() +
+                        "' is a directory, expected a file") != std::string::npos);
 }
 
 TEST_CASE("criteo e2e: preprocessing memory does not grow with the input", "[e2e]") {
