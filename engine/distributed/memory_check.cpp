@@ -133,10 +133,13 @@ std::string memory_problem(const std::vector<RankMemory>& ranks,
         const double left = std::max(0.0, static_cast<double>(shared.bytes) - others);
         if (available < 0 || left < available) {
             available = left;
-            bound = mates == 0 ? shared.bound_by
-                               : fmt::format("{}, less {} for the other {} rank{} on this node",
-                                             shared.bound_by, format_bytes(others), mates,
-                                             mates == 1 ? "" : "s");
+            bound = mates == 0
+                        ? shared.bound_by
+                        : fmt::format(
+                              "{} of {}, less {} for the other {} rank{} on "
+                              "this node",
+                              format_bytes(static_cast<double>(shared.bytes)), shared.bound_by,
+                              format_bytes(others), mates, mates == 1 ? "" : "s");
         }
     }
     if (available < 0 || need <= available) {

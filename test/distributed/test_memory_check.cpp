@@ -108,8 +108,10 @@ TEST_CASE("memory_problem: the ranks of a node share its memory", "[memory]") {
     // Two ranks per node, 6 GiB each, 10 GiB free on the node: neither fits beside the other.
     const std::vector<RankMemory> ranks{rank_of(6.0), rank_of(6.0), rank_of(1.0), rank_of(1.0)};
     const std::string p = memory_problem(ranks, 1, 2, avail(10.0, "MemAvailable"), {}, 128);
-    CHECK_THAT(p, Contains("rank 1 needs 6.0 GiB but only 4.0 GiB") &&
-                      Contains("less 6.0 GiB for the other 1 rank on this node"));
+    CHECK_THAT(
+        p,
+        Contains("rank 1 needs 6.0 GiB but only 4.0 GiB") &&
+            Contains("(10.0 GiB of MemAvailable, less 6.0 GiB for the other 1 rank on this node)"));
     // The second node's ranks need 2 GiB together.
     CHECK(memory_problem(ranks, 2, 2, avail(10.0, "MemAvailable"), {}, 128).empty());
     // One rank per node: each has the node to itself.

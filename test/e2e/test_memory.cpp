@@ -89,3 +89,18 @@ TEST_CASE("memory: under prlimit --as a run that fits without the limit is refus
                                  Contains("RLIMIT_AS (ulimit -v)") && Contains("'t0' 1.3 GiB"));
     }
 }
+
+TEST_CASE("memory: two ranks on one node are refused together, each naming itself", "[e2e]") {
+    const auto dir = fresh_dir("memory_mpi");
+    // quickstart shards t0 row_wise: 316.6 GiB on each rank, the node's memory counted once.
+    const RunResult r =
+        run_shardrec({"train", quickstart(), "--set", "model.tables[0].num_embeddings=10000000000",
+                      "--out", (dir / "run").string()},
+                     "timeout -k 10 120 mpirun -np 2 --allow-run-as-root --oversubscribe");
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code != 124);  // not a hang ended by timeout
+    CHECK_THAT(r.output, Contains("rank 0 needs 316.7 GiB") || Contains("rank 1 needs 316.7 GiB"));
+    CHECK_THAT(r.output,
+               Contains("'t0' 316.6 GiB") && Contains("for the other 1 rank on this node"));
+}
