@@ -88,7 +88,8 @@ TEST_CASE("read_memory_limits: MemAvailable, VmSize and RLIMIT_AS of this proces
         CHECK(limit == l.cgroup_limit);
         CHECK(l.cgroup_usage >= 0);
     }
-    CHECK(available_host_memory().bytes <= l.mem_available);
+    CHECK(available_memory(l).bytes <= l.mem_available);
+    CHECK(available_host_memory().bytes > 0);
 }
 
 TEST_CASE("read_memory_limits: a lowered RLIMIT_AS bounds what is available", "[memory]") {
