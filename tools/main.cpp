@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,11 @@ int main(int argc, char** argv) {
         rc = 2;
     } catch (const Error& e) {
         rc = cli::fail(e.what());
+    } catch (const std::bad_alloc&) {
+        rc = cli::fail(fmt::format(
+            "{}: out of host memory (std::bad_alloc) beyond what the run planned; use smaller "
+            "tables, a smaller data.batch_size or more ranks",
+            error_context()));
     } catch (const std::exception& e) {
         rc = cli::fail(fmt::format("{}: {}", error_context(), e.what()));
     }

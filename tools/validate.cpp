@@ -2,10 +2,13 @@
 // `train` does and prints it resolved (every default filled in), or every error found.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "comm/mpi_env.h"
 #include "engine/config/config.h"
+#include "engine/core/cuda/cuda_runtime_api.h"
+#include "engine/distributed/memory_check.h"
 #include "tools/cli.h"
 
 namespace shardrec::cli {
@@ -16,6 +19,8 @@ const char* const kValidateUsage =
     "\n"
     "Reads CONFIG.yaml strictly (unknown keys, wrong types and broken model rules are errors,\n"
     "all reported at once with file:line:col) and prints the resolved config; exit 1 on errors.\n"
+    "Also checks that each rank's planned memory (tables, optimizer state, buffers, activations)\n"
+    "fits the memory this machine gives the process, as `train` does before allocating.\n"
     "\n"
     "  --set KEY=VALUE   override one key before reading, e.g. --set train.steps=100,\n"
     "                    --set model.tables[0].num_embeddings=1000, --set model.top_mlp=[64,1]\n"
@@ -57,6 +62,13 @@ int validate_main(const std::vector<std::string>& args) {
         throw UsageError("validate needs a CONFIG.yaml", kValidateUsage);
     }
     const Config config = load_config(path, sets);
+    // The memory a run of this config would plan on this machine, as `train` checks it.
+    const comm::ProcessInfo& info = comm::process_info();
+    const std::string& device = config.runtime.device;
+    const int gpus = std::max(1, cuda::device_count());
+    check_memory_fits(
+        config, info.world_size, info.local_size, info.rank,
+        device == "cuda" ? Device::cuda(info.local_rank % gpus) : Device::parse(device));
     if (rank0) {
         std::fputs(dump_config(config).c_str(), stdout);
     }

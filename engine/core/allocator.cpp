@@ -5,9 +5,13 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <string>
+#include <utility>
 
 #include "engine/core/cuda/cuda_runtime_api.h"
 #include "engine/core/error.h"
+#include "engine/core/memory_limits.h"
 
 namespace shardrec {
 namespace {
@@ -38,13 +42,46 @@ Counters& counters(DeviceType type) {
 
 constexpr size_t kHugePageMinBytes = size_t{32} << 20;
 
+thread_local std::string t_label;
+
+// " for LABEL" or "" for the messages.
+std::string label_suffix() {
+    return t_label.empty() ? std::string() : " for " + t_label;
+}
+
 }  // namespace
+
+void with_allocation_label(const std::string& what, const std::function<void()>& fn) {
+    std::string outer = std::exchange(t_label, what);
+    try {
+        fn();
+    } catch (const std::bad_alloc&) {
+        t_label = std::move(outer);
+        throw Error(fmt::format("{}: out of host memory allocating {} (std::bad_alloc)",
+                                error_context(), what));
+    } catch (...) {
+        t_label = std::move(outer);
+        throw;
+    }
+    t_label = std::move(outer);
+}
+
+const std::string& allocation_label() {
+    return t_label;
+}
 
 void* device_alloc(Device device, size_t bytes) {
     if (bytes == 0)
         return nullptr;
     if (device.is_cuda()) {
-        void* p = cuda::alloc(device.index, bytes);
+        void* p = nullptr;
+        try {
+            p = cuda::alloc(device.index, bytes);
+        } catch (const Error& e) {
+            throw Error(fmt::format("{} (allocating {} on cuda:{}{})", e.what(),
+                                    format_bytes(static_cast<double>(bytes)), device.index,
+                                    label_suffix()));
+        }
         counters(DeviceType::kCuda).add(bytes);
         return p;
     }
@@ -55,7 +92,8 @@ void* device_alloc(Device device, size_t bytes) {
     const size_t align = huge ? kHugePage : kCpuAlignment;
     const size_t rounded = (bytes + align - 1) / align * align;
     void* p = std::aligned_alloc(align, rounded);
-    SR_CHECK(p != nullptr, "out of host memory allocating {} bytes", bytes);
+    SR_CHECK(p != nullptr, "out of host memory allocating {} ({} bytes){}",
+             format_bytes(static_cast<double>(bytes)), bytes, label_suffix());
 #ifdef MADV_HUGEPAGE
     if (huge)
         (void)madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure changes nothing

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "engine/core/device.h"
 
@@ -13,6 +15,7 @@ namespace shardrec {
 
 constexpr size_t kCpuAlignment = 64;
 
+// Throws Error when the memory is not there, naming the bytes and the allocation_label().
 void* device_alloc(Device device, size_t bytes);
 void device_free(Device device, void* ptr, size_t bytes);
 
@@ -32,5 +35,13 @@ struct AllocStats {
 
 // The host's allocations, or those of every CUDA device of this process together (one per rank).
 AllocStats alloc_stats(DeviceType type);
+
+// Runs fn with `what` ("table 'big' [1000000, 128] with its optimizer state") as this thread's
+// allocation label: a device_alloc that fails inside names it, and a std::bad_alloc thrown
+// inside becomes an Error naming it. Labels nest; the innermost is named.
+void with_allocation_label(const std::string& what, const std::function<void()>& fn);
+
+// The innermost label of this thread, "" outside with_allocation_label.
+const std::string& allocation_label();
 
 }  // namespace shardrec

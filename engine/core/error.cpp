@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include "engine/core/log.h"
+
 namespace shardrec {
 namespace {
 
@@ -26,8 +28,9 @@ std::string error_context() {
 
 void throw_error(
     const char* cond, const char* func, const char* file, int line, const std::string& message) {
-    throw Error(
-        fmt::format("{}: {} ({} failed in {} {}:{})", context(), message, cond, func, file, line));
+    // Logged where it is thrown: the error may be rethrown with more context, or sent to rank 0.
+    log::all().debug("{} ({} failed in {} {}:{})", message, cond, func, file, line);
+    throw Error(fmt::format("{}: {}", context(), message));
 }
 
 }  // namespace shardrec

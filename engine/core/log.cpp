@@ -32,13 +32,32 @@ Loggers make(int rank, int world_size, const std::string& host) {
     return l;
 }
 
+constexpr const char* kLevelNames = "trace, debug, info, warn, error, off";
+
+// spdlog reads an unknown name as `off`, which would silence the errors too.
+bool parse_level(const std::string& name, spdlog::level::level_enum& level) {
+    level = spdlog::level::from_str(name);
+    return level != spdlog::level::off || name == "off";
+}
+
+// SHARDREC_LOG_LEVEL when it names a level; an unknown one is kept for init() to refuse (this
+// runs inside the loggers' own initialisation, which must not throw).
+std::string& bad_env_level() {
+    static std::string bad;
+    return bad;
+}
+
 Loggers& loggers() {
     static Loggers l = [] {
         Loggers made = make(0, 1, "localhost");
-        if (const char* lvl = std::getenv("SHARDREC_LOG_LEVEL")) {
-            const auto level = spdlog::level::from_str(lvl);
-            made.root->set_level(level);
-            made.all->set_level(level);
+        if (const char* name = std::getenv("SHARDREC_LOG_LEVEL")) {
+            spdlog::level::level_enum level{};
+            if (parse_level(name, level)) {
+                made.root->set_level(level);
+                made.all->set_level(level);
+            } else {
+                bad_env_level() = name;
+            }
         }
         return made;
     }();
@@ -59,12 +78,18 @@ void init(int rank, int world_size, const std::string& host) {
     l.root->set_level(level);
     l.all->set_level(level);
     loggers() = l;
+    if (!bad_env_level().empty()) {
+        throw Error(fmt::format("{}: SHARDREC_LOG_LEVEL='{}' is not a log level; use one of {}",
+                                error_context(), bad_env_level(), kLevelNames));
+    }
 }
 
 void set_level(const std::string& level) {
-    const auto lvl = spdlog::level::from_str(level);
-    SR_CHECK(lvl != spdlog::level::off || level == "off",
-             "unknown log level '{}' (trace, debug, info, warn, error, off)", level);
+    spdlog::level::level_enum lvl{};
+    if (!parse_level(level, lvl)) {
+        throw Error(fmt::format("{}: '{}' is not a log level; use one of {}", error_context(),
+                                level, kLevelNames));
+    }
     loggers().root->set_level(lvl);
     loggers().all->set_level(lvl);
 }

@@ -10,9 +10,11 @@
 
 namespace shardrec::log {
 
-// Called once by the bootstrap; before that both loggers behave as rank 0 of 1.
+// Called once by the bootstrap; before that both loggers behave as rank 0 of 1. Throws Error
+// when SHARDREC_LOG_LEVEL is set to a name that is not a level (until then: info).
 void init(int rank, int world_size, const std::string& host);
-void set_level(const std::string& level);  // trace, debug, info, warn, error, off
+// trace, debug, info, warn, error, off; anything else is an Error naming them.
+void set_level(const std::string& level);
 
 spdlog::logger& root();
 spdlog::logger& all();

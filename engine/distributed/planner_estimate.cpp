@@ -14,6 +14,7 @@ constexpr double kLengthBytes = 8.0;      // one length per bag
 constexpr double kWeightBytes = 4.0;      // per id of a weighted feature
 constexpr double kSortBytesPerId = 32.0;  // backward radix sort of (id, position), 2 passes r+w
 constexpr double kGB = 1e9;
+constexpr double kMaxMemoryBytes = 4.0e18;  // below INT64_MAX with room to sum a few
 
 double element_bytes(const std::string& data_type) {
     return data_type == "f32" ? 4.0 : 2.0;
@@ -196,6 +197,17 @@ double CostModel::all_reduce_s(double bytes) const {
     return intra + cross;
 }
 
+double CostModel::shard_storage_bytes(const ModelConfig::Table& table,
+                                      EmbeddingComputeKernel kernel,
+                                      int64_t rows,
+                                      int64_t cols) const {
+    const double r = static_cast<double>(rows);
+    const double c = static_cast<double>(cols);
+    const double row =
+        c * element_bytes(table.data_type) + state_bytes_per_element_ * c + state_bytes_per_row_;
+    return r * row + (kernel == EmbeddingComputeKernel::kDense ? r * c * 4.0 : 0.0);
+}
+
 RankCost CostModel::shard_cost(const ModelConfig::Table& table,
                                ShardingType type,
                                EmbeddingComputeKernel kernel,
@@ -220,16 +232,16 @@ RankCost CostModel::shard_cost(const ModelConfig::Table& table,
     RankCost cost;
     const double fwd = ids * (c * s + id_bytes) + bags * c * 4.0;
     double bwd = bags * c * 4.0 + ids * (2.0 * (c * s + state_row) + kSortBytesPerId);
-    double memory =
-        r * (c * s + state_row) + ids * id_bytes + bags * kLengthBytes + 2.0 * bags * c * 4.0;
+    const double memory = shard_storage_bytes(table, kernel, rows, cols) + ids * id_bytes +
+                          bags * kLengthBytes + 2.0 * bags * c * 4.0;
     if (kernel == EmbeddingComputeKernel::kDense) {
         // Gradients land in a dense [rows, cols] buffer that the optimizer sweeps whole.
         bwd = bags * c * 4.0 + ids * c * 8.0 +
               r * c * (4.0 + 2.0 * s + 2.0 * state_bytes_per_element_);
-        memory += r * c * 4.0;
     }
     cost.lookup_s = (fwd + bwd) / (topology_.device_memory_bw_gbps * kGB);
-    cost.memory_bytes = static_cast<int64_t>(memory);
+    // Saturated: the conversion of a larger double is undefined, and such a table fits nowhere.
+    cost.memory_bytes = static_cast<int64_t>(std::min(memory, kMaxMemoryBytes));
 
     const double out_bytes = bags * c * 4.0;  // pooled rows of this shard, one direction
     const double in_bytes = ids * id_bytes + bags * kLengthBytes;

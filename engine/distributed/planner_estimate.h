@@ -91,6 +91,14 @@ public:
     // What the dense part costs every rank.
     const RankCost& dense_cost() const { return dense_; }
 
+    // The part of a [rows, cols] shard's memory that does not depend on the batch: its rows,
+    // their optimizer state and, for the dense kernel, the gradient buffer. In double: a table
+    // of 1e12 rows must be reported, not overflow.
+    double shard_storage_bytes(const ModelConfig::Table& table,
+                               EmbeddingComputeKernel kernel,
+                               int64_t rows,
+                               int64_t cols) const;
+
     const Topology& topology() const { return topology_; }
 
     // Dense forward FLOPs per sample and dense parameter count, from the model config.

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "comm/staged_process_group.h"
+#include "engine/core/allocator.h"
 #include "engine/core/profile.h"
 #include "engine/distributed/bucketize.h"
 #include "engine/distributed/comm_ops.h"
@@ -188,9 +189,16 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
                 uint64_t seed,
                 const kernels::FusedOptimizerParams& optim,
                 Device device) {
-    s.weights = Tensor::empty({s.rows, s.cols}, table.data_type, device);
-    init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset, table.num_embeddings);
-    kernels::make_optimizer_states(optim.type, s.rows, s.cols, s.state1, s.state2, device);
+    const std::string label = fmt::format(
+        "the shard of table '{}' at rows {}, columns {} of shape [{}, {}] with its "
+        "optimizer state",
+        table.name, s.row_offset, s.col_offset, s.rows, s.cols);
+    with_allocation_label(label, [&] {
+        s.weights = Tensor::empty({s.rows, s.cols}, table.data_type, device);
+        init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset,
+                            table.num_embeddings);
+        kernels::make_optimizer_states(optim.type, s.rows, s.cols, s.state1, s.state2, device);
+    });
     s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows}).to(device);
     s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32, device);
 }

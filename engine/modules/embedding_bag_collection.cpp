@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "engine/core/allocator.h"
 #include "engine/modules/init.h"
 
 namespace shardrec {
@@ -116,12 +117,21 @@ void EmbeddingBagCollection::init_group(int64_t index, uint64_t seed) {
         offsets.push_back(offsets.back() + tables_[static_cast<size_t>(t)].num_embeddings);
     }
     const int64_t rows = offsets.back();
-    g.weights = Tensor::empty({rows, g.dim}, g.dtype, device_);
-    for (size_t i = 0; i < g.tables.size(); ++i) {
-        Tensor view = g.weights.slice(offsets[i], offsets[i + 1]);
-        init_embedding_rows(view, seed, g.tables[i], 0, 0,
-                            tables_[static_cast<size_t>(g.tables[i])].num_embeddings);
+    std::vector<std::string> table_names;
+    for (int64_t t : g.tables) {
+        table_names.push_back("'" + tables_[static_cast<size_t>(t)].name + "'");
     }
+    const std::string label =
+        fmt::format("the rows of table{} {} [{}, {}]", g.tables.size() == 1 ? "" : "s",
+                    fmt::join(table_names, ", "), rows, g.dim);
+    with_allocation_label(label, [&] {
+        g.weights = Tensor::empty({rows, g.dim}, g.dtype, device_);
+        for (size_t i = 0; i < g.tables.size(); ++i) {
+            Tensor view = g.weights.slice(offsets[i], offsets[i + 1]);
+            init_embedding_rows(view, seed, g.tables[i], 0, 0,
+                                tables_[static_cast<size_t>(g.tables[i])].num_embeddings);
+        }
+    });
     std::vector<int32_t> feature_table;
     std::vector<std::string> names;
     for (int64_t f : g.features) {
@@ -135,11 +145,14 @@ void EmbeddingBagCollection::init_group(int64_t index, uint64_t seed) {
     g.feature_table = Tensor::from_vector(feature_table).to(device_);
     // One group holds every key in output order, so its kernel output is the KT values.
     g.direct_output = groups_.size() == 1;
-    if (!fused_) {
-        g.grad_weights = Tensor::zeros({rows, g.dim}, DType::kF32, device_);
-        return;
-    }
-    kernels::make_optimizer_states(fused_->type, rows, g.dim, g.state1, g.state2, device_);
+    with_allocation_label(
+        fused_ ? "the optimizer state of " + label : "the gradient of " + label, [&] {
+            if (!fused_) {
+                g.grad_weights = Tensor::zeros({rows, g.dim}, DType::kF32, device_);
+                return;
+            }
+            kernels::make_optimizer_states(fused_->type, rows, g.dim, g.state1, g.state2, device_);
+        });
 }
 
 // ---- forward ----

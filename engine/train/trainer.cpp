@@ -15,6 +15,7 @@
 #include "engine/core/cuda/cuda_runtime_api.h"
 #include "engine/core/log.h"
 #include "engine/data/make_dataset.h"
+#include "engine/distributed/memory_check.h"
 #include "engine/distributed/planner.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/distributed/topology.h"
@@ -79,6 +80,18 @@ Device resolve_device(const Config& config) {
              info.rank, info.host, count);
     cuda::set_device(device.index);
     kernels::set_gemm_math(kernels::gemm_math_from_name(config.runtime.gemm_math));
+    return device;
+}
+
+// The device, once the plan is known to fit its memory: checked before anything large is
+// allocated, with a barrier so that no rank's check sees a node-mate's tables already allocated.
+Device resolve_device_with_room(const Config& config,
+                                const std::shared_ptr<comm::ProcessGroup>& pg) {
+    const Device device = resolve_device(config);
+    check_memory_fits(config, pg ? pg->size() : 1, comm::process_info().local_size,
+                      pg ? pg->rank() : 0, device);
+    if (pg)
+        pg->barrier().wait();
     return device;
 }
 
@@ -156,7 +169,7 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       pg_(with_comm_timeout(std::move(pg), config_)),
       rank_(pg_ ? pg_->rank() : 0),
       world_size_(pg_ ? pg_->size() : 1),
-      device_(resolve_device(config_)),
+      device_(resolve_device_with_room(config_, pg_)),
       device_pg_(make_device_process_group(pg_, device_, config_)),
       dataset_(data::make_dataset(config_)),
       prefetcher_(std::make_unique<data::BatchPrefetcher>(

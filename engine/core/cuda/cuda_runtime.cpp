@@ -91,6 +91,13 @@ void set_device(int device) {
     SR_CUDA_CHECK(cudaSetDevice(device));
 }
 
+size_t free_bytes(int device) {
+    SR_CUDA_CHECK(cudaSetDevice(device));
+    size_t free = 0, total = 0;
+    SR_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return free;
+}
+
 void* alloc(int device, size_t bytes) {
     if (bytes == 0)
         return nullptr;

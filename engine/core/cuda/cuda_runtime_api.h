@@ -9,6 +9,8 @@ namespace shardrec::cuda {
 
 int device_count();           // 0 when built without CUDA or when no device is visible
 void set_device(int device);  // the calling thread's current device (cuBLAS, kernel launches)
+// Bytes free on the device now (cudaMemGetInfo), for the memory check before a run allocates.
+size_t free_bytes(int device);
 void* alloc(int device, size_t bytes);
 void free(int device, void* ptr);
 void copy(void* dst, bool dst_is_device, const void* src, bool src_is_device, size_t bytes);

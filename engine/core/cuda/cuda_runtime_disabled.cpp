@@ -39,6 +39,10 @@ void set_device(int) {
     not_built("cuda::set_device");
 }
 
+size_t free_bytes(int) {
+    not_built("cuda::free_bytes");
+}
+
 void copy_async(void*, bool, const void*, bool, size_t, void*) {
     not_built("cuda::copy_async");
 }

@@ -1,0 +1,146 @@
+// The memory a process may still allocate: the pure minimum over the limits, the limits read from
+// the real /proc and cgroup files and RLIMIT_AS, and allocations that fail naming what they were
+// for.
+#include <sys/resource.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <new>
+#include <sstream>
+#include <vector>
+
+#include "engine/core/allocator.h"
+#include "engine/core/error.h"
+#include "engine/core/memory_limits.h"
+
+using namespace shardrec;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+// "Key:   N kB" of a /proc file, in bytes, read here independently of the code under test.
+int64_t proc_kb(const std::string& file, const std::string& key) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind(key + ":", 0) == 0) {
+            std::istringstream words(line.substr(key.size() + 1));
+            int64_t kb = 0;
+            words >> kb;
+            return kb * 1024;
+        }
+    }
+    return -1;
+}
+
+}  // namespace
+
+TEST_CASE("available_memory: the tightest headroom wins and says which limit it is", "[memory]") {
+    MemoryLimits l;
+    CHECK(available_memory(l).bytes == -1);  // nothing known: no check
+
+    l.mem_available = 20 * kGiB;
+    CHECK(available_memory(l).bytes == 20 * kGiB);
+    CHECK_THAT(available_memory(l).bound_by, Contains("MemAvailable"));
+
+    // A cgroup of 8 GiB with 3 GiB in use leaves 5 GiB.
+    l.cgroup_limit = 8 * kGiB;
+    l.cgroup_usage = 3 * kGiB;
+    l.cgroup_file = "/sys/fs/cgroup/job/memory.max";
+    CHECK(available_memory(l).bytes == 5 * kGiB);
+    CHECK_THAT(available_memory(l).bound_by, Contains("/sys/fs/cgroup/job/memory.max") &&
+                                                 Contains("8.0 GiB") && Contains("3.0 GiB"));
+
+    // ulimit -v 4 GiB with 1.5 GiB of address space mapped leaves 2.5 GiB.
+    l.address_space_limit = 4 * kGiB;
+    l.address_space_used = 3 * kGiB / 2;
+    CHECK(available_memory(l).bytes == 5 * kGiB / 2);
+    CHECK_THAT(available_memory(l).bound_by, Contains("RLIMIT_AS") && Contains("4.0 GiB"));
+
+    // A limit already exceeded leaves nothing, never a negative amount.
+    l.cgroup_usage = 9 * kGiB;
+    CHECK(available_memory(l).bytes == 0);
+    CHECK_THAT(available_memory(l).bound_by, Contains("cgroup"));
+}
+
+TEST_CASE("read_memory_limits: MemAvailable, VmSize and RLIMIT_AS of this process", "[memory]") {
+    const MemoryLimits l = read_memory_limits();
+    const int64_t mem_available = proc_kb("/proc/meminfo", "MemAvailable");
+    REQUIRE(mem_available > 0);
+    // Other processes move it between the two reads; a wrong unit or field would be far off.
+    CHECK(std::abs(l.mem_available - mem_available) < 512 * kMiB);
+    CHECK(l.mem_available <= proc_kb("/proc/meminfo", "MemTotal"));
+    const int64_t vm_size = proc_kb("/proc/self/status", "VmSize");
+    CHECK(std::abs(l.address_space_used - vm_size) < 64 * kMiB);
+
+    rlimit as{};
+    REQUIRE(getrlimit(RLIMIT_AS, &as) == 0);
+    CHECK(l.address_space_limit ==
+          (as.rlim_cur == RLIM_INFINITY ? -1 : static_cast<int64_t>(as.rlim_cur)));
+    if (l.cgroup_limit >= 0) {
+        // The limit was read from that file, and the usage is below it or close.
+        std::ifstream in(l.cgroup_file);
+        int64_t limit = 0;
+        REQUIRE(in >> limit);
+        CHECK(limit == l.cgroup_limit);
+        CHECK(l.cgroup_usage >= 0);
+    }
+    CHECK(available_memory(l).bytes <= l.mem_available);
+    CHECK(available_host_memory().bytes > 0);
+}
+
+TEST_CASE("read_memory_limits: a lowered RLIMIT_AS bounds what is available", "[memory]") {
+    rlimit saved{};
+    REQUIRE(getrlimit(RLIMIT_AS, &saved) == 0);
+    const int64_t used = proc_kb("/proc/self/status", "VmSize");
+    rlimit lowered = saved;
+    lowered.rlim_cur = static_cast<rlim_t>(used + 256 * kMiB);
+    REQUIRE(setrlimit(RLIMIT_AS, &lowered) == 0);
+    const MemoryLimits l = read_memory_limits();
+    const AvailableMemory a = available_memory(l);
+    REQUIRE(setrlimit(RLIMIT_AS, &saved) == 0);  // before any CHECK can throw
+    CHECK(l.address_space_limit == used + 256 * kMiB);
+    CHECK(a.bytes > 128 * kMiB);
+    CHECK(a.bytes <= 256 * kMiB);
+    CHECK_THAT(a.bound_by, Contains("RLIMIT_AS"));
+}
+
+TEST_CASE("an allocation that fails names what it was for", "[memory]") {
+    const std::string label = "the rows of table 'huge' [1000000000000000, 1024]";
+    // 1 EiB: no machine maps that, so the allocator's own out-of-memory error is the one raised.
+    try {
+        with_allocation_label(label, [] { (void)device_alloc(Device::cpu(), size_t{1} << 60); });
+        FAIL("no error");
+    } catch (const Error& e) {
+        CHECK_THAT(e.what(),
+                   Contains("out of host memory allocating 1.0 EiB") && Contains("for " + label));
+    }
+    CHECK(allocation_label().empty());
+
+    // A std::bad_alloc from a container inside becomes an Error naming the label too.
+    try {
+        with_allocation_label(label, [] {
+            std::vector<char> v;
+            v.reserve(size_t{1} << 60);
+        });
+        FAIL("no error");
+    } catch (const Error& e) {
+        CHECK_THAT(e.what(), Contains(label) && Contains("std::bad_alloc"));
+    }
+
+    // Nested labels: the innermost is named, the outer comes back afterwards.
+    with_allocation_label("outer", [] {
+        with_allocation_label("inner", [] { CHECK(allocation_label() == "inner"); });
+        CHECK(allocation_label() == "outer");
+    });
+}
+
+TEST_CASE("format_bytes: binary units for messages", "[memory]") {
+    CHECK(format_bytes(512) == "512 B");
+    CHECK(format_bytes(1536) == "1.5 KiB");
+    CHECK(format_bytes(3.0 * kGiB) == "3.0 GiB");
+    CHECK(format_bytes(5.12e12) == "4.7 TiB");
+}

@@ -1,0 +1,47 @@
+// End to end: the real binary's error messages are about the user's input; the check that failed
+// inside shardrec (condition, function, file:line) shows only with SHARDREC_LOG_LEVEL=debug, and
+// an unknown SHARDREC_LOG_LEVEL is refused naming the valid levels.
+#include <catch2/catch.hpp>
+
+#include "test/e2e/e2e_support.h"
+
+using namespace shardrec::test;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// A config whose data directory does not exist: refused by an SR_CHECK in the data reader.
+std::vector<std::string> missing_data_args(const std::string& out) {
+    return {"train", (repo_root() / "configs" / "dlrm_criteo_kaggle.yaml").string(),
+            "--set", "data.criteo_binary.path=/nonexistent/criteo",
+            "--set", "train.steps=1",
+            "--out", out};
+}
+
+}  // namespace
+
+TEST_CASE("messages: a bad config's error carries no internal check text", "[e2e]") {
+    const auto dir = fresh_dir("messages");
+    const RunResult r = run_shardrec(missing_data_args((dir / "a").string()));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("/nonexistent/criteo/manifest.json: cannot open"));
+    CHECK_THAT(r.output, !Contains("failed in") && !Contains(".cpp:"));
+
+    // With the debug log the check that failed is there for whoever debugs shardrec.
+    const RunResult d =
+        run_shardrec(missing_data_args((dir / "b").string()), "SHARDREC_LOG_LEVEL=debug");
+    INFO(d.output);
+    CHECK(d.exit_code == 1);
+    CHECK_THAT(d.output, Contains("failed in") && Contains(".cpp:") && Contains("[debug]"));
+}
+
+TEST_CASE("messages: an unknown SHARDREC_LOG_LEVEL is an error naming the valid levels", "[e2e]") {
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const RunResult r = run_shardrec({"validate", config}, "SHARDREC_LOG_LEVEL=verbose");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("SHARDREC_LOG_LEVEL='verbose' is not a log level; use one of "
+                                  "trace, debug, info, warn, error, off"));
+    CHECK_THAT(r.output, !Contains("runtime:"));  // refused before the config is printed
+}
