@@ -3,7 +3,9 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "comm/mpi_check.h"
 #include "engine/core/log.h"
@@ -13,6 +15,7 @@ namespace {
 
 ProcessInfo g_info;
 bool g_initialised_here = false;
+MPI_Comm g_probe_comm = MPI_COMM_NULL;
 
 }  // namespace
 
@@ -39,6 +42,19 @@ const ProcessInfo& init_process(int* argc, char*** argv) {
     int len = 0;
     SR_MPI_CHECK(MPI_Get_processor_name(host, &len));
     g_info.host.assign(host, static_cast<size_t>(len));
+    // Every host once, so that a timeout can name the host of the rank that did not arrive.
+    std::vector<char> hosts(static_cast<size_t>(g_info.world_size) * MPI_MAX_PROCESSOR_NAME);
+    std::fill(host + len, host + MPI_MAX_PROCESSOR_NAME, '\0');
+    SR_MPI_CHECK(MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(),
+                               MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD));
+    g_info.hosts.clear();
+    for (int r = 0; r < g_info.world_size; ++r) {
+        g_info.hosts.emplace_back(hosts.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+    }
+    if (g_probe_comm == MPI_COMM_NULL) {
+        SR_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_probe_comm));
+        MPI_Comm_set_errhandler(g_probe_comm, MPI_ERRORS_RETURN);
+    }
 
     MPI_Comm local;
     SR_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_info.rank,
@@ -63,6 +79,10 @@ const ProcessInfo& init_process(int* argc, char*** argv) {
 
 const ProcessInfo& process_info() {
     return g_info;
+}
+
+MPI_Comm probe_comm() {
+    return g_probe_comm;
 }
 
 void finalize_process() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace shardrec::comm {
 
@@ -13,6 +14,7 @@ struct ProcessInfo {
     int local_rank = 0;
     int local_size = 1;
     std::string host;
+    std::vector<std::string> hosts;  // every rank's host, by world rank (gathered once at init)
 };
 
 // Initialises MPI (if the process has not) and the error/log context. Idempotent.

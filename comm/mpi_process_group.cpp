@@ -119,6 +119,22 @@ int comm_size(MPI_Comm comm) {
     return size;
 }
 
+// The MPI_COMM_WORLD rank of each rank of comm.
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+    MPI_Group group = MPI_GROUP_NULL;
+    MPI_Group world = MPI_GROUP_NULL;
+    SR_MPI_CHECK(MPI_Comm_group(comm, &group));
+    SR_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    const int n = comm_size(comm);
+    std::vector<int> ranks(static_cast<size_t>(n));
+    std::iota(ranks.begin(), ranks.end(), 0);
+    std::vector<int> out(static_cast<size_t>(n));
+    SR_MPI_CHECK(MPI_Group_translate_ranks(group, n, ranks.data(), world, out.data()));
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    return out;
+}
+
 // MPI_Comm_set_errhandler runs before rank/size are queried so a failure there throws too.
 MPI_Comm with_errors_return(MPI_Comm comm) {
     SR_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
@@ -145,7 +161,8 @@ MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::string name, double timeout
     : ProcessGroup(comm_rank(with_errors_return(comm)), comm_size(comm), std::move(name)),
       comm_(comm),
       timeout_s_(timeout_s),
-      max_count_(INT_MAX) {}
+      max_count_(INT_MAX),
+      world_ranks_(std::make_shared<const std::vector<int>>(world_ranks_of(comm))) {}
 
 MpiProcessGroup::~MpiProcessGroup() {
     int finalized = 0;
@@ -172,10 +189,14 @@ void MpiProcessGroup::set_max_count(int64_t max_count) {
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key, const std::string& name) {
     SR_CHECK(color >= 0, "split '{}': color {} must be >= 0", name, color);
+    if (!failure_->error.empty()) {
+        throw Error(failure_->error);
+    }
     MPI_Comm sub = MPI_COMM_NULL;
     SR_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
     auto group = std::make_shared<MpiProcessGroup>(sub, name, timeout_s_);
     group->set_max_count(max_count_);
+    group->failure_ = failure_;
     return group;
 }
 

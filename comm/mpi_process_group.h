@@ -24,6 +24,15 @@ namespace shardrec::comm {
 constexpr double kDefaultCommTimeoutS = 600.0;
 double comm_timeout_s_from_env(double fallback = kDefaultCommTimeoutS);
 
+// The first error of a group's collectives (a timeout, a failed MPI call), shared by the group and
+// every group split from it: after it nothing waits on them again, and later collectives and
+// waits throw it at once. An unwinding rank thus ends within one timeout instead of one more per
+// dropped Work, and a second collective is never posted on a communicator whose peers are out of
+// step.
+struct GroupFailure {
+    std::string error;  // empty: no failure
+};
+
 class MpiProcessGroup final : public ProcessGroup {
 public:
     // Takes ownership of comm (freed in the destructor while MPI is still initialised) and sets
@@ -48,6 +57,18 @@ public:
 
     void set_max_count(int64_t max_count);
 
+    // Non-empty once a collective of this group (or of its parent or sub-groups) failed.
+    const std::string& failure() const { return failure_->error; }
+
+    const std::shared_ptr<GroupFailure>& failure_state() const { return failure_; }
+
+    // The world rank of each group rank (for messages and the peer probes of a timed-out wait).
+    const std::shared_ptr<const std::vector<int>>& world_ranks() const { return world_ranks_; }
+
+    // 1, 2, ...: the number of the collective being posted, the same on every rank of the group
+    // (every rank calls the group's collectives in the same order).
+    int64_t next_sequence() const { return ++posted_; }
+
     Work all_to_all_v(const Tensor& input,
                       const std::vector<int64_t>& input_splits,
                       Tensor& output,
@@ -69,6 +90,9 @@ private:
     MPI_Comm comm_;
     double timeout_s_;
     int64_t max_count_;
+    std::shared_ptr<GroupFailure> failure_ = std::make_shared<GroupFailure>();
+    std::shared_ptr<const std::vector<int>> world_ranks_;
+    mutable int64_t posted_ = 0;
 };
 
 namespace detail {

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "comm/mpi_check.h"
+#include "comm/mpi_peer_probe.h"
 #include "engine/core/log.h"
 
 namespace shardrec::comm {
@@ -38,12 +40,19 @@ MpiWork::MpiWork(const char* collective, const MpiProcessGroup& pg)
       group_(pg.name()),
       group_rank_(pg.rank()),
       group_size_(pg.size()),
-      timeout_s_(pg.timeout_s()) {}
+      timeout_s_(pg.timeout_s()),
+      sequence_(pg.next_sequence()),
+      world_ranks_(pg.world_ranks()),
+      group_failure_(pg.failure_state()) {
+    if (!group_failure_->error.empty()) {
+        throw Error(group_failure_->error);
+    }
+}
 
 MpiWork::~MpiWork() {
     if (state_ == State::kPending) {
         try {
-            wait();
+            drop();
         } catch (const std::exception& e) {
             log::all().error("a dropped Work failed: {}", e.what());
         }
@@ -74,35 +83,65 @@ void MpiWork::check_posted(int rc, const char* call) {
     }
 }
 
+void MpiWork::drop() {
+    if (state_ == State::kPending && group_failed()) {
+        return;  // the group's error was reported where it happened
+    }
+    wait();
+}
+
+bool MpiWork::group_failed() {
+    if (group_failure_->error.empty()) {
+        return false;
+    }
+    state_ = State::kFailed;
+    error_ = group_failure_->error;
+    return true;
+}
+
 void MpiWork::wait() {
     if (state_ == State::kDone) {
         return;
     }
-    if (state_ == State::kFailed) {
+    if (state_ == State::kFailed || group_failed()) {
         throw Error(error_);
     }
     const auto start = std::chrono::steady_clock::now();
     int64_t sleep_us = kMinSleepUs;
+    std::string what;                  // this wait, as the peer probes name it
+    std::optional<WaitingIn> waiting;  // past the spin: peers' probes are answered
     while (!test()) {
         const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+        if (waited.count() < kSpinS) {
+            continue;
+        }
+        if (!waiting) {
+            what = fmt::format("{} #{} of group '{}'", collective_, sequence_, group_);
+            waiting.emplace(what);
+        }
         if (timeout_s_ > 0 && waited.count() > timeout_s_) {
-            fail("wait", fmt::format("did not complete within {} s (runtime.comm_timeout_s or "
-                                     "SHARDREC_COMM_TIMEOUT_S): a peer died, stalls or called "
-                                     "collectives in another order",
-                                     timeout_s_));
+            // The probes take a tenth of the timeout at most, so the run still ends well
+            // within 1.5 timeouts.
+            const double grace_s = std::clamp(0.1 * timeout_s_, 0.05, 2.0);
+            fail("wait",
+                 fmt::format("did not complete within {} s (runtime.comm_timeout_s or "
+                             "SHARDREC_COMM_TIMEOUT_S): {}",
+                             timeout_s_, describe_missing_peers(what, *world_ranks_, grace_s)));
         }
-        if (waited.count() >= kSpinS) {
-            std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
-            sleep_us = std::min(2 * sleep_us, kMaxSleepUs);
-        }
+        answer_peer_probes();
+        std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+        sleep_us = std::min(2 * sleep_us, kMaxSleepUs);
     }
 }
 
 bool MpiWork::is_completed() {
-    if (state_ == State::kFailed) {
+    if (state_ == State::kDone) {
+        return true;
+    }
+    if (state_ == State::kFailed || group_failed()) {
         throw Error(error_);
     }
-    return state_ == State::kDone || test();
+    return test();
 }
 
 bool MpiWork::test() {
@@ -128,10 +167,13 @@ void MpiWork::fail(const char* call, const std::string& why) {
     state_ = State::kFailed;
     try {
         throw_error(call, collective_, __FILE__, __LINE__,
-                    fmt::format("{} on group '{}' (rank {} of {}) {}", collective_, group_,
-                                group_rank_, group_size_, why));
+                    fmt::format("{} on group '{}' (rank {} of {}, its collective #{}) {}",
+                                collective_, group_, group_rank_, group_size_, sequence_, why));
     } catch (const Error& e) {
         error_ = e.what();
+        if (group_failure_->error.empty()) {
+            group_failure_->error = error_;
+        }
         throw;
     }
 }

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@ namespace shardrec::comm {
 
 class MpiWork final : public WorkImpl {
 public:
+    // Throws the group's failure (MpiProcessGroup::failure) when it has one: nothing is posted on
+    // a failed group.
     MpiWork(const char* collective, const MpiProcessGroup& pg);
     // Waits for a pending collective (also when a Work is overwritten by move-assignment, which
     // skips Work::~Work); a failure is logged, never thrown.
@@ -37,11 +40,15 @@ public:
     // Throws after the group's timeout_s (0: never), and again on a later call after a failure.
     void wait() override;
     bool is_completed() override;
+    // Waits unless the group has failed; then the requests are abandoned without a wait.
+    void drop() override;
 
 private:
     enum class State { kPending, kDone, kFailed };
 
     bool test();
+    // True (and the state kFailed) when another collective of the group failed meanwhile.
+    bool group_failed();
     [[noreturn]] void fail(const char* call, const std::string& why);
     void abandon();
 
@@ -50,6 +57,9 @@ private:
     int group_rank_;
     int group_size_;
     double timeout_s_;
+    int64_t sequence_;
+    std::shared_ptr<const std::vector<int>> world_ranks_;
+    std::shared_ptr<GroupFailure> group_failure_;
     State state_ = State::kPending;
     std::string error_;
     std::vector<MPI_Request> requests_;

@@ -19,7 +19,7 @@ void finish_dropped(std::unique_ptr<WorkImpl>& impl) {
         return;
     }
     try {
-        impl->wait();
+        impl->drop();
     } catch (const std::exception& e) {
         log::all().error("a Work destroyed without wait() failed: {}", e.what());
     }

@@ -25,6 +25,10 @@ public:
     virtual ~WorkImpl() = default;
     virtual void wait() = 0;
     virtual bool is_completed() = 0;
+
+    // Completes a Work dropped without wait() (Work's destructor, move-assignment); may throw.
+    // A backend whose group already failed returns at once instead of waiting out its timeout.
+    virtual void drop() { wait(); }
 };
 
 class [[nodiscard]] Work {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/mpi_env.h"
+#include "comm/stop_signal.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
 #include "tools/cli.h"
@@ -116,6 +117,12 @@ int main(int argc, char** argv) {
         comm::init_process(&argc, &argv);
         const std::vector<std::string> args(argv + 1, argv + argc);
         rc = cli::dispatch(args);
+    } catch (const comm::StopRequested& e) {
+        // Every rank agreed to stop at the same step: no abort is needed, each ends cleanly. Each
+        // says so itself: mpirun, which is ending the job, may kill a rank (and drop its output)
+        // once another has exited.
+        log::all().error("{}", e.what());
+        rc = 128 + e.signal();
     } catch (const cli::UsageError& e) {
         if (comm::process_info().rank == 0) {
             fmt::print(stderr, "shardrec: {}\n\n{}", e.what(), e.usage());

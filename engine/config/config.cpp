@@ -3,8 +3,11 @@
 #include "engine/config/config.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <cctype>
+#include <thread>
 
 namespace shardrec {
 
@@ -115,12 +118,25 @@ YAML::Node DataConfig::to_yaml() const {
 
 // ---- runtime ----
 
+int64_t usable_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+        return std::max(1, CPU_COUNT(&set));
+    }
+    return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
 void RuntimeConfig::visit(FieldVisitor& v) {
     v.field(Field("device", "cpu, cuda (the node-local rank's GPU) or cuda:N"), device);
     v.field(Field("log_level", "log level (SHARDREC_LOG_LEVEL overrides it)")
                 .one_of({"trace", "debug", "info", "warn", "error", "off"}),
             log_level);
-    v.field(Field("threads", "CPU threads per rank; 0: all cores").at_least(0), threads);
+    v.field(Field("threads",
+                  "CPU threads per rank; 0: all cores; at most the CPUs the process may run on "
+                  "(its affinity mask, e.g. under taskset)")
+                .at_least(0),
+            threads);
     v.field(Field("deterministic",
                   "bitwise-reproducible kernels; false allows faster atomic reductions"),
             deterministic);
@@ -155,6 +171,15 @@ void RuntimeConfig::resolve(ConfigNode& node) {
     }
     if (!cpu_or_cuda && !cuda_n) {
         node.error_at("device", fmt::format("expected cpu, cuda or cuda:N, got '{}'", device));
+    }
+    // More threads than CPUs only oversubscribes them, and far more fail inside the OpenMP
+    // runtime (a crash at 100000, a hang at 30000) instead of here.
+    const int64_t cpus = usable_cpus();
+    if (threads > cpus) {
+        node.error_at("threads",
+                      fmt::format("{} threads exceed the {} CPUs this process may run on "
+                                  "(sched_getaffinity); use at most {}, or 0 for all of them",
+                                  threads, cpus, cpus));
     }
 }
 

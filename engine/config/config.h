@@ -152,10 +152,13 @@ struct OptimizerConfig {
     YAML::Node to_yaml() const;
 };
 
+// The CPUs this process may run on (sched_getaffinity: taskset, cgroup cpusets), at least 1.
+int64_t usable_cpus();
+
 struct RuntimeConfig {
     std::string device = "cpu";  // cpu | cuda (the node-local rank's GPU) | cuda:N
     std::string log_level = "info";
-    int64_t threads = 0;  // CPU threads per rank; 0: all cores
+    int64_t threads = 0;  // CPU threads per rank; 0: all cores; at most usable_cpus()
     bool deterministic = true;
     std::string bounds_check = "fatal";  // fatal | warning | ignore (TorchRec BoundsCheckMode)
     std::string nan_policy = "stop";     // stop | skip_batch

@@ -60,12 +60,25 @@ struct PlanFile {
     }
 };
 
-// The file's world against the one the plan is loaded for.
-void check_world(const PlanFile& file, const PlacementEnv& env, ConfigNode& root) {
-    if (file.world_size != env.world_size) {
-        root.error_at("world_size", fmt::format("the plan is for {} ranks, this run has {}",
-                                                file.world_size, env.world_size));
+// A plan for another world size is reported as that alone, before the rest of the file is read:
+// its ranks, shards and ranks per node are all for that other world.
+void check_world_size(ConfigDocument& doc, const PlacementEnv& env) {
+    ConfigNode root = doc.root();
+    const YAML::Node node = root.yaml().IsMap() ? root.yaml()["world_size"] : YAML::Node();
+    int64_t world_size = 0;
+    if (!node.IsDefined() || !node.IsScalar() ||
+        !YAML::convert<int64_t>::decode(node, world_size) || world_size == env.world_size) {
+        return;  // absent or malformed: the full read reports it
     }
+    root.error_at("world_size",
+                  fmt::format("the plan is for {} ranks, this run has {} (make one for this world "
+                              "with `shardrec plan CONFIG --world-size {}`)",
+                              world_size, env.world_size, env.world_size));
+    doc.throw_if_errors();
+}
+
+// The file's node shape and device against the ones the plan is loaded for.
+void check_world(const PlanFile& file, const PlacementEnv& env, ConfigNode& root) {
     if (file.local_size != env.local_size) {
         root.error_at("local_size",
                       fmt::format("the plan is for {} ranks per node, this run has {}",
@@ -109,6 +122,7 @@ ShardingPlan read_plan(ConfigDocument& doc,
                        const std::vector<ModelConfig::Table>& tables,
                        const PlacementEnv& env) {
     env.check();
+    check_world_size(doc, env);
     PlanFile file;
     ConfigNode root = doc.root();
     read_fields(root, [&file](FieldVisitor& v) { file.visit(v); });

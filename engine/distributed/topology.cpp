@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi_env.h"
 #include "engine/config/yaml.h"
 #include "engine/core/error.h"
 
@@ -103,6 +104,13 @@ Topology default_topology(const std::string& compute_device, int world_size) {
         t.reserved_fraction = 0.15;
     } else {
         SR_CHECK(compute_device == "cpu", "no default topology for device '{}'", compute_device);
+    }
+    // For the running MPI world the nodes are the ones MPI found (its shared-memory split, or
+    // SHARDREC_LOCAL_SIZE): any world size then fits, e.g. 3 ranks on one machine. A plan for
+    // another world size (`shardrec plan --world-size N`) keeps the built-in node size.
+    const comm::ProcessInfo& process = comm::process_info();
+    if (process.world_size > 1 && world_size == process.world_size) {
+        t.local_size = process.local_size;
     }
     fit_world(t, world_size, nullptr);
     return t;

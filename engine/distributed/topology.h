@@ -58,6 +58,7 @@ Topology parse_topology(const std::string& text,
 
 // Built-in defaults: "cuda" gives one H100 node (configs/topologies/h100_8gpu_node.yaml),
 // "cpu" this two-core machine class (configs/topologies/cpu_2rank.yaml).
+// For the running MPI world (world_size == its size) the ranks per node are MPI's node split.
 Topology default_topology(const std::string& compute_device, int world_size);
 
 // `path` when given, else the default for a runtime.device ("cpu", "cuda", "cuda:N").

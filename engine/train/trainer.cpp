@@ -12,6 +12,7 @@
 #include "comm/mpi_process_group.h"
 #include "comm/nccl_process_group.h"
 #include "comm/process_group.h"
+#include "comm/stop_signal.h"
 #include "engine/core/cuda/cuda_runtime_api.h"
 #include "engine/core/log.h"
 #include "engine/data/make_dataset.h"
@@ -377,7 +378,14 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
                                                      faults.apply(step + 1, rank, batch);
                                                  }
                                              });
+    // SIGINT/SIGTERM only set a flag; the ranks agree on it through a one-int all-reduce per step,
+    // read a step late so that it never waits for a peer (comm/stop_signal.h), and all stop here
+    // at the same step.
+    comm::StopVote stop_vote(default_process_group());
     while (!summary.target_reached) {
+        if (const int signal = stop_vote.poll()) {
+            throw comm::StopRequested(signal, done + 1);
+        }
         const std::optional<TrainOutput> out = trainer.progress(*inputs);
         if (!out) {
             break;

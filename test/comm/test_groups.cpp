@@ -2,9 +2,11 @@
 // and the argument errors every rank detects locally (so no rank is left in a collective).
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <numeric>
+#include <thread>
 
 #include "comm/collective_utils.h"
 #include "comm/mpi_env.h"
@@ -17,6 +19,18 @@ namespace {
 
 using Catch::Matchers::Contains;
 using comm::ReduceOp;
+
+// A group over a communicator of its own (not split from the world, whose failure it would
+// share).
+std::shared_ptr<comm::MpiProcessGroup> own_group(const std::string& name, double timeout_s) {
+    MPI_Comm c = MPI_COMM_NULL;
+    REQUIRE(MPI_Comm_dup(MPI_COMM_WORLD, &c) == MPI_SUCCESS);
+    return std::make_shared<comm::MpiProcessGroup>(c, name, timeout_s);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // The world ranks of a group, in group-rank order, as the group's own all_gather_v reports them.
 std::vector<int64_t> members(comm::ProcessGroup& pg) {
@@ -147,9 +161,9 @@ TEST_CASE("MpiProcessGroup: a wait on a peer that never comes fails after the ti
     if (world->size() < 2) {
         return;
     }
-    // A group of its own: the abandoned barrier must not disturb the world's collectives.
-    auto group = world->split(0, world->rank(), "late_peer");
-    std::static_pointer_cast<comm::MpiProcessGroup>(group)->set_timeout_s(0.3);
+    // A group of its own: the abandoned barrier must not disturb the world's collectives, and its
+    // failure is not the world's.
+    auto group = own_group("late_peer", 0.3);
     if (world->rank() == 0) {
         comm::Work work = group->barrier();
         CHECK_THROWS_WITH(work.wait(), Contains("rank 0/") &&
@@ -162,6 +176,85 @@ TEST_CASE("MpiProcessGroup: a wait on a peer that never comes fails after the ti
         group->barrier().wait();
         world->barrier().wait();
     }
+}
+
+TEST_CASE(
+    "MpiProcessGroup: a stalled peer fails the wait within the timeout, naming it; then the "
+    "group fails at once",
+    "[comm]") {
+    auto world = mpi_world();
+    if (world->size() < 2) {
+        return;
+    }
+    constexpr double kTimeoutS = 1.0;
+    auto group = own_group("stalled", kTimeoutS);
+    Tensor a = Tensor::from_vector(std::vector<int64_t>{1});
+    Tensor b = Tensor::from_vector(std::vector<int64_t>{1});
+    world->barrier().wait();
+    if (world->rank() == 1) {
+        // Stalls outside communication, so it answers no probe; then it joins, which completes
+        // the collectives the others abandoned.
+        std::this_thread::sleep_for(std::chrono::duration<double>(2.5 * kTimeoutS));
+        group->all_reduce(a, ReduceOp::kSum).wait();
+        group->all_reduce(b, ReduceOp::kSum).wait();
+        group->barrier().wait();
+        world->barrier().wait();
+        return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    comm::Work first = group->all_reduce(a, ReduceOp::kSum);
+    comm::Work second = group->all_reduce(b, ReduceOp::kSum);
+    {
+        const comm::Work dropped = group->barrier();
+        std::string message;
+        try {
+            first.wait();
+        } catch (const Error& e) {
+            message = e.what();
+        }
+        const std::string host1 = comm::process_info().hosts.at(1);
+        CHECK_THAT(message, Contains("all_reduce on group 'stalled'") &&
+                                Contains("its collective #1) did not complete within 1 s") &&
+                                Contains("rank 1 on host " + host1 + " has not reached it"));
+        CHECK(seconds_since(t0) < 1.5 * kTimeoutS);
+        // Nothing waits on the failed group again: the next wait and a new collective throw the
+        // first error at once, and `dropped` goes without waiting.
+        const auto t1 = std::chrono::steady_clock::now();
+        CHECK_THROWS_WITH(second.wait(), message);
+        CHECK_THROWS_WITH((void)group->all_reduce(a, ReduceOp::kSum), message);
+        CHECK(seconds_since(t1) < 0.1);
+    }
+    CHECK(seconds_since(t0) < 1.5 * kTimeoutS);
+    world->barrier().wait();
+}
+
+TEST_CASE("MpiProcessGroup: a peer waiting in another collective is named with it", "[comm]") {
+    auto world = mpi_world();
+    if (world->size() < 2) {
+        return;
+    }
+    auto group = own_group("diverged", 0.5);
+    auto other = own_group("other", 600);
+    if (world->rank() == 1) {
+        // Waits in a collective of another group that the others have not called yet.
+        other->barrier().wait();
+    } else {
+        std::string message;
+        try {
+            group->barrier().wait();
+        } catch (const Error& e) {
+            message = e.what();
+        }
+        CHECK_THAT(message, Contains("barrier on group 'diverged'") &&
+                                Contains("rank 1 on host " + comm::process_info().hosts.at(1) +
+                                         " waits in barrier #1 of group 'other' instead"));
+        other->barrier().wait();
+    }
+    // Rank 1 joins the barrier the others abandoned.
+    if (world->rank() == 1) {
+        group->barrier().wait();
+    }
+    world->barrier().wait();
 }
 
 TEST_CASE("MpiProcessGroup: arguments that do not fit throw, naming the collective", "[comm]") {

@@ -135,7 +135,7 @@ TEST_CASE("Config: dump_config reads back to the same config", "[config]") {
                                            "optimizer.sparse.learning_rate=0.1",
                                            "train.seed=7",
                                            "data.synthetic.zipf_alpha=0.3",
-                                           "runtime.threads=3",
+                                           "runtime.threads=1",
                                            "runtime.deterministic=false",
                                            "runtime.log_level=debug"};
     const Config c = parse_config(kModelHead, sets, "t.yaml");
@@ -157,7 +157,7 @@ TEST_CASE("Config: dump_config reads back to the same config", "[config]") {
     CHECK(back.optimizer.sparse.type == "rowwise_adagrad");
     CHECK(back.train.seed == 7);
     CHECK(back.data.synthetic.zipf_alpha == 0.3);
-    CHECK(back.runtime.threads == 3);
+    CHECK(back.runtime.threads == 1);
     CHECK_FALSE(back.runtime.deterministic);
     CHECK(back.runtime.log_level == "debug");
 }

@@ -147,7 +147,7 @@ TEST_CASE("Config: --set overrides edit the tree before it is read", "[config]")
 
 TEST_CASE("Config: --set KEY=null removes the key, so its default applies", "[config]") {
     const std::string runtime =
-        std::string(kBase) + "runtime:\n  threads: 3\n  comm_timeout_s: 5\n";
+        std::string(kBase) + "runtime:\n  threads: 1\n  comm_timeout_s: 5\n";
     const Config c =
         parse_config(runtime, {"runtime.threads=null", "runtime.comm_timeout_s=~"}, "t.yaml");
     CHECK(c.runtime.threads == Config().runtime.threads);
@@ -237,4 +237,18 @@ TEST_CASE("Config: closest_match suggests only likely typos", "[config]") {
     CHECK(closest_match("weighted", keys).empty());
     CHECK(edit_distance("ab", "ba") == 1);  // one adjacent swap
     CHECK(edit_distance("kitten", "sitting") == 3);
+}
+
+TEST_CASE("Config: runtime.threads past the CPUs the process may run on names the limit",
+          "[config]") {
+    const int64_t cpus = usable_cpus();
+    REQUIRE(cpus >= 1);
+    CHECK(errors_of(kBase, {"runtime.threads=" + std::to_string(cpus)}).empty());
+    CHECK_THAT(errors_of(kBase, {"runtime.threads=" + std::to_string(cpus + 1)}),
+               Contains("runtime.threads") &&
+                   Contains(std::to_string(cpus + 1) + " threads exceed the " +
+                            std::to_string(cpus) + " CPUs this process may run on") &&
+                   Contains("use at most " + std::to_string(cpus)));
+    CHECK_THAT(errors_of(kBase, {"runtime.threads=100000"}), Contains("100000 threads exceed"));
+    CHECK(errors_of(kBase, {"runtime.threads=0"}).empty());
 }
