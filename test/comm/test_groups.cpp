@@ -181,7 +181,7 @@ TEST_CASE("MpiProcessGroup: a wait on a peer that never comes fails after the ti
 TEST_CASE(
     "MpiProcessGroup: a stalled peer fails the wait within the timeout, naming it; then the "
     "group fails at once",
-    "[comm]") {
+    "[comm][multirank]") {
     auto world = mpi_world();
     if (world->size() < 2) {
         return;
@@ -228,7 +228,8 @@ TEST_CASE(
     world->barrier().wait();
 }
 
-TEST_CASE("MpiProcessGroup: a peer waiting in another collective is named with it", "[comm]") {
+TEST_CASE("MpiProcessGroup: a peer waiting in another collective is named with it",
+          "[comm][multirank]") {
     auto world = mpi_world();
     if (world->size() < 2) {
         return;

@@ -25,7 +25,8 @@ TEST_CASE("messages: a bad config's error carries no internal check text", "[e2e
     const RunResult r = run_shardrec(missing_data_args((dir / "a").string()));
     INFO(r.output);
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.output, Contains("/nonexistent/criteo/manifest.json: cannot open"));
+    CHECK_THAT(r.output, Contains("the Criteo manifest '/nonexistent/criteo/manifest.json' does "
+                                  "not exist"));
     CHECK_THAT(r.output, !Contains("failed in") && !Contains(".cpp:"));
 
     // With the debug log the check that failed is there for whoever debugs shardrec.
