@@ -182,6 +182,17 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       checker_(config_.model,
                parse_bounds_check_mode(config_.runtime.bounds_check),
                parse_nan_policy(config_.runtime.nan_policy)) {
+    // An evaluation reads whole global batches (evaluate): they must fit in a finite eval split,
+    // or its first rows would be read twice and weigh twice in AUC and loss.
+    const int64_t eval_rows = dataset_->num_samples(data::Split::kEval);
+    const int64_t global = global_batch_size();
+    const int64_t eval_read = (config_.train.eval_samples + global - 1) / global * global;
+    SR_CHECK(eval_rows < 0 || eval_read <= eval_rows,
+             "train.eval_samples {} is read in whole global batches of {} ({} rank(s) x "
+             "data.batch_size {}), {} rows, but the eval split has only {}: set "
+             "train.eval_samples <= {}",
+             config_.train.eval_samples, global, world_size_, config_.data.batch_size, eval_read,
+             eval_rows, eval_rows / global * global);
     pipeline_.set_skip_non_finite(parse_nan_policy(config_.runtime.nan_policy) ==
                                   NanPolicy::kSkipBatch);
     if (config_.train.pipeline == "sparse_dist") {

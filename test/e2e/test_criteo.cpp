@@ -198,6 +198,15 @@ TEST_CASE("criteo e2e: an eval split too small for train.eval_samples stops befo
     CHECK(r.exit_code == 1);
     CHECK(r.output.find("train.eval_samples is 64 but the eval split of " +
                         (dir / "data").string() + " is empty") != std::string::npos);
+    // 16 rows fit, but the evaluation reads whole global batches: 2 x 12 = 24 rows > 20.
+    r = run_shardrec({"train", config.string(), "--out", (dir / "rounded").string(), "--set",
+                      "train.eval_samples=16", "--set", "data.batch_size=12"});
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("train.eval_samples 16 is read in whole global batches of 12 (1 rank(s) x "
+                        "data.batch_size 12), 24 rows, but the eval split has only 20: set "
+                        "train.eval_samples <= 12") != std::string::npos);
+    CHECK(!fs::exists(dir / "rounded" / "metrics.jsonl"));
     r = train("none", "data.criteo_binary.eval_days=0");
     INFO(r.output);
     CHECK(r.exit_code != 0);
