@@ -23,6 +23,26 @@ std::filesystem::path fresh_dir(const std::string& name) {
     return dir;
 }
 
+std::vector<std::string> small_train_args(const std::filesystem::path& run,
+                                          int64_t steps,
+                                          const std::vector<std::string>& sets) {
+    // Absolute: some tests run the binary from a directory of their own.
+    const auto config = std::filesystem::absolute(repo_root() / "configs" / "quickstart.yaml");
+    std::vector<std::string> args = {"train", config.string(),
+                                     "--out", run.string(),
+                                     "--set", "train.steps=" + std::to_string(steps),
+                                     "--set", "train.log_every=1",
+                                     "--set", "train.eval_every=0",
+                                     "--set", "train.eval_samples=256",
+                                     "--set", "data.batch_size=32",
+                                     "--set", "train.pipeline=base"};
+    for (const auto& s : sets) {
+        args.push_back("--set");
+        args.push_back(s);
+    }
+    return args;
+}
+
 RunResult run_shardrec(const std::vector<std::string>& args, const std::string& prefix) {
     const char* bin = std::getenv("SHARDREC_BIN");
     SR_CHECK(bin != nullptr, "SHARDREC_BIN is not set (run the e2e tests through ctest)");

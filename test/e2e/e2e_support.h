@@ -2,6 +2,7 @@
 // real files in a fresh temporary directory, and read the metrics.jsonl it writes.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -16,6 +17,13 @@ struct RunResult {
     int exit_code = 0;
     std::string output;  // stdout and stderr together
 };
+
+// `train` of configs/quickstart.yaml into `run` for `steps` steps of batch 32, a loss line each,
+// one batch at a time (train.pipeline base: a fault at step S follows exactly S - 1 steps),
+// evaluating 256 samples after the last; `sets` are further KEY=VALUE overrides.
+std::vector<std::string> small_train_args(const std::filesystem::path& run,
+                                          int64_t steps,
+                                          const std::vector<std::string>& sets = {});
 
 // Runs `prefix shardrec args...` (prefix: e.g. "mpirun -np 2 ..." or empty).
 RunResult run_shardrec(const std::vector<std::string>& args, const std::string& prefix = "");

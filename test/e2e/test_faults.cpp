@@ -30,21 +30,10 @@ std::string mpirun(int np, const std::string& env = "") {
     return prefix;
 }
 
-// The quickstart model, a few small steps.
+// The quickstart model, six small steps.
 std::vector<std::string> small_train(const std::filesystem::path& run,
-                                     std::vector<std::string> sets = {}) {
-    std::vector<std::string> args = {
-        "train", (repo_root() / "configs" / "quickstart.yaml").string(), "--out", run.string(),
-        "--set", "train.steps=6", "--set", "train.log_every=1", "--set", "train.eval_every=0",
-        "--set", "train.eval_samples=256", "--set", "data.batch_size=32",
-        // One batch at a time, so that a fault at step S comes after exactly S - 1 steps
-        // (sparse_dist reads ahead).
-        "--set", "train.pipeline=base"};
-    for (const auto& s : sets) {
-        args.push_back("--set");
-        args.push_back(s);
-    }
-    return args;
+                                     const std::vector<std::string>& sets = {}) {
+    return small_train_args(run, 6, sets);
 }
 
 std::vector<JsonRecord> of_kind(const std::vector<JsonRecord>& all, const std::string& kind) {

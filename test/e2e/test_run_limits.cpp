@@ -29,25 +29,6 @@ std::string quickstart() {
     return std::filesystem::absolute(repo_root() / "configs" / "quickstart.yaml").string();
 }
 
-// A short quickstart run, one batch at a time (so a fault at step S follows S - 1 steps).
-std::vector<std::string> small_train(const std::filesystem::path& run,
-                                     int64_t steps,
-                                     std::vector<std::string> sets = {}) {
-    std::vector<std::string> args = {"train", quickstart(),
-                                     "--out", run.string(),
-                                     "--set", "train.steps=" + std::to_string(steps),
-                                     "--set", "train.log_every=1",
-                                     "--set", "train.eval_every=0",
-                                     "--set", "train.eval_samples=256",
-                                     "--set", "data.batch_size=32",
-                                     "--set", "train.pipeline=base"};
-    for (const auto& s : sets) {
-        args.push_back("--set");
-        args.push_back(s);
-    }
-    return args;
-}
-
 std::string host_name() {
     char buf[256] = {};
     gethostname(buf, sizeof(buf) - 1);
@@ -103,7 +84,7 @@ RunResult run_command(const std::string& cmd) {
 // A long run that logs every 100 steps: mpirun stops forwarding output while it ends a job, and a
 // rank that logs every step would block on its full stderr pipe until mpirun kills it.
 std::vector<std::string> long_train() {
-    return small_train("run", 100000, {"train.log_every=100"});
+    return small_train_args("run", 100000, {"train.log_every=100"});
 }
 
 std::string bin() {
@@ -165,7 +146,7 @@ TEST_CASE("limits: a stalled rank ends every rank within 1.5 comm timeouts, name
           "[e2e][limits][mpi]") {
     const auto dir = fresh_dir("limits_stall");
     constexpr double kTimeoutS = 4;
-    const RunResult r = run_shardrec(small_train(dir / "run", 6, {"runtime.comm_timeout_s=4"}),
+    const RunResult r = run_shardrec(small_train_args(dir / "run", 6, {"runtime.comm_timeout_s=4"}),
                                      kTimeout + "env SHARDREC_FAULT_INJECT=1:3:stall " + kMpirun +
                                          " -x SHARDREC_FAULT_INJECT -np 2");
     const double end = now_of_day();
@@ -222,7 +203,8 @@ TEST_CASE("limits: SIGINT ends a one-process run with its message and exit 130",
 
 TEST_CASE("limits: three ranks train the default config on the CPU", "[e2e][limits][mpi]") {
     const auto dir = fresh_dir("limits_np3");
-    const RunResult r = run_shardrec(small_train(dir / "run", 4), kTimeout + kMpirun + " -np 3");
+    const RunResult r =
+        run_shardrec(small_train_args(dir / "run", 4), kTimeout + kMpirun + " -np 3");
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     const auto metrics = read_metrics(dir / "run");
@@ -239,8 +221,9 @@ TEST_CASE("limits: a plan for another world size says so before anything else",
     INFO(plan.output);
     REQUIRE(plan.exit_code == 0);
     const RunResult r = run_shardrec(
-        small_train(dir / "run", 4,
-                    {"sharding.plan_file=" + (dir / "plan2.yaml").string(), "sharding.tables=[]"}),
+        small_train_args(
+            dir / "run", 4,
+            {"sharding.plan_file=" + (dir / "plan2.yaml").string(), "sharding.tables=[]"}),
         kTimeout + kMpirun + " -np 3");
     INFO(r.output);
     CHECK(r.exit_code != 0);

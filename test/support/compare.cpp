@@ -86,13 +86,7 @@ CompareResult compare_relative(const std::vector<double>& got,
     std::vector<double> mag(want.size());
     for (size_t i = 0; i < want.size(); ++i)
         mag[i] = std::fabs(want[i]) + scale;
-    Tolerance tol;
-    tol.atol = atol;
-    tol.terms = 0;
-    tol.u_acc = 0.0;
-    tol.u_out = 0.0;
-    tol.extra_rel = rel;
-    return compare(got, want, mag, tol);
+    return compare(got, want, mag, Tolerance::relative(rel, atol));
 }
 
 CompareResult compare(const Tensor& got,

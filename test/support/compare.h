@@ -21,6 +21,17 @@ struct Tolerance {
     double extra_rel = 0.0;    // documented slack where a case needs it
     bool exact = false;        // bitwise equality
 
+    // atol + rel * mag, no roundoff terms: for references that carry their own error estimate.
+    static Tolerance relative(double rel, double atol = 0.0) {
+        Tolerance t;
+        t.atol = atol;
+        t.terms = 0;
+        t.u_acc = 0.0;
+        t.u_out = 0.0;
+        t.extra_rel = rel;
+        return t;
+    }
+
     double bound(double mag) const {
         return atol + ((static_cast<double>(terms) + 1) * u_acc + u_out + extra_rel) * mag;
     }

@@ -15,13 +15,7 @@ void require_close(const std::vector<float>& got,
     std::vector<double> ref(want.begin(), want.end()), mag(want.size());
     for (size_t i = 0; i < want.size(); ++i)
         mag[i] = std::fabs(ref[i]);
-    Tolerance tol;
-    tol.atol = abs;
-    tol.terms = 0;
-    tol.u_acc = 0.0;
-    tol.u_out = 0.0;
-    tol.extra_rel = rel;
-    const CompareResult r = compare(got, ref, mag, tol);
+    const CompareResult r = compare(got, ref, mag, Tolerance::relative(rel, abs));
     INFO(what << ": " << r.report);
     REQUIRE(r.ok);
 }
