@@ -13,9 +13,11 @@ mkdir -p "$out"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DSHARDREC_CUDA="${SHARDREC_CUDA:-AUTO}" >/dev/null
 cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec bench_ops
 
+source scripts/provenance.sh
+save_provenance "$out"
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "commit: $(provenance)"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
     echo "cores: $(nproc)"
     "$build_dir/shardrec" --version

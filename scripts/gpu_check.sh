@@ -54,7 +54,9 @@ cap() { head -c 15000000; }
 : > "$summary"
 note "# shardrec GPU check"
 note "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (+ uncommitted changes)')"
+source scripts/provenance.sh
+save_provenance "$out"
+note "commit: $(provenance)$(test -f "$out/uncommitted.diff" && echo ' (the changes: uncommitted.diff)')"
 note "host: $(hostname), $(nproc) cores, $(uname -r)"
 note "os: $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME"), $(ldd --version 2>&1 | head -1)"
 note "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"

@@ -14,13 +14,15 @@ config=${1:-configs/quickstart.yaml}
 out=${2:-bench/results/sweep-$(date +%Y%m%d)}
 build_dir=${BUILD_DIR:-build}
 mkdir -p "$out"
+source scripts/provenance.sh
+save_provenance "$out"
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec
 
 mpi_flags=(--oversubscribe)
 [ "$(id -u)" -ne 0 ] || mpi_flags+=(--allow-run-as-root)
 csv="$out/sweep.csv"
-echo "world_size,batch_per_rank,sharding_type,step_ms,samples_per_s,peak_bytes,allocs_per_step" > "$csv"
+echo "world_size,batch_per_rank,sharding_type,step_ms,samples_per_s,peak_bytes,allocs_per_step,commit,date" > "$csv"
 for np in ${NPS:-1 2 4}; do
     for batch in ${BATCHES:-128 256 512}; do
         for type in ${TYPES:-table_wise row_wise column_wise table_row_wise data_parallel}; do
@@ -32,7 +34,7 @@ for np in ${NPS:-1 2 4}; do
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(f"{sys.argv[2]},{sys.argv[3]},{sys.argv[4]},{r['step_ms']},{r['samples_per_s']},"
-      f"{r['peak_bytes']},{r['allocs_per_step']}")
+      f"{r['peak_bytes']},{r['allocs_per_step']},{r['commit']},{r['date']}")
 PY
         done
     done

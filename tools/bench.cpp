@@ -26,6 +26,7 @@
 #include "engine/core/allocator.h"
 #include "engine/core/log.h"
 #include "engine/core/profile.h"
+#include "engine/core/version.h"
 #include "engine/distributed/planner_estimate.h"
 #include "engine/train/trainer.h"
 #include "kernels/device_ceilings.h"
@@ -349,7 +350,7 @@ int bench_main(const std::vector<std::string>& args) {
         }
         std::ofstream out(json);
         out << fmt::format(
-            "{{\"config\":\"{}\",\"model\":\"{}\",\"pipeline\":\"{}\",\"batch_size\":{},"
+            "{{{},\"config\":\"{}\",\"model\":\"{}\",\"pipeline\":\"{}\",\"batch_size\":{},"
             "\"threads\":{},"
             "\"step_ms\":{:.4f},\"step_ms_p10\":{:.4f},\"step_ms_p90\":{:.4f},"
             "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"table_bytes\":{},"
@@ -360,11 +361,11 @@ int bench_main(const std::vector<std::string>& args) {
             "\"input_dist_ms\":{:.4f},\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
             "\"dense_floor_ms\":{:.4f},\"sparse_bytes_per_step\":{:.0f},"
             "\"sparse_floor_ms\":{:.4f},\"profile_ms_per_step\":{{{}}}}}\n",
-            path, config.model.type, config.train.pipeline, config.data.batch_size, threads,
-            med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps, table_bytes, state_bytes, dense,
-            model_memory.max_peak_bytes, times.host.max_peak_bytes, allocs_per_step,
-            device_allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
-            per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms,
+            provenance_json_fields(), path, config.model.type, config.train.pipeline,
+            config.data.batch_size, threads, med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps,
+            table_bytes, state_bytes, dense, model_memory.max_peak_bytes, times.host.max_peak_bytes,
+            allocs_per_step, device_allocs_per_step, data_ms, device.str(), device_copy_gbps,
+            per_step[0], per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms,
             traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms, profile_json);
     }
     return 0;

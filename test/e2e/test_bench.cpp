@@ -43,6 +43,12 @@ TEST_CASE("bench: --profile times the regions of the step on two ranks", "[e2e][
     ss << in.rdbuf();
     const std::string json = ss.str();
     INFO(json);
+    // The result names the build that made it (as --version does) and when.
+    const RunResult version = run_shardrec({"--version"});
+    const size_t c = version.output.find("(commit ");
+    REQUIRE(c != std::string::npos);
+    const std::string commit = version.output.substr(c + 8, version.output.find(')', c) - (c + 8));
+    CHECK(json.find("\"commit\":\"" + commit + "\",\"date\":\"20") != std::string::npos);
     const double step = json_number(json, "step_ms");
     double top = 0;
     for (const char* region : {"forward", "loss", "backward", "all_reduce", "dense_optimizer"})

@@ -22,6 +22,7 @@
 
 #include "engine/core/allocator.h"
 #include "engine/core/cuda/cuda_runtime_api.h"
+#include "engine/core/version.h"
 #include "kernels/device_ceilings.h"
 #include "kernels/linear.h"
 #include "test/ops/op_case.h"
@@ -153,6 +154,7 @@ int main(int argc, char** argv) {
     std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %9s %7s %6s\n", "op", "vars", "med_us",
                 "p10_us", "p90_us", "GB/s", "GFLOP/s", "%bw", "sgemm_us", "%gemm", "#wrong");
     std::vector<std::string> rows;
+    const std::string provenance = provenance_json_fields();  // commit and date of every row
     // The large cases (seconds each, for their inputs and float64 references) after all the
     // others, so that a time limit cuts only the last of them.
     std::stable_partition(cases.begin(), cases.end(),
@@ -197,15 +199,17 @@ int main(int argc, char** argv) {
                     name.c_str(), c->vars().c_str(), t.med_us, t.p10_us, t.p90_us, gbps, gflops,
                     pct_bw, sgemm_us, pct_gemm, wrong);
         rows.push_back(fmt::format(
-            "{{\"device\":\"{}\",\"gemm_math\":\"{}\",\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":{:."
+            "{{{},\"device\":\"{}\",\"gemm_math\":\"{}\",\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":"
+            "{:."
             "3f},\"p10_us\":{:.3f}"
             ",\"p90_us\":{:.3f}"
             ","
             "\"bytes\":{:.0f},\"flops\":{:.0f},\"gbps\":{:.4f},\"gflops\":{:.4f},"
             "\"copy_gbps\":{:.4f},\"pct_bw\":{:.2f},\"sgemm_us\":{:.3f},\"pct_gemm\":{:.2f},"
             "\"wrong\":{}}}",
-            device.str(), timed_math_name, name, c->vars(), t.med_us, t.p10_us, t.p90_us,
-            c->bytes(), c->flops(), gbps, gflops, copy_gbps, pct_bw, sgemm_us, pct_gemm, wrong));
+            provenance, device.str(), timed_math_name, name, c->vars(), t.med_us, t.p10_us,
+            t.p90_us, c->bytes(), c->flops(), gbps, gflops, copy_gbps, pct_bw, sgemm_us, pct_gemm,
+            wrong));
         c.reset();  // its inputs go: the large cases' 2 GiB tables together outgrow a host
     }
     if (!json_path.empty()) {

@@ -115,11 +115,12 @@ std::string row_line(const Row& r, DType dtype) {
 
 std::string row_json(const Row& r, DType dtype, int world_size) {
     return fmt::format(
-        "{{\"op\": \"{}\", \"vars\": \"dtype={},count={},ranks={}\", \"bytes\": {}, \"count\": {}, "
+        "{{{}, \"op\": \"{}\", \"vars\": \"dtype={},count={},ranks={}\", \"bytes\": {}, \"count\": "
+        "{}, "
         "\"dtype\": \"{}\", \"time_us\": {:.3f}, \"algbw_gbs\": {:.6f}, \"busbw_gbs\": {:.6f}, "
         "\"wrong\": {}}}",
-        r.op, dtype_name(dtype), r.count, world_size, r.bytes, r.count, dtype_name(dtype),
-        r.time_us, r.algbw, r.busbw, r.wrong);
+        provenance_json_fields(), r.op, dtype_name(dtype), r.count, world_size, r.bytes, r.count,
+        dtype_name(dtype), r.time_us, r.algbw, r.busbw, r.wrong);
 }
 
 void print_header(const Options& o, const comm::ProcessInfo& info) {
