@@ -227,9 +227,20 @@ TEST_CASE(
     CHECK(shardrec::train::checkpoint_run_id((run / "checkpoints").string()) != id);
     CHECK(numbers(run, 0).size() == 5);  // train 1..4 and eval 4: the old lines are gone
 
+    // Resuming another run's checkpoint into this run's directory is refused too.
+    const RunResult other = run_shardrec(train_args(dir / "other", 4));
+    REQUIRE(other.exit_code == 0);
+    auto foreign = train_args(run, 8);
+    foreign.insert(foreign.end(), {"--resume", (dir / "other" / "checkpoints").string()});
+    const RunResult mixed = run_shardrec(foreign);
+    INFO(mixed.output);
+    CHECK(mixed.exit_code != 0);
+    CHECK_THAT(mixed.output, Contains("holds another run"));
+    CHECK(numbers(run, 0).size() == 5);
+
     // A checkpoint_dir shared with another run is refused as well.
     const RunResult shared = run_shardrec(train_args(
-        dir / "other", 4, {"--set", "train.checkpoint_dir=" + (run / "checkpoints").string()}));
+        dir / "third", 4, {"--set", "train.checkpoint_dir=" + (run / "checkpoints").string()}));
     INFO(shared.output);
     CHECK(shared.exit_code != 0);
     CHECK_THAT(shared.output, Contains("already holds a run") && Contains("checkpoint(s)"));
