@@ -1,12 +1,16 @@
-// `shardrec ckpt info CHECKPOINT` and `shardrec ckpt export CHECKPOINT --format npy|safetensors
-// --out DIR`: inspect a checkpoint, and write its model as unsharded tensors under TorchRec's
-// names (engine/train/checkpoint_export.h). One process reads every shard; run without mpirun.
+// `shardrec ckpt info|export|init|import`: inspect a checkpoint, write its model as TorchRec's
+// state_dict (engine/train/checkpoint_export.h), write a config's initial weights or a TorchRec
+// state_dict as a step-0 checkpoint (engine/train/checkpoint_import.h). One process does the
+// work; run without mpirun.
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <map>
 
 #include "comm/mpi_env.h"
+#include "engine/config/config.h"
 #include "engine/train/checkpoint_export.h"
+#include "engine/train/checkpoint_import.h"
 #include "tools/cli.h"
 
 namespace shardrec::cli {
@@ -14,21 +18,30 @@ namespace shardrec::cli {
 const char* const kCkptUsage =
     "usage: shardrec ckpt info CHECKPOINT\n"
     "       shardrec ckpt export CHECKPOINT --format npy|safetensors --out DIR\n"
+    "       shardrec ckpt init CONFIG.yaml --out DIR [--set KEY=VALUE ...]\n"
+    "       shardrec ckpt import model.safetensors CONFIG.yaml --out DIR [--set KEY=VALUE ...]\n"
     "\n"
     "CHECKPOINT: a step-<N> directory, or the directory holding them (the newest complete one).\n"
     "\n"
     "  info     step, seed, world size, plan (every table's shards), dense parameters, files,\n"
     "           bytes, and whether every checksum holds (exit 1 when one does not)\n"
-    "  export   checks every checksum, then writes the unsharded tables\n"
-    "           (sparse_arch.embedding_bag_collection.embedding_bags.<table>.weight) and the\n"
-    "           dense parameters (dense_arch.model._mlp.0._linear.weight, ...):\n"
+    "  export   checks every checksum, then writes the model as the state_dict of TorchRec's\n"
+    "           DLRM, DLRM_DCN or SimpleDeepFMNN (load_state_dict(strict=True) takes it):\n"
     "           npy: one NAME.npy per tensor (bf16 tables as f32); safetensors: "
-    "model.safetensors\n";
+    "model.safetensors\n"
+    "  init     writes the initial weights of CONFIG (train.seed) as DIR/step-00000000, the\n"
+    "           exact weights `train` starts from; `train --resume DIR` continues from them\n"
+    "  import   writes a TorchRec state_dict (safetensors, TorchRec names) as DIR/step-00000000\n"
+    "           of CONFIG's model, with fresh optimizer state; every table and layer must be\n"
+    "           there with CONFIG's shape\n";
 
 int ckpt_main(const std::vector<std::string>& args) {
-    std::string action, path, format, out;
+    std::string format, out;
+    std::vector<std::string> positional, sets;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
+        if (take_set(args, i, sets, kCkptUsage))
+            continue;
         if (arg == "--help" || arg == "-h") {
             if (comm::process_info().rank == 0)
                 std::fputs(kCkptUsage, stdout);
@@ -40,31 +53,52 @@ int ckpt_main(const std::vector<std::string>& args) {
             (arg == "--format" ? format : out) = args[++i];
         } else if (!arg.empty() && arg[0] == '-') {
             throw UsageError(fmt::format("unknown option '{}'", arg), kCkptUsage);
-        } else if (action.empty()) {
-            action = arg;
-        } else if (path.empty()) {
-            path = arg;
         } else {
-            throw UsageError(fmt::format("unexpected argument '{}'", arg), kCkptUsage);
+            positional.push_back(arg);
         }
     }
-    if (action != "info" && action != "export")
-        throw UsageError("ckpt needs info or export", kCkptUsage);
-    if (path.empty())
-        throw UsageError("ckpt " + action + " needs a CHECKPOINT directory", kCkptUsage);
+    const std::string action = positional.empty() ? "" : positional.front();
+    // The positional arguments each action takes after its name.
+    const std::map<std::string, std::vector<std::string>> kOperands = {
+        {"info", {"CHECKPOINT directory"}},
+        {"export", {"CHECKPOINT directory"}},
+        {"init", {"CONFIG.yaml"}},
+        {"import", {"model.safetensors file", "CONFIG.yaml"}}};
+    const auto operands = kOperands.find(action);
+    if (operands == kOperands.end())
+        throw UsageError("ckpt needs info, export, init or import", kCkptUsage);
+    if (positional.size() - 1 < operands->second.size()) {
+        throw UsageError(
+            fmt::format("ckpt {} needs a {}", action, operands->second[positional.size() - 1]),
+            kCkptUsage);
+    }
+    if (positional.size() - 1 > operands->second.size())
+        throw UsageError(fmt::format("unexpected argument '{}'", positional.back()), kCkptUsage);
+    if (!sets.empty() && action != "init" && action != "import")
+        throw UsageError("--set applies to ckpt init and ckpt import", kCkptUsage);
+    const std::string& path = positional[1];
     if (comm::process_info().rank != 0)
-        return 0;  // one reader is enough
+        return 0;  // one process is enough
     if (action == "info") {
         const std::string text = train::checkpoint_info(path);
         std::fputs(text.c_str(), stdout);
         return text.find("checksums: ok") == std::string::npos ? 1 : 0;
     }
-    if (format != "npy" && format != "safetensors")
+    if (action == "export" && format != "npy" && format != "safetensors")
         throw UsageError("ckpt export needs --format npy or --format safetensors", kCkptUsage);
     if (out.empty())
-        throw UsageError("ckpt export needs --out DIR", kCkptUsage);
-    const auto names = train::export_checkpoint(path, format, out);
-    fmt::print("exported {} tensors from {} to {} ({})\n", names.size(), path, out, format);
+        throw UsageError("ckpt " + action + " needs --out DIR", kCkptUsage);
+    if (action == "export") {
+        const auto names = train::export_checkpoint(path, format, out);
+        fmt::print("exported {} tensors from {} to {} ({})\n", names.size(), path, out, format);
+    } else if (action == "init") {
+        const std::string dir = train::init_checkpoint(load_config(path, sets), out);
+        fmt::print("wrote the initial weights of {} to {}\n", path, dir);
+    } else {
+        const std::string dir =
+            train::import_checkpoint(path, load_config(positional[2], sets), out);
+        fmt::print("imported {} into {}\n", path, dir);
+    }
     return 0;
 }
 

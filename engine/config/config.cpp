@@ -14,7 +14,12 @@ namespace shardrec {
 // ---- train ----
 
 void TrainConfig::visit(FieldVisitor& v) {
-    v.field(Field("steps", "optimizer steps to run").required().at_least(1), steps);
+    v.field(Field("steps",
+                  "optimizer steps to run; 0 with checkpoint_every > 0 saves the initial "
+                  "weights as step 0")
+                .required()
+                .at_least(0),
+            steps);
     v.field(Field("seed", "seed of every random stream (initial weights, data)").at_least(0), seed);
     v.field(Field("log_every", "steps between train metrics lines").at_least(1), log_every);
     v.field(

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/core/log.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/torchrec_interop.h"
 
 namespace shardrec::train {
 namespace fs = std::filesystem;
@@ -198,8 +200,21 @@ std::vector<std::string> export_checkpoint(const std::string& dir_in,
     std::vector<std::pair<std::string, Tensor>> tensors;
     for (const auto& t : m.tables)
         tensors.emplace_back(table_export_name(t.name), assemble_table(dir, m, t));
+    NamedTensors dense;
     for (const auto& d : m.dense)
-        tensors.emplace_back(d.name, read_dense(dir, d));
+        dense.emplace_back(d.name, read_dense(dir, d));
+    // TorchRec's names and the column order of its InteractionArch (torchrec_interop.h).
+    SR_CHECK(!m.tables.empty(), "checkpoint {} has no tables", dir);
+    for (auto& named : dense_to_torchrec(m.model_type, m.tables.front().embedding_dim, dense))
+        tensors.push_back(std::move(named));
+    const std::string shape_problem = torchrec_shape_problem(m.model_type, dense);
+    if (shape_problem.empty()) {
+        log::root().info("{}.load_state_dict(..., strict=True) takes this export",
+                         torchrec_model_class(m.model_type));
+    } else {
+        log::root().warn("no {} has this model's shape ({}); the names follow TorchRec's modules",
+                         torchrec_model_class(m.model_type), shape_problem);
+    }
     std::vector<std::string> names;
     if (format == "safetensors") {
         write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);

@@ -1,7 +1,10 @@
 // `shardrec ckpt info` and `shardrec ckpt export`: what a checkpoint holds, and its model as
-// unsharded tensors under TorchRec's DLRM parameter names, for loading elsewhere:
+// unsharded tensors that are exactly the state_dict of TorchRec's own model of that shape
+// (torchrec.models.dlrm.DLRM, DLRM_DCN, deepfm.SimpleDeepFMNN; names and the over arch's column
+// order converted by torchrec_interop.h), so load_state_dict(strict=True) takes it as it is:
 //   sparse_arch.embedding_bag_collection.embedding_bags.<table>.weight   [E, D]
-//   dense_arch.model._mlp.0._linear.weight, over_arch.model..., ...     (Module::parameters names)
+//   dense_arch.model._mlp.0._linear.weight, ..., over_arch.model.0._mlp.0._linear.weight, ...,
+//   over_arch.model.1.weight, over_arch.model.1.bias
 // Formats: npy (one NAME.npy per tensor, NumPy format 1.0; bf16 tables are written as f32, NumPy
 // has no bfloat16) and safetensors (one model.safetensors: u64 header size, JSON header with
 // dtype, shape and data_offsets per tensor, then the data). Optimizer state is not exported.

@@ -392,6 +392,9 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     // SIGINT/SIGTERM only set a flag; the ranks agree on it through a one-int all-reduce per step,
     // read a step late so that it never waits for a peer (comm/stop_signal.h), and all stop here
     // at the same step.
+    // train.steps 0: the initial weights as step 0 (what `ckpt init` writes), to take elsewhere.
+    if (config.train.steps == 0 && start == 0 && config.train.checkpoint_every > 0)
+        save_checkpoint(trainer, checkpoint_dir, 0, config.train.checkpoint_keep);
     comm::StopVote stop_vote(default_process_group());
     while (!summary.target_reached) {
         if (const int signal = stop_vote.poll()) {

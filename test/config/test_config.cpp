@@ -186,8 +186,9 @@ TEST_CASE("Config: section to_yaml and from_yaml round-trip", "[config]") {
 
 TEST_CASE("Config: the reference documents every key the dump writes", "[config]") {
     const std::string reference = config_reference();
-    CHECK_THAT(reference, Contains("| `train.steps` | int | required | optimizer steps to run "
-                                   "(>= 1) |"));
+    CHECK_THAT(reference, Contains("| `train.steps` | int | required | optimizer steps to run; 0 "
+                                   "with checkpoint_every > 0 saves the initial weights as step 0 "
+                                   "(>= 0) |"));
     CHECK_THAT(reference, Contains("| `model.tables[].embedding_dim` | int | model.embedding_dim"));
     CHECK_THAT(reference, Contains("| `model.dcn.low_rank` | int | 512 |"));
     CHECK_THAT(reference, Contains("| `optimizer.sparse.type` | one of: sgd, adagrad, "

@@ -192,7 +192,7 @@ TEST_CASE("Config: malformed --set overrides are errors", "[config]") {
 
 TEST_CASE("Config: every error of a file is collected into one message", "[config]") {
     const std::string text = R"(train:
-  steps: 0
+  steps: -1
   sed: 1
 data:
   batch_size: many
@@ -207,7 +207,7 @@ runtime: {log_level: loud}
 )";
     const std::string msg = errors_of(text, {"optimizer.dense.typo=1"});
     CHECK_THAT(msg, Contains("invalid config 't.yaml' (5 errors):\n"));
-    CHECK_THAT(msg, Contains("\n  t.yaml:2:10: train.steps: must be >= 1, got '0'\n"));
+    CHECK_THAT(msg, Contains("\n  t.yaml:2:10: train.steps: must be >= 0, got '-1'\n"));
     CHECK_THAT(msg, Contains("\n  t.yaml:3:3: train.sed: unknown key (did you mean 'seed'?)\n"));
     CHECK_THAT(msg, Contains("\n  t.yaml:5:15: data.batch_size: expected an integer, got 'many'"));
     CHECK_THAT(msg, Contains("runtime.log_level: expected one of trace, debug, info, warn, "

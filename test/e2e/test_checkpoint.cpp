@@ -326,3 +326,88 @@ TEST_CASE("checkpoint e2e: --resume DIR skips a damaged newest checkpoint, sayin
     // Steps 5..8 were trained again from step 4: the same numbers as the first run's.
     CHECK(numbers(dir / "resumed", 5) == numbers(dir / "first", 5));
 }
+
+TEST_CASE(
+    "checkpoint e2e: ckpt init, then train --resume from it, equals a straight run bitwise; "
+    "train.steps 0 writes the same step 0",
+    "[e2e][checkpoint]") {
+    const auto dir = fresh_dir("ckpt_init");
+    const std::string config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const RunResult init = run_shardrec({"ckpt", "init", config, "--out", (dir / "init").string()});
+    INFO(init.output);
+    REQUIRE(init.exit_code == 0);
+    const fs::path step0 = dir / "init" / "step-00000000";
+    const auto m = shardrec::train::read_manifest(step0.string());
+    CHECK(m.step == 0);
+    CHECK(m.samples == 0);
+
+    // train.steps 0 saves the initial weights: the same bytes as ckpt init.
+    const RunResult zero = run_shardrec(train_args(dir / "zero", 0));
+    INFO(zero.output);
+    REQUIRE(zero.exit_code == 0);
+    CHECK(crcs(dir / "zero" / "checkpoints" / "step-00000000") == crcs(step0));
+
+    const RunResult straight = run_shardrec(train_args(dir / "straight", 8));
+    INFO(straight.output);
+    REQUIRE(straight.exit_code == 0);
+    auto args = train_args(dir / "resumed", 8);
+    args.insert(args.end(), {"--resume", (dir / "init").string()});
+    const RunResult resumed = run_shardrec(args);
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(numbers(dir / "resumed", 0) == numbers(dir / "straight", 0));
+    CHECK(crcs(dir / "resumed" / "checkpoints" / "step-00000008") ==
+          crcs(dir / "straight" / "checkpoints" / "step-00000008"));
+}
+
+TEST_CASE(
+    "checkpoint e2e: export then ckpt import gives the same model bitwise; it trains and "
+    "evaluates on two ranks; another shape is refused by name",
+    "[e2e][checkpoint]") {
+    const auto dir = fresh_dir("ckpt_import");
+    const std::string config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const RunResult run = run_shardrec(train_args(dir / "run", 4), kMpirun2);
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    const fs::path ckpt = dir / "run" / "checkpoints" / "step-00000004";
+    const RunResult exported = run_shardrec({"ckpt", "export", ckpt.string(), "--format",
+                                             "safetensors", "--out", (dir / "x").string()});
+    INFO(exported.output);
+    REQUIRE(exported.exit_code == 0);
+    CHECK_THAT(exported.output, Contains("torchrec.models.dlrm.DLRM.load_state_dict"));
+    const std::string st = (dir / "x" / "model.safetensors").string();
+    const RunResult imported =
+        run_shardrec({"ckpt", "import", st, config, "--out", (dir / "imported").string()});
+    INFO(imported.output);
+    REQUIRE(imported.exit_code == 0);
+    // The model's bytes: every table (assembled from the 2-rank shards) and dense parameter.
+    const RunResult again = run_shardrec({"ckpt", "export", (dir / "imported").string(), "--format",
+                                          "safetensors", "--out", (dir / "y").string()});
+    INFO(again.output);
+    REQUIRE(again.exit_code == 0);
+    CHECK(read_bytes(dir / "y" / "model.safetensors") == read_bytes(st));
+
+    // It trains on and evaluates under another world size (fresh optimizer state).
+    auto args = train_args(dir / "resumed", 6);
+    args.insert(args.end(), {"--resume", (dir / "imported").string()});
+    const RunResult resumed = run_shardrec(args, kMpirun2);
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(numbers(dir / "resumed", 0).size() == 8);  // train 1..6, eval 4 and 6
+    const RunResult eval =
+        run_shardrec({"eval", config, "--checkpoint", (dir / "imported").string(), "--set",
+                      "train.eval_samples=256", "--set", "data.batch_size=16"},
+                     kMpirun2);
+    INFO(eval.output);
+    CHECK(eval.exit_code == 0);
+    CHECK_THAT(eval.output, Contains("\"auc\":"));
+
+    // Another model: the table and both shapes are named.
+    const RunResult wrong =
+        run_shardrec({"ckpt", "import", st, config, "--out", (dir / "wrong").string(), "--set",
+                      "model.tables[2].num_embeddings=5001"});
+    CHECK(wrong.exit_code != 0);
+    CHECK_THAT(wrong.output, Contains("table 't2' is f32[5000, 16]") &&
+                                 Contains("[5001, 16] f32 in this config"));
+    CHECK(!fs::exists(dir / "wrong" / "step-00000000"));
+}
