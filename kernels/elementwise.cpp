@@ -18,6 +18,17 @@ void add_(Tensor& a, const Tensor& b, Stream& stream) {
     }
 }
 
+void fill_(Tensor& a, float value, Stream& stream) {
+    SR_CHECK(a.defined() && a.dtype() == DType::kF32, "fill_: {} must be f32",
+             a.defined() ? a.str() : "undefined");
+    switch (a.device().type) {
+        case DeviceType::kCpu:
+            return cpu::fill_(a, value);
+        case DeviceType::kCuda:
+            return cuda::fill_(a, value, stream);
+    }
+}
+
 void columns_axpy(Tensor& dst,
                   int64_t dst_col,
                   const Tensor& src,

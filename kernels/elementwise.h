@@ -2,7 +2,7 @@
 // DeepFM sums the gradients that reach one input through two branches; the sharded collections'
 // output dists place column shards, add row shards, divide MEAN bags after the sum and divide
 // gradients by the world size on column blocks (columns_axpy), on whichever device their tensors
-// live.
+// live. fill_ sets the embedding optimizers' accumulators to their initial value.
 #pragma once
 
 #include "engine/core/stream.h"
@@ -13,6 +13,9 @@ namespace shardrec::kernels {
 //   a   any shape, f32, updated in place: a += b
 //   b   the same numel, f32, on a's device (it may not alias a)
 void add_(Tensor& a, const Tensor& b, Stream& stream);
+
+//   a   any shape, f32, contiguous, set in place: a[i] = value for every i (torch's fill_)
+void fill_(Tensor& a, float value, Stream& stream);
 
 // How columns_axpy scales: a division where the unsharded computation divides (MEAN pooling:
 // the sum, then / L; the gradient division by the world size, torch's div_), so sharded results
@@ -56,11 +59,13 @@ struct ColumnsAxpy {
 
 namespace cpu {
 void add_(Tensor& a, const Tensor& b);
+void fill_(Tensor& a, float value);
 void columns_axpy(const ColumnsAxpy& p);
 }  // namespace cpu
 
 namespace cuda {
 void add_(Tensor& a, const Tensor& b, Stream& stream);
+void fill_(Tensor& a, float value, Stream& stream);
 void columns_axpy(const ColumnsAxpy& p, Stream& stream);
 }  // namespace cuda
 

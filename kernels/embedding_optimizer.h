@@ -48,23 +48,6 @@ inline int optim_num_states(OptimType type) {
     return 0;
 }
 
-// Zeroed state of `rows` rows of `cols` columns: row-wise Adagrad keeps one f32 per row, the
-// others one (Adagrad) or two (Adam) f32 tensors shaped like the rows; undefined where unused.
-inline void make_optimizer_states(OptimType type,
-                                  int64_t rows,
-                                  int64_t cols,
-                                  Tensor& state1,
-                                  Tensor& state2,
-                                  Device device = Device::cpu()) {
-    if (type == OptimType::kExactRowWiseAdagrad) {
-        state1 = Tensor::zeros({rows}, DType::kF32, device);
-    } else if (optim_num_states(type) >= 1) {
-        state1 = Tensor::zeros({rows, cols}, DType::kF32, device);
-    }
-    if (optim_num_states(type) >= 2)
-        state2 = Tensor::zeros({rows, cols}, DType::kF32, device);
-}
-
 struct FusedOptimizerParams {
     OptimType type = OptimType::kSgd;
     float learning_rate = 0.01f;  // TorchRec's printed default
@@ -74,6 +57,20 @@ struct FusedOptimizerParams {
     float weight_decay = 0.f;
     int64_t step =
         1;  // Adam bias correction: the 1-based count of updates, incremented by the caller
+    // Where Adagrad's and row-wise Adagrad's sum of squares G (state1, FBGEMM's momentum1)
+    // starts (torch.optim.Adagrad's and TorchRec's initial_accumulator_value); read only by
+    // make_optimizer_states. Adam's moments start at 0.
+    float initial_accumulator_value = 0.f;
 };
+
+// The state of `rows` rows of `cols` columns: row-wise Adagrad keeps one f32 per row, the
+// others one (Adagrad) or two (Adam) f32 tensors shaped like the rows; undefined where unused.
+// Adagrad's state1 starts at optim.initial_accumulator_value, every other state at 0.
+void make_optimizer_states(const FusedOptimizerParams& optim,
+                           int64_t rows,
+                           int64_t cols,
+                           Tensor& state1,
+                           Tensor& state2,
+                           Device device = Device::cpu());
 
 }  // namespace shardrec::kernels

@@ -36,6 +36,7 @@ namespace shardrec::kernels {
     X(kBlockBucketizeSparseFeatures)   \
     X(kAdd)                            \
     X(kColumnsAxpy)                    \
+    X(kFill)                           \
     X(kEmbeddingInit)
 
 enum class OpKind {

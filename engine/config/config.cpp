@@ -142,9 +142,10 @@ void RuntimeConfig::visit(FieldVisitor& v) {
                   "(its affinity mask, e.g. under taskset)")
                 .at_least(0),
             threads);
-    v.field(Field("deterministic",
-                  "bitwise-reproducible kernels; false allows faster atomic reductions"),
-            deterministic);
+    v.removed("deterministic",
+              "removed, as there is nothing to choose: every kernel is bitwise deterministic "
+              "(CPU reductions never span threads; CUDA sorts ids and reduces each row's segment "
+              "in order, with no float atomics); delete the line");
     v.field(Field("bounds_check",
                   "ids outside a table (TorchRec BoundsCheckMode): fatal stops naming table, "
                   "feature, sample and id; warning counts, logs the first 10 and reads row 0 "

@@ -108,6 +108,12 @@ public:
         }
     }
 
+    void removed(const std::string& key, const std::string& why) override {
+        if (node_.has(key)) {
+            node_.error_at(key, "unknown key: " + why);
+        }
+    }
+
 private:
     // The field's node when it is there and allowed; records "missing" / "only valid when".
     std::optional<ConfigNode> present(const Field& f) {

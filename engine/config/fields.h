@@ -130,6 +130,11 @@ public:
     virtual void section_list(const Field& f, const SectionList& list) = 0;
 
     void section(const Field& f, const Fields& fields) { section(f, fields, Resolve()); }
+
+    // A key shardrec no longer reads: present, it is an unknown key that says why and what to do
+    // instead (`why`), so an old config fails with a migration note rather than a bare "unknown
+    // key". Only the reader sees it; the writer and the reference leave it out.
+    virtual void removed(const std::string& /*key*/, const std::string& /*why*/) {}
 };
 
 // Reads `fields` from a map node, then reports the keys it did not ask for (node.finish()).

@@ -53,7 +53,10 @@ void OptimizerConfig::Sparse::visit(FieldVisitor& v) {
     v.field(Field("beta1", "first-moment decay (adam)").at_least(0).less_than(1), beta1);
     v.field(Field("beta2", "second-moment decay (adam)").at_least(0).less_than(1), beta2);
     v.field(Field("weight_decay", "L2 penalty added to the gradient").at_least(0), weight_decay);
-    v.field(Field("initial_accumulator_value", "starting value of the adagrad state").at_least(0),
+    v.field(Field("initial_accumulator_value",
+                  "starting value of adagrad's and rowwise_adagrad's sum of squares (FBGEMM's "
+                  "momentum1, TorchRec's initial_accumulator_value); sgd and adam have none")
+                .at_least(0),
             initial_accumulator_value);
 }
 

@@ -16,7 +16,10 @@ void ShardingConfig::Table::visit(FieldVisitor& v) {
     v.field(Field("sharding_type", "how the table is split; auto planner: \"\" lets it choose")
                 .default_doc("sharding.sharding_type"),
             sharding_type);
-    v.field(Field("compute_kernel", "fused or dense (data_parallel is always dense)")
+    v.field(Field("compute_kernel",
+                  "fused, or dense: data_parallel's kernel (TorchRec's DENSE on a sharded table "
+                  "is not implemented), refused with any other sharding_type; with the auto "
+                  "planner and no sharding_type, dense makes the table data_parallel")
                 .default_doc("sharding.compute_kernel"),
             compute_kernel);
     v.field(Field("ranks", "the rank of each shard; empty: the default placement").at_least(0),
@@ -33,7 +36,10 @@ void ShardingConfig::visit(FieldVisitor& v) {
     v.field(Field("sharding_type", "type of the tables without an entry (manual planner)")
                 .one_of(sharding_type_names()),
             sharding_type);
-    v.field(Field("compute_kernel", "kernel of the tables without one (data_parallel: dense)")
+    v.field(Field("compute_kernel",
+                  "kernel of the tables without one: fused, or dense (data_parallel's kernel: "
+                  "manual planner only with sharding_type data_parallel; auto planner: those "
+                  "tables become data_parallel)")
                 .one_of(compute_kernel_names()),
             compute_kernel);
     v.field(Field("plan_file", "a saved plan (`shardrec plan --out`) used as is; \"\": none"),
@@ -48,6 +54,24 @@ namespace {
 std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
     const std::string guess = closest_match(word, candidates);
     return guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess);
+}
+
+// TorchRec's DENSE kernel on a sharded table (gradient materialised, dense optimizer) is not
+// implemented; refused here rather than trained by the fused kernel behind the config's back.
+std::string dense_kernel_problem(const std::string& table, const std::string& type) {
+    return fmt::format(
+        "table '{}' is {}: the dense compute kernel (gradient materialised and applied by the "
+        "dense optimizer) is only for data_parallel tables; use fused, or sharding_type: "
+        "data_parallel",
+        table, type);
+}
+
+// The section's kernel applies to the tables without an entry (and to entries without one).
+// Manual: dense only fits when they are data_parallel (which use dense anyway); auto: dense
+// narrows the planner to data_parallel for them.
+bool section_refuses_dense(const ShardingConfig& section) {
+    return section.compute_kernel == "dense" && section.planner == "manual" &&
+           section.sharding_type != "data_parallel";
 }
 
 // The entry's type and kernel, canonical ("rw" becomes "row_wise"), defaults filled in.
@@ -69,6 +93,12 @@ void resolve_names(ShardingConfig::Table& t, const ShardingConfig& section, Conf
     const bool dp = t.sharding_type == "data_parallel";
     if (t.compute_kernel.empty()) {
         t.compute_kernel = dp ? "dense" : section.compute_kernel;
+        // Inherited dense: refused once, at sharding.compute_kernel, unless that one is allowed
+        // (all data_parallel) and only this entry's type differs.
+        if (!dp && !t.sharding_type.empty() && t.compute_kernel == "dense" &&
+            !section_refuses_dense(section)) {
+            node.error_at("compute_kernel", dense_kernel_problem(t.name, t.sharding_type));
+        }
     } else if (!parse_compute_kernel(t.compute_kernel)) {
         node.error_at(
             "compute_kernel",
@@ -76,6 +106,8 @@ void resolve_names(ShardingConfig::Table& t, const ShardingConfig& section, Conf
                         suggestion(t.compute_kernel, compute_kernel_names())));
     } else if (dp && t.compute_kernel != "dense") {
         node.error_at("compute_kernel", "data_parallel tables use the dense kernel");
+    } else if (!dp && !t.sharding_type.empty() && t.compute_kernel == "dense") {
+        node.error_at("compute_kernel", dense_kernel_problem(t.name, t.sharding_type));
     }
 }
 
@@ -114,6 +146,14 @@ void check_shape(const ShardingConfig::Table& t,
 void ShardingConfig::resolve(ConfigNode& node, const ModelConfig& model) {
     if (!plan_file.empty() && (planner == "auto" || !tables.empty())) {
         node.error_at("plan_file", "a plan file replaces the planner and the table entries");
+    }
+    if (section_refuses_dense(*this)) {
+        node.error_at(
+            "compute_kernel",
+            fmt::format("dense (gradient materialised and applied by the dense optimizer) is only "
+                        "for data_parallel tables, and the tables it applies to are {}; use "
+                        "fused, or set sharding_type: data_parallel",
+                        sharding_type));
     }
     std::vector<std::string> names;
     std::map<std::string, size_t> index_of;

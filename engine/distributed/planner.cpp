@@ -105,13 +105,18 @@ std::vector<Option> enumerate_options(const ModelConfig::Table& t,
     const int w = env.world_size;
     const int l = env.local_size;
     const std::string want = entry ? entry->sharding_type : "";
+    // The dense kernel is data_parallel's (TorchRec's planner pairs them too): asking for it
+    // narrows the table to data_parallel, as a sharding_type would.
+    const bool dense = (entry ? entry->compute_kernel : section.compute_kernel) == "dense";
     const auto allowed = [&](ShardingType type) {
-        return want.empty() || parse_sharding_type(want) == type;
+        return (want.empty() || parse_sharding_type(want) == type) &&
+               (!dense || type == ShardingType::kDataParallel);
     };
-    const auto kernel_for = [&](ShardingType type) {
-        const std::string& k = entry ? entry->compute_kernel : section.compute_kernel;
+    // One kernel per type (ShardingConfig::resolve refuses dense on any other type), so no
+    // option is costed with a kernel the run would not train with.
+    const auto kernel_for = [](ShardingType type) {
         return type == ShardingType::kDataParallel ? EmbeddingComputeKernel::kDense
-                                                   : *parse_compute_kernel(k);
+                                                   : EmbeddingComputeKernel::kFused;
     };
     std::vector<Option> out;
     if (entry && !entry->ranks.empty()) {
@@ -129,7 +134,7 @@ std::vector<Option> enumerate_options(const ModelConfig::Table& t,
     }
     // Degenerate options (row_wise on one rank, table_row_wise over the whole world) only when
     // the config asks for that type.
-    const bool forced = !want.empty();
+    const bool forced = !want.empty() || dense;
     if (allowed(ShardingType::kTableWise)) {
         out.push_back(make_option(t, ShardingType::kTableWise, kernel_for(ShardingType::kTableWise),
                                   {0}, {}, env, model));

@@ -7,7 +7,8 @@
 //      kMinColumnWidth columns, a multiple of 4; data_parallel (W > 1). A sharding.tables entry
 //      narrows them: its sharding_type keeps that type only (with its column_widths; also where
 //      the planner would not propose it: row_wise on one rank, column_wise into narrower
-//      shards), its ranks pin the placement, its compute_kernel is used.
+//      shards), its ranks pin the placement; compute_kernel dense (there or in
+//      the section) keeps data_parallel only, the one type that has the dense kernel.
 //   2. cost every option with CostModel (planner_estimate.h): memory and time per shard, plus
 //      what every rank pays.
 //   3. partition greedily: pinned tables first, then the others by their dominant share (the

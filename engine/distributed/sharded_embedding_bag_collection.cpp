@@ -197,7 +197,7 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
         s.weights = Tensor::empty({s.rows, s.cols}, table.data_type, device);
         init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset,
                             table.num_embeddings);
-        kernels::make_optimizer_states(optim.type, s.rows, s.cols, s.state1, s.state2, device);
+        kernels::make_optimizer_states(optim, s.rows, s.cols, s.state1, s.state2, device);
     });
     s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows}).to(device);
     s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32, device);

@@ -113,7 +113,7 @@ void init_shard(ShardedEmbeddingCollection::Shard& s,
                 const kernels::FusedOptimizerParams& optim) {
     s.weights = Tensor::empty({s.rows, s.cols}, table.data_type);
     init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset, table.num_embeddings);
-    kernels::make_optimizer_states(optim.type, s.rows, s.cols, s.state1, s.state2);
+    kernels::make_optimizer_states(optim, s.rows, s.cols, s.state1, s.state2);
     s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows});
     s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32);
     s.step = optim.step;

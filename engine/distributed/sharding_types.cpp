@@ -292,6 +292,13 @@ std::string sharding_problem(ShardingType type,
         return fmt::format("data_parallel tables use the dense compute kernel, not {}",
                            compute_kernel_name(kernel));
     }
+    // TorchRec's DENSE kernel on a sharded table (its gradient materialised and applied by the
+    // dense optimizer) is not implemented: such shards train only with the fused optimizer.
+    if (type != ShardingType::kDataParallel && kernel == EmbeddingComputeKernel::kDense) {
+        return fmt::format(
+            "the dense compute kernel is only for data_parallel tables; {} tables use fused",
+            sharding_type_name(type));
+    }
     std::string problem = ranks_problem(type, ranks, env);
     if (problem.empty() && type == ShardingType::kColumnWise) {
         problem = column_problem(cols, ranks, column_widths);

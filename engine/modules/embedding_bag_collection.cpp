@@ -151,7 +151,7 @@ void EmbeddingBagCollection::init_group(int64_t index, uint64_t seed) {
                 g.grad_weights = Tensor::zeros({rows, g.dim}, DType::kF32, device_);
                 return;
             }
-            kernels::make_optimizer_states(fused_->type, rows, g.dim, g.state1, g.state2, device_);
+            kernels::make_optimizer_states(*fused_, rows, g.dim, g.state1, g.state2, device_);
         });
 }
 

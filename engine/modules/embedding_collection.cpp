@@ -32,7 +32,7 @@ EmbeddingCollection::EmbeddingCollection(std::vector<EmbeddingConfig> tables,
     }
     table_offsets_ = Tensor::from_vector(table_row_offsets_);
     feature_table_ = Tensor::from_vector(feature_table);
-    kernels::make_optimizer_states(optim_.type, rows, dim_, state1_, state2_);
+    kernels::make_optimizer_states(optim_, rows, dim_, state1_, state2_);
     packer_ = KjtFeaturePacker("EmbeddingCollection", names_);
 }
 

@@ -23,6 +23,7 @@ kernels::FusedOptimizerParams sparse_optimizer_params(const OptimizerConfig::Spa
     p.beta1 = static_cast<float>(sparse.beta1);
     p.beta2 = static_cast<float>(sparse.beta2);
     p.weight_decay = static_cast<float>(sparse.weight_decay);
+    p.initial_accumulator_value = static_cast<float>(sparse.initial_accumulator_value);
     return p;
 }
 

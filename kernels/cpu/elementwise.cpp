@@ -12,6 +12,14 @@ void add_(Tensor& a, const Tensor& b) {
         x[i] += y[i];
 }
 
+void fill_(Tensor& a, float value) {
+    float* x = a.data<float>();
+    const int64_t n = a.numel();
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 16))
+    for (int64_t i = 0; i < n; ++i)
+        x[i] = value;
+}
+
 void columns_axpy(const ColumnsAxpy& p) {
 #pragma omp parallel for schedule(static) if (p.rows * p.n > (int64_t{1} << 16))
     for (int64_t b = 0; b < p.rows; ++b) {

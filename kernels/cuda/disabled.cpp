@@ -276,6 +276,10 @@ void add_(Tensor&, const Tensor&, Stream&) {
     throw_not_built("cuda::add_");
 }
 
+void fill_(Tensor&, float, Stream&) {
+    throw_not_built("cuda::fill_");
+}
+
 void columns_axpy(const ColumnsAxpy&, Stream&) {
     throw_not_built("cuda::columns_axpy");
 }

@@ -12,6 +12,13 @@ __global__ void add_kernel(int64_t n, float* a, const float* b) {
     }
 }
 
+__global__ void fill_kernel(int64_t n, float* a, float value) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i < n) {
+        a[i] = value;
+    }
+}
+
 // d and s: the rows' blocks; the same arithmetic, in the same order, as the CPU definition.
 __global__ void columns_axpy_kernel(ColumnsAxpy p) {
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -33,6 +40,15 @@ void add_(Tensor& a, const Tensor& b, Stream& stream) {
         return;
     const cudaStream_t s = cuda_stream(stream);
     add_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(n, a.data<float>(), b.data<float>());
+    SR_CUDA_LAUNCH_CHECK(s);
+}
+
+void fill_(Tensor& a, float value, Stream& stream) {
+    const int64_t n = a.numel();
+    if (n == 0)
+        return;
+    const cudaStream_t s = cuda_stream(stream);
+    fill_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(n, a.data<float>(), value);
     SR_CUDA_LAUNCH_CHECK(s);
 }
 

@@ -68,7 +68,6 @@ TEST_CASE("Config: derived defaults are filled in when reading", "[config]") {
     CHECK(c.data.synthetic.zipf_alpha == 1.05);
     CHECK(c.model.dense_in_features == 13);
     CHECK(c.runtime.device == "cpu");
-    CHECK(c.runtime.deterministic);
 }
 
 TEST_CASE("Config: model rules name the offending path", "[config]") {
@@ -136,7 +135,7 @@ TEST_CASE("Config: dump_config reads back to the same config", "[config]") {
                                            "train.seed=7",
                                            "data.synthetic.zipf_alpha=0.3",
                                            "runtime.threads=1",
-                                           "runtime.deterministic=false",
+                                           "runtime.nan_policy=skip_batch",
                                            "runtime.log_level=debug"};
     const Config c = parse_config(kModelHead, sets, "t.yaml");
     const std::string dumped = dump_config(c);
@@ -158,7 +157,7 @@ TEST_CASE("Config: dump_config reads back to the same config", "[config]") {
     CHECK(back.train.seed == 7);
     CHECK(back.data.synthetic.zipf_alpha == 0.3);
     CHECK(back.runtime.threads == 1);
-    CHECK_FALSE(back.runtime.deterministic);
+    CHECK(back.runtime.nan_policy == "skip_batch");
     CHECK(back.runtime.log_level == "debug");
 }
 

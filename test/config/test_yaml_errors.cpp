@@ -82,7 +82,6 @@ TEST_CASE("Config: a wrong type says what was expected and what was found", "[co
     const std::string text = R"(train: {steps: 1.5}
 data: {batch_size: [4]}
 model: {type: dlrm, embedding_dim: 8, bottom_mlp: [16, x], top_mlp: [1], tables: 3}
-runtime: {deterministic: yes}
 optimizer: {dense: {learning_rate: fast}}
 )";
     const std::string msg = errors_of(text);
@@ -90,7 +89,8 @@ optimizer: {dense: {learning_rate: fast}}
     CHECK_THAT(msg, Contains("t.yaml:2:20: data.batch_size: expected an integer, got a list"));
     CHECK_THAT(msg, Contains("model.bottom_mlp[1]: expected an integer, got 'x'"));
     CHECK_THAT(msg, Contains("model.tables: expected a list, got '3'"));
-    CHECK_THAT(msg, Contains("runtime.deterministic: expected true or false, got 'yes'"));
+    CHECK_THAT(errors_of(kBase, {"model.tables[0].weighted=yes"}),
+               Contains("model.tables[0].weighted: expected true or false, got 'yes'"));
     CHECK_THAT(msg, Contains("optimizer.dense.learning_rate: expected a number, got 'fast'"));
 }
 
@@ -177,6 +177,17 @@ TEST_CASE("Config: a typo in --set is an unknown key located at the --set", "[co
     CHECK_THAT(errors_of(kBase, {"model.tables[0].embeding_dim=8"}),
                Contains("--set model.tables[0].embeding_dim=8: model.tables[0].embeding_dim: "
                         "unknown key (did you mean 'embedding_dim'?)"));
+}
+
+TEST_CASE("Config: a removed key is an unknown key that says why and what to do", "[config]") {
+    // runtime.deterministic chose nothing (every kernel is deterministic), so it was removed.
+    const std::string msg = errors_of(std::string(kBase) + "runtime: {deterministic: true}\n");
+    CHECK_THAT(msg, Contains(": runtime.deterministic: unknown key: removed, as there is nothing "
+                             "to choose: every kernel is bitwise deterministic"));
+    CHECK_THAT(msg, Contains("delete the line"));
+    CHECK_THAT(errors_of(kBase, {"runtime.deterministic=false"}),
+               Contains("--set runtime.deterministic=false: runtime.deterministic: unknown key: "
+                        "removed"));
 }
 
 TEST_CASE("Config: malformed --set overrides are errors", "[config]") {

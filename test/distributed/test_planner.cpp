@@ -130,7 +130,31 @@ TEST_CASE("Planner: config entries pin ranks and narrow the types", "[distribute
     CHECK(plan.at("t1").sharding_type == ShardingType::kRowWise);
     CHECK(plan.at("t2").sharding_type == ShardingType::kTableRowWise);
     CHECK(plan.at("t2").ranks == std::vector<int>{2, 3});  // the node of rank 2
+    // compute_kernel dense keeps data_parallel only, the one type with the dense kernel.
+    CHECK(plan.at("t3").sharding_type == ShardingType::kDataParallel);
     CHECK(plan.at("t3").compute_kernel == EmbeddingComputeKernel::kDense);
+}
+
+TEST_CASE("Planner: only data_parallel is costed with the dense kernel", "[distributed]") {
+    // The section's dense makes every table data_parallel, even on one rank where the planner
+    // would not propose it; without it no sharded table gets the dense kernel.
+    const Config dense = parse_config(
+        equal_tables(3, "sharding: {planner: auto, compute_kernel: dense}\n"), {}, "t.yaml");
+    for (int world : {1, 4}) {
+        const ShardingPlan plan = EmbeddingShardingPlanner(cpu_topology(world)).plan(dense);
+        for (const auto& [name, ps] : plan.tables) {
+            INFO(name << " on " << world);
+            CHECK(ps.sharding_type == ShardingType::kDataParallel);
+            CHECK(ps.compute_kernel == EmbeddingComputeKernel::kDense);
+        }
+    }
+    const Config fused = parse_config(equal_tables(3, "sharding: {planner: auto}\n"), {}, "t.yaml");
+    const ShardingPlan plan = EmbeddingShardingPlanner(cpu_topology(4)).plan(fused);
+    for (const auto& [name, ps] : plan.tables) {
+        INFO(name);
+        CHECK((ps.sharding_type == ShardingType::kDataParallel) ==
+              (ps.compute_kernel == EmbeddingComputeKernel::kDense));
+    }
 }
 
 TEST_CASE("Planner: a type the config asks for is planned even where it would not propose it",

@@ -144,6 +144,46 @@ TEST_CASE("Sharding config: unknown tables and types are errors with line and di
                Contains("sharding.plan_file: a plan file replaces"));
 }
 
+TEST_CASE("Sharding config: the dense kernel is refused on every type but data_parallel",
+          "[distributed]") {
+    // An entry: names the table, its type and what is allowed.
+    const std::string entry = config_errors(R"(sharding:
+  tables:
+    - {name: ads, sharding_type: row_wise, compute_kernel: dense}
+)");
+    CHECK_THAT(entry, Contains("t.yaml:14:"));
+    CHECK_THAT(entry, Contains("sharding.tables[0].compute_kernel: table 'ads' is row_wise: the "
+                               "dense compute kernel (gradient materialised and applied by the "
+                               "dense optimizer) is only for data_parallel tables; use fused, or "
+                               "sharding_type: data_parallel"));
+    // The section default, for the table_wise tables without an entry.
+    CHECK_THAT(config_errors("sharding: {compute_kernel: dense}\n"),
+               Contains("sharding.compute_kernel: dense (gradient materialised and applied by the "
+                        "dense optimizer) is only for data_parallel tables, and the tables it "
+                        "applies to are table_wise"));
+    // Allowed where everything it reaches is data_parallel; an entry of another type that
+    // would inherit it is refused by name.
+    const Config dp =
+        config_with("sharding: {sharding_type: data_parallel, compute_kernel: dense}\n");
+    CHECK(manual_plan(dp.model, dp.sharding, env_of(2, 2)).at("ads").compute_kernel ==
+          EmbeddingComputeKernel::kDense);
+    CHECK_THAT(config_errors(R"(sharding:
+  sharding_type: data_parallel
+  compute_kernel: dense
+  tables: [{name: ads, sharding_type: table_wise}]
+)"),
+               Contains("sharding.tables[0].compute_kernel: table 'ads' is table_wise: the dense "
+                        "compute kernel"));
+    // With the auto planner it narrows the table to data_parallel (planner tests), but not a
+    // type given beside it.
+    CHECK_THAT(config_errors(R"(sharding:
+  planner: auto
+  tables: [{name: ads, sharding_type: column_wise, compute_kernel: dense}]
+)"),
+               Contains("table 'ads' is column_wise: the dense compute kernel"));
+    CHECK(config_errors("sharding: {planner: auto, compute_kernel: dense}\n").empty());
+}
+
 TEST_CASE("manual_plan: entries that do not fit the world name their line", "[distributed]") {
     const Config c = config_with(R"(sharding:
   tables:

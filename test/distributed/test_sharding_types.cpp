@@ -182,6 +182,12 @@ TEST_CASE("sharding_problem: each type's rules", "[distributed]") {
     CHECK_THAT(problem(ShardingType::kDataParallel, all_ranks(4)), Contains("dense compute"));
     CHECK(problem(ShardingType::kDataParallel, all_ranks(4), {}, EmbeddingComputeKernel::kDense)
               .empty());
+    // TorchRec's DENSE on a sharded table is not implemented: refused, never trained as fused.
+    CHECK_THAT(problem(ShardingType::kTableWise, {1}, {}, EmbeddingComputeKernel::kDense),
+               Contains("the dense compute kernel is only for data_parallel tables; table_wise "
+                        "tables use fused"));
+    CHECK_THAT(problem(ShardingType::kRowWise, all_ranks(4), {}, EmbeddingComputeKernel::kDense),
+               Contains("row_wise tables use fused"));
     CHECK_THROWS_AS(make(ShardingType::kTableWise, 10, 8, {7}, env), Error);
 }
 

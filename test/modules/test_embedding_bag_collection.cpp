@@ -301,6 +301,46 @@ TEST_CASE("EmbeddingBagCollection: fused row-wise Adagrad matches the float64 re
 }
 
 TEST_CASE(
+    "EmbeddingBagCollection: Adagrad and row-wise Adagrad start from initial_accumulator_value "
+    "(first update against the float64 reference)",
+    "[modules]") {
+    const double g0 = 0.75;  // far from 0, where the first step would be about lr * sign(g)
+    for (const OptimType type : {OptimType::kExactAdagrad, OptimType::kExactRowWiseAdagrad}) {
+        INFO(kernels::optim_type_name(type));
+        FusedOptimizerParams o = optimizer(type, 0.1f);
+        o.initial_accumulator_value = static_cast<float>(g0);
+        const int64_t rows = 12, dim = 4;
+        EmbeddingBagCollection ebc({table("t", rows, dim, {"f"})}, true, 3, o);
+        const std::vector<double> w0 = doubles(ebc.weight(0));
+        const std::vector<double> s0(
+            static_cast<size_t>(type == OptimType::kExactAdagrad ? rows * dim : rows),
+            g0);  // the state as the rule defines it, not as read back
+        const KeyedJaggedTensor features = kjt({"f"}, {2, 7, 2, 11, 0}, {2, 0, 3}, {1, 1, 1, 1, 1});
+        ebc.forward(features);
+        Tensor grad = Tensor::empty({3, dim}, DType::kF32);
+        for (int64_t i = 0; i < grad.numel(); ++i) {
+            grad.data<float>()[i] = std::cos(0.9f * static_cast<float>(i));
+        }
+        ebc.backward(grad);
+        std::vector<double> g;
+        const ref::EmbeddingLookup a = table_lookup(features, {{"f", 0}}, dim, rows, grad, g);
+        const ref::RowGradients rg = ref::embedding_bag_row_gradients(a, g, PoolingMode::kSum);
+        const ref::OptimizerUpdate u = ref::fused_optimizer_update(rg, o, dim, w0, s0, {});
+        test::Tolerance tol;
+        tol.terms = rg.max_count + 2 + 8 + dim;
+        const auto cw = test::compare(ebc.weight(0), u.weights.value, u.weights.mag, tol);
+        INFO("weights: " << cw.report);
+        CHECK(cw.ok);
+        const auto cs = test::compare(ebc.optimizer_state(0)[0], u.state1.value, u.state1.mag, tol);
+        INFO("state: " << cs.report);
+        CHECK(cs.ok);
+        // Row 5 was not touched: its state keeps the initial value exactly.
+        const Tensor state = ebc.optimizer_state(0)[0];
+        CHECK(state.data<float>()[type == OptimType::kExactAdagrad ? 5 * dim : 5] == 0.75f);
+    }
+}
+
+TEST_CASE(
     "EmbeddingBagCollection: steps are bitwise deterministic and allocate nothing when "
     "the shape repeats",
     "[modules]") {

@@ -1,7 +1,7 @@
 // Backend-ops cases of the element-wise ops (kernels/elementwise.h): add_ on 1-D and 2-D tensors,
 // a single element, none, and sizes that do not fill a CUDA block; columns_axpy written and
 // accumulated, dividing and multiplying by the reciprocal, with and without row divisors, between
-// two tensors and in place, and its untouched columns compared too.
+// two tensors and in place, and its untouched columns compared too; fill_ over the same sizes.
 #include <cmath>
 #include <string>
 
@@ -52,6 +52,41 @@ public:
 private:
     Shape shape_;
     Tensor a_, b_;
+};
+
+class FillCase : public OpCase {
+public:
+    FillCase(Shape shape, float value) : shape_(std::move(shape)), value_(value) {}
+
+    OpKind kind() const override { return OpKind::kFill; }
+
+    std::string vars() const override {
+        return fmt::format("shape={},value={}", shape_str(shape_), value_);
+    }
+
+    void make_inputs(uint64_t seed) override {  // what fill_ overwrites
+        rng::Rng r(seed, 1);
+        std::vector<float> a(static_cast<size_t>(shape_numel(shape_)));
+        for (float& x : a)
+            x = r.uniform(-4.f, 4.f);
+        a_ = Tensor::from_vector(a, shape_);
+    }
+
+    std::vector<RefOutput> reference() const override {
+        const std::vector<double> v(static_cast<size_t>(shape_numel(shape_)), value_);
+        return {RefOutput{"a", v, v}};
+    }
+
+    std::vector<Tensor> run(Device /*device*/) override {
+        Tensor a = make_output_like(a_);
+        kernels::fill_(a, value_, stream());
+        return {a};
+    }
+
+private:
+    Shape shape_;
+    float value_;
+    Tensor a_;
 };
 
 struct ColumnsAxpyVars {
@@ -155,6 +190,9 @@ const RegisterOpCases kRegister([] {
     std::vector<std::unique_ptr<OpCase>> cases;
     for (const Shape& s : std::vector<Shape>{{1}, {0}, {37}, {64, 33}, {1000, 3}})
         cases.push_back(std::make_unique<AddCase>(s));
+    for (const Shape& s : std::vector<Shape>{{1}, {0}, {37}, {64, 33}, {1000, 3}})
+        cases.push_back(std::make_unique<FillCase>(s, 0.1f));
+    cases.push_back(std::make_unique<FillCase>(Shape{300}, 0.f));
     for (const ColumnsAxpyVars& v :
          std::vector<ColumnsAxpyVars>{{1, 1, 0, 1, 0, 1, 1.0f, false, false, false, false},
                                       {37, 40, 8, 24, 3, 16, 1.0f, false, false, true, false},
