@@ -10,6 +10,9 @@
 
 #include "engine/core/error.h"
 #include "engine/distributed/planner.h"
+#include "test/support/compare.h"
+
+using shardrec::test::error_of;
 
 using namespace shardrec;
 using Catch::Matchers::Contains;
@@ -52,15 +55,6 @@ std::map<int, int> tables_per_rank(const ShardingPlan& plan) {
         ++count[ps.ranks[0]];
     }
     return count;
-}
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
 }
 
 }  // namespace

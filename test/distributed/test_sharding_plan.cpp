@@ -6,6 +6,9 @@
 #include "engine/config/config.h"
 #include "engine/core/error.h"
 #include "engine/distributed/sharding_plan.h"
+#include "test/support/compare.h"
+
+using shardrec::test::error_of;
 
 using namespace shardrec;
 using Catch::Matchers::Contains;
@@ -45,15 +48,6 @@ PlacementEnv env_of(int world, int local, const std::string& device = "cpu") {
     env.local_size = local;
     env.compute_device = device;
     return env;
-}
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "engine/core/error.h"
 #include "engine/core/log.h"
 
 namespace shardrec::test {
@@ -94,6 +95,15 @@ CompareResult compare(const Tensor& got,
                       const std::vector<double>& mag,
                       const Tolerance& tol) {
     return compare(got.to_vector<float>(), ref, mag, tol);
+}
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
 }
 
 bool logs_expected() {

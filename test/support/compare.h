@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ void require_close(const std::vector<float>& got,
                    double abs,
                    double rel,
                    const std::string& what);
+
+// The message of the shardrec::Error that f throws; "" when it throws none.
+std::string error_of(const std::function<void()>& f);
 
 // Logs at warn or above fail the test unless inside an ExpectLogs scope.
 bool logs_expected();

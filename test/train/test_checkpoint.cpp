@@ -9,6 +9,8 @@
 #include "engine/train/trainer.h"
 #include "test/support/compare.h"
 
+using shardrec::test::error_of;
+
 using namespace shardrec;
 namespace fs = std::filesystem;
 
@@ -69,15 +71,6 @@ std::string with(std::string text, const std::string& from, const std::string& t
     const size_t at = text.find(from);
     REQUIRE(at != std::string::npos);
     return text.replace(at, from.size(), to);
-}
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include "kernels/dot_interaction.h"
 #include "test/support/compare.h"
 
+using shardrec::test::error_of;
+
 using namespace shardrec;
 namespace fs = std::filesystem;
 
@@ -40,15 +42,6 @@ std::vector<std::string> feature_keys(const Config& config) {
     for (const auto& t : config.model.tables)
         keys.insert(keys.end(), t.feature_names.begin(), t.feature_names.end());
     return keys;
-}
-
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
 }
 
 }  // namespace
