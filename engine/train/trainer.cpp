@@ -389,15 +389,20 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
                                                      faults.apply(step + 1, rank, batch);
                                                  }
                                              });
+    const int64_t every = config.train.checkpoint_every;
+    int64_t saved_step = start;  // the newest step whose checkpoint is on disk (or resumed from)
+    // train.steps 0: the initial weights as step 0 (what `ckpt init` writes), to take elsewhere.
+    if (config.train.steps == 0 && start == 0 && every > 0)
+        save_checkpoint(trainer, checkpoint_dir, 0, config.train.checkpoint_keep);
     // SIGINT/SIGTERM only set a flag; the ranks agree on it through a one-int all-reduce per step,
     // read a step late so that it never waits for a peer (comm/stop_signal.h), and all stop here
-    // at the same step.
-    // train.steps 0: the initial weights as step 0 (what `ckpt init` writes), to take elsewhere.
-    if (config.train.steps == 0 && start == 0 && config.train.checkpoint_every > 0)
-        save_checkpoint(trainer, checkpoint_dir, 0, config.train.checkpoint_keep);
+    // at the same step. A stopped run keeps its training when checkpoints are on: the last
+    // finished step is saved first (a SLURM preemption sends SIGTERM, then SIGKILL after KillWait).
     comm::StopVote stop_vote(default_process_group());
     while (!summary.target_reached) {
         if (const int signal = stop_vote.poll()) {
+            if (every > 0 && done > saved_step)
+                save_checkpoint(trainer, checkpoint_dir, done, config.train.checkpoint_keep);
             throw comm::StopRequested(signal, done + 1);
         }
         const std::optional<TrainOutput> out = trainer.progress(*inputs);
@@ -422,11 +427,9 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
         const bool last = done == config.train.steps;
         // The checkpoint of a finished step comes before its evaluation, so an evaluation that
         // fails loses no training.
-        const int64_t every = config.train.checkpoint_every;
-        bool saved = false;
         if (every > 0 && (done % every == 0 || last)) {
             save_checkpoint(trainer, checkpoint_dir, done, config.train.checkpoint_keep);
-            saved = true;
+            saved_step = done;
             window_t0 = Clock::now();
         }
         const bool eval_due =
@@ -451,8 +454,9 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
             }
             window_t0 = Clock::now();  // evaluation time is not training throughput
         }
-        if (every > 0 && summary.target_reached && !saved) {
+        if (every > 0 && summary.target_reached && saved_step != done) {
             save_checkpoint(trainer, checkpoint_dir, done, config.train.checkpoint_keep);
+            saved_step = done;
             window_t0 = Clock::now();
         }
     }

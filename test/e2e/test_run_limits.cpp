@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -199,6 +200,22 @@ TEST_CASE("limits: SIGINT ends a one-process run with its message and exit 130",
     CHECK(r.seconds >= 0);
     CHECK(r.seconds < 5);
     CHECK_THAT(r.output, Contains("SIGINT (signal 2) ended the run at train step"));
+}
+
+TEST_CASE("limits: a run stopped by a signal saves its last finished step first", "[e2e][limits]") {
+    const auto dir = fresh_dir("limits_sigterm_checkpoint");
+    auto args = long_train();
+    args.insert(args.end(), {"--set", "train.checkpoint_every=1000000"});
+    const SignalResult r =
+        run_and_signal(dir, "exec '" + bin() + "'" + quoted(args), "TERM", "job");
+    INFO(r.output);
+    CHECK(r.exit_code == 128 + 15);
+    const auto at = r.output.find("ended the run at train step ");
+    REQUIRE(at != std::string::npos);
+    const int64_t stopped = std::stoll(r.output.substr(at + 28));
+    char name[32];
+    std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(stopped - 1));
+    CHECK(std::filesystem::exists(dir / "run" / "checkpoints" / name / "manifest.yaml"));
 }
 
 TEST_CASE("limits: three ranks train the default config on the CPU", "[e2e][limits][mpi]") {
