@@ -227,10 +227,16 @@ RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOp
         const std::string held_id = read_run_id(path);
         const std::string resumed_id =
             options.resume.empty() ? "" : checkpoint_run_id(options.resume);
-        // A resumed run continues its own directory; any other use of a used directory would mix
-        // two runs' metrics and let one prune the other's checkpoints.
+        // A directory holds a run once that run trained (metrics.jsonl or a checkpoint): a start
+        // that failed before its first step (a bad data path) leaves only config.yaml and run.yaml,
+        // which the next start replaces. A resumed run continues its own directory; any other use
+        // of a used directory would mix two runs' metrics and let one prune the other's
+        // checkpoints.
+        const bool trained = std::any_of(found.begin(), found.end(), [](const fs::path& p) {
+            return p.filename() != "config.yaml" && p.filename() != "run.yaml";
+        });
         const bool other_run =
-            options.resume.empty() ? !found.empty() : holds_other_run(found, held_id, resumed_id);
+            trained && (options.resume.empty() || holds_other_run(found, held_id, resumed_id));
         if (other_run && options.overwrite) {
             log::root().warn("--overwrite: removing the previous run's files: {}", describe(found));
             for (const fs::path& p : found)
@@ -246,9 +252,9 @@ RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOp
                      "{}): resume it into its own run directory or a fresh --out (or --overwrite)",
                      chosen, describe(found), options.resume, resumed_id);
         }
-        run_id = !resumed_id.empty()                           ? resumed_id
-                 : !held_id.empty() && !options.resume.empty() ? held_id
-                                                               : new_run_id();
+        run_id = !resumed_id.empty()                                      ? resumed_id
+                 : trained && !held_id.empty() && !options.resume.empty() ? held_id
+                                                                          : new_run_id();
         write_file_atomically((path / "run.yaml").string(), fmt::format("run_id: {}\n", run_id));
         write_file_atomically((path / "config.yaml").string(), dump_config(config));
         run.checkpoint_dir_ = checkpoint_dir.string();

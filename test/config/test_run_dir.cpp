@@ -113,6 +113,25 @@ TEST_CASE("Run directory: holds the resolved config, which reads back the same",
     CHECK(back.model.tables[0].feature_names == std::vector<std::string>{"f_a"});
 }
 
+TEST_CASE("Run directory: a start that failed before training leaves nothing that refuses the next",
+          "[train]") {
+    ScratchDir dir;
+    const Config config = parse_config(kConfig, {}, "t.yaml");
+    const std::string run = (dir.path / "run").string();
+    std::string first_id;
+    {
+        const train::RunDir first = train::open_run_dir(run, config, {});
+        first_id = first.run_id();
+    }  // no step ran: only config.yaml and run.yaml are there
+    {
+        const train::RunDir again = train::open_run_dir(run, config, {});
+        CHECK(again.run_id() != first_id);
+        std::ofstream(std::filesystem::path(run) / "metrics.jsonl") << "{}\n";  // it trained
+    }
+    CHECK_THROWS_WITH(train::open_run_dir(run, config, {}),
+                      Contains("already holds a run (config.yaml, metrics.jsonl, run.yaml)"));
+}
+
 TEST_CASE("Run directory: the default name is a timestamp, made unique", "[train]") {
     ScratchDir dir;
     const std::string first = train::default_run_dir(dir.path.string());
