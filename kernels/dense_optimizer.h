@@ -2,6 +2,7 @@
 // with torch.optim semantics: weight decay is L2 (wd * p added to the gradient), as in
 // torch.optim.SGD, Adagrad and Adam (not AdamW). Embedding tables use the fused optimizers in the
 // embedding backward instead. All tensors: f32, same shape, same device, contiguous.
+// The rules themselves: kernels/optimizer_rules.h, shared with the embedding updates.
 #pragma once
 
 #include <cstdint>

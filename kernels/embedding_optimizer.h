@@ -18,6 +18,7 @@ namespace shardrec::kernels {
 //   kExactRowWiseAdagrad state1 G [sum E]:    G += mean_d(g_d^2); w -= lr * g / (sqrt(G) + eps)
 //   kAdam:               state1 m, state2 v [sum E, D]: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //                        w -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
+// Written once, for the CPU and CUDA updates, in kernels/optimizer_rules.h.
 enum class OptimType { kSgd, kExactAdagrad, kExactRowWiseAdagrad, kAdam };
 
 inline const char* optim_type_name(OptimType type) {

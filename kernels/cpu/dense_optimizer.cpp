@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "kernels/optimizer_rules.h"
+
 namespace shardrec::kernels::cpu {
 namespace {
 
@@ -18,7 +20,7 @@ void sgd_update(Tensor& param, const Tensor& grad, float lr, float weight_decay)
     const float* g = grad.data<float>();
 #pragma omp parallel for schedule(static) if (n >= kMinElementsForThreads)
     for (int64_t i = 0; i < n; ++i) {
-        p[i] -= lr * (g[i] + weight_decay * p[i]);
+        p[i] = rules::sgd(p[i], rules::weight_decay(g[i], p[i], weight_decay), lr);
     }
 }
 
@@ -30,9 +32,8 @@ void adagrad_update(
     float* s = state_sum.data<float>();
 #pragma omp parallel for schedule(static) if (n >= kMinElementsForThreads)
     for (int64_t i = 0; i < n; ++i) {
-        const float gi = g[i] + weight_decay * p[i];
-        s[i] += gi * gi;
-        p[i] -= lr * gi / (std::sqrt(s[i]) + eps);
+        const float gi = rules::weight_decay(g[i], p[i], weight_decay);
+        p[i] = rules::adagrad(p[i], gi, s[i], lr, eps);
     }
 }
 
@@ -46,16 +47,16 @@ void adam_update(Tensor& param,
     const float* g = grad.data<float>();
     float* m = exp_avg.data<float>();
     float* v = exp_avg_sq.data<float>();
-    const double t = static_cast<double>(hp.step);
-    const float step_size = static_cast<float>(hp.lr / (1.0 - std::pow(hp.beta1, t)));
-    const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(hp.beta2, t)));
+    const float step_size =
+        static_cast<float>(hp.lr / rules::adam_bias_correction(hp.beta1, hp.step));
+    const float bc2_sqrt =
+        static_cast<float>(std::sqrt(rules::adam_bias_correction(hp.beta2, hp.step)));
     const float b1 = hp.beta1, b2 = hp.beta2;
 #pragma omp parallel for schedule(static) if (n >= kMinElementsForThreads)
     for (int64_t i = 0; i < n; ++i) {
-        const float gi = g[i] + hp.weight_decay * p[i];
-        m[i] = b1 * m[i] + (1.0f - b1) * gi;
-        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-        p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + hp.eps);
+        const float gi = rules::weight_decay(g[i], p[i], hp.weight_decay);
+        rules::adam_moments(gi, b1, b2, m[i], v[i]);
+        p[i] = rules::adam_torch(p[i], m[i], v[i], step_size, bc2_sqrt, hp.eps);
     }
 }
 

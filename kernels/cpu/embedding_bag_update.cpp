@@ -14,6 +14,8 @@
 #include <omp.h>
 #endif
 
+#include "kernels/optimizer_rules.h"
+
 namespace shardrec::kernels::cpu::detail {
 namespace {
 
@@ -105,36 +107,29 @@ void update_row(Weight* __restrict w,
                 const UpdateConstants& k) {
     if (k.weight_decay != 0.f) {
         for (int64_t d = 0; d < dim; ++d) {
-            g[d] += k.weight_decay * load_f32(w[d]);
+            g[d] = rules::weight_decay(g[d], load_f32(w[d]), k.weight_decay);
         }
     }
     if constexpr (kOpt == OptimType::kSgd) {
         for (int64_t d = 0; d < dim; ++d) {
-            w[d] = from_float<Weight>(load_f32(w[d]) - k.lr * g[d]);
+            w[d] = from_float<Weight>(rules::sgd(load_f32(w[d]), g[d], k.lr));
         }
     } else if constexpr (kOpt == OptimType::kExactAdagrad) {
         for (int64_t d = 0; d < dim; ++d) {
-            const float sum_sq = s1[d] + g[d] * g[d];
-            s1[d] = sum_sq;
-            w[d] = from_float<Weight>(load_f32(w[d]) - k.lr * g[d] / (std::sqrt(sum_sq) + k.eps));
+            w[d] = from_float<Weight>(rules::adagrad(load_f32(w[d]), g[d], s1[d], k.lr, k.eps));
         }
     } else if constexpr (kOpt == OptimType::kExactRowWiseAdagrad) {
-        const float sum_sq = s1[0] + dot_lanes(g, g, dim) / static_cast<float>(dim);
-        s1[0] = sum_sq;
-        const float step = k.lr / (std::sqrt(sum_sq) + k.eps);
+        const float mean_sq = dot_lanes(g, g, dim) / static_cast<float>(dim);
+        const float rate = rules::rowwise_adagrad_rate(s1[0], mean_sq, k.lr, k.eps);
         for (int64_t d = 0; d < dim; ++d) {
-            w[d] = from_float<Weight>(load_f32(w[d]) - step * g[d]);
+            w[d] = from_float<Weight>(rules::sgd(load_f32(w[d]), g[d], rate));
         }
     } else {
         static_assert(kOpt == OptimType::kAdam);
         for (int64_t d = 0; d < dim; ++d) {
-            const float m = k.beta1 * s1[d] + (1.f - k.beta1) * g[d];
-            const float v = k.beta2 * s2[d] + (1.f - k.beta2) * g[d] * g[d];
-            s1[d] = m;
-            s2[d] = v;
-            const float m_hat = m / k.bias_correction1;
-            const float v_hat = v / k.bias_correction2;
-            w[d] = from_float<Weight>(load_f32(w[d]) - k.lr * m_hat / (std::sqrt(v_hat) + k.eps));
+            rules::adam_moments(g[d], k.beta1, k.beta2, s1[d], s2[d]);
+            w[d] = from_float<Weight>(rules::adam(load_f32(w[d]), s1[d], s2[d], k.lr,
+                                                  k.bias_correction1, k.bias_correction2, k.eps));
         }
     }
 }
@@ -252,15 +247,14 @@ void apply_fused_update(const RowContributions& c,
     const int64_t dim = weights.size(1);
     const int64_t acc_stride = (dim + 15) / 16 * 16;  // a cache line apart: no false sharing
     float* acc = slot_buffer<float>(workspace, kAccumulators, acc_stride * max_threads());
-    const auto step = static_cast<double>(optim.step);
     const UpdateConstants k{
         optim.learning_rate,
         optim.eps,
         optim.beta1,
         optim.beta2,
         optim.weight_decay,
-        static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta1), step)),
-        static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta2), step))};
+        static_cast<float>(rules::adam_bias_correction(optim.beta1, optim.step)),
+        static_cast<float>(rules::adam_bias_correction(optim.beta2, optim.step))};
     float* s1 = state1 ? state1->data<float>() : nullptr;
     float* s2 = state2 ? state2->data<float>() : nullptr;
     visit_float_dtype(weights.dtype(), [&](auto tag) {

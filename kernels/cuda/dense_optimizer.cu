@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/dense_optimizer.h"
+#include "kernels/optimizer_rules.h"
 
 namespace shardrec::kernels::cuda {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 __global__ void sgd_update_kernel(int64_t n, float* p, const float* g, float lr, float wd) {
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (i < n) {
-        p[i] -= lr * (g[i] + wd * p[i]);
+        p[i] = rules::sgd(p[i], rules::weight_decay(g[i], p[i], wd), lr);
     }
 }
 
@@ -19,10 +20,10 @@ __global__ void adagrad_update_kernel(
     int64_t n, float* p, const float* g, float* s, float lr, float eps, float wd) {
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (i < n) {
-        const float gi = g[i] + wd * p[i];
-        const float sum = s[i] + gi * gi;
+        const float gi = rules::weight_decay(g[i], p[i], wd);
+        float sum = s[i];
+        p[i] = rules::adagrad(p[i], gi, sum, lr, eps);
         s[i] = sum;
-        p[i] -= lr * gi / (sqrtf(sum) + eps);
     }
 }
 
@@ -34,12 +35,12 @@ __global__ void adam_update_kernel(
     int64_t n, float* p, const float* g, float* m, float* v, AdamConstants k) {
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (i < n) {
-        const float gi = g[i] + k.weight_decay * p[i];
-        const float mi = k.beta1 * m[i] + (1.f - k.beta1) * gi;
-        const float vi = k.beta2 * v[i] + (1.f - k.beta2) * gi * gi;
+        const float gi = rules::weight_decay(g[i], p[i], k.weight_decay);
+        float mi = m[i], vi = v[i];
+        rules::adam_moments(gi, k.beta1, k.beta2, mi, vi);
         m[i] = mi;
         v[i] = vi;
-        p[i] -= k.step_size * mi / (sqrtf(vi) / k.bc2_sqrt + k.eps);
+        p[i] = rules::adam_torch(p[i], mi, vi, k.step_size, k.bc2_sqrt, k.eps);
     }
 }
 
@@ -74,13 +75,13 @@ void adam_update(Tensor& param,
                  const AdamHyperParams& hp,
                  Stream& stream) {
     const int64_t n = param.numel();
-    const double t = static_cast<double>(hp.step);
-    const AdamConstants k{hp.beta1,
-                          hp.beta2,
-                          hp.eps,
-                          hp.weight_decay,
-                          static_cast<float>(hp.lr / (1.0 - std::pow(hp.beta1, t))),
-                          static_cast<float>(std::sqrt(1.0 - std::pow(hp.beta2, t)))};
+    const AdamConstants k{
+        hp.beta1,
+        hp.beta2,
+        hp.eps,
+        hp.weight_decay,
+        static_cast<float>(hp.lr / rules::adam_bias_correction(hp.beta1, hp.step)),
+        static_cast<float>(std::sqrt(rules::adam_bias_correction(hp.beta2, hp.step)))};
     const cudaStream_t s = cuda_stream(stream);
     adam_update_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(
         n, param.data<float>(), grad.data<float>(), exp_avg.data<float>(), exp_avg_sq.data<float>(),

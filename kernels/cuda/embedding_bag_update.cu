@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/embedding_bag_update.cuh"
+#include "kernels/optimizer_rules.h"
 
 namespace shardrec::kernels::cuda {
 namespace {
@@ -163,22 +164,15 @@ template <int kRule>
 __device__ __forceinline__ void update_value(
     float g, const UpdateConstants& k, float rowwise_step, float& w, float& s1, float& s2) {
     if constexpr (kRule == static_cast<int>(OptimType::kSgd)) {
-        w = w - k.lr * g;
+        w = rules::sgd(w, g, k.lr);
     } else if constexpr (kRule == static_cast<int>(OptimType::kExactAdagrad)) {
-        const float sum_sq = s1 + g * g;
-        s1 = sum_sq;
-        w = w - k.lr * g / (sqrtf(sum_sq) + k.eps);
+        w = rules::adagrad(w, g, s1, k.lr, k.eps);
     } else if constexpr (kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad)) {
-        w = w - rowwise_step * g;
+        w = rules::sgd(w, g, rowwise_step);
     } else {
         static_assert(kRule == static_cast<int>(OptimType::kAdam));
-        const float m = k.beta1 * s1 + (1.f - k.beta1) * g;
-        const float v = k.beta2 * s2 + (1.f - k.beta2) * g * g;
-        s1 = m;
-        s2 = v;
-        const float m_hat = m / k.bias_correction1;
-        const float v_hat = v / k.bias_correction2;
-        w = w - k.lr * m_hat / (sqrtf(v_hat) + k.eps);
+        rules::adam_moments(g, k.beta1, k.beta2, s1, s2);
+        w = rules::adam(w, s1, s2, k.lr, k.bias_correction1, k.bias_correction2, k.eps);
     }
 }
 
@@ -214,7 +208,7 @@ __device__ __forceinline__ float decayed(float g, const Weight* weights, int64_t
     if constexpr (kRule == kDense) {
         return g;
     } else {
-        return wd != 0.f ? g + wd * to_f32(weights[idx]) : g;
+        return wd != 0.f ? rules::weight_decay(g, to_f32(weights[idx]), wd) : g;
     }
 }
 
@@ -254,18 +248,20 @@ __device__ __forceinline__ void update_short_row(const RowSegments& sg,
     float sum_sq = 0.f;
     for (int i = 0; i < kColsPerLane; ++i) {
         if (lane + kWarpSize * i < dim) {
-            acc[i] = k.weight_decay != 0.f ? acc[i] + k.weight_decay * w[i] : acc[i];
+            acc[i] =
+                k.weight_decay != 0.f ? rules::weight_decay(acc[i], w[i], k.weight_decay) : acc[i];
             sum_sq += acc[i] * acc[i];
         }
     }
     float rowwise_step = 0.f;
     if constexpr (kRowWise) {
         // G += mean over D of g^2.
-        const float new_sum = old_sum + warp_sum(sum_sq) / static_cast<float>(dim);
+        float new_sum = old_sum;
+        rowwise_step = rules::rowwise_adagrad_rate(
+            new_sum, warp_sum(sum_sq) / static_cast<float>(dim), k.lr, k.eps);
         if (lane == 0) {
             target.state1[row] = new_sum;
         }
-        rowwise_step = k.lr / (sqrtf(new_sum) + k.eps);
     }
     for (int i = 0; i < kColsPerLane; ++i) {
         const int64_t d = lane + kWarpSize * i;
@@ -329,16 +325,17 @@ __device__ __forceinline__ void update_short_row_vec4(const RowSegments& sg,
     float acc[4] = {acc4.x, acc4.y, acc4.z, acc4.w};
     float sum_sq = 0.f;
     for (int i = 0; i < 4; ++i) {
-        acc[i] = k.weight_decay != 0.f ? acc[i] + k.weight_decay * w[i] : acc[i];
+        acc[i] = k.weight_decay != 0.f ? rules::weight_decay(acc[i], w[i], k.weight_decay) : acc[i];
         sum_sq += active ? acc[i] * acc[i] : 0.f;
     }
     float rowwise_step = 0.f;
     if constexpr (kRowWise) {
-        const float new_sum = old_sum + warp_sum(sum_sq) / static_cast<float>(dim);
+        float new_sum = old_sum;
+        rowwise_step = rules::rowwise_adagrad_rate(
+            new_sum, warp_sum(sum_sq) / static_cast<float>(dim), k.lr, k.eps);
         if (lane == 0) {
             target.state1[row] = new_sum;
         }
-        rowwise_step = k.lr / (sqrtf(new_sum) + k.eps);
     }
     if (!active) {
         return;
@@ -403,11 +400,12 @@ __global__ void segment_update_warp_kernel(
             }
         }
         const float old_sum = target.state1[row];
-        const float new_sum = old_sum + warp_sum(sum_sq) / static_cast<float>(dim);
+        float new_sum = old_sum;
+        rowwise_step = rules::rowwise_adagrad_rate(
+            new_sum, warp_sum(sum_sq) / static_cast<float>(dim), k.lr, k.eps);
         if (lane == 0) {
             target.state1[row] = new_sum;
         }
-        rowwise_step = k.lr / (sqrtf(new_sum) + k.eps);
     }
     for (int64_t c = 0; c < num_chunks; ++c) {
         reduce_ids(sg, grad, dim, begin, begin + count, c * kChunkCols, lane, acc);
@@ -467,12 +465,12 @@ __global__ void segment_update_hot_block_kernel(
                 sum_sq += g_row[d] * g_row[d];
             }
             const float old_sum = target.state1[row];
-            const float new_sum =
-                old_sum + block_sum(sum_sq, reduce_scratch) / static_cast<float>(dim);
+            float new_sum = old_sum;
+            rowwise_step = rules::rowwise_adagrad_rate(
+                new_sum, block_sum(sum_sq, reduce_scratch) / static_cast<float>(dim), k.lr, k.eps);
             if (threadIdx.x == 0) {
                 target.state1[row] = new_sum;
             }
-            rowwise_step = k.lr / (sqrtf(new_sum) + k.eps);
         }
         for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
             update_element<Weight, kRule>(row * dim + d, g_row[d], k, rowwise_step, weights,
@@ -617,15 +615,14 @@ void apply_fused_update(const RowSegments& segments,
                         Tensor* state1,
                         Tensor* state2,
                         Stream& stream) {
-    const auto step = static_cast<double>(optim.step);
     const UpdateConstants k{
         optim.learning_rate,
         optim.eps,
         optim.beta1,
         optim.beta2,
         optim.weight_decay,
-        static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta1), step)),
-        static_cast<float>(1.0 - std::pow(static_cast<double>(optim.beta2), step))};
+        static_cast<float>(rules::adam_bias_correction(optim.beta1, optim.step)),
+        static_cast<float>(rules::adam_bias_correction(optim.beta2, optim.step))};
     const UpdateTarget target{weights.data_ptr(), state1 ? state1->data<float>() : nullptr,
                               state2 ? state2->data<float>() : nullptr, nullptr};
     const int64_t dim = weights.size(1);
