@@ -26,6 +26,8 @@ const char* signal_name(int sig) {
             return "SIGINT";
         case SIGTERM:
             return "SIGTERM";
+        case SIGUSR1:
+            return "SIGUSR1";
         default:
             return "a signal";
     }
@@ -41,6 +43,7 @@ void install_stop_signal_handlers() {
     action.sa_flags = SA_RESTART;  // a blocking read or write resumes; the loop polls the flag
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);
+    sigaction(SIGUSR1, &action, nullptr);  // SLURM's warning before a time limit (--signal)
 }
 
 int stop_signal_received() {

@@ -1,4 +1,5 @@
-// SIGINT and SIGTERM stop a run between steps on every rank. The handlers only set a flag (all a
+// SIGINT, SIGTERM and SIGUSR1 (SLURM's `--signal=USR1@SECONDS` warning before a time limit) stop a
+// run between steps on every rank. The handlers only set a flag (all a
 // signal handler may safely do); the training loop asks a StopVote once per step, and the ranks
 // agree through a one-int all-reduce, so every rank stops at the same step even when only one
 // was signalled (`kill` of one rank) and none is left waiting in a collective. A second signal
@@ -18,7 +19,7 @@
 
 namespace shardrec::comm {
 
-// Installs the SIGINT/SIGTERM handlers (idempotent).
+// Installs the SIGINT/SIGTERM/SIGUSR1 handlers (idempotent).
 void install_stop_signal_handlers();
 // The first signal received (0: none).
 int stop_signal_received();

@@ -4,11 +4,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "comm/mpi_env.h"
 #include "engine/config/config.h"
 #include "engine/core/log.h"
 #include "engine/core/version.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/run_dir.h"
 #include "engine/train/trainer.h"
 #include "tools/cli.h"
@@ -25,6 +27,8 @@ const char* const kTrainUsage =
     "                    (default runs/<YYYYmmdd-HHMMSS>)\n"
     "  --resume CKPT     continue from a checkpoint (a step-<N> directory, or the directory\n"
     "                    holding them: the newest intact one); any world size and plan\n"
+    "  --resume auto     continue --out's own run from its newest checkpoint, or start it\n"
+    "                    when it has none (a requeued or resubmitted job)\n"
     "  --overwrite       replace the files of another run found in --out (or in\n"
     "                    train.checkpoint_dir) instead of refusing to start\n"
     "  --set KEY=VALUE   override one config key, e.g. --set train.steps=100 (repeatable)\n"
@@ -76,6 +80,21 @@ int train_main(const std::vector<std::string>& args) {
     // The environment wins so that one run can be made verbose without editing its config.
     if (std::getenv("SHARDREC_LOG_LEVEL") == nullptr) {
         log::set_level(config.runtime.log_level);
+    }
+    if (resume == "auto") {
+        // A requeued or resubmitted job continues its own run: from the run directory's newest
+        // checkpoint when it has one, from the start when it has none.
+        if (out.empty()) {
+            throw UsageError("--resume auto needs --out: the run directory it continues",
+                             kTrainUsage);
+        }
+        const std::string own = config.train.checkpoint_dir.empty()
+                                    ? (std::filesystem::path(out) / "checkpoints").string()
+                                    : config.train.checkpoint_dir;
+        resume = train::has_checkpoint(own) ? own : "";
+        log::root().info("--resume auto: {}",
+                         resume.empty() ? "no checkpoint in " + own + ", starting from step 0"
+                                        : "resuming from " + own);
     }
     const train::RunDir run_dir = train::open_run_dir(out, config, {resume, overwrite});
     const comm::ProcessInfo& info = comm::process_info();

@@ -138,8 +138,9 @@ void RuntimeConfig::visit(FieldVisitor& v) {
                 .one_of({"trace", "debug", "info", "warn", "error", "off"}),
             log_level);
     v.field(Field("threads",
-                  "CPU threads per rank; 0: all cores; at most the CPUs the process may run on "
-                  "(its affinity mask, e.g. under taskset)")
+                  "CPU threads per rank, at most the CPUs the process may run on (its affinity "
+                  "mask: taskset, srun --cpus-per-task); 0: OMP_NUM_THREADS, else those CPUs "
+                  "(a rank bound to none: the node's CPUs over its ranks)")
                 .at_least(0),
             threads);
     v.removed("deterministic",

@@ -158,7 +158,7 @@ int64_t usable_cpus();
 struct RuntimeConfig {
     std::string device = "cpu";  // cpu | cuda (the node-local rank's GPU) | cuda:N
     std::string log_level = "info";
-    int64_t threads = 0;  // CPU threads per rank; 0: all cores; at most usable_cpus()
+    int64_t threads = 0;  // CPU threads per rank, at most usable_cpus(); 0: configure_threads
     std::string bounds_check = "fatal";  // fatal | warning | ignore (TorchRec BoundsCheckMode)
     std::string nan_policy = "stop";     // stop | skip_batch
     double comm_timeout_s = 600;         // SHARDREC_COMM_TIMEOUT_S overrides it; 0: no limit

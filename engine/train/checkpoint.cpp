@@ -262,6 +262,11 @@ std::vector<std::string> checkpoint_candidates(const std::string& dir) {
     return out;
 }
 
+bool has_checkpoint(const std::string& dir) {
+    return fs::exists(fs::path(dir) / kManifestName) ||
+           (fs::is_directory(dir) && !complete_checkpoints(dir).empty());
+}
+
 std::string resolve_checkpoint(const std::string& dir) {
     return checkpoint_candidates(dir).front();
 }

@@ -60,6 +60,9 @@ int64_t load_checkpoint(Trainer& trainer, const std::string& dir, const LoadOpti
 // there is none.
 std::vector<std::string> checkpoint_candidates(const std::string& dir);
 
+// Whether `dir` is a checkpoint or a directory holding a complete one.
+bool has_checkpoint(const std::string& dir);
+
 // checkpoint_candidates(dir).front().
 std::string resolve_checkpoint(const std::string& dir);
 

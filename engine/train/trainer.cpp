@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 #include <utility>
@@ -145,8 +146,16 @@ std::unique_ptr<RecModel> make_trainer_model(const Config& config,
 int configure_threads(const Config& config) {
     int threads = static_cast<int>(config.runtime.threads);
     if (threads <= 0) {
-        const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-        threads = std::max(1, cores / std::max(1, comm::process_info().local_size));
+        // What the launcher gave this rank: OMP_NUM_THREADS, else the CPUs of its affinity mask
+        // (srun --cpus-per-task, mpirun --bind-to, taskset). An unbound rank may run anywhere on
+        // the node, which it shares with the node's other ranks: their share of it.
+        const char* omp = std::getenv("OMP_NUM_THREADS");
+        const int from_env = omp != nullptr ? std::atoi(omp) : 0;
+        const int usable = static_cast<int>(usable_cpus());
+        const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        threads = from_env > 0   ? from_env
+                  : usable < all ? usable
+                                 : std::max(1, all / std::max(1, comm::process_info().local_size));
     }
     kernels::set_cpu_threads(threads);
     return threads;
@@ -374,9 +383,11 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     MetricsWriter writer(run_dir.path(), rank == 0);
     Progress progress(config.train.steps, config.train.log_every);
     const FaultInjector faults(config.model);
-    log::root().info("training {} ({} tables) for {} steps, batch {} per rank, {} threads",
-                     config.model.type, config.model.tables.size(), config.train.steps,
-                     config.data.batch_size, threads);
+    log::root().info("training {} ({} tables) for {} steps, batch {} per rank", config.model.type,
+                     config.model.tables.size(), config.train.steps, config.data.batch_size);
+    const comm::ProcessInfo& info = comm::process_info();
+    log::all().info("on {}: local rank {} of {}, {} threads", info.host, info.local_rank,
+                    info.local_size, threads);
 
     TrainSummary summary;
     const auto t0 = Clock::now();

@@ -159,7 +159,8 @@ std::shared_ptr<comm::ProcessGroup> default_process_group();
 std::shared_ptr<comm::ProcessGroup> with_comm_timeout(std::shared_ptr<comm::ProcessGroup> pg,
                                                       const Config& config);
 
-// CPU threads per rank: runtime.threads, or the cores shared evenly by the node's ranks. Applied
+// CPU threads per rank: runtime.threads; for 0, OMP_NUM_THREADS, else the CPUs of the rank's
+// affinity mask, or, for a rank bound to no subset, the node's CPUs shared by its ranks. Applied
 // to OpenMP and OpenBLAS.
 int configure_threads(const Config& config);
 

@@ -411,3 +411,33 @@ TEST_CASE(
                                  Contains("[5001, 16] f32 in this config"));
     CHECK(!fs::exists(dir / "wrong" / "step-00000000"));
 }
+
+TEST_CASE(
+    "checkpoint e2e: --resume auto starts a run afresh, then continues it from its own "
+    "newest checkpoint",
+    "[e2e][checkpoint]") {
+    const auto dir = fresh_dir("ckpt_resume_auto");
+    auto args = train_args(dir / "run", 4);
+    args.insert(args.end(), {"--resume", "auto"});
+    const RunResult first = run_shardrec(args);
+    INFO(first.output);
+    REQUIRE(first.exit_code == 0);
+    CHECK_THAT(first.output, Contains("--resume auto: no checkpoint in"));
+    // The requeued job: the same command line with more steps.
+    args = train_args(dir / "run", 8);
+    args.insert(args.end(), {"--resume", "auto"});
+    const RunResult again = run_shardrec(args);
+    INFO(again.output);
+    REQUIRE(again.exit_code == 0);
+    CHECK_THAT(again.output, Contains("--resume auto: resuming from") &&
+                                 Contains("loaded checkpoint") && Contains("step 4"));
+    // The same numbers as 8 steps straight.
+    const RunResult straight = run_shardrec(train_args(dir / "straight", 8));
+    REQUIRE(straight.exit_code == 0);
+    CHECK(numbers(dir / "run", 5) == numbers(dir / "straight", 5));
+    // Without --out it has nothing to continue.
+    const RunResult no_out = run_shardrec(
+        {"train", (repo_root() / "configs" / "quickstart.yaml").string(), "--resume", "auto"});
+    CHECK(no_out.exit_code != 0);
+    CHECK_THAT(no_out.output, Contains("--resume auto needs --out"));
+}

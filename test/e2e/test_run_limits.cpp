@@ -203,13 +203,17 @@ TEST_CASE("limits: SIGINT ends a one-process run with its message and exit 130",
 }
 
 TEST_CASE("limits: a run stopped by a signal saves its last finished step first", "[e2e][limits]") {
-    const auto dir = fresh_dir("limits_sigterm_checkpoint");
+    // SIGTERM (preemption, scancel) and SIGUSR1 (SLURM's --signal warning before a time limit).
+    const std::string signal = GENERATE(std::string("TERM"), std::string("USR1"));
+    INFO(signal);
+    const auto dir = fresh_dir("limits_" + signal + "_checkpoint");
     auto args = long_train();
     args.insert(args.end(), {"--set", "train.checkpoint_every=1000000"});
     const SignalResult r =
-        run_and_signal(dir, "exec '" + bin() + "'" + quoted(args), "TERM", "job");
+        run_and_signal(dir, "exec '" + bin() + "'" + quoted(args), signal, "job");
     INFO(r.output);
-    CHECK(r.exit_code == 128 + 15);
+    CHECK(r.exit_code == 128 + (signal == "TERM" ? 15 : 10));
+    CHECK_THAT(r.output, Contains("SIG" + signal + " (signal "));
     const auto at = r.output.find("ended the run at train step ");
     REQUIRE(at != std::string::npos);
     const int64_t stopped = std::stoll(r.output.substr(at + 28));

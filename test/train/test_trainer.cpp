@@ -1,8 +1,11 @@
 // The training loop's own invariants: no allocation per step after warm-up, the same numbers
 // whatever the thread count, every model type lowers the loss on its first steps, and the trainer
 // keeps its own copy of the config.
+#include <sched.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 
 #include "engine/core/allocator.h"
@@ -104,4 +107,35 @@ TEST_CASE("Trainer: owns its config (the one it was made from may change or go)"
     CHECK(trainer.config().model.tables[0].name == "a");
     CHECK(trainer.config().train.seed == 3);
     CHECK(std::isfinite(trainer.train_step(trainer.train_batch(0), 0).loss));
+}
+
+TEST_CASE("configure_threads: 0 takes OMP_NUM_THREADS, else the CPUs of the affinity mask",
+          "[train]") {
+    Config config = parse_config(
+        "train: {steps: 1}\ndata: {batch_size: 4}\n"
+        "model: {type: dlrm, embedding_dim: 4, bottom_mlp: [4], top_mlp: [1], tables: [{name: a, "
+        "num_embeddings: 4}]}",
+        {});
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    const std::string saved_omp = omp != nullptr ? omp : "";
+    cpu_set_t saved_mask;
+    REQUIRE(sched_getaffinity(0, sizeof(saved_mask), &saved_mask) == 0);
+
+    setenv("OMP_NUM_THREADS", "3", 1);
+    CHECK(train::configure_threads(config) == 3);
+    unsetenv("OMP_NUM_THREADS");
+    // Bound to one CPU (srun --cpus-per-task=1, taskset -c 0): one thread, whatever the node has.
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
+    CHECK(train::configure_threads(config) == 1);
+    config.runtime.threads = 1;  // an explicit value is taken as it is
+    CHECK(train::configure_threads(config) == 1);
+
+    REQUIRE(sched_setaffinity(0, sizeof(saved_mask), &saved_mask) == 0);
+    if (!saved_omp.empty())
+        setenv("OMP_NUM_THREADS", saved_omp.c_str(), 1);
+    config.runtime.threads = 0;
+    (void)train::configure_threads(config);
 }
