@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "engine/config/config.h"
-#include "engine/distributed/sharding_types.h"
+#include "engine/config/sharding_names.h"
 
 namespace shardrec {
 

@@ -9,7 +9,7 @@
 #include <future>
 #include <map>
 
-#include "engine/data/batch.h"
+#include "engine/sparse/batch.h"
 
 namespace shardrec::data {
 

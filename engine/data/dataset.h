@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/data/batch.h"
+#include "engine/sparse/batch.h"
 
 namespace shardrec::data {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/data/batch.h"
 #include "engine/data/dataset.h"
+#include "engine/sparse/batch.h"
 
 namespace shardrec::data {
 

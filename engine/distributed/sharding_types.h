@@ -1,5 +1,6 @@
 // Sharding vocabulary, with TorchRec's names: how one embedding table is split over ranks
-// (ShardingType), which lookup kernel serves it (EmbeddingComputeKernel), where each piece lives
+// (ShardingType), which lookup kernel serves it (EmbeddingComputeKernel; both named in
+// engine/config/sharding_names.h, which the config reader uses), where each piece lives
 // (ShardMetadata) and the whole decision for one table (ParameterSharding). The shard layouts are
 // TorchRec's exactly, so a plan reads the same here and there:
 //
@@ -27,25 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/config/sharding_names.h"
+
 namespace shardrec {
-
-enum class ShardingType { kDataParallel, kTableWise, kColumnWise, kRowWise, kTableRowWise };
-
-enum class EmbeddingComputeKernel {
-    kDense,  // gradients into a dense [E, D] buffer, applied by the dense optimizer (data_parallel)
-    kFused,  // the sparse optimizer applied to the touched rows inside the lookup's backward
-};
-
-// "data_parallel", "table_wise", "column_wise", "row_wise", "table_row_wise".
-const char* sharding_type_name(ShardingType type);
-// The names above, plus the informal "dp", "tw", "cw", "rw", "twrw"; nullopt for anything else.
-std::optional<ShardingType> parse_sharding_type(const std::string& name);
-// The five canonical names in the enum's order (for one_of lists and did-you-mean).
-const std::vector<std::string>& sharding_type_names();
-
-const char* compute_kernel_name(EmbeddingComputeKernel kernel);  // "dense", "fused"
-std::optional<EmbeddingComputeKernel> parse_compute_kernel(const std::string& name);
-const std::vector<std::string>& compute_kernel_names();
 
 // Where shards go: world size, ranks per node and the compute device, which together give
 // TorchRec's placement strings ("rank:3/cpu", "rank:3/cuda:3" with local_size 8).

@@ -7,10 +7,10 @@
 #include <memory>
 
 #include "engine/config/config.h"
-#include "engine/data/batch.h"
 #include "engine/modules/embedding_bag_collection.h"
 #include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/module.h"
+#include "engine/sparse/batch.h"
 #include "kernels/embedding_optimizer.h"
 
 namespace shardrec {

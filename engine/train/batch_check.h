@@ -19,7 +19,7 @@
 #include <unordered_map>
 
 #include "engine/config/config.h"
-#include "engine/data/batch.h"
+#include "engine/sparse/batch.h"
 
 namespace shardrec::train {
 

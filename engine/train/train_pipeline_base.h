@@ -16,9 +16,9 @@
 #include "comm/process_group.h"
 #include "engine/core/pinned_buffer.h"
 #include "engine/core/stream.h"
-#include "engine/data/batch.h"
 #include "engine/modules/model.h"
 #include "engine/optim/dense_optimizer.h"
+#include "engine/sparse/batch.h"
 #include "engine/train/metrics.h"
 
 namespace shardrec::train {

@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "engine/core/allocator.h"
-#include "engine/data/batch.h"
+#include "engine/sparse/batch.h"
 #include "engine/sparse/keyed_jagged_tensor.h"
 
 using namespace shardrec;

@@ -7,7 +7,8 @@
 #include "engine/core/tensor.h"
 #include "engine/sparse/keyed_jagged_tensor.h"
 
-// In namespace shardrec, like Tensor and KeyedJaggedTensor: every layer from modules up uses it.
+// In namespace shardrec, like Tensor and KeyedJaggedTensor: every layer from modules up uses it,
+// so it lives here, below modules (the models take it), not in engine/data.
 namespace shardrec {
 
 struct Batch {

@@ -1,0 +1,31 @@
+// The sharding vocabulary's names, with TorchRec's spelling: ShardingType and
+// EmbeddingComputeKernel with their names and parsers. Here, below engine/distributed, because the
+// config reader checks and canonicalises these names; engine/distributed/sharding_types.h builds
+// the shard layouts on them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardrec {
+
+enum class ShardingType { kDataParallel, kTableWise, kColumnWise, kRowWise, kTableRowWise };
+
+enum class EmbeddingComputeKernel {
+    kDense,  // gradients into a dense [E, D] buffer, applied by the dense optimizer (data_parallel)
+    kFused,  // the sparse optimizer applied to the touched rows inside the lookup's backward
+};
+
+// "data_parallel", "table_wise", "column_wise", "row_wise", "table_row_wise".
+const char* sharding_type_name(ShardingType type);
+// The names above, plus the informal "dp", "tw", "cw", "rw", "twrw"; nullopt for anything else.
+std::optional<ShardingType> parse_sharding_type(const std::string& name);
+// The five canonical names in the enum's order (for one_of lists and did-you-mean).
+const std::vector<std::string>& sharding_type_names();
+
+const char* compute_kernel_name(EmbeddingComputeKernel kernel);  // "dense", "fused"
+std::optional<EmbeddingComputeKernel> parse_compute_kernel(const std::string& name);
+const std::vector<std::string>& compute_kernel_names();
+
+}  // namespace shardrec
