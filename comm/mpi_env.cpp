@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <vector>
 
 #include "comm/mpi_check.h"
@@ -64,6 +65,9 @@ const ProcessInfo& init_process(int* argc, char*** argv) {
     SR_MPI_CHECK(MPI_Comm_size(local, &g_info.local_size));
     MPI_Comm_free(&local);
     // Tests emulate several nodes on one machine: consecutive blocks of K ranks form a "node".
+    if (std::getenv("SHARDREC_LOCAL_SIZE") == nullptr) {
+        (void)block_local_size(g_info.hosts);  // every rank sees the same hosts: all fail alike
+    }
     if (const char* k = std::getenv("SHARDREC_LOCAL_SIZE")) {
         const int local_size = std::atoi(k);
         SR_CHECK(local_size > 0 && g_info.world_size % local_size == 0,
@@ -75,6 +79,30 @@ const ProcessInfo& init_process(int* argc, char*** argv) {
     set_error_context(g_info.rank, g_info.world_size, g_info.host);
     log::init(g_info.rank, g_info.world_size, g_info.host);
     return g_info;
+}
+
+int block_local_size(const std::vector<std::string>& hosts) {
+    SR_CHECK(!hosts.empty(), "no ranks");
+    std::map<std::string, size_t> count;
+    for (const std::string& h : hosts)
+        ++count[h];
+    const size_t block = count[hosts[0]];
+    for (size_t r = 0; r < hosts.size(); ++r) {
+        // Rank r's block starts at r - r % block and holds only its host, which has no others.
+        if (hosts[r] == hosts[r - r % block] && count[hosts[r]] == block)
+            continue;
+        std::string ranks;
+        for (size_t q = 0; q < hosts.size(); ++q) {
+            if (hosts[q] == hosts[r])
+                ranks += (ranks.empty() ? "" : ", ") + std::to_string(q);
+        }
+        SR_CHECK(false,
+                 "the ranks of host {} are {}: shardrec needs each node's ranks consecutive and "
+                 "as many on every node ({} on {}); launch with srun --distribution=block or "
+                 "mpirun --map-by slot and the same number of tasks per node",
+                 hosts[r], ranks, block, hosts[0]);
+    }
+    return static_cast<int>(block);
 }
 
 const ProcessInfo& process_info() {

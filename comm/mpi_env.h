@@ -20,6 +20,13 @@ struct ProcessInfo {
 // Initialises MPI (if the process has not) and the error/log context. Idempotent.
 const ProcessInfo& init_process(int* argc, char*** argv);
 const ProcessInfo& process_info();
+
+// The ranks per node of a world whose ranks run on `hosts` (by world rank). shardrec's nodes are
+// consecutive blocks of equal size (the planner's node groups, the intra- and cross-node
+// groups): another placement (srun --distribution=cyclic, mpirun --map-by node, nodes of
+// different sizes) is an error that names the host, its ranks and the launcher options that
+// give block placement.
+int block_local_size(const std::vector<std::string>& hosts);
 void finalize_process();
 [[noreturn]] void abort_process(int code);  // MPI_Abort on the world communicator
 

@@ -69,3 +69,23 @@ TEST_CASE("all_gather_int64: one value per rank, in rank order", "[comm]") {
 }
 
 }  // namespace shardrec::test
+
+TEST_CASE("block_local_size: consecutive equal nodes give their size; other placements are named",
+          "[comm]") {
+    using shardrec::comm::block_local_size;
+    CHECK(block_local_size({"a"}) == 1);
+    CHECK(block_local_size({"a", "a", "a"}) == 3);
+    CHECK(block_local_size({"a", "a", "b", "b"}) == 2);
+    CHECK(block_local_size({"a", "b", "c"}) == 1);
+    // Cyclic (srun --distribution=cyclic, mpirun --map-by node).
+    CHECK_THROWS_WITH(
+        block_local_size({"a", "b", "a", "b"}),
+        Catch::Contains("the ranks of host b are 1, 3") && Catch::Contains("--distribution=block"));
+    // Nodes of different sizes.
+    CHECK_THROWS_WITH(block_local_size({"a", "b", "b"}),
+                      Catch::Contains("the ranks of host b are 1, 2"));
+    CHECK_THROWS_WITH(block_local_size({"a", "a", "a", "b"}),
+                      Catch::Contains("the ranks of host b are 3") && Catch::Contains("3 on a"));
+    CHECK_THROWS_WITH(block_local_size({"a", "a", "b", "a"}),
+                      Catch::Contains("the ranks of host b are 2") && Catch::Contains("3 on a"));
+}
