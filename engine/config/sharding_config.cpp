@@ -17,8 +17,8 @@ void ShardingConfig::Table::visit(FieldVisitor& v) {
                 .default_doc("sharding.sharding_type"),
             sharding_type);
     v.field(Field("compute_kernel",
-                  "fused, or dense: data_parallel's kernel (TorchRec's DENSE on a sharded table "
-                  "is not implemented), refused with any other sharding_type; with the auto "
+                  "fused, or dense: data_parallel's kernel (sharded tables train with the fused "
+                  "optimizer only), refused with any other sharding_type; with the auto "
                   "planner and no sharding_type, dense makes the table data_parallel")
                 .default_doc("sharding.compute_kernel"),
             compute_kernel);

@@ -230,8 +230,8 @@ std::string sharding_problem(ShardingType type,
         return fmt::format("data_parallel tables use the dense compute kernel, not {}",
                            compute_kernel_name(kernel));
     }
-    // TorchRec's DENSE kernel on a sharded table (its gradient materialised and applied by the
-    // dense optimizer) is not implemented: such shards train only with the fused optimizer.
+    // Sharded tables train with the fused optimizer only; TorchRec's DENSE kernel on one (its
+    // gradient materialised and applied by the dense optimizer) is refused, not run as fused.
     if (type != ShardingType::kDataParallel && kernel == EmbeddingComputeKernel::kDense) {
         return fmt::format(
             "the dense compute kernel is only for data_parallel tables; {} tables use fused",

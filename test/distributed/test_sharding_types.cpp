@@ -182,7 +182,7 @@ TEST_CASE("sharding_problem: each type's rules", "[distributed]") {
     CHECK_THAT(problem(ShardingType::kDataParallel, all_ranks(4)), Contains("dense compute"));
     CHECK(problem(ShardingType::kDataParallel, all_ranks(4), {}, EmbeddingComputeKernel::kDense)
               .empty());
-    // TorchRec's DENSE on a sharded table is not implemented: refused, never trained as fused.
+    // TorchRec's DENSE on a sharded table is refused, never trained as fused.
     CHECK_THAT(problem(ShardingType::kTableWise, {1}, {}, EmbeddingComputeKernel::kDense),
                Contains("the dense compute kernel is only for data_parallel tables; table_wise "
                         "tables use fused"));
