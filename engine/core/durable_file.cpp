@@ -11,11 +11,6 @@
 
 namespace shardrec {
 
-void sync_file(std::FILE* f, const std::string& path) {
-    SR_CHECK(std::fflush(f) == 0 && fsync(fileno(f)) == 0, "cannot write '{}': {}", path,
-             std::strerror(errno));
-}
-
 void sync_directory(const std::string& dir) {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     SR_CHECK(fd >= 0, "cannot open the directory '{}': {}", dir, std::strerror(errno));

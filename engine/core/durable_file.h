@@ -3,13 +3,9 @@
 // synced after it (rename is only durable once its directory is).
 #pragma once
 
-#include <cstdio>
 #include <string>
 
 namespace shardrec {
-
-// fflush + fsync of an open file; throws naming `path` (disk full, I/O error).
-void sync_file(std::FILE* f, const std::string& path);
 
 // fsync of a directory, so the names created, renamed or removed in it are durable.
 void sync_directory(const std::string& dir);

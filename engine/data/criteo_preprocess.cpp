@@ -13,6 +13,7 @@
 #include <future>
 #include <memory>
 
+#include "engine/core/durable_file.h"
 #include "engine/core/error.h"
 #include "engine/core/input_file.h"
 #include "engine/core/log.h"
@@ -485,21 +486,8 @@ CriteoPreprocessSummary preprocess_criteo(const CriteoPreprocessOptions& o) {
     remove_stale_temporaries(o.out_dir);
     PreprocessRun run(o);
     const CriteoManifest manifest = run.run();
-    const fs::path path = fs::path(o.out_dir) / kCriteoManifestName;
-    const fs::path tmp = path.string() + ".tmp";
-    {
-        std::FILE* f = std::fopen(tmp.c_str(), "wb");
-        SR_CHECK(f != nullptr, "{}: cannot create", tmp.string());
-        const std::string text = criteo_manifest_json(manifest);
-        const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
-                        std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-        const bool closed = std::fclose(f) == 0;
-        if (!ok || !closed) {
-            fs::remove(tmp);
-        }
-        SR_CHECK(ok && closed, "{}: cannot write (disk full?)", tmp.string());
-    }
-    fs::rename(tmp, path);
+    write_file_atomically((fs::path(o.out_dir) / kCriteoManifestName).string(),
+                          criteo_manifest_json(manifest));
     CriteoPreprocessSummary s = run.summary;
     s.rows = manifest.total_rows();
     s.skipped_lines = 0;

@@ -188,13 +188,15 @@ void publish(const CheckpointManifest& m,
             fs::remove_all(entry.path());
     }
     // Only this run's checkpoints count and go: another run's in the same directory, or one
-    // whose manifest cannot be read, is never removed.
+    // whose manifest cannot be read, is never removed. keep 0 keeps all: no manifest to read.
+    if (keep <= 0)
+        return;
     std::vector<fs::path> mine;
     for (const auto& [step, path] : complete_checkpoints(parent)) {
         if (run_id_of(path) == m.run_id)
             mine.push_back(path);
     }
-    for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < mine.size(); ++i)
+    for (size_t i = 0; i + static_cast<size_t>(keep) < mine.size(); ++i)
         fs::remove_all(mine[i]);
 }
 

@@ -96,13 +96,16 @@ public:
 
     // A file name inside the checkpoint: relative and never above it.
     std::string file_name(const YAML::Node& node, const char* key, const std::string& where) const {
-        const std::string name = get<std::string>(node, key, where);
+        return inside(get<std::string>(node, key, where), where + "." + key);
+    }
+
+    std::string inside(const std::string& name, const std::string& where) const {
         const std::filesystem::path p(name);
         bool escapes = name.empty() || p.is_absolute();
         for (const auto& part : p)
             escapes = escapes || part == "..";
-        SR_CHECK(!escapes, "{}: {}.{}: '{}' is not a file inside the checkpoint", source_, where,
-                 key, name);
+        SR_CHECK(!escapes, "{}: {}: '{}' is not a file inside the checkpoint", source_, where,
+                 name);
         return name;
     }
 
@@ -127,11 +130,9 @@ public:
         s.cols = sizes[1];
         s.optimizer_step = get<int64_t>(n, "optimizer_step", where);
         SR_CHECK(s.rank >= 0, "{}: {}: rank {} is negative", source_, where, s.rank);
-        for (const YAML::Node& f : at(n, "files", where)) {
-            YAML::Node holder;
-            holder["file"] = f;
-            s.files.push_back(file_name(holder, "file", where + ".files[]"));
-        }
+        s.files = get<std::vector<std::string>>(n, "files", where);
+        for (const std::string& f : s.files)
+            inside(f, where + ".files[]");
         return s;
     }
 

@@ -90,8 +90,7 @@ void FaultInjector::before_eval(int64_t step, int rank) const {
 
 void FaultInjector::apply(int64_t step, int rank, Batch& batch) const {
     for (const Fault& f : faults_) {
-        if (f.step != step || (f.rank >= 0 && f.rank != rank) ||
-            f.kind == Fault::Kind::kEvalError) {
+        if (f.step != step || (f.rank >= 0 && f.rank != rank)) {
             continue;
         }
         switch (f.kind) {
@@ -108,7 +107,7 @@ void FaultInjector::apply(int64_t step, int rank, Batch& batch) const {
                 batch.dense = batch.dense.clone();
                 batch.dense.data<float>()[0] = std::nanf("");
                 break;
-            case Fault::Kind::kEvalError:
+            case Fault::Kind::kEvalError:  // before_eval
                 break;
             case Fault::Kind::kBadId: {
                 const KeyedJaggedTensor& kjt = batch.sparse;
