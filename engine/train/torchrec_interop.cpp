@@ -17,11 +17,7 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 }
 
 bool has(const NamedTensors& dense, const std::string& name) {
-    for (const auto& [n, t] : dense) {
-        if (n == name)
-            return true;
-    }
-    return false;
+    return find_tensor(dense, name) != nullptr;
 }
 
 // Layers "<prefix>._mlp.<i>._linear.weight" of an MLP among the parameters.
@@ -213,6 +209,14 @@ DType safetensors_dtype_of(const std::string& name, const std::string& source) {
 }
 
 }  // namespace
+
+const Tensor* find_tensor(const NamedTensors& all, const std::string& name) {
+    for (const auto& [n, t] : all) {
+        if (n == name)
+            return &t;
+    }
+    return nullptr;
+}
 
 std::string torchrec_model_class(const std::string& model_type) {
     if (model_type == "dlrm")

@@ -35,6 +35,9 @@ namespace shardrec::train {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// The tensor named `name` in `all`; nullptr when there is none.
+const Tensor* find_tensor(const NamedTensors& all, const std::string& name);
+
 // "torchrec.models.dlrm.DLRM", "torchrec.models.dlrm.DLRM_DCN",
 // "torchrec.models.deepfm.SimpleDeepFMNN".
 std::string torchrec_model_class(const std::string& model_type);

@@ -28,13 +28,10 @@ fs::path fixture(const std::string& model) {
 }
 
 const Tensor& find(const train::NamedTensors& all, const std::string& name) {
-    for (const auto& [n, t] : all) {
-        if (n == name)
-            return t;
-    }
-    FAIL("no tensor " << name);
-    static Tensor none;
-    return none;
+    const Tensor* t = train::find_tensor(all, name);
+    if (t == nullptr)
+        FAIL("no tensor " << name);
+    return *t;
 }
 
 std::vector<std::string> feature_keys(const Config& config) {

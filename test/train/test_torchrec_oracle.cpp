@@ -45,13 +45,10 @@ std::string preprocess_fixture_data() {
 }
 
 const Tensor& find(const train::NamedTensors& all, const std::string& name) {
-    for (const auto& [n, t] : all) {
-        if (n == name)
-            return t;
-    }
-    FAIL("no tensor " << name);
-    static Tensor none;
-    return none;
+    const Tensor* t = train::find_tensor(all, name);
+    if (t == nullptr)
+        FAIL("no tensor " << name);
+    return *t;
 }
 
 // |got - want| in units of 2^-24 x scale: float32 ulps of a number of that magnitude.
