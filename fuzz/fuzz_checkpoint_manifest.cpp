@@ -8,7 +8,7 @@
 #include <string>
 
 #include "engine/core/error.h"
-#include "engine/data/crc32.h"
+#include "engine/core/crc32.h"
 #include "engine/train/checkpoint_manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         char line[40];
         std::snprintf(line, sizeof(line), "manifest_crc32: 0x%08x\n",
-                      data::crc32(text.data(), text.size()));
+                      crc32(text.data(), text.size()));
         text += line;
     }
     train::CheckpointManifest m;

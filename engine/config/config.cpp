@@ -221,7 +221,7 @@ void Config::visit(FieldVisitor& v) {
     v.section(
         Field("sharding", "how embedding tables are split over ranks"),
         [this](FieldVisitor& s) { sharding.visit(s); },
-        [this](ConfigNode& n) { sharding.resolve(n, model); });
+        [this](ConfigNode& n) { sharding.resolve(n, model, runtime); });
 }
 
 void Config::from_yaml(ConfigNode& node) {

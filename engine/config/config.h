@@ -175,12 +175,29 @@ struct RuntimeConfig {
 // default placement; an entry names a model table and fixes its type, ranks, kernel or widths.
 // With planner: auto the entries constrain the auto planner instead (type, and ranks if given).
 struct ShardingConfig {
+    // The cache of fused_uvm_caching and key_value tables (TorchRec CacheParams). In a table
+    // entry, 0 and "" take the section's values.
+    struct Cache {
+        double load_factor = 0.2;
+        std::string algorithm = "lru";  // lru | lfu
+
+        void visit(FieldVisitor& v, bool entry);
+    };
+
+    // Where key_value tables keep their rows: a file per shard under path/<run id>/.
+    struct Storage {
+        std::string path;
+
+        void visit(FieldVisitor& v);
+    };
+
     struct Table {
         std::string name;            // required: a model table
         std::string sharding_type;   // resolved: sharding.sharding_type (manual); "": any (auto)
         std::string compute_kernel;  // resolved: dense for data_parallel, else the section's
         std::vector<int64_t> ranks;  // the rank of each shard; empty: the default placement
         std::vector<int64_t> column_widths;  // column_wise only; empty: an even split
+        Cache cache{0, ""};                  // resolved: the section's where not given
         std::string location;                // where the entry was read, for later errors
 
         void visit(FieldVisitor& v);
@@ -188,14 +205,20 @@ struct ShardingConfig {
 
     std::string planner = "manual";            // manual | auto
     std::string sharding_type = "table_wise";  // tables without an entry
-    std::string compute_kernel = "fused";      // fused | dense (data_parallel is always dense)
-    std::string plan_file;                     // a saved plan (`shardrec plan --out`)
-    std::string topology;                      // topology YAML for planner: auto
+    std::string compute_kernel = "fused";      // sharding_names.h; data_parallel is always dense
+    Cache cache;
+    Storage storage;
+    std::string plan_file;  // a saved plan (`shardrec plan --out`)
+    std::string topology;   // topology YAML for planner: auto
     std::vector<Table> tables;
 
     void visit(FieldVisitor& v);
-    // Checks entries against the model's tables (did-you-mean) and fills per-table defaults.
-    void resolve(ConfigNode& node, const ModelConfig& model);
+    // Checks entries against the model's tables (did-you-mean) and fills per-table defaults;
+    // the kernels against runtime.device.
+    void resolve(ConfigNode& node, const ModelConfig& model, const RuntimeConfig& runtime);
+    // The kernel and cache of `table` (its entry's, else the section's).
+    std::string kernel_of(const std::string& table) const;
+    const Cache& cache_of(const std::string& table) const;
 };
 
 struct Config {

@@ -11,17 +11,42 @@
 
 namespace shardrec {
 
+void ShardingConfig::Cache::visit(FieldVisitor& v, bool entry) {
+    Field lf("load_factor",
+             "cache slots as a fraction of each shard's rows (fused_uvm_caching, key_value)");
+    Field alg("algorithm",
+              "the row a full cache evicts: lru (least recently used) or lfu (least "
+              "frequently used, ties by recency)");
+    if (entry) {
+        v.field(lf.default_doc("sharding.cache.load_factor").at_least(0).at_most(1), load_factor);
+        v.field(alg.default_doc("sharding.cache.algorithm").one_of({"", "lru", "lfu"}), algorithm);
+    } else {
+        v.field(lf.greater_than(0).at_most(1), load_factor);
+        v.field(alg.one_of({"lru", "lfu"}), algorithm);
+    }
+}
+
+void ShardingConfig::Storage::visit(FieldVisitor& v) {
+    v.field(Field("path",
+                  "key_value tables: a local directory for their row files (a run "
+                  "writes under path/<run id>/ and removes it at its end)"),
+            path);
+}
+
 void ShardingConfig::Table::visit(FieldVisitor& v) {
     v.field(Field("name", "a model table").required(), name);
     v.field(Field("sharding_type", "how the table is split; auto planner: \"\" lets it choose")
                 .default_doc("sharding.sharding_type"),
             sharding_type);
     v.field(Field("compute_kernel",
-                  "fused, or dense: data_parallel's kernel (sharded tables train with the fused "
-                  "optimizer only), refused with any other sharding_type; with the auto "
-                  "planner and no sharding_type, dense makes the table data_parallel")
+                  "fused, fused_uvm, fused_uvm_caching, key_value, or dense: data_parallel's "
+                  "kernel (sharded tables train with the fused optimizer only), refused with any "
+                  "other sharding_type; with the auto planner and no sharding_type, dense makes "
+                  "the table data_parallel")
                 .default_doc("sharding.compute_kernel"),
             compute_kernel);
+    v.section(Field("cache", "this table's cache (fused_uvm_caching, key_value)"),
+              [this](FieldVisitor& s) { cache.visit(s, true); });
     v.field(Field("ranks", "the rank of each shard; empty: the default placement").at_least(0),
             ranks);
     v.field(
@@ -37,11 +62,17 @@ void ShardingConfig::visit(FieldVisitor& v) {
                 .one_of(sharding_type_names()),
             sharding_type);
     v.field(Field("compute_kernel",
-                  "kernel of the tables without one: fused, or dense (data_parallel's kernel: "
-                  "manual planner only with sharding_type data_parallel; auto planner: those "
-                  "tables become data_parallel)")
+                  "kernel of the tables without one: fused (rows in memory); fused_uvm (CUDA: "
+                  "rows in host memory); fused_uvm_caching (CUDA: rows in host memory, a cache "
+                  "in device memory); key_value (CPU: rows on disk under storage.path, a cache "
+                  "in DRAM); dense (data_parallel's kernel: manual planner only with "
+                  "sharding_type data_parallel; auto planner: those tables become data_parallel)")
                 .one_of(compute_kernel_names()),
             compute_kernel);
+    v.section(Field("cache", "the cache of fused_uvm_caching and key_value tables"),
+              [this](FieldVisitor& s) { cache.visit(s, false); });
+    v.section(Field("storage", "the disk tier of key_value tables"),
+              [this](FieldVisitor& s) { storage.visit(s); });
     v.field(Field("plan_file", "a saved plan (`shardrec plan --out`) used as is; \"\": none"),
             plan_file);
     v.field(Field("topology", "topology YAML for the auto planner; \"\": default for the device"),
@@ -100,10 +131,10 @@ void resolve_names(ShardingConfig::Table& t, const ShardingConfig& section, Conf
             node.error_at("compute_kernel", dense_kernel_problem(t.name, t.sharding_type));
         }
     } else if (!parse_compute_kernel(t.compute_kernel)) {
-        node.error_at(
-            "compute_kernel",
-            fmt::format("unknown compute kernel '{}', expected dense or fused{}", t.compute_kernel,
-                        suggestion(t.compute_kernel, compute_kernel_names())));
+        node.error_at("compute_kernel",
+                      fmt::format("unknown compute kernel '{}', expected one of {}{}",
+                                  t.compute_kernel, fmt::join(compute_kernel_names(), ", "),
+                                  suggestion(t.compute_kernel, compute_kernel_names())));
     } else if (dp && t.compute_kernel != "dense") {
         node.error_at("compute_kernel", "data_parallel tables use the dense kernel");
     } else if (!dp && !t.sharding_type.empty() && t.compute_kernel == "dense") {
@@ -141,9 +172,78 @@ void check_shape(const ShardingConfig::Table& t,
     }
 }
 
+// The kernel's tier against the device: the UVM kernels are CUDA's, key_value the CPU's (its
+// cache lives in DRAM).
+std::string kernel_device_problem(const std::string& kernel, const std::string& device) {
+    const bool cuda = device.rfind("cuda", 0) == 0;
+    if (!cuda && (kernel == "fused_uvm" || kernel == "fused_uvm_caching")) {
+        return fmt::format(
+            "{} keeps rows in host memory for a CUDA device, and runtime.device is "
+            "{}: on the CPU, key_value keeps rows on disk with a DRAM cache",
+            kernel, device);
+    }
+    if (cuda && kernel == "key_value") {
+        return fmt::format(
+            "key_value is the CPU's disk tier, and runtime.device is {}: on a "
+            "GPU use fused_uvm_caching (rows in host memory, a cache in device "
+            "memory)",
+            device);
+    }
+    return "";
+}
+
 }  // namespace
 
-void ShardingConfig::resolve(ConfigNode& node, const ModelConfig& model) {
+std::string ShardingConfig::kernel_of(const std::string& table) const {
+    for (const Table& t : tables) {
+        if (t.name == table && !t.compute_kernel.empty())
+            return t.compute_kernel;
+    }
+    return compute_kernel;
+}
+
+const ShardingConfig::Cache& ShardingConfig::cache_of(const std::string& table) const {
+    for (const Table& t : tables) {
+        if (t.name == table)
+            return t.cache;
+    }
+    return cache;
+}
+
+namespace {
+
+// Cache and storage: an entry's cache takes the section's values where it gives none; the
+// kernels fit the device; key_value tables have a storage path.
+void resolve_tiers(ShardingConfig& section, ConfigNode& node, const RuntimeConfig& runtime) {
+    const std::string problem = kernel_device_problem(section.compute_kernel, runtime.device);
+    bool key_value = section.compute_kernel == "key_value";
+    if (!problem.empty() && section.sharding_type != "data_parallel")
+        node.error_at("compute_kernel", problem);
+    ConfigNode list = node.child("tables");
+    for (size_t i = 0; i < section.tables.size(); ++i) {
+        ShardingConfig::Table& t = section.tables[i];
+        if (t.cache.load_factor == 0)
+            t.cache.load_factor = section.cache.load_factor;
+        if (t.cache.algorithm.empty())
+            t.cache.algorithm = section.cache.algorithm;
+        const std::string p = kernel_device_problem(t.compute_kernel, runtime.device);
+        if (!p.empty() && p != problem)
+            list.at(i).error_at("compute_kernel", fmt::format("table '{}': {}", t.name, p));
+        key_value = key_value || t.compute_kernel == "key_value";
+    }
+    if (key_value && section.storage.path.empty()) {
+        node.child("storage").error_at(
+            "path",
+            "key_value tables keep their rows on disk: give sharding.storage.path, a "
+            "local directory");
+    }
+}
+
+}  // namespace
+
+void ShardingConfig::resolve(ConfigNode& node,
+                             const ModelConfig& model,
+                             const RuntimeConfig& runtime) {
     if (!plan_file.empty() && (planner == "auto" || !tables.empty())) {
         node.error_at("plan_file", "a plan file replaces the planner and the table entries");
     }
@@ -183,6 +283,7 @@ void ShardingConfig::resolve(ConfigNode& node, const ModelConfig& model) {
         resolve_names(t, *this, entry);
         check_shape(t, model.tables[model_it->second], entry);
     }
+    resolve_tiers(*this, node, runtime);
 }
 
 }  // namespace shardrec

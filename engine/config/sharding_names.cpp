@@ -49,23 +49,59 @@ const std::vector<std::string>& sharding_type_names() {
     return names;
 }
 
+namespace {
+
+struct KernelName {
+    EmbeddingComputeKernel kernel;
+    const char* name;
+};
+
+constexpr KernelName kKernelNames[] = {
+    {EmbeddingComputeKernel::kDense, "dense"},
+    {EmbeddingComputeKernel::kFused, "fused"},
+    {EmbeddingComputeKernel::kFusedUvm, "fused_uvm"},
+    {EmbeddingComputeKernel::kFusedUvmCaching, "fused_uvm_caching"},
+    {EmbeddingComputeKernel::kKeyValue, "key_value"},
+};
+
+}  // namespace
+
 const char* compute_kernel_name(EmbeddingComputeKernel kernel) {
-    return kernel == EmbeddingComputeKernel::kDense ? "dense" : "fused";
+    for (const KernelName& k : kKernelNames) {
+        if (k.kernel == kernel)
+            return k.name;
+    }
+    return "?";
 }
 
 std::optional<EmbeddingComputeKernel> parse_compute_kernel(const std::string& name) {
-    if (name == "dense") {
-        return EmbeddingComputeKernel::kDense;
-    }
-    if (name == "fused") {
-        return EmbeddingComputeKernel::kFused;
+    for (const KernelName& k : kKernelNames) {
+        if (name == k.name)
+            return k.kernel;
     }
     return std::nullopt;
 }
 
 const std::vector<std::string>& compute_kernel_names() {
-    static const std::vector<std::string> names = {"dense", "fused"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const KernelName& k : kKernelNames)
+            out.emplace_back(k.name);
+        return out;
+    }();
     return names;
+}
+
+const char* cache_algorithm_name(CacheAlgorithm algorithm) {
+    return algorithm == CacheAlgorithm::kLru ? "lru" : "lfu";
+}
+
+std::optional<CacheAlgorithm> parse_cache_algorithm(const std::string& name) {
+    if (name == "lru")
+        return CacheAlgorithm::kLru;
+    if (name == "lfu")
+        return CacheAlgorithm::kLfu;
+    return std::nullopt;
 }
 
 }  // namespace shardrec

@@ -18,7 +18,7 @@
 #include "engine/core/input_file.h"
 #include "engine/core/log.h"
 #include "engine/core/rng.h"
-#include "engine/data/crc32.h"
+#include "engine/core/crc32.h"
 #include "engine/data/criteo_shard.h"
 
 namespace shardrec::data {

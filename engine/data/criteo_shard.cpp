@@ -8,7 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/input_file.h"
-#include "engine/data/crc32.h"
+#include "engine/core/crc32.h"
 
 namespace shardrec::data {
 namespace {

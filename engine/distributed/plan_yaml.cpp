@@ -35,6 +35,8 @@ struct TableEntry {
     std::string compute_kernel;
     std::vector<int64_t> ranks;
     std::vector<ShardEntry> shards;
+    double load_factor = 0.2;
+    std::string algorithm = "lru";
 
     void visit(FieldVisitor& v) {
         v.field(Field("name", "table").required(), name);
@@ -43,6 +45,13 @@ struct TableEntry {
                 compute_kernel);
         v.field(Field("ranks", "rank of each shard").required().at_least(0), ranks);
         v.section_list(Field("shards", "the sharding spec"), section_list_of(shards));
+        const auto kernel = parse_compute_kernel(compute_kernel);
+        v.section(Field("cache_params", "")
+                      .only_if(kernel && is_cached_kernel(*kernel), "the kernel has a cache"),
+                  [this](FieldVisitor& c) {
+                      c.field(Field("load_factor", "").greater_than(0).at_most(1), load_factor);
+                      c.field(Field("algorithm", "").one_of({"lru", "lfu"}), algorithm);
+                  });
     }
 };
 
@@ -94,6 +103,8 @@ void check_world(const PlanFile& file, const PlacementEnv& env, ConfigNode& root
 bool to_sharding(const TableEntry& entry, ConfigNode& node, ParameterSharding& ps) {
     ps.sharding_type = *parse_sharding_type(entry.sharding_type);
     ps.compute_kernel = *parse_compute_kernel(entry.compute_kernel);
+    if (is_cached_kernel(ps.compute_kernel))
+        ps.cache_params = CacheParams{entry.load_factor, *parse_cache_algorithm(entry.algorithm)};
     for (int64_t r : entry.ranks) {
         ps.ranks.push_back(static_cast<int>(std::min<int64_t>(r, 1 << 30)));
     }
@@ -208,6 +219,12 @@ std::string plan_to_yaml(const ShardingPlan& plan, const std::vector<ModelConfig
         out << YAML::Key << "sharding_type" << YAML::Value << sharding_type_name(ps.sharding_type);
         out << YAML::Key << "compute_kernel" << YAML::Value
             << compute_kernel_name(ps.compute_kernel);
+        if (ps.cache_params) {
+            out << YAML::Key << "cache_params" << YAML::Value << YAML::Flow << YAML::BeginMap
+                << YAML::Key << "load_factor" << YAML::Value << ps.cache_params->load_factor
+                << YAML::Key << "algorithm" << YAML::Value
+                << cache_algorithm_name(ps.cache_params->algorithm) << YAML::EndMap;
+        }
         out << YAML::Key << "ranks" << YAML::Value << YAML::Flow << ps.ranks;
         out << YAML::Key << "shards" << YAML::Value << YAML::BeginSeq;
         for (const ShardMetadata& s : ps.sharding_spec) {

@@ -107,15 +107,22 @@ std::vector<Option> enumerate_options(const ModelConfig::Table& t,
     const std::string want = entry ? entry->sharding_type : "";
     // The dense kernel is data_parallel's (TorchRec's planner pairs them too): asking for it
     // narrows the table to data_parallel, as a sharding_type would.
-    const bool dense = (entry ? entry->compute_kernel : section.compute_kernel) == "dense";
+    const std::string kernel_name = entry ? entry->compute_kernel : section.compute_kernel;
+    const bool dense = kernel_name == "dense";
+    // fused_uvm, fused_uvm_caching, key_value: the table is sharded (never data_parallel) and
+    // keeps that kernel.
+    const auto requested = parse_compute_kernel(kernel_name);
+    const bool tiered = requested && !dense && *requested != EmbeddingComputeKernel::kFused;
     const auto allowed = [&](ShardingType type) {
         return (want.empty() || parse_sharding_type(want) == type) &&
-               (!dense || type == ShardingType::kDataParallel);
+               (!dense || type == ShardingType::kDataParallel) &&
+               (!tiered || type != ShardingType::kDataParallel);
     };
     // One kernel per type (ShardingConfig::resolve refuses dense on any other type), so no
     // option is costed with a kernel the run would not train with.
-    const auto kernel_for = [](ShardingType type) {
+    const auto kernel_for = [&](ShardingType type) {
         return type == ShardingType::kDataParallel ? EmbeddingComputeKernel::kDense
+               : tiered                            ? *requested
                                                    : EmbeddingComputeKernel::kFused;
     };
     std::vector<Option> out;
@@ -481,6 +488,8 @@ ShardingPlan EmbeddingShardingPlanner::plan(const Config& config) const {
             throw time_first;
         }
     }
+    for (auto& [name, ps] : plan.tables)
+        set_cache_params(ps, config.sharding, name);
     check_plan(plan, config.model.tables);
     return plan;
 }

@@ -1,6 +1,7 @@
 #include "engine/distributed/planner_estimate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 
 #include "engine/core/error.h"
@@ -162,6 +163,8 @@ double CostModel::state_bytes_per_row(const std::string& sparse_optimizer) {
 
 CostModel::CostModel(const Config& config, const Topology& topology)
     : topology_(topology), batch_size_(config.data.batch_size) {
+    for (const ModelConfig::Table& t : config.model.tables)
+        load_factor_[t.name] = config.sharding.cache_of(t.name).load_factor;
     const std::string& sparse = config.optimizer.sparse.type;
     state_bytes_per_element_ = state_bytes_per_element(sparse);
     state_bytes_per_row_ = state_bytes_per_row(sparse);
@@ -205,6 +208,11 @@ double CostModel::shard_storage_bytes(const ModelConfig::Table& table,
     const double c = static_cast<double>(cols);
     const double row =
         c * element_bytes(table.data_type) + state_bytes_per_element_ * c + state_bytes_per_row_;
+    // A cached table holds its cache here (the rows live in the slower tier); fused_uvm none.
+    if (is_cached_kernel(kernel))
+        return std::ceil(r * load_factor_.at(table.name)) * row;
+    if (kernel == EmbeddingComputeKernel::kFusedUvm)
+        return 0;
     return r * row + (kernel == EmbeddingComputeKernel::kDense ? r * c * 4.0 : 0.0);
 }
 

@@ -34,6 +34,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -130,6 +131,7 @@ private:
     double state_bytes_per_row_;
     double dense_state_factor_;
     RankCost dense_;
+    std::map<std::string, double> load_factor_;  // per table: its cache's load factor
 };
 
 // Per-rank cost of a whole plan (tables plus the dense part).

@@ -2,10 +2,14 @@
 // (shard inspection for tests and checkpoints: sharded_embedding_bag_collection_state.cpp).
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <tuple>
 
+#include "comm/mpi_env.h"
 #include "comm/staged_process_group.h"
 #include "engine/core/allocator.h"
 #include "engine/core/profile.h"
@@ -23,9 +27,16 @@ namespace {
 // The shard's bags where its kernels run: the host views themselves, or copies on the device of
 // its rows (in the stream's order).
 void place_bags(ShardedEmbeddingBagCollection::ShardLookup& s, Stream& stream) {
+    if (s.cached) {  // the batch's rows into the cache, its ids into slots
+        s.cached->prefetch(s.ids, s.slot_ids);
+        s.weights = s.cached->weights;
+        s.state1 = s.cached->state1;
+        s.state2 = s.cached->state2;
+        s.table_offsets = s.cached->table_offsets;
+    }
     const Device device = s.weights.device();
     if (device.is_cpu()) {
-        s.k_ids = s.ids;
+        s.k_ids = s.cached ? s.slot_ids : s.ids;
         s.k_offsets = s.offsets;
         s.k_psw = s.psw;
         return;
@@ -130,6 +141,8 @@ void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
         s.k_psw.defined() ? &s.k_psw : nullptr, s.mode, optim, s.weights,
         s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
         s.workspace, stream);
+    if (s.cached)
+        s.cached->mark_updated();
 }
 
 }  // namespace
@@ -142,7 +155,8 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     uint64_t seed,
     const kernels::FusedOptimizerParams& optimizer,
     Device device,
-    std::shared_ptr<comm::ProcessGroup> device_pg)
+    std::shared_ptr<comm::ProcessGroup> device_pg,
+    std::string storage_dir)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
       position_weighted_(make_position_weighted_module(tables_)),
@@ -150,7 +164,12 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
       plan_(plan),
       pg_(std::move(pg)),
       device_pg_(std::move(device_pg)),
-      optimizer_(optimizer) {
+      optimizer_(optimizer),
+      storage_dir_(storage_dir.empty()
+                       ? ""
+                       : (std::filesystem::path(storage_dir) /
+                          fmt::format("shardrec-{}-{}", comm::process_info().host, ::getpid()))
+                             .string()) {
     SR_CHECK(plan.env.world_size == pg_->size(),
              "the sharding plan is for {} ranks, but {} ranks are running", plan.env.world_size,
              pg_->size());
@@ -178,7 +197,13 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     }
 }
 
-ShardedEmbeddingBagCollection::~ShardedEmbeddingBagCollection() = default;
+// The key_value files are scratch (checkpoints hold the rows): they go with the collection.
+ShardedEmbeddingBagCollection::~ShardedEmbeddingBagCollection() {
+    if (!storage_dir_.empty() && std::filesystem::exists(storage_dir_)) {
+        std::error_code ec;
+        std::filesystem::remove_all(storage_dir_, ec);
+    }
+}
 
 // ---- building the shards ----
 
@@ -188,7 +213,48 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
                 const EmbeddingBagConfig& table,
                 uint64_t seed,
                 const kernels::FusedOptimizerParams& optim,
-                Device device) {
+                Device device,
+                const ParameterSharding& ps,
+                const std::string& storage_dir,
+                int rank) {
+    if (ps.compute_kernel == EmbeddingComputeKernel::kKeyValue) {
+        SR_CHECK(device.is_cpu(), "table '{}': key_value tables are for the CPU, not {}",
+                 table.name, device.str());
+        SR_CHECK(!storage_dir.empty(), "table '{}' is key_value: give sharding.storage.path",
+                 table.name);
+        std::error_code ec;
+        std::filesystem::create_directories(storage_dir, ec);
+        SR_CHECK(!ec,
+                 "table '{}' is key_value: cannot create its storage directory {} on rank {}: {}",
+                 table.name, storage_dir, rank, ec.message());
+        CachedEmbeddingShard::Layout layout;
+        layout.table = table.name;
+        layout.table_index = s.table;
+        layout.num_embeddings = table.num_embeddings;
+        layout.row_offset = s.row_offset;
+        layout.rows = s.rows;
+        layout.col_offset = s.col_offset;
+        layout.cols = s.cols;
+        layout.dtype = table.data_type;
+        layout.seed = seed;
+        layout.rank = rank;
+        const std::string path =
+            (std::filesystem::path(storage_dir) /
+             fmt::format("{}.r{}.c{}.kv", table.name, s.row_offset, s.col_offset))
+                .string();
+        s.cached = std::make_unique<CachedEmbeddingShard>(layout, *ps.cache_params, optim, path);
+        s.weights = s.cached->weights;
+        s.state1 = s.cached->state1;
+        s.state2 = s.cached->state2;
+        s.table_offsets = s.cached->table_offsets;
+        s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32, device);
+        return;
+    }
+    SR_CHECK(ps.compute_kernel == EmbeddingComputeKernel::kFused ||
+                 ps.compute_kernel == EmbeddingComputeKernel::kDense,
+             "table '{}': the {} compute kernel is not implemented yet; use fused (rows in device "
+             "memory)",
+             table.name, compute_kernel_name(ps.compute_kernel));
     const std::string label = fmt::format(
         "the shard of table '{}' at rows {}, columns {} of shape [{}, {}] with its "
         "optimizer state",
@@ -327,7 +393,8 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
     }
     for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (ShardLookup& s : g->local) {
-            init_shard(s, tables_[static_cast<size_t>(s.table)], seed, optimizer_, device_);
+            const EmbeddingBagConfig& table = tables_[static_cast<size_t>(s.table)];
+            init_shard(s, table, seed, optimizer_, device_, plan.at(table.name), storage_dir_, me);
         }
     }
     // The position weights of each received key of a position-weighted shard.

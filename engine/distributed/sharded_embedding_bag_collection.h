@@ -29,6 +29,9 @@
 // state of a column-wise shard the same way): under column_wise with several shards a row's
 // columns scale by different accumulators, so that combination is not invariant to the column
 // split; one column shard, and every other type, is (test_sharding_invariance_exact.cpp).
+// key_value tables (CPU): a shard's rows live in a file under storage_dir with a DRAM cache
+// (engine/modules/cached_embedding_shard.h); its lookups and updates run on the cache's slots,
+// with the same numbers as rows in memory.
 // Letters: B local batch, Bg global batch (sum over ranks), F features, D columns.
 #pragma once
 
@@ -42,6 +45,7 @@
 #include "engine/distributed/kjt_all_to_all.h"
 #include "engine/distributed/pooled_embeddings.h"
 #include "engine/distributed/sharding_plan.h"
+#include "engine/modules/cached_embedding_shard.h"
 #include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/embedding_config.h"
 #include "engine/modules/position_weighted.h"
@@ -59,7 +63,8 @@ public:
                                   uint64_t seed,
                                   const kernels::FusedOptimizerParams& optimizer,
                                   Device device = Device::cpu(),
-                                  std::shared_ptr<comm::ProcessGroup> device_pg = nullptr);
+                                  std::shared_ptr<comm::ProcessGroup> device_pg = nullptr,
+                                  std::string storage_dir = "");
     ~ShardedEmbeddingBagCollection() override;
 
     KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu()) override;
@@ -118,6 +123,11 @@ public:
 
     const ShardingPlan& plan() const { return plan_; }
 
+    // key_value shards: each one's cache counters, "table@row_offset.col_offset" -> stats.
+    std::vector<std::pair<std::string, CacheStats>> cache_stats() const;
+    // Bytes the key_value shards of this rank hold on disk.
+    int64_t storage_disk_bytes() const;
+
     int64_t parameter_bytes() const override;  // the shards on this rank
     int64_t optimizer_state_bytes() const override;
 
@@ -173,6 +183,7 @@ private:
     Tensor mean_lengths_buf_;  // grow-only storage of mean_lengths_ on a CUDA device
     std::optional<HostToDeviceStager> mean_stager_;
     std::unique_ptr<InputDist> pipelined_;  // set_pipelined_input
+    std::string storage_dir_;  // key_value shards' files: <storage.path>/shardrec-<host>-<pid>
 };
 
 }  // namespace shardrec

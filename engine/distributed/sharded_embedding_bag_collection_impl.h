@@ -10,6 +10,7 @@
 #include "engine/distributed/bucketize.h"
 #include "engine/distributed/kjt_all_gather.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
+#include "engine/modules/cached_embedding_shard.h"
 #include "kernels/embedding_bag.h"
 
 namespace shardrec {
@@ -30,9 +31,14 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
     int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;
     PoolingMode mode = PoolingMode::kSum;
     int64_t first_key = 0, num_keys = 0;  // contiguous keys of the received KJT
-    Tensor weights, state1, state2;       // [rows, cols], optimizer state
-    Tensor table_offsets;                 // [2] i64: {0, rows}
-    Tensor feature_table;                 // [num_keys] i32 zeros
+    // [rows, cols] and optimizer state; a cached shard: its cache's slots, {0, capacity}.
+    Tensor weights, state1, state2;
+    Tensor table_offsets;  // [2] i64: {0, rows}
+    // key_value: the rows on disk and their cache; the kernels see the cache slots, and the
+    // bags' ids translated into them (slot_ids).
+    std::unique_ptr<CachedEmbeddingShard> cached;
+    Tensor slot_ids;
+    Tensor feature_table;  // [num_keys] i32 zeros
     kernels::EmbeddingBackwardWorkspace workspace;
     Tensor ids, offsets, psw;  // the latest forward's bags of this shard (host)
     // What the kernels read: ids, offsets, psw themselves on the cpu, their copies on a CUDA

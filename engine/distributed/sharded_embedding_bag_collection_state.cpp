@@ -12,7 +12,15 @@ Tensor ShardedEmbeddingBagCollection::unsharded_weight(int64_t table) const {
     auto place = [&](const ShardLookup& s) {
         SR_CHECK(s.weights.dtype() == DType::kF32, "unsharded_weight: table '{}' is stored as {}",
                  cfg.name, dtype_name(s.weights.dtype()));
-        const Tensor host = s.weights.device().is_cpu() ? s.weights : s.weights.to(Device::cpu());
+        Tensor host = s.weights.device().is_cpu() ? s.weights : s.weights.to(Device::cpu());
+        if (s.cached) {  // every row, through the store
+            s.cached->flush();
+            std::vector<int64_t> rows(static_cast<size_t>(s.rows));
+            for (int64_t r = 0; r < s.rows; ++r)
+                rows[static_cast<size_t>(r)] = r;
+            std::vector<Tensor> states;
+            s.cached->read_rows(rows, host, states);
+        }
         const float* src = host.data<float>();
         for (int64_t r = 0; r < s.rows; ++r) {
             for (int64_t c = 0; c < s.cols; ++c) {
@@ -47,10 +55,13 @@ std::vector<EmbeddingShardState> ShardedEmbeddingBagCollection::shard_states() {
             st.col_offset = s.col_offset;
             st.cols = s.cols;
             st.replicated = g == data_parallel_.get();
-            st.weight = s.weights;
-            for (const Tensor* state : {&s.state1, &s.state2}) {
-                if (state->defined())
-                    st.optimizer_state.push_back(*state);
+            st.cached = s.cached.get();
+            if (!s.cached) {
+                st.weight = s.weights;
+                for (const Tensor* state : {&s.state1, &s.state2}) {
+                    if (state->defined())
+                        st.optimizer_state.push_back(*state);
+                }
             }
             st.optimizer_step = &s.step;
             out.push_back(std::move(st));
@@ -59,11 +70,35 @@ std::vector<EmbeddingShardState> ShardedEmbeddingBagCollection::shard_states() {
     return out;
 }
 
+std::vector<std::pair<std::string, CacheStats>> ShardedEmbeddingBagCollection::cache_stats() const {
+    std::vector<std::pair<std::string, CacheStats>> out;
+    for (const Group* g : {entries_.get(), row_wise_.get()}) {
+        for (const ShardLookup& s : g->local) {
+            if (s.cached) {
+                out.emplace_back(fmt::format("{}@{}.{}", tables_[static_cast<size_t>(s.table)].name,
+                                             s.row_offset, s.col_offset),
+                                 s.cached->stats());
+            }
+        }
+    }
+    return out;
+}
+
+int64_t ShardedEmbeddingBagCollection::storage_disk_bytes() const {
+    int64_t n = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get()}) {
+        for (const ShardLookup& s : g->local)
+            n += s.cached ? s.cached->disk_bytes() : 0;
+    }
+    return n;
+}
+
+// A key_value shard's memory is its cache (rows and state together, counted here).
 int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
     int64_t n = 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (const ShardLookup& s : g->local)
-            n += static_cast<int64_t>(s.weights.nbytes());
+            n += s.cached ? s.cached->cache_bytes() : static_cast<int64_t>(s.weights.nbytes());
     }
     return n;
 }
@@ -72,6 +107,8 @@ int64_t ShardedEmbeddingBagCollection::optimizer_state_bytes() const {
     int64_t n = 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (const ShardLookup& s : g->local) {
+            if (s.cached)
+                continue;
             if (s.state1.defined())
                 n += static_cast<int64_t>(s.state1.nbytes());
             if (s.state2.defined())

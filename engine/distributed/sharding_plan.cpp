@@ -71,6 +71,15 @@ std::vector<int> to_int(const std::vector<int64_t>& values) {
 
 }  // namespace
 
+void set_cache_params(ParameterSharding& ps,
+                      const ShardingConfig& sharding,
+                      const std::string& table) {
+    if (!is_cached_kernel(ps.compute_kernel))
+        return;
+    const ShardingConfig::Cache& c = sharding.cache_of(table);
+    ps.cache_params = CacheParams{c.load_factor, *parse_cache_algorithm(c.algorithm)};
+}
+
 const ParameterSharding& ShardingPlan::at(const std::string& table) const {
     const auto it = tables.find(table);
     if (it == tables.end()) {
@@ -126,8 +135,10 @@ ShardingPlan manual_plan(const ModelConfig& model,
             errors.push_back(fmt::format("{}: {}", where, problem));
             continue;
         }
-        plan.tables[table.name] = make_parameter_sharding(*type, *kernel, table.num_embeddings,
-                                                          table.embedding_dim, ranks, widths, env);
+        ParameterSharding& ps = plan.tables[table.name];
+        ps = make_parameter_sharding(*type, *kernel, table.num_embeddings, table.embedding_dim,
+                                     ranks, widths, env);
+        set_cache_params(ps, sharding, table.name);
     }
     if (!errors.empty()) {
         throw Error(

@@ -52,6 +52,11 @@ struct ShardingPlan {
     bool operator!=(const ShardingPlan& other) const { return !(*this == other); }
 };
 
+// The cache of a fused_uvm_caching or key_value table from the config (nothing for others).
+void set_cache_params(ParameterSharding& ps,
+                      const ShardingConfig& sharding,
+                      const std::string& table);
+
 // The plan of sharding.planner: manual for env (see the rules above). Throws one Error listing
 // every entry that does not fit the world, each with its config file:line.
 ShardingPlan manual_plan(const ModelConfig& model,

@@ -161,7 +161,8 @@ std::vector<ShardMetadata> ParameterSharding::shards_on(int rank) const {
 
 bool ParameterSharding::operator==(const ParameterSharding& other) const {
     return sharding_type == other.sharding_type && compute_kernel == other.compute_kernel &&
-           ranks == other.ranks && sharding_spec == other.sharding_spec;
+           ranks == other.ranks && sharding_spec == other.sharding_spec &&
+           cache_params == other.cache_params;
 }
 
 int64_t row_block_size(int64_t rows, int64_t num_shards) {

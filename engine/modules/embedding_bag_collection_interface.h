@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/core/stream.h"
+#include "engine/modules/cached_embedding_shard.h"
 #include "engine/modules/module.h"
 #include "engine/sparse/keyed_jagged_tensor.h"
 #include "engine/sparse/keyed_tensor.h"
@@ -21,7 +22,10 @@ struct EmbeddingShardState {
     int64_t table = 0;  // index into the collection's tables
     int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;  // place in the [E, D] table
     bool replicated = false;  // data_parallel: every rank holds the same whole table
-    Tensor weight;            // [rows, cols], the table's dtype
+    // A key_value shard: its rows are read and written through `cached` (flush it first), and
+    // weight and optimizer_state are undefined.
+    CachedEmbeddingShard* cached = nullptr;
+    Tensor weight;  // [rows, cols], the table's dtype
     // As kernels/embedding_optimizer.h: none (sgd), {G [rows, cols]} (adagrad), {G [rows]}
     // (row-wise adagrad: per row of this shard's columns), {m, v [rows, cols]} (adam). f32.
     std::vector<Tensor> optimizer_state;

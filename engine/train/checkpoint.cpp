@@ -14,7 +14,7 @@
 
 #include "engine/core/durable_file.h"
 #include "engine/core/log.h"
-#include "engine/data/crc32.h"
+#include "engine/core/crc32.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/train/checkpoint_collective.h"
 #include "engine/train/trainer.h"
@@ -45,7 +45,7 @@ CheckpointFile write_tensor_file(const fs::path& dir,
     const int err = errno;
     const bool closed = std::fclose(f) == 0;
     SR_CHECK(ok && closed, "checkpoint: writing {} failed: {}", path.string(), std::strerror(err));
-    return {rel, static_cast<int64_t>(n), data::crc32(t.data_ptr(), n)};
+    return {rel, static_cast<int64_t>(n), crc32(t.data_ptr(), n)};
 }
 
 // ---- what is saved ----
@@ -301,7 +301,7 @@ std::string verify_checkpoint_files(const std::string& dir,
         int64_t bytes = 0;
         while (in) {
             in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-            crc = data::crc32(buffer.data(), static_cast<size_t>(in.gcount()), crc);
+            crc = crc32(buffer.data(), static_cast<size_t>(in.gcount()), crc);
             bytes += in.gcount();
         }
         if (bytes != f.bytes) {

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
-#include "engine/data/crc32.h"
+#include "engine/core/crc32.h"
 
 namespace shardrec::train {
 namespace {
@@ -242,7 +242,7 @@ std::string manifest_to_yaml(const CheckpointManifest& m) {
     out << root;
     const std::string text = std::string(out.c_str()) + "\n";
     return text +
-           fmt::format("{} {}\n", kChecksumKey, crc_text(data::crc32(text.data(), text.size())));
+           fmt::format("{} {}\n", kChecksumKey, crc_text(crc32(text.data(), text.size())));
 }
 
 namespace {
@@ -325,7 +325,7 @@ CheckpointManifest parse_manifest(const std::string& text, const std::string& so
     if (has_checksum) {
         const size_t line = at == std::string::npos ? 0 : at + 1;
         const std::string value = text.substr(line + std::strlen(kChecksumKey));
-        const uint32_t found = data::crc32(text.data(), line);
+        const uint32_t found = crc32(text.data(), line);
         uint32_t expected = 0;
         const bool parsed = std::sscanf(value.c_str(), " 0x%8x", &expected) == 1;
         SR_CHECK(parsed && expected == found,

@@ -106,17 +106,21 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     const std::shared_ptr<comm::ProcessGroup>& device_pg) {
     const auto optimizer = sparse_optimizer_params(config.optimizer.sparse);
     const auto seed = static_cast<uint64_t>(config.train.seed);
-    if (pg == nullptr)
+    bool tiered = false;  // a kernel only the sharded collection has
+    for (const ModelConfig::Table& t : config.model.tables)
+        tiered = tiered || config.sharding.kernel_of(t.name) == "key_value";
+    if (pg == nullptr && !tiered)
         return make_embedding_bag_collection(config.model, seed, optimizer, device);
+    const std::shared_ptr<comm::ProcessGroup> group = pg ? pg : comm::world_process_group();
     Topology topology =
-        resolve_topology(config.sharding.topology, config.runtime.device, pg->size());
-    topology.local_size = std::min(comm::process_info().local_size, pg->size());
+        resolve_topology(config.sharding.topology, config.runtime.device, group->size());
+    topology.local_size = std::min(comm::process_info().local_size, group->size());
     const ShardingPlan plan = make_sharding_plan(config, topology);
-    log::root().info("sharding plan for {} ranks:\n{}", pg->size(),
+    log::root().info("sharding plan for {} ranks:\n{}", group->size(),
                      plan_table(plan, config.model.tables, PlanTableOptions{}));
-    return std::make_unique<ShardedEmbeddingBagCollection>(embedding_bag_configs(config.model),
-                                                           is_weighted(config.model), plan, pg,
-                                                           seed, optimizer, device, device_pg);
+    return std::make_unique<ShardedEmbeddingBagCollection>(
+        embedding_bag_configs(config.model), is_weighted(config.model), plan, group, seed,
+        optimizer, device, device_pg, config.sharding.storage.path);
 }
 
 // device's tensors over pg's ranks: NCCL when every rank has a GPU of its own, else MPI through

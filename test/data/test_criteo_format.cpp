@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "engine/core/error.h"
-#include "engine/data/crc32.h"
+#include "engine/core/crc32.h"
 #include "engine/data/criteo_record.h"
 #include "engine/data/criteo_shard.h"
 #include "engine/data/criteo_tsv.h"

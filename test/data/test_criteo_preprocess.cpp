@@ -15,7 +15,7 @@
 
 #include "engine/core/error.h"
 #include "engine/data/batch_prefetcher.h"
-#include "engine/data/crc32.h"
+#include "engine/core/crc32.h"
 #include "engine/data/criteo_binary_dataset.h"
 #include "engine/data/criteo_preprocess.h"
 #include "engine/data/criteo_shard.h"

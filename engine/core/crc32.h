@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace shardrec::data {
+namespace shardrec {
 
 // The CRC of `size` bytes continuing from `crc` (0 to start): crc32(b, crc32(a)) == crc32(a + b).
 uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);
 
-}  // namespace shardrec::data
+}  // namespace shardrec

@@ -1,10 +1,10 @@
 // Slicing-by-4 table CRC-32: about four times the byte-at-a-time speed, still a few lines.
-#include "engine/data/crc32.h"
+#include "engine/core/crc32.h"
 
 #include <array>
 #include <cstring>
 
-namespace shardrec::data {
+namespace shardrec {
 namespace {
 
 using Tables = std::array<std::array<uint32_t, 256>, 4>;
@@ -53,4 +53,4 @@ uint32_t crc32(const void* data, size_t size, uint32_t crc) {
     return ~crc;
 }
 
-}  // namespace shardrec::data
+}  // namespace shardrec

@@ -1,0 +1,412 @@
+#include "engine/modules/cached_embedding_shard.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "engine/core/error.h"
+#include "engine/modules/embedding_config.h"
+
+namespace shardrec {
+
+namespace {
+
+constexpr int64_t kMaxWays = 32;
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser: spreads nearby ids over the sets
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+std::string owner_of(const CachedEmbeddingShard::Layout& l) {
+    return fmt::format("table '{}' rows [{}, {}) columns [{}, {}) on rank {}", l.table,
+                       l.row_offset, l.row_offset + l.rows, l.col_offset, l.col_offset + l.cols,
+                       l.rank);
+}
+
+bool state1_per_row(const kernels::FusedOptimizerParams& o) {
+    return o.type == kernels::OptimType::kExactRowWiseAdagrad;
+}
+
+}  // namespace
+
+CachedEmbeddingShard::CachedEmbeddingShard(const Layout& layout,
+                                           const CacheParams& cache,
+                                           const kernels::FusedOptimizerParams& optim,
+                                           const std::string& path)
+    : layout_(layout),
+      optim_(optim),
+      algorithm_(cache.algorithm),
+      store_(path, owner_of(layout), layout.rows, [&] {
+          const int64_t n = kernels::optim_num_states(optim.type);
+          const int64_t s1 = n >= 1 ? (state1_per_row(optim) ? 4 : layout.cols * 4) : 0;
+          const int64_t s2 = n >= 2 ? layout.cols * 4 : 0;
+          return std::max<int64_t>(
+              1, layout.cols * static_cast<int64_t>(dtype_size(layout.dtype)) + s1 + s2);
+      }()) {
+    const auto wanted = static_cast<int64_t>(
+        std::ceil(cache.load_factor * static_cast<double>(std::max<int64_t>(layout.rows, 1))));
+    ways_ = std::min(kMaxWays, std::max<int64_t>(wanted, 1));
+    sets_ = (std::max<int64_t>(wanted, 1) + ways_ - 1) / ways_;
+    slots_ = sets_ * ways_;
+    slot_row_.assign(static_cast<size_t>(slots_), -1);
+    slot_tick_.assign(static_cast<size_t>(slots_), 0);
+    slot_count_.assign(static_cast<size_t>(slots_), 0);
+    slot_dirty_.assign(static_cast<size_t>(slots_), 0);
+    ensure_capacity(slots_);
+}
+
+int64_t CachedEmbeddingShard::payload_bytes() const {
+    return store_.payload_bytes();
+}
+
+void CachedEmbeddingShard::ensure_capacity(int64_t capacity) {
+    if (capacity <= capacity_)
+        return;
+    // Grown by half again at least, so a growing overflow reallocates O(log) times.
+    const int64_t grown = capacity_ == 0 ? capacity : std::max(capacity, capacity_ + capacity_ / 2);
+    const int64_t cols = layout_.cols;
+    auto regrow = [&](Tensor& t, const Shape& shape, DType dtype) {
+        Tensor fresh = Tensor::empty(shape, dtype);
+        if (t.defined())
+            std::memcpy(fresh.data_ptr(), t.data_ptr(), t.nbytes());
+        t = fresh;
+    };
+    regrow(weights, {grown, cols}, layout_.dtype);
+    const int n = kernels::optim_num_states(optim_.type);
+    if (n >= 1)
+        regrow(state1, state1_per_row(optim_) ? Shape{grown} : Shape{grown, cols}, DType::kF32);
+    if (n >= 2)
+        regrow(state2, {grown, cols}, DType::kF32);
+    capacity_ = grown;
+    table_offsets = Tensor::from_vector<int64_t>({0, capacity_});
+}
+
+int64_t CachedEmbeddingShard::cache_bytes() const {
+    int64_t n = static_cast<int64_t>(weights.nbytes());
+    for (const Tensor* s : {&state1, &state2})
+        n += s->defined() ? static_cast<int64_t>(s->nbytes()) : 0;
+    return n + slots_ * 25;  // the index: row, tick, count, dirty
+}
+
+// ---- moving rows ----
+
+void CachedEmbeddingShard::copy_out(int64_t slot, char* p) const {
+    const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
+    std::memcpy(p, static_cast<const char*>(weights.data_ptr()) + slot * w, w);
+    p += w;
+    for (const Tensor* s : {&state1, &state2}) {
+        if (!s->defined())
+            continue;
+        const size_t b = s->dim() == 1 ? 4 : static_cast<size_t>(layout_.cols) * 4;
+        std::memcpy(p, static_cast<const char*>(s->data_ptr()) + slot * b, b);
+        p += b;
+    }
+}
+
+void CachedEmbeddingShard::copy_in(int64_t slot, const char* p) {
+    const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
+    std::memcpy(static_cast<char*>(weights.data_ptr()) + slot * w, p, w);
+    p += w;
+    for (Tensor* s : {&state1, &state2}) {
+        if (!s->defined())
+            continue;
+        const size_t b = s->dim() == 1 ? 4 : static_cast<size_t>(layout_.cols) * 4;
+        std::memcpy(static_cast<char*>(s->data_ptr()) + slot * b, p, b);
+        p += b;
+    }
+}
+
+float CachedEmbeddingShard::state1_initial() const {
+    // As kernels::make_optimizer_states: Adagrad's sum of squares starts at
+    // initial_accumulator_value, Adam's moments at 0.
+    const bool adagrad = optim_.type == kernels::OptimType::kExactAdagrad ||
+                         optim_.type == kernels::OptimType::kExactRowWiseAdagrad;
+    return adagrad ? optim_.initial_accumulator_value : 0.f;
+}
+
+void CachedEmbeddingShard::init_slot(int64_t slot, int64_t row) {
+    Tensor w = weights.slice(slot, slot + 1);
+    init_embedding_rows(w, layout_.seed, layout_.table_index, layout_.row_offset + row,
+                        layout_.col_offset, layout_.num_embeddings);
+    if (state1.defined()) {
+        const int64_t n = state1.dim() == 1 ? 1 : layout_.cols;
+        std::fill_n(state1.data<float>() + slot * n, n, state1_initial());
+    }
+    if (state2.defined())
+        std::fill_n(state2.data<float>() + slot * layout_.cols, layout_.cols, 0.f);
+}
+
+void CachedEmbeddingShard::init_payload(int64_t row, char* p) const {
+    Tensor w = Tensor::empty({1, layout_.cols}, layout_.dtype);
+    init_embedding_rows(w, layout_.seed, layout_.table_index, layout_.row_offset + row,
+                        layout_.col_offset, layout_.num_embeddings);
+    std::memcpy(p, w.data_ptr(), w.nbytes());
+    p += w.nbytes();
+    if (state1.defined()) {
+        const float v = state1_initial();
+        for (int64_t c = 0; c < (state1.dim() == 1 ? 1 : layout_.cols); ++c, p += 4)
+            std::memcpy(p, &v, 4);
+    }
+    if (state2.defined())
+        std::memset(p, 0, static_cast<size_t>(layout_.cols) * 4);
+}
+
+// ---- the cache ----
+
+int64_t CachedEmbeddingShard::victim(int64_t set) const {
+    int64_t best = -1;
+    for (int64_t s = set * ways_; s < (set + 1) * ways_; ++s) {
+        if (slot_row_[static_cast<size_t>(s)] < 0)
+            return s;
+        if (slot_tick_[static_cast<size_t>(s)] == tick_)
+            continue;  // locked: the current batch uses it
+        if (best < 0) {
+            best = s;
+            continue;
+        }
+        const auto i = static_cast<size_t>(s), b = static_cast<size_t>(best);
+        const bool better = algorithm_ == CacheAlgorithm::kLru
+                                ? slot_tick_[i] < slot_tick_[b]
+                                : std::make_pair(slot_count_[i], slot_tick_[i]) <
+                                      std::make_pair(slot_count_[b], slot_tick_[b]);
+        if (better)
+            best = s;
+    }
+    return best;
+}
+
+void CachedEmbeddingShard::retire_overflow() {
+    if (overflow_rows_.empty())
+        return;
+    evict_rows_.clear();
+    evict_buf_.clear();
+    const int64_t pb = payload_bytes();
+    for (size_t i = 0; i < overflow_rows_.size(); ++i) {
+        if (!overflow_dirty_[i])
+            continue;
+        evict_rows_.push_back(overflow_rows_[i]);
+        evict_buf_.resize(evict_rows_.size() * static_cast<size_t>(pb));
+        copy_out(slots_ + static_cast<int64_t>(i),
+                 evict_buf_.data() + (evict_rows_.size() - 1) * static_cast<size_t>(pb));
+    }
+    store_.write(evict_rows_.data(), static_cast<int64_t>(evict_rows_.size()), evict_buf_.data());
+    stats_.bytes_out += static_cast<int64_t>(evict_rows_.size()) * pb;
+    overflow_rows_.clear();
+    overflow_slot_.clear();
+    overflow_dirty_.clear();
+}
+
+void CachedEmbeddingShard::prefetch(const Tensor& ids, Tensor& slots) {
+    SR_CHECK(ids.dtype() == DType::kI64 && ids.dim() == 1 && ids.device().is_cpu(),
+             "key_value table '{}': ids must be a host [N] i64 tensor, got {}", layout_.table,
+             ids.str());
+    retire_overflow();
+    ++tick_;
+    const int64_t n = ids.numel();
+    slots = grow_prefix(slots, n, DType::kI64);
+    const int64_t* id = ids.data<int64_t>();
+    int64_t* out = slots.data<int64_t>();
+    const int64_t pb = payload_bytes();
+    batch_slots_.clear();
+    evict_rows_.clear();
+    evict_buf_.clear();
+    fill_rows_.clear();
+    fill_slots_.clear();
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = id[i];
+        SR_CHECK(row >= 0 && row < layout_.rows,
+                 "table '{}': id {} is outside its shard's rows [0, {}) (rows [{}, {}) of the "
+                 "table, on rank {})",
+                 layout_.table, row, layout_.rows, layout_.row_offset,
+                 layout_.row_offset + layout_.rows, layout_.rank);
+        const int64_t set =
+            static_cast<int64_t>(mix(static_cast<uint64_t>(row)) % static_cast<uint64_t>(sets_));
+        int64_t slot = -1;
+        for (int64_t s = set * ways_; s < (set + 1) * ways_; ++s) {
+            if (slot_row_[static_cast<size_t>(s)] == row) {
+                slot = s;
+                break;
+            }
+        }
+        if (slot >= 0) {
+            auto& tick = slot_tick_[static_cast<size_t>(slot)];
+            if (tick != tick_) {
+                tick = tick_;
+                batch_slots_.push_back(slot);
+            }
+            ++slot_count_[static_cast<size_t>(slot)];
+            out[i] = slot;
+            continue;
+        }
+        const auto over = overflow_slot_.find(row);
+        if (over != overflow_slot_.end()) {
+            out[i] = over->second;
+            continue;
+        }
+        ++stats_.misses;
+        slot = victim(set);
+        if (slot < 0) {  // every way of the set is locked
+            slot = slots_ + static_cast<int64_t>(overflow_rows_.size());
+            overflow_rows_.push_back(row);
+            overflow_dirty_.push_back(0);
+            overflow_slot_.emplace(row, slot);
+            ensure_capacity(slot + 1);
+            ++stats_.overflow;
+        } else {
+            const auto s = static_cast<size_t>(slot);
+            if (slot_row_[s] >= 0 && slot_dirty_[s]) {
+                evict_rows_.push_back(slot_row_[s]);
+                evict_buf_.resize(evict_rows_.size() * static_cast<size_t>(pb));
+                copy_out(slot,
+                         evict_buf_.data() + (evict_rows_.size() - 1) * static_cast<size_t>(pb));
+            }
+            slot_row_[s] = row;
+            slot_tick_[s] = tick_;
+            slot_count_[s] = 1;
+            slot_dirty_[s] = 0;
+        }
+        batch_slots_.push_back(slot);
+        fill_rows_.push_back(row);
+        fill_slots_.push_back(slot);
+        out[i] = slot;
+    }
+    stats_.lookups += n;
+    stats_.unique_rows += static_cast<int64_t>(batch_slots_.size());
+    // Write-backs before the reads: a row evicted above may be read back by a later miss.
+    store_.write(evict_rows_.data(), static_cast<int64_t>(evict_rows_.size()), evict_buf_.data());
+    stats_.bytes_out += static_cast<int64_t>(evict_rows_.size()) * pb;
+    read_rows_.clear();
+    read_slots_.clear();
+    for (size_t i = 0; i < fill_rows_.size(); ++i) {
+        if (store_.stored(fill_rows_[i])) {
+            read_rows_.push_back(fill_rows_[i]);
+            read_slots_.push_back(fill_slots_[i]);
+        } else {
+            init_slot(fill_slots_[i], fill_rows_[i]);
+        }
+    }
+    if (read_rows_.empty())
+        return;
+    // In row order: the file is read front to back.
+    std::vector<size_t> order(read_rows_.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return read_rows_[a] < read_rows_[b]; });
+    std::vector<int64_t> sorted(order.size());
+    for (size_t i = 0; i < order.size(); ++i)
+        sorted[i] = read_rows_[order[i]];
+    read_buf_.resize(sorted.size() * static_cast<size_t>(pb));
+    store_.read(sorted.data(), static_cast<int64_t>(sorted.size()), read_buf_.data());
+    for (size_t i = 0; i < order.size(); ++i)
+        copy_in(read_slots_[order[i]], read_buf_.data() + i * static_cast<size_t>(pb));
+    stats_.bytes_in += static_cast<int64_t>(sorted.size()) * pb;
+}
+
+void CachedEmbeddingShard::mark_updated() {
+    for (const int64_t slot : batch_slots_) {
+        if (slot < slots_)
+            slot_dirty_[static_cast<size_t>(slot)] = 1;
+        else
+            overflow_dirty_[static_cast<size_t>(slot - slots_)] = 1;
+    }
+}
+
+void CachedEmbeddingShard::flush() {
+    const int64_t pb = payload_bytes();
+    evict_rows_.clear();
+    evict_buf_.clear();
+    auto add = [&](int64_t row, int64_t slot) {
+        evict_rows_.push_back(row);
+        evict_buf_.resize(evict_rows_.size() * static_cast<size_t>(pb));
+        copy_out(slot, evict_buf_.data() + (evict_rows_.size() - 1) * static_cast<size_t>(pb));
+    };
+    for (int64_t s = 0; s < slots_; ++s) {
+        if (slot_row_[static_cast<size_t>(s)] >= 0 && slot_dirty_[static_cast<size_t>(s)]) {
+            add(slot_row_[static_cast<size_t>(s)], s);
+            slot_dirty_[static_cast<size_t>(s)] = 0;
+        }
+    }
+    for (size_t i = 0; i < overflow_rows_.size(); ++i) {
+        if (overflow_dirty_[i]) {
+            add(overflow_rows_[i], slots_ + static_cast<int64_t>(i));
+            overflow_dirty_[i] = 0;
+        }
+    }
+    store_.write(evict_rows_.data(), static_cast<int64_t>(evict_rows_.size()), evict_buf_.data());
+    stats_.bytes_out += static_cast<int64_t>(evict_rows_.size()) * pb;
+}
+
+// ---- checkpoints ----
+
+void CachedEmbeddingShard::read_rows(const std::vector<int64_t>& rows,
+                                     Tensor& weight,
+                                     std::vector<Tensor>& states) {
+    const auto n = static_cast<int64_t>(rows.size());
+    const int64_t pb = payload_bytes();
+    weight = Tensor::empty({n, layout_.cols}, layout_.dtype);
+    states.clear();
+    for (const Tensor* s : {&state1, &state2}) {
+        if (s->defined())
+            states.push_back(
+                Tensor::empty(s->dim() == 1 ? Shape{n} : Shape{n, layout_.cols}, DType::kF32));
+    }
+    std::vector<char> payload(static_cast<size_t>(pb));
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = rows[static_cast<size_t>(i)];
+        if (store_.stored(row))
+            store_.read(&row, 1, payload.data());
+        else
+            init_payload(row, payload.data());
+        const char* p = payload.data();
+        const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
+        std::memcpy(static_cast<char*>(weight.data_ptr()) + i * static_cast<int64_t>(w), p, w);
+        p += w;
+        for (Tensor& s : states) {
+            const size_t b = s.dim() == 1 ? 4 : static_cast<size_t>(layout_.cols) * 4;
+            std::memcpy(static_cast<char*>(s.data_ptr()) + i * static_cast<int64_t>(b), p, b);
+            p += b;
+        }
+    }
+}
+
+void CachedEmbeddingShard::reset() {
+    std::fill(slot_row_.begin(), slot_row_.end(), -1);
+    std::fill(slot_dirty_.begin(), slot_dirty_.end(), 0);
+    overflow_rows_.clear();
+    overflow_slot_.clear();
+    overflow_dirty_.clear();
+    batch_slots_.clear();
+    store_.clear();
+}
+
+void CachedEmbeddingShard::write_rows(const std::vector<int64_t>& rows,
+                                      const Tensor& weight,
+                                      const std::vector<Tensor>& states) {
+    const auto n = static_cast<int64_t>(rows.size());
+    const int64_t pb = payload_bytes();
+    SR_CHECK(weight.shape() == (Shape{n, layout_.cols}) && weight.dtype() == layout_.dtype,
+             "key_value table '{}': {} rows written from {}", layout_.table, n, weight.str());
+    std::vector<char> buf(static_cast<size_t>(n * pb));
+    const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
+    for (int64_t i = 0; i < n; ++i) {
+        char* p = buf.data() + i * pb;
+        std::memcpy(p, static_cast<const char*>(weight.data_ptr()) + i * static_cast<int64_t>(w),
+                    w);
+        p += w;
+        for (const Tensor& s : states) {
+            const size_t b = s.dim() == 1 ? 4 : static_cast<size_t>(layout_.cols) * 4;
+            std::memcpy(p, static_cast<const char*>(s.data_ptr()) + i * static_cast<int64_t>(b), b);
+            p += b;
+        }
+    }
+    store_.write(rows.data(), n, buf.data());
+}
+
+}  // namespace shardrec

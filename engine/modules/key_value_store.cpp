@@ -1,0 +1,162 @@
+#include "engine/modules/key_value_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "engine/core/crc32.h"
+#include "engine/core/error.h"
+
+namespace shardrec {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x5653524bu;           // "KRSV": a written record
+constexpr int64_t kTrailerBytes = 8;               // crc32, magic
+constexpr int64_t kDropBytes = int64_t{64} << 20;  // page-cache traffic between drops
+
+uint32_t load32(const char* p) {
+    uint32_t v = 0;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+}  // namespace
+
+KeyValueStore::KeyValueStore(std::string path,
+                             std::string owner,
+                             int64_t rows,
+                             int64_t payload_bytes)
+    : path_(std::move(path)),
+      owner_(std::move(owner)),
+      rows_(rows),
+      payload_bytes_(payload_bytes),
+      record_bytes_((payload_bytes + kTrailerBytes + 7) / 8 * 8),
+      bits_(static_cast<size_t>((rows + 63) / 64), 0),
+      record_(static_cast<size_t>(record_bytes_), 0) {
+    SR_CHECK(rows >= 0 && payload_bytes > 0, "key_value {}: {} rows of {} bytes", owner_, rows,
+             payload_bytes);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    SR_CHECK(fd_ >= 0, "key_value {}: cannot create its row file {}: {}", owner_, path_,
+             std::strerror(errno));
+    // The length of every record; the blocks come with the first write of each.
+    if (::ftruncate(fd_, rows_ * record_bytes_) != 0) {
+        const int err = errno;
+        ::close(fd_);
+        fd_ = -1;
+        SR_CHECK(false, "key_value {}: cannot size its row file {} to {} bytes: {}", owner_, path_,
+                 rows_ * record_bytes_, std::strerror(err));
+    }
+}
+
+KeyValueStore::~KeyValueStore() {
+    if (fd_ >= 0)
+        ::close(fd_);
+}
+
+std::vector<int64_t> KeyValueStore::stored_rows() const {
+    std::vector<int64_t> out;
+    out.reserve(static_cast<size_t>(stored_count_));
+    for (size_t w = 0; w < bits_.size(); ++w) {
+        for (uint64_t b = bits_[w]; b != 0; b &= b - 1)
+            out.push_back(static_cast<int64_t>(w) * 64 + __builtin_ctzll(b));
+    }
+    return out;
+}
+
+void KeyValueStore::read(const int64_t* rows, int64_t n, char* dst) {
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = rows[i];
+        SR_CHECK(row >= 0 && row < rows_ && stored(row), "key_value {}: row {} is not in {}",
+                 owner_, row, path_);
+        const int64_t at = row * record_bytes_;
+        int64_t got = 0;
+        while (got < record_bytes_) {
+            const ssize_t r = ::pread(fd_, record_.data() + got,
+                                      static_cast<size_t>(record_bytes_ - got), at + got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            SR_CHECK(r >= 0, "key_value {}: reading row {} of {} failed: {}", owner_, row, path_,
+                     std::strerror(errno));
+            if (r == 0) {
+                struct stat st {};
+
+                ::fstat(fd_, &st);
+                SR_CHECK(false,
+                         "key_value {}: {} is truncated: row {} needs bytes [{}, {}), the file "
+                         "has {} (was it changed by something else?)",
+                         owner_, path_, row, at, at + record_bytes_,
+                         static_cast<int64_t>(st.st_size));
+            }
+            got += r;
+        }
+        const char* trailer = record_.data() + payload_bytes_;
+        SR_CHECK(load32(trailer + 4) == kMagic &&
+                     load32(trailer) == crc32(record_.data(), static_cast<size_t>(payload_bytes_)),
+                 "key_value {}: {} is damaged: row {} (bytes [{}, {})) fails its checksum", owner_,
+                 path_, row, at, at + record_bytes_);
+        std::memcpy(dst + i * payload_bytes_, record_.data(), static_cast<size_t>(payload_bytes_));
+    }
+    account(n * record_bytes_);
+}
+
+void KeyValueStore::write(const int64_t* rows, int64_t n, const char* src) {
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = rows[i];
+        SR_CHECK(row >= 0 && row < rows_, "key_value {}: row {} outside [0, {})", owner_, row,
+                 rows_);
+        std::memcpy(record_.data(), src + i * payload_bytes_, static_cast<size_t>(payload_bytes_));
+        const uint32_t crc = crc32(record_.data(), static_cast<size_t>(payload_bytes_));
+        std::memcpy(record_.data() + payload_bytes_, &crc, 4);
+        std::memcpy(record_.data() + payload_bytes_ + 4, &kMagic, 4);
+        const int64_t at = row * record_bytes_;
+        int64_t put = 0;
+        while (put < record_bytes_) {
+            const ssize_t w = ::pwrite(fd_, record_.data() + put,
+                                       static_cast<size_t>(record_bytes_ - put), at + put);
+            if (w < 0 && errno == EINTR)
+                continue;
+            SR_CHECK(w > 0, "key_value {}: writing row {} to {} failed: {}", owner_, row, path_,
+                     w < 0 ? std::strerror(errno) : "no progress");
+            put += w;
+        }
+        uint64_t& word = bits_[static_cast<size_t>(row >> 6)];
+        const uint64_t bit = uint64_t{1} << (row & 63);
+        stored_count_ += (word & bit) == 0;
+        word |= bit;
+    }
+    unsynced_ = unsynced_ || n > 0;
+    account(n * record_bytes_);
+}
+
+void KeyValueStore::clear() {
+    SR_CHECK(::ftruncate(fd_, 0) == 0 && ::ftruncate(fd_, rows_ * record_bytes_) == 0,
+             "key_value {}: cannot clear {}: {}", owner_, path_, std::strerror(errno));
+    std::fill(bits_.begin(), bits_.end(), 0);
+    stored_count_ = 0;
+}
+
+int64_t KeyValueStore::disk_bytes() const {
+    struct stat st {};
+
+    return ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_blocks) * 512 : 0;
+}
+
+void KeyValueStore::account(int64_t bytes) {
+    traffic_ += bytes;
+    if (traffic_ < kDropBytes)
+        return;
+    traffic_ = 0;
+    // Dirty pages are only dropped once written: sync them first.
+    if (unsynced_) {
+        SR_CHECK(::fdatasync(fd_) == 0, "key_value {}: writing {} to disk failed: {}", owner_,
+                 path_, std::strerror(errno));
+        unsynced_ = false;
+    }
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED);
+}
+
+}  // namespace shardrec

@@ -1,0 +1,75 @@
+// The disk tier of a key_value table shard (TorchRec's KEY_VALUE / SSD kernel): one file of
+// fixed-size records, record r at byte r * record_bytes(), each a row's payload (its weights,
+// then its optimizer state) followed by the payload's CRC-32 and a magic word.
+//
+// Why a sparse file and not a key-value database: the row id is the address, so no index has to
+// be kept in memory, written or recovered; the file system's extents are the index, and a row
+// never written is a hole that costs no disk. The price is the file system's block (4 KiB) for a
+// lone written row, which the Zipf-distributed ids of recommendation data soon amortise. Which
+// rows are stored is also kept in a bitmap (one bit a row) so that a read of a never-written row
+// costs no system call: its value is the table's initial value, computed by the caller.
+//
+// Memory stays bounded: reads and writes go through pread/pwrite, and the file's pages are
+// dropped from the page cache (posix_fadvise DONTNEED, after fdatasync for written ones) every
+// kDropBytes of traffic, so a 100 GB table does not fill RAM with cached pages.
+//
+// Faults name the table, the file and the rank: a file that cannot be created, a full disk, a
+// truncated file, a record whose checksum fails.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardrec {
+
+class KeyValueStore {
+public:
+    // Creates `path` (replacing a file there) for `rows` records of `payload_bytes` each.
+    // `owner` names the shard in errors, e.g. "table 'big' rows [0, 100) on rank 1".
+    KeyValueStore(std::string path, std::string owner, int64_t rows, int64_t payload_bytes);
+    ~KeyValueStore();
+    KeyValueStore(const KeyValueStore&) = delete;
+    KeyValueStore& operator=(const KeyValueStore&) = delete;
+
+    int64_t rows() const { return rows_; }
+
+    int64_t payload_bytes() const { return payload_bytes_; }
+
+    int64_t record_bytes() const { return record_bytes_; }
+
+    const std::string& path() const { return path_; }
+
+    bool stored(int64_t row) const {
+        return (bits_[static_cast<size_t>(row >> 6)] >> (row & 63)) & 1;
+    }
+
+    int64_t stored_count() const { return stored_count_; }
+
+    // The stored rows, ascending.
+    std::vector<int64_t> stored_rows() const;
+
+    // Payloads of n stored rows into dst (n * payload_bytes), checked against their checksums.
+    void read(const int64_t* rows, int64_t n, char* dst);
+    // n payloads from src (n * payload_bytes) to their rows, which become stored.
+    void write(const int64_t* rows, int64_t n, const char* src);
+    // Every row unstored; the file's blocks freed.
+    void clear();
+
+    // Bytes the file occupies on disk (its allocated blocks, not its length).
+    int64_t disk_bytes() const;
+
+private:
+    void account(int64_t bytes);  // drops the file's pages every kDropBytes
+
+    std::string path_, owner_;
+    int fd_ = -1;
+    int64_t rows_ = 0, payload_bytes_ = 0, record_bytes_ = 0;
+    std::vector<uint64_t> bits_;
+    int64_t stored_count_ = 0;
+    int64_t traffic_ = 0;  // bytes since the pages were last dropped
+    bool unsynced_ = false;
+    std::vector<char> record_;  // one record's staging
+};
+
+}  // namespace shardrec
