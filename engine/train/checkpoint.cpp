@@ -12,9 +12,9 @@
 #include <functional>
 #include <optional>
 
+#include "engine/core/crc32.h"
 #include "engine/core/durable_file.h"
 #include "engine/core/log.h"
-#include "engine/core/crc32.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/train/checkpoint_collective.h"
 #include "engine/train/trainer.h"
@@ -30,22 +30,92 @@ std::string step_name(int64_t step) {
 
 // ---- files ----
 
-CheckpointFile write_tensor_file(const fs::path& dir,
-                                 const std::string& rel,
-                                 const Tensor& device_t) {
-    const Tensor t = device_t.device().is_cpu() ? device_t : device_t.to(Device::cpu());
-    const fs::path path = dir / rel;
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    SR_CHECK(f != nullptr, "checkpoint: cannot create {}: {}", path.string(), std::strerror(errno));
-    const size_t n = t.nbytes();
-    // Synced before the manifest that lists it is written, so a published checkpoint never
-    // names contents that a crash could still lose.
-    const bool ok =
-        std::fwrite(t.data_ptr(), 1, n, f) == n && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-    const int err = errno;
-    const bool closed = std::fclose(f) == 0;
-    SR_CHECK(ok && closed, "checkpoint: writing {} failed: {}", path.string(), std::strerror(err));
-    return {rel, static_cast<int64_t>(n), crc32(t.data_ptr(), n)};
+// A file written in pieces, synced before the manifest that lists it is written, so a published
+// checkpoint never names contents that a crash could still lose.
+class TensorFileWriter {
+public:
+    TensorFileWriter(const fs::path& dir, std::string rel)
+        : rel_(std::move(rel)), path_(dir / rel_) {
+        f_ = std::fopen(path_.c_str(), "wb");
+        SR_CHECK(f_ != nullptr, "checkpoint: cannot create {}: {}", path_.string(),
+                 std::strerror(errno));
+    }
+
+    ~TensorFileWriter() {
+        if (f_ != nullptr)
+            std::fclose(f_);
+    }
+
+    void append(const Tensor& device_t) {
+        const Tensor t = device_t.device().is_cpu() ? device_t : device_t.to(Device::cpu());
+        const size_t n = t.nbytes();
+        SR_CHECK(std::fwrite(t.data_ptr(), 1, n, f_) == n, "checkpoint: writing {} failed: {}",
+                 path_.string(), std::strerror(errno));
+        crc_ = crc32(t.data_ptr(), n, crc_);
+        bytes_ += static_cast<int64_t>(n);
+    }
+
+    CheckpointFile finish() {
+        const bool ok = std::fflush(f_) == 0 && fsync(fileno(f_)) == 0;
+        const int err = errno;
+        const bool closed = std::fclose(f_) == 0;
+        f_ = nullptr;
+        SR_CHECK(ok && closed, "checkpoint: writing {} failed: {}", path_.string(),
+                 std::strerror(err));
+        return {rel_, bytes_, crc_};
+    }
+
+private:
+    std::string rel_;
+    fs::path path_;
+    std::FILE* f_ = nullptr;
+    uint32_t crc_ = 0;
+    int64_t bytes_ = 0;
+};
+
+CheckpointFile write_tensor_file(const fs::path& dir, const std::string& rel, const Tensor& t) {
+    TensorFileWriter w(dir, rel);
+    w.append(t);
+    return w.finish();
+}
+
+// A key_value shard: its rows not at their initial value, streamed in chunks so that a table
+// bigger than memory saves within the cache's memory (rows are read from its store).
+void write_stored_rows(const fs::path& dir,
+                       const std::string& base,
+                       const CheckpointManifest& m,
+                       CachedEmbeddingShard& cached,
+                       CheckpointShard& cs,
+                       std::vector<CheckpointFile>& files) {
+    constexpr size_t kChunkRows = 1 << 16;
+    cached.flush();
+    const std::vector<int64_t> rows = cached.stored_rows();
+    cs.stored_rows = static_cast<int64_t>(rows.size());
+    cs.row_ids = base + "row_ids.bin";
+    files.push_back(write_tensor_file(dir, cs.row_ids, Tensor::from_vector(rows)));
+    std::vector<TensorFileWriter> writers;
+    writers.reserve(1 + m.sparse_state.size());
+    writers.emplace_back(dir, base + "weight.bin");
+    for (const std::string& state : m.sparse_state)
+        writers.emplace_back(dir, base + state + ".bin");
+    Tensor weight;
+    std::vector<Tensor> states;
+    for (size_t begin = 0; begin < rows.size(); begin += kChunkRows) {
+        const std::vector<int64_t> chunk(
+            rows.begin() + static_cast<std::ptrdiff_t>(begin),
+            rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), begin + kChunkRows)));
+        cached.read_rows(chunk, weight, states);
+        SR_CHECK(states.size() == m.sparse_state.size(),
+                 "checkpoint: table '{}' has {} optimizer states, {} expected for {}",
+                 cached.layout().table, states.size(), m.sparse_state.size(), m.sparse_optimizer);
+        writers[0].append(weight);
+        for (size_t i = 0; i < states.size(); ++i)
+            writers[i + 1].append(states[i]);
+    }
+    for (TensorFileWriter& w : writers) {
+        files.push_back(w.finish());
+        cs.files.push_back(files.back().path);
+    }
 }
 
 // ---- what is saved ----
@@ -71,6 +141,7 @@ CheckpointManifest describe_trainer(Trainer& trainer, int64_t step) {
     m.sparse_optimizer = config.optimizer.sparse.type;
     m.sparse_state = sparse_state_names(m.sparse_optimizer);
     m.dense_optimizer = config.optimizer.dense.type;
+    m.initial_accumulator_value = config.optimizer.sparse.initial_accumulator_value;
     for (const EmbeddingBagConfig& t : embedding_bag_configs(config.model)) {
         m.tables.push_back({t.name,
                             t.num_embeddings,
@@ -102,11 +173,19 @@ std::string write_rank_files(Trainer& trainer, const CheckpointManifest& m, cons
         if (s.replicated && rank != 0)
             continue;
         const std::string& table = m.tables.at(static_cast<size_t>(s.table)).name;
-        CheckpointShard cs{rank,   s.row_offset,
-                           s.rows, s.col_offset,
-                           s.cols, s.optimizer_step ? *s.optimizer_step : 1,
-                           {}};
+        CheckpointShard cs;
+        cs.rank = rank;
+        cs.row_offset = s.row_offset;
+        cs.rows = s.rows;
+        cs.col_offset = s.col_offset;
+        cs.cols = s.cols;
+        cs.optimizer_step = s.optimizer_step ? *s.optimizer_step : 1;
         const std::string base = fmt::format("tables/{}.{}.{}.", table, s.row_offset, s.col_offset);
+        if (s.cached != nullptr) {
+            write_stored_rows(dir, base, m, *s.cached, cs, files);
+            shards.emplace_back(table, std::move(cs));
+            continue;
+        }
         files.push_back(write_tensor_file(dir, base + "weight.bin", s.weight));
         cs.files.push_back(files.back().path);
         SR_CHECK(s.optimizer_state.size() == m.sparse_state.size(),

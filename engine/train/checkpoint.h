@@ -97,5 +97,17 @@ void read_table_region(const std::string& dir,
                        int64_t cols,
                        Tensor& out,
                        int64_t* optimizer_step = nullptr);
+// The same for the listed table rows (ascending): out [rows.size(), cols] or [rows.size()].
+void read_table_rows(const std::string& dir,
+                     const CheckpointManifest& manifest,
+                     const CheckpointTable& table,
+                     int state,
+                     const std::vector<int64_t>& rows,
+                     int64_t col_offset,
+                     int64_t cols,
+                     Tensor& out,
+                     int64_t* optimizer_step = nullptr);
+// The shard-local ids of the rows a sparse (key_value) shard saved, checked to ascend in range.
+std::vector<int64_t> saved_row_ids(const std::string& dir, const CheckpointShard& shard);
 
 }  // namespace shardrec::train

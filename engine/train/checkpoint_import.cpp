@@ -45,7 +45,23 @@ void load_torchrec_state_dict(Trainer& trainer,
         SR_CHECK(s.row_offset == 0 && s.col_offset == 0 && s.rows == table.num_embeddings &&
                      s.cols == table.embedding_dim,
                  "load_torchrec_state_dict: table '{}' is sharded", table.name);
-        s.weight.copy_from(src);
+        if (s.cached != nullptr) {  // every row into the store, the state at its start
+            s.cached->reset();
+            constexpr int64_t kChunkRows = 1 << 16;
+            for (int64_t begin = 0; begin < s.rows; begin += kChunkRows) {
+                std::vector<int64_t> rows(
+                    static_cast<size_t>(std::min(kChunkRows, s.rows - begin)));
+                for (size_t i = 0; i < rows.size(); ++i)
+                    rows[i] = begin + static_cast<int64_t>(i);
+                Tensor initial;
+                std::vector<Tensor> states;
+                s.cached->read_rows(rows, initial, states);
+                s.cached->write_rows(
+                    rows, src.slice(begin, begin + static_cast<int64_t>(rows.size())), states);
+            }
+        } else {
+            s.weight.copy_from(src);
+        }
         tables.erase(it);
     }
     SR_CHECK(tables.empty(), "{}: '{}' {} is not a table of this config (another model?)", source,

@@ -1,9 +1,12 @@
 // Checkpoint load: the model signature check, and every local shard filled from the overlapping
 // regions of the saved shards (any world size and plan).
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "engine/core/log.h"
+#include "engine/modules/embedding_config.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/checkpoint_collective.h"
 #include "engine/train/trainer.h"
@@ -97,12 +100,71 @@ void load_dense(Trainer& trainer, const CheckpointManifest& m, const std::string
         read_whole(dir, find_tensor(m.dense_optimizer_state, name, dir), *t);
 }
 
+// A key_value shard: the rows any saved shard holds (all of a dense one's, the saved ones of a
+// sparse one) written into its store in chunks, so a table bigger than memory loads within the
+// cache's memory. Rows no saved shard holds stay at their initial value.
+void load_cached_shard(const std::string& dir,
+                       const CheckpointManifest& m,
+                       const CheckpointTable& table,
+                       EmbeddingShardState& s) {
+    constexpr size_t kChunkRows = 1 << 16;
+    CachedEmbeddingShard& cached = *s.cached;
+    cached.reset();
+    std::vector<int64_t> rows;  // table rows
+    for (const CheckpointShard& sh : table.shards) {
+        const int64_t r0 = std::max(s.row_offset, sh.row_offset);
+        const int64_t r1 = std::min(s.row_offset + s.rows, sh.row_offset + sh.rows);
+        if (r0 >= r1 || std::max(s.col_offset, sh.col_offset) >=
+                            std::min(s.col_offset + s.cols, sh.col_offset + sh.cols))
+            continue;
+        if (sh.stored_rows < 0) {
+            for (int64_t r = r0; r < r1; ++r)
+                rows.push_back(r);
+            continue;
+        }
+        for (const int64_t local : saved_row_ids(dir, sh)) {
+            if (sh.row_offset + local >= r0 && sh.row_offset + local < r1)
+                rows.push_back(sh.row_offset + local);
+        }
+    }
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    int64_t step = 1;
+    for (size_t begin = 0; begin < rows.size(); begin += kChunkRows) {
+        const std::vector<int64_t> chunk(
+            rows.begin() + static_cast<std::ptrdiff_t>(begin),
+            rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), begin + kChunkRows)));
+        const auto n = static_cast<int64_t>(chunk.size());
+        Tensor weight = Tensor::empty({n, s.cols}, table.dtype);
+        read_table_rows(dir, m, table, -1, chunk, s.col_offset, s.cols, weight, &step);
+        std::vector<Tensor> states;
+        for (size_t i = 0; i < m.sparse_state.size(); ++i) {
+            const bool per_row = m.sparse_optimizer == "rowwise_adagrad";
+            states.push_back(Tensor::empty(per_row ? Shape{n} : Shape{n, s.cols}, DType::kF32));
+            read_table_rows(dir, m, table, static_cast<int>(i), chunk, s.col_offset, s.cols,
+                            states.back());
+        }
+        std::vector<int64_t> local(chunk.size());
+        for (size_t i = 0; i < chunk.size(); ++i)
+            local[i] = chunk[i] - s.row_offset;
+        cached.write_rows(local, weight, states);
+    }
+    if (rows.empty() && !table.shards.empty())  // the step of the saved shards all the same
+        step = table.shards.front().optimizer_step;
+    if (s.optimizer_step != nullptr)
+        *s.optimizer_step = step;
+}
+
 void load_shards(Trainer& trainer, const CheckpointManifest& m, const std::string& dir) {
     const auto configs = embedding_bag_configs(trainer.config().model);
     for (EmbeddingShardState& s : trainer.model().sparse_arch().shard_states()) {
         const std::string& name = configs.at(static_cast<size_t>(s.table)).name;
         const CheckpointTable* table = m.table(name);
         SR_CHECK(table != nullptr, "checkpoint {}: no table '{}'", dir, name);
+        if (s.cached != nullptr) {
+            load_cached_shard(dir, m, *table, s);
+            continue;
+        }
         int64_t step = 1;
         read_table_region(dir, m, *table, -1, s.row_offset, s.rows, s.col_offset, s.cols, s.weight,
                           &step);
@@ -123,7 +185,173 @@ void read_at(std::ifstream& in, const fs::path& path, int64_t offset, int64_t by
              offset + bytes);
 }
 
+// Rows of a region: `count` consecutive table rows from `first`, or the listed ones (ascending).
+struct RegionRows {
+    int64_t first = 0, count = 0;
+    const std::vector<int64_t>* list = nullptr;
+
+    int64_t at(int64_t i) const { return list ? (*list)[static_cast<size_t>(i)] : first + i; }
+
+    // The region's rows [i0, i1) that fall in table rows [r0, r1).
+    std::pair<int64_t, int64_t> within(int64_t r0, int64_t r1) const {
+        if (list == nullptr) {
+            const int64_t a = std::max(r0, first), b = std::min(r1, first + count);
+            return a < b ? std::pair{a - first, b - first} : std::pair{int64_t{0}, int64_t{0}};
+        }
+        const auto a = std::lower_bound(list->begin(), list->end(), r0);
+        const auto b = std::lower_bound(a, list->end(), r1);
+        return {a - list->begin(), b - list->begin()};
+    }
+};
+
+// The table index of `table` in the manifest (the init of rows a sparse shard did not save).
+int64_t table_index(const CheckpointManifest& m, const CheckpointTable& table) {
+    for (size_t i = 0; i < m.tables.size(); ++i) {
+        if (m.tables[i].name == table.name)
+            return static_cast<int64_t>(i);
+    }
+    return 0;
+}
+
+void read_rows_into(const std::string& dir,
+                    const CheckpointManifest& m,
+                    const CheckpointTable& table,
+                    int state,
+                    const RegionRows& region,
+                    int64_t col_offset,
+                    int64_t cols,
+                    Tensor& out,
+                    int64_t* optimizer_step) {
+    const int64_t rows = region.count;
+    const bool rowwise = state >= 0 && out.dim() == 1;
+    const DType dtype = state >= 0 ? DType::kF32 : table.dtype;
+    const auto elem = static_cast<int64_t>(dtype_size(dtype));
+    SR_CHECK(out.dtype() == dtype && out.shape() == (rowwise ? Shape{rows} : Shape{rows, cols}),
+             "checkpoint: table '{}' region [{}, {}] read into {}", table.name, rows, cols,
+             out.str());
+    if (!out.device().is_cpu()) {  // through a host copy
+        Tensor host = Tensor::empty(out.shape(), out.dtype());
+        read_rows_into(dir, m, table, state, region, col_offset, cols, host, optimizer_step);
+        out.copy_from(host);
+        return;
+    }
+    std::vector<double> acc(rowwise ? static_cast<size_t>(rows) : 0, 0.0);
+    std::vector<float> saved_state;
+    char* dst = static_cast<char*>(out.data_ptr());
+    const float state_start =
+        state == 0 && (m.sparse_optimizer == "adagrad" || m.sparse_optimizer == "rowwise_adagrad")
+            ? static_cast<float>(m.initial_accumulator_value)
+            : 0.f;
+    int64_t covered = 0;
+    bool have_step = false;
+    for (const CheckpointShard& sh : table.shards) {
+        const auto [i0, i1] = region.within(sh.row_offset, sh.row_offset + sh.rows);
+        const int64_t c0 = std::max(col_offset, sh.col_offset);
+        const int64_t c1 = std::min(col_offset + cols, sh.col_offset + sh.cols);
+        if (i0 >= i1 || c0 >= c1)
+            continue;
+        const size_t index = static_cast<size_t>(state + 1);
+        SR_CHECK(index < sh.files.size(), "checkpoint {}: a shard of table '{}' lists {} files",
+                 dir, table.name, sh.files.size());
+        const fs::path path = fs::path(dir) / sh.files[index];
+        const int64_t saved_cols = rowwise ? 1 : sh.cols;
+        const int64_t saved_rows = sh.stored_rows < 0 ? sh.rows : sh.stored_rows;
+        const int64_t want = saved_rows * saved_cols * elem;
+        SR_CHECK(m.file(sh.files[index]).bytes == want,
+                 "checkpoint {}: {} holds {} bytes, its shard [{}, {}] needs {}", dir,
+                 sh.files[index], m.file(sh.files[index]).bytes, saved_rows, saved_cols, want);
+        std::ifstream in(path, std::ios::binary);
+        SR_CHECK(in.good(), "checkpoint {}: missing file {}", dir, sh.files[index]);
+        // Output row i of the region, its position k in the saved file: every row of a dense
+        // shard; a sparse shard's saved rows, the others at their initial value first.
+        std::vector<std::pair<int64_t, int64_t>> saved;  // (i, k)
+        if (sh.stored_rows < 0) {
+            for (int64_t i = i0; i < i1; ++i)
+                saved.emplace_back(i, region.at(i) - sh.row_offset);
+        } else {
+            const std::vector<int64_t> ids = saved_row_ids(dir, sh);
+            int64_t next = i0;  // a merge of two ascending lists
+            for (size_t k = 0; k < ids.size() && next < i1; ++k) {
+                const int64_t row = sh.row_offset + ids[k];
+                while (next < i1 && region.at(next) < row)
+                    ++next;
+                if (next < i1 && region.at(next) == row)
+                    saved.emplace_back(next, static_cast<int64_t>(k));
+            }
+            std::vector<char> is_saved(static_cast<size_t>(i1 - i0), 0);
+            for (const auto& ik : saved)
+                is_saved[static_cast<size_t>(ik.first - i0)] = 1;
+            for (int64_t i = i0; i < i1; ++i) {  // the rows not saved: their initial value
+                if (is_saved[static_cast<size_t>(i - i0)])
+                    continue;
+                if (state < 0) {
+                    Tensor piece = Tensor::empty({1, c1 - c0}, dtype);
+                    init_embedding_rows(piece, static_cast<uint64_t>(m.seed), table_index(m, table),
+                                        region.at(i), c0, table.num_embeddings);
+                    std::memcpy(dst + (i * cols + (c0 - col_offset)) * elem, piece.data_ptr(),
+                                piece.nbytes());
+                } else if (rowwise) {
+                    acc[static_cast<size_t>(i)] += static_cast<double>(c1 - c0) * state_start;
+                } else {
+                    std::fill_n(reinterpret_cast<float*>(dst) + i * cols + (c0 - col_offset),
+                                c1 - c0, state_start);
+                }
+            }
+        }
+        if (rowwise) {
+            float v = 0;
+            for (const auto& [i, k] : saved) {
+                read_at(in, path, k * 4, 4, &v);
+                acc[static_cast<size_t>(i)] += static_cast<double>(c1 - c0) * v;
+            }
+        } else if (region.list == nullptr && sh.stored_rows < 0 && c0 == col_offset &&
+                   c1 - c0 == cols && c0 == sh.col_offset && c1 - c0 == sh.cols) {
+            // whole rows on both sides: one read
+            read_at(in, path, saved.front().second * cols * elem,
+                    static_cast<int64_t>(saved.size()) * cols * elem,
+                    dst + saved.front().first * cols * elem);
+        } else {
+            for (const auto& [i, k] : saved) {
+                read_at(in, path, (k * sh.cols + (c0 - sh.col_offset)) * elem, (c1 - c0) * elem,
+                        dst + (i * cols + (c0 - col_offset)) * elem);
+            }
+        }
+        covered += (i1 - i0) * (c1 - c0);
+        if (optimizer_step != nullptr) {
+            SR_CHECK(!have_step || *optimizer_step == sh.optimizer_step,
+                     "checkpoint {}: the shards of table '{}' are at optimizer steps {} and {}",
+                     dir, table.name, *optimizer_step, sh.optimizer_step);
+            *optimizer_step = sh.optimizer_step;
+            have_step = true;
+        }
+    }
+    SR_CHECK(covered == rows * cols,
+             "checkpoint {}: the saved shards of table '{}' cover {} of the {} elements of {} "
+             "rows from row {}, columns [{}, {})",
+             dir, table.name, covered, rows * cols, rows, region.at(0), col_offset,
+             col_offset + cols);
+    if (rowwise) {
+        float* o = out.data<float>();
+        for (int64_t r = 0; r < rows; ++r)
+            o[r] = static_cast<float>(acc[static_cast<size_t>(r)] / static_cast<double>(cols));
+    }
+}
+
 }  // namespace
+
+std::vector<int64_t> saved_row_ids(const std::string& dir, const CheckpointShard& shard) {
+    std::vector<int64_t> ids(static_cast<size_t>(std::max<int64_t>(shard.stored_rows, 0)));
+    const fs::path path = fs::path(dir) / shard.row_ids;
+    std::ifstream in(path, std::ios::binary);
+    SR_CHECK(in.good(), "checkpoint {}: missing file {}", dir, shard.row_ids);
+    read_at(in, path, 0, static_cast<int64_t>(ids.size() * 8), ids.data());
+    for (size_t k = 0; k < ids.size(); ++k) {
+        SR_CHECK(ids[k] >= 0 && ids[k] < shard.rows && (k == 0 || ids[k] > ids[k - 1]),
+                 "checkpoint {}: {} lists row {} at position {}: ids must ascend within [0, {})",
+                 dir, shard.row_ids, ids[k], k, shard.rows);
+    }
+    return ids;
+}
 
 void read_table_region(const std::string& dir,
                        const CheckpointManifest& m,
@@ -135,83 +363,21 @@ void read_table_region(const std::string& dir,
                        int64_t cols,
                        Tensor& out,
                        int64_t* optimizer_step) {
-    const bool rowwise = state >= 0 && out.dim() == 1;
-    const DType dtype = state >= 0 ? DType::kF32 : table.dtype;
-    const size_t elem = dtype_size(dtype);
-    SR_CHECK(out.dtype() == dtype && out.shape() == (rowwise ? Shape{rows} : Shape{rows, cols}),
-             "checkpoint: table '{}' region [{}, {}] read into {}", table.name, rows, cols,
-             out.str());
-    if (!out.device().is_cpu()) {  // through a host copy
-        Tensor host = Tensor::empty(out.shape(), out.dtype());
-        read_table_region(dir, m, table, state, row_offset, rows, col_offset, cols, host,
-                          optimizer_step);
-        out.copy_from(host);
-        return;
-    }
-    std::vector<double> acc(rowwise ? static_cast<size_t>(rows) : 0, 0.0);
-    std::vector<float> saved_state;
-    char* dst = static_cast<char*>(out.data_ptr());
-    int64_t covered = 0;
-    bool have_step = false;
-    for (const CheckpointShard& sh : table.shards) {
-        const int64_t r0 = std::max(row_offset, sh.row_offset);
-        const int64_t r1 = std::min(row_offset + rows, sh.row_offset + sh.rows);
-        const int64_t c0 = std::max(col_offset, sh.col_offset);
-        const int64_t c1 = std::min(col_offset + cols, sh.col_offset + sh.cols);
-        if (r0 >= r1 || c0 >= c1)
-            continue;
-        const size_t index = static_cast<size_t>(state + 1);
-        SR_CHECK(index < sh.files.size(), "checkpoint {}: a shard of table '{}' lists {} files",
-                 dir, table.name, sh.files.size());
-        const fs::path path = fs::path(dir) / sh.files[index];
-        const int64_t saved_cols = rowwise ? 1 : sh.cols;
-        const int64_t want = sh.rows * saved_cols * static_cast<int64_t>(elem);
-        SR_CHECK(m.file(sh.files[index]).bytes == want,
-                 "checkpoint {}: {} holds {} bytes, its shard [{}, {}] needs {}", dir,
-                 sh.files[index], m.file(sh.files[index]).bytes, sh.rows, saved_cols, want);
-        std::ifstream in(path, std::ios::binary);
-        SR_CHECK(in.good(), "checkpoint {}: missing file {}", dir, sh.files[index]);
-        if (rowwise) {
-            saved_state.resize(static_cast<size_t>(r1 - r0));
-            read_at(in, path, (r0 - sh.row_offset) * 4, (r1 - r0) * 4, saved_state.data());
-            for (int64_t r = r0; r < r1; ++r) {
-                acc[static_cast<size_t>(r - row_offset)] +=
-                    static_cast<double>(c1 - c0) * saved_state[static_cast<size_t>(r - r0)];
-            }
-        } else if (c0 == col_offset && c1 - c0 == cols && c0 == sh.col_offset &&
-                   c1 - c0 == sh.cols) {  // whole rows on both sides: one read
-            read_at(in, path, (r0 - sh.row_offset) * cols * static_cast<int64_t>(elem),
-                    (r1 - r0) * cols * static_cast<int64_t>(elem),
-                    dst + (r0 - row_offset) * cols * static_cast<int64_t>(elem));
-        } else {
-            for (int64_t r = r0; r < r1; ++r) {
-                read_at(in, path,
-                        ((r - sh.row_offset) * sh.cols + (c0 - sh.col_offset)) *
-                            static_cast<int64_t>(elem),
-                        (c1 - c0) * static_cast<int64_t>(elem),
-                        dst + ((r - row_offset) * cols + (c0 - col_offset)) *
-                                  static_cast<int64_t>(elem));
-            }
-        }
-        covered += (r1 - r0) * (c1 - c0);
-        if (optimizer_step != nullptr) {
-            SR_CHECK(!have_step || *optimizer_step == sh.optimizer_step,
-                     "checkpoint {}: the shards of table '{}' are at optimizer steps {} and {}",
-                     dir, table.name, *optimizer_step, sh.optimizer_step);
-            *optimizer_step = sh.optimizer_step;
-            have_step = true;
-        }
-    }
-    SR_CHECK(covered == rows * cols,
-             "checkpoint {}: the saved shards of table '{}' cover {} of the {} elements of rows "
-             "[{}, {}) columns [{}, {})",
-             dir, table.name, covered, rows * cols, row_offset, row_offset + rows, col_offset,
-             col_offset + cols);
-    if (rowwise) {
-        float* o = out.data<float>();
-        for (int64_t r = 0; r < rows; ++r)
-            o[r] = static_cast<float>(acc[static_cast<size_t>(r)] / static_cast<double>(cols));
-    }
+    read_rows_into(dir, m, table, state, RegionRows{row_offset, rows, nullptr}, col_offset, cols,
+                   out, optimizer_step);
+}
+
+void read_table_rows(const std::string& dir,
+                     const CheckpointManifest& m,
+                     const CheckpointTable& table,
+                     int state,
+                     const std::vector<int64_t>& rows,
+                     int64_t col_offset,
+                     int64_t cols,
+                     Tensor& out,
+                     int64_t* optimizer_step) {
+    read_rows_into(dir, m, table, state, RegionRows{0, static_cast<int64_t>(rows.size()), &rows},
+                   col_offset, cols, out, optimizer_step);
 }
 
 int64_t load_checkpoint(Trainer& trainer, const std::string& dir_in, const LoadOptions& options) {

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/core/error.h"
 #include "engine/core/crc32.h"
+#include "engine/core/error.h"
 
 namespace shardrec::train {
 namespace {
@@ -45,6 +45,10 @@ YAML::Node shard_node(const CheckpointShard& s) {
     n["offsets"] = flow_list({s.row_offset, s.col_offset});
     n["sizes"] = flow_list({s.rows, s.cols});
     n["optimizer_step"] = s.optimizer_step;
+    if (s.stored_rows >= 0) {
+        n["stored_rows"] = s.stored_rows;
+        n["row_ids"] = s.row_ids;
+    }
     YAML::Node files(YAML::NodeType::Sequence);
     for (const auto& f : s.files)
         files.push_back(f);
@@ -133,6 +137,13 @@ public:
         s.files = get<std::vector<std::string>>(n, "files", where);
         for (const std::string& f : s.files)
             inside(f, where + ".files[]");
+        if (n["stored_rows"]) {
+            s.stored_rows = get<int64_t>(n, "stored_rows", where);
+            SR_CHECK(s.stored_rows >= 0 && s.stored_rows <= s.rows,
+                     "{}: {}: stored_rows {} outside [0, {}]", source_, where, s.stored_rows,
+                     s.rows);
+            s.row_ids = file_name(n, "row_ids", where);
+        }
         return s;
     }
 
@@ -209,6 +220,8 @@ std::string manifest_to_yaml(const CheckpointManifest& m) {
         state.push_back(s);
     model["sparse_state"] = state;
     model["dense_optimizer"] = m.dense_optimizer;
+    if (m.initial_accumulator_value != 0)
+        model["initial_accumulator_value"] = m.initial_accumulator_value;
     model.SetStyle(YAML::EmitterStyle::Flow);
     root["model"] = model;
     YAML::Node tables(YAML::NodeType::Sequence);
@@ -241,8 +254,7 @@ std::string manifest_to_yaml(const CheckpointManifest& m) {
     YAML::Emitter out;
     out << root;
     const std::string text = std::string(out.c_str()) + "\n";
-    return text +
-           fmt::format("{} {}\n", kChecksumKey, crc_text(crc32(text.data(), text.size())));
+    return text + fmt::format("{} {}\n", kChecksumKey, crc_text(crc32(text.data(), text.size())));
 }
 
 namespace {
@@ -289,6 +301,8 @@ CheckpointManifest manifest_from_text(const std::string& text,
     if (model["sparse_state"])
         m.sparse_state = r.get<std::vector<std::string>>(model, "sparse_state", "model");
     m.dense_optimizer = r.get<std::string>(model, "dense_optimizer", "model");
+    if (model["initial_accumulator_value"])
+        m.initial_accumulator_value = r.get<double>(model, "initial_accumulator_value", "model");
     for (const YAML::Node& n : r.at(root, "tables", "")) {
         CheckpointTable t;
         t.name = r.get<std::string>(n, "name", "tables[]");

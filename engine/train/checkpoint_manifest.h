@@ -19,6 +19,10 @@
 //       shards:
 //         - {rank: 0, offsets: [0, 0], sizes: [151, 8], optimizer_step: 21,
 //            files: [tables/big.0.0.weight.bin, tables/big.0.0.momentum1.bin]}
+//         # a key_value shard saves only its rows not at their initial value: their ids
+//         # (shard-local, ascending, i64), then the files hold those rows in that order
+//         - {rank: 1, offsets: [151, 0], sizes: [150, 8], optimizer_step: 21, stored_rows: 40,
+//            row_ids: tables/big.151.0.row_ids.bin, files: [...]}
 //   dense: [{name: dense_arch.model._mlp.0._linear.weight, dtype: f32, shape: [16, 13],
 //            file: dense/dense_arch.model._mlp.0._linear.weight.bin}, ...]
 //   dense_optimizer: [{name: step, dtype: i64, shape: [1], file: ...}, ...]
@@ -61,6 +65,11 @@ struct CheckpointShard {
     int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;
     int64_t optimizer_step = 1;
     std::vector<std::string> files;  // weight, then one per sparse state name
+    // Sparse shards (key_value): the rows saved, the file of their ids; -1 and "": every row.
+    // A row not saved is at its initial value: the weights of (seed, table index, row, column),
+    // the state at CheckpointManifest::initial_accumulator_value (Adagrad) or 0.
+    int64_t stored_rows = -1;
+    std::string row_ids;
 };
 
 struct CheckpointTable {
@@ -83,6 +92,7 @@ struct CheckpointManifest {
     std::string model_type;
     std::string sparse_optimizer;           // optimizer.sparse.type
     std::vector<std::string> sparse_state;  // the state names of every shard, in order
+    double initial_accumulator_value = 0;   // Adagrad's state start (rows not saved)
     std::string dense_optimizer;            // optimizer.dense.type
     std::vector<CheckpointTable> tables;    // model order
     std::vector<CheckpointTensor> dense;    // the model's parameters() order
