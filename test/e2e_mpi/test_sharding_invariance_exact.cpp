@@ -53,10 +53,18 @@ struct Setup {
     std::string sharding;   // the YAML of the sharding section
     std::string optimizer;  // sgd | adagrad | rowwise_adagrad | adam
     bool weighted = true;
+    std::string cache;  // "": rows in memory; else key_value tables with this sharding.cache
 };
 
+constexpr const char* kStorage = "/tmp/shardrec-test-exact-kv";
+
 Config make_config(const Setup& s) {
-    std::string text = std::string(kModel) + "sharding: " + s.sharding + "\n" +
+    std::string sharding = s.sharding;
+    if (!s.cache.empty()) {
+        sharding = "{compute_kernel: key_value, storage: {path: " + std::string(kStorage) +
+                   "}, cache: " + s.cache + ", " + sharding.substr(1);
+    }
+    std::string text = std::string(kModel) + "sharding: " + sharding + "\n" +
                        "optimizer: {sparse: {type: " + s.optimizer +
                        ", learning_rate: 0.125, eps: 0.0625}}\n";
     return parse_config(text, {});
@@ -122,16 +130,39 @@ Tensor make_grad(int64_t width, int step, int64_t first, int64_t count, float sc
     return Tensor::from_vector(g, {count, width});
 }
 
+std::vector<int64_t> all_rows(int64_t rows) {
+    std::vector<int64_t> out(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+        out[static_cast<size_t>(r)] = r;
+    return out;
+}
+
+// The shard's rows and optimizer state as tensors: views, or a key_value shard's read through
+// its store after a flush.
+std::pair<Tensor, std::vector<Tensor>> shard_tensors(const EmbeddingShardState& s) {
+    if (s.cached == nullptr)
+        return {s.weight, s.optimizer_state};
+    s.cached->flush();
+    std::pair<Tensor, std::vector<Tensor>> out;
+    s.cached->read_rows(all_rows(s.rows), out.first, out.second);
+    return out;
+}
+
 // Every row of every table on the grid k/8, element (table, row, col) from seeds.
 void set_dyadic_rows(EmbeddingBagCollectionInterface& ebc) {
     for (EmbeddingShardState& s : ebc.shard_states()) {
-        float* w = s.weight.data<float>();
+        auto [weight, states] = shard_tensors(s);
+        float* w = weight.data<float>();
         for (int64_t r = 0; r < s.rows; ++r) {
             for (int64_t c = 0; c < s.cols; ++c) {
                 w[r * s.cols + c] = dyadic(8, 8.0f, static_cast<uint64_t>(s.table),
                                            static_cast<uint64_t>(s.row_offset + r),
                                            static_cast<uint64_t>(s.col_offset + c), 3);
             }
+        }
+        if (s.cached != nullptr) {
+            s.cached->reset();
+            s.cached->write_rows(all_rows(s.rows), weight, states);
         }
     }
 }
@@ -171,12 +202,13 @@ void require_shard_equal(const EmbeddingShardState& s,
                             cols, what + " " + name + " row " + std::to_string(s.row_offset + row));
         }
     };
-    slice_equal(s.weight, r.weight, "weight");
+    const auto [weight, states] = shard_tensors(s);
+    slice_equal(weight, r.weight, "weight");
     if (!compare_state)
         return;
-    REQUIRE(s.optimizer_state.size() == r.optimizer_state.size());
-    for (size_t i = 0; i < s.optimizer_state.size(); ++i)
-        slice_equal(s.optimizer_state[i], r.optimizer_state[i], "state" + std::to_string(i));
+    REQUIRE(states.size() == r.optimizer_state.size());
+    for (size_t i = 0; i < states.size(); ++i)
+        slice_equal(states[i], r.optimizer_state[i], "state" + std::to_string(i));
 }
 
 // Trains the sharded collection and the one-process reference side by side for kSteps.
@@ -191,7 +223,8 @@ void check_exact(const Setup& setup) {
     const auto tables = embedding_bag_configs(config.model);
     const auto optim = sparse_optimizer_params(config.optimizer.sparse);
 
-    ShardedEmbeddingBagCollection sharded(tables, setup.weighted, plan, pg, kSeed, optim);
+    ShardedEmbeddingBagCollection sharded(tables, setup.weighted, plan, pg, kSeed, optim,
+                                          Device::cpu(), nullptr, config.sharding.storage.path);
     EmbeddingBagCollection ref(tables, setup.weighted, kSeed, optim);
     set_dyadic_rows(sharded);
     set_dyadic_rows(ref);
@@ -203,7 +236,7 @@ void check_exact(const Setup& setup) {
             continue;
         compare_state = false;
     }
-    const std::string what = setup.optimizer + " " + setup.sharding;
+    const std::string what = setup.optimizer + " " + setup.sharding + " " + setup.cache;
     for (int step = 0; step < kSteps; ++step) {
         const KeyedJaggedTensor local =
             make_batch(tables, setup.weighted, step, me * kBatch, kBatch);
@@ -275,7 +308,7 @@ TEST_CASE("sharding invariance, exact mode: sgd, bitwise for every type", "[mpi]
     const int world = comm::world_process_group()->size();
     for (const std::string& sharding : shardings(world, false)) {
         for (bool weighted : {true, false})
-            check_exact({sharding, "sgd", weighted});
+            check_exact({sharding, "sgd", weighted, ""});
     }
 }
 
@@ -284,7 +317,25 @@ TEST_CASE("sharding invariance, exact mode: every fused optimizer under every ty
     for (const char* optimizer : {"adagrad", "rowwise_adagrad", "adam"}) {
         const bool one_column_shard = std::string(optimizer) == "rowwise_adagrad";
         for (const std::string& sharding : shardings(world, one_column_shard))
-            check_exact({sharding, optimizer, true});
+            check_exact({sharding, optimizer, true, ""});
+    }
+}
+
+// key_value tables: the rows on disk behind a DRAM cache from one slot (every batch overflows)
+// to every row, LRU and LFU, give the same bits as rows in memory for every sharding type and
+// optimizer (engine/modules/cached_embedding_shard.h).
+TEST_CASE("sharding invariance, exact mode: key_value tables with any cache", "[mpi][e2e]") {
+    const int world = comm::world_process_group()->size();
+    for (const char* optimizer : {"sgd", "adagrad", "rowwise_adagrad", "adam"}) {
+        const bool one_column_shard = std::string(optimizer) == "rowwise_adagrad";
+        const std::vector<std::string> plans = shardings(world, one_column_shard);
+        for (const char* cache :
+             {"{load_factor: 0.01, algorithm: lru}", "{load_factor: 0.3, algorithm: lfu}",
+              "{load_factor: 1.0, algorithm: lru}"}) {
+            for (const size_t plan : {0, 1, 2, 3, 6}) {  // every type but data_parallel
+                check_exact({plans[plan], optimizer, plan % 2 == 0, cache});
+            }
+        }
     }
 }
 
@@ -296,7 +347,7 @@ TEST_CASE("column_wise with row-wise Adagrad keeps one accumulator per column sh
           "[mpi][e2e]") {
     auto pg = comm::world_process_group();
     const int world = pg->size(), me = pg->rank();
-    const Setup setup{shardings(world, false)[2], "rowwise_adagrad", true};
+    const Setup setup{shardings(world, false)[2], "rowwise_adagrad", true, ""};
     const Config config = make_config(setup);
     PlacementEnv env;
     env.world_size = world;

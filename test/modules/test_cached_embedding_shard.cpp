@@ -1,0 +1,269 @@
+// The key_value tier: KeyValueStore's records and faults, and CachedEmbeddingShard's policies
+// (LRU, LFU, the overflow area) with the TBE kernels running on its slots against the same
+// kernels on the rows in memory, bit for bit.
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/core/rng.h"
+#include "engine/modules/cached_embedding_shard.h"
+#include "engine/modules/embedding_config.h"
+#include "kernels/embedding_bag.h"
+#include "test/support/compare.h"
+
+using namespace shardrec;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+
+    TempDir() {
+        char pattern[] = "/tmp/shardrec-kv-XXXXXX";
+        path = ::mkdtemp(pattern);
+    }
+
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+};
+
+std::vector<char> payload(int64_t bytes, int64_t row) {
+    std::vector<char> p(static_cast<size_t>(bytes));
+    for (size_t i = 0; i < p.size(); ++i)
+        p[i] = static_cast<char>(row * 31 + static_cast<int64_t>(i));
+    return p;
+}
+
+CachedEmbeddingShard::Layout layout(int64_t rows, int64_t cols) {
+    CachedEmbeddingShard::Layout l;
+    l.table = "big";
+    l.table_index = 2;
+    l.num_embeddings = rows * 3;
+    l.row_offset = rows;
+    l.rows = rows;
+    l.cols = cols;
+    l.seed = 11;
+    l.rank = 0;
+    return l;
+}
+
+// Distinct-row misses of one prefetch of `ids`.
+int64_t misses_of(CachedEmbeddingShard& c, const std::vector<int64_t>& ids) {
+    const int64_t before = c.stats().misses;
+    Tensor slots;
+    c.prefetch(Tensor::from_vector(ids), slots);
+    return c.stats().misses - before;
+}
+
+}  // namespace
+
+TEST_CASE("KeyValueStore: records round-trip, unwritten rows are holes", "[key_value]") {
+    TempDir dir;
+    const std::string path = (dir.path / "t.kv").string();
+    KeyValueStore store(path, "table 'big' on rank 0", 100000, 70);
+    CHECK(store.record_bytes() == 80);  // payload + crc + magic, 8-aligned
+    const std::vector<int64_t> rows = {3, 99999, 50000};
+    std::vector<char> src;
+    for (int64_t r : rows) {
+        const auto p = payload(70, r);
+        src.insert(src.end(), p.begin(), p.end());
+    }
+    store.write(rows.data(), 3, src.data());
+    CHECK(store.stored(3));
+    CHECK(!store.stored(4));
+    CHECK(store.stored_rows() == std::vector<int64_t>{3, 50000, 99999});
+    std::vector<char> got(70);
+    for (int64_t r : rows) {
+        store.read(&r, 1, got.data());
+        CHECK(got == payload(70, r));
+    }
+    // A sparse file: 3 rows cost blocks, not the 8 MB of its length.
+    CHECK(fs::file_size(path) == 100000u * 80u);
+    CHECK(store.disk_bytes() <= 3 * 4096 * 2);
+    store.clear();
+    CHECK(store.stored_count() == 0);
+    CHECK(!store.stored(3));
+}
+
+TEST_CASE("KeyValueStore: faults name the table, the file and the rank", "[key_value]") {
+    TempDir dir;
+    SECTION("a storage path that cannot hold files") {
+        const std::string bad = (dir.path / "missing" / "t.kv").string();
+        const std::string msg =
+            test::error_of([&] { KeyValueStore store(bad, "table 'big' on rank 3", 10, 8); });
+        CHECK_THAT(msg, Catch::Contains("table 'big' on rank 3") && Catch::Contains(bad) &&
+                            Catch::Contains("cannot create"));
+    }
+    SECTION("a damaged record") {
+        const std::string path = (dir.path / "t.kv").string();
+        KeyValueStore store(path, "table 'big' on rank 1", 10, 16);
+        const int64_t row = 7;
+        store.write(&row, 1, payload(16, row).data());
+        {
+            std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(row * store.record_bytes() + 5);
+            f.put('\x7f');
+        }
+        std::vector<char> got(16);
+        const std::string msg = test::error_of([&] { store.read(&row, 1, got.data()); });
+        CHECK_THAT(msg, Catch::Contains("table 'big' on rank 1") && Catch::Contains(path) &&
+                            Catch::Contains("damaged") && Catch::Contains("row 7"));
+    }
+    SECTION("a truncated file") {
+        const std::string path = (dir.path / "t.kv").string();
+        KeyValueStore store(path, "table 'big' on rank 2", 10, 16);
+        const int64_t row = 9;
+        store.write(&row, 1, payload(16, row).data());
+        fs::resize_file(path, 9 * static_cast<uintmax_t>(store.record_bytes()) + 3);
+        std::vector<char> got(16);
+        const std::string msg = test::error_of([&] { store.read(&row, 1, got.data()); });
+        CHECK_THAT(msg, Catch::Contains("table 'big' on rank 2") && Catch::Contains(path) &&
+                            Catch::Contains("truncated"));
+    }
+    SECTION("a full disk") {
+        // A 64 KiB tmpfs is a disk that fills; mounting one needs root (CI runs as root).
+        const fs::path mnt = dir.path / "small";
+        fs::create_directories(mnt);
+        if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") != 0) {
+            WARN("not run: mounting a tmpfs needs root");
+            SUCCEED();
+            return;
+        }
+        const std::string path = (mnt / "t.kv").string();
+        std::string msg;
+        {
+            KeyValueStore store(path, "table 'big' on rank 0", 100000, 1000);
+            msg = test::error_of([&] {
+                for (int64_t r = 0; r < 1000; ++r)
+                    store.write(&r, 1, payload(1000, r).data());
+            });
+        }
+        ::umount(mnt.c_str());
+        CHECK_THAT(msg, Catch::Contains("table 'big' on rank 0") && Catch::Contains(path) &&
+                            Catch::Contains("No space left on device"));
+    }
+}
+
+TEST_CASE("CachedEmbeddingShard: LRU evicts the least recently used row", "[key_value]") {
+    TempDir dir;
+    CachedEmbeddingShard c(layout(100, 4), {0.04, CacheAlgorithm::kLru}, {},
+                           (dir.path / "t.kv").string());
+    REQUIRE(c.slots() == 4);  // one set of 4 ways: the policy alone decides
+    CHECK(misses_of(c, {0, 1, 2, 3}) == 4);
+    CHECK(misses_of(c, {0, 2}) == 0);
+    CHECK(misses_of(c, {3}) == 0);
+    CHECK(misses_of(c, {4}) == 1);  // evicts 1, the least recently used
+    CHECK(misses_of(c, {0, 2, 3, 4}) == 0);
+    CHECK(misses_of(c, {1}) == 1);
+}
+
+TEST_CASE("CachedEmbeddingShard: LFU evicts the least frequently used row", "[key_value]") {
+    TempDir dir;
+    CachedEmbeddingShard c(layout(100, 4), {0.04, CacheAlgorithm::kLfu}, {},
+                           (dir.path / "t.kv").string());
+    CHECK(misses_of(c, {0, 1, 2, 3}) == 4);
+    CHECK(misses_of(c, {1, 1, 2}) == 0);
+    CHECK(misses_of(c, {0, 2}) == 0);
+    CHECK(misses_of(c, {3, 3, 3}) == 0);
+    // counts 0:2 1:3 2:3 3:4; LRU would evict 1 (used before 0's last use), LFU evicts 0.
+    CHECK(misses_of(c, {4}) == 1);
+    CHECK(misses_of(c, {1, 2, 3}) == 0);
+    CHECK(misses_of(c, {0}) == 1);
+}
+
+// The TBE forward and fused backward on the cache's slots against the same kernels on the rows
+// in memory, for caches from one slot (every batch overflows) to every row, each optimizer.
+TEST_CASE("CachedEmbeddingShard: the kernels on its slots train bitwise like rows in memory",
+          "[key_value]") {
+    const int64_t rows = 300, cols = 8, batch = 16;
+    for (const auto optim_type :
+         {kernels::OptimType::kSgd, kernels::OptimType::kExactAdagrad,
+          kernels::OptimType::kExactRowWiseAdagrad, kernels::OptimType::kAdam}) {
+        for (const double load_factor : {1.0 / 300, 0.05, 0.5, 1.0}) {
+            for (const auto algorithm : {CacheAlgorithm::kLru, CacheAlgorithm::kLfu}) {
+                INFO("optimizer " << kernels::optim_type_name(optim_type) << " load_factor "
+                                  << load_factor);
+                TempDir dir;
+                kernels::FusedOptimizerParams optim;
+                optim.type = optim_type;
+                optim.learning_rate = 0.1f;
+                optim.initial_accumulator_value = 0.25f;
+                const auto l = layout(rows, cols);
+                CachedEmbeddingShard cached(l, {load_factor, algorithm}, optim,
+                                            (dir.path / "t.kv").string());
+                Tensor weights = Tensor::empty({rows, cols}, DType::kF32);
+                init_embedding_rows(weights, l.seed, l.table_index, l.row_offset, l.col_offset,
+                                    l.num_embeddings);
+                Tensor state1, state2;
+                kernels::make_optimizer_states(optim, rows, cols, state1, state2);
+                const Tensor table_offsets = Tensor::from_vector<int64_t>({0, rows});
+                const Tensor feature_table = Tensor::zeros({1}, DType::kI32);
+                kernels::EmbeddingBackwardWorkspace ws_a, ws_b;
+                rng::Rng r(test::test_seed(), 5);
+                Tensor slots;
+                for (int step = 0; step < 6; ++step) {
+                    std::vector<int64_t> ids, offsets = {0};
+                    for (int64_t b = 0; b < batch; ++b) {
+                        const int64_t n = static_cast<int64_t>(r.next_u64() % 4);
+                        for (int64_t j = 0; j < n; ++j)  // hot rows and cold ones
+                            ids.push_back(static_cast<int64_t>(r.next_u64() % (j == 0 ? 8 : 300)));
+                        offsets.push_back(static_cast<int64_t>(ids.size()));
+                    }
+                    const Tensor ids_t = Tensor::from_vector(ids);
+                    const Tensor offsets_t = Tensor::from_vector(offsets);
+                    Tensor out_a = Tensor::empty({batch, cols}, DType::kF32);
+                    Tensor out_b = Tensor::empty({batch, cols}, DType::kF32);
+                    kernels::embedding_bag_forward(weights, table_offsets, feature_table, ids_t,
+                                                   offsets_t, nullptr, PoolingMode::kSum, out_a,
+                                                   Stream::cpu());
+                    cached.prefetch(ids_t, slots);
+                    kernels::embedding_bag_forward(cached.weights, cached.table_offsets,
+                                                   feature_table, slots, offsets_t, nullptr,
+                                                   PoolingMode::kSum, out_b, Stream::cpu());
+                    REQUIRE(std::memcmp(out_a.data_ptr(), out_b.data_ptr(), out_a.nbytes()) == 0);
+                    Tensor grad = Tensor::empty({batch, cols}, DType::kF32);
+                    for (int64_t i = 0; i < grad.numel(); ++i)
+                        grad.data<float>()[i] = r.uniform(-1.f, 1.f);
+                    optim.step = step + 1;
+                    kernels::embedding_bag_backward_fused(
+                        grad, table_offsets, feature_table, ids_t, offsets_t, nullptr,
+                        PoolingMode::kSum, optim, weights, state1.defined() ? &state1 : nullptr,
+                        state2.defined() ? &state2 : nullptr, ws_a, Stream::cpu());
+                    kernels::embedding_bag_backward_fused(
+                        grad, cached.table_offsets, feature_table, slots, offsets_t, nullptr,
+                        PoolingMode::kSum, optim, cached.weights,
+                        cached.state1.defined() ? &cached.state1 : nullptr,
+                        cached.state2.defined() ? &cached.state2 : nullptr, ws_b, Stream::cpu());
+                    cached.mark_updated();
+                }
+                if (load_factor < 0.01)
+                    CHECK(cached.stats().overflow > 0);
+                cached.flush();
+                std::vector<int64_t> all(static_cast<size_t>(rows));
+                for (int64_t i = 0; i < rows; ++i)
+                    all[static_cast<size_t>(i)] = i;
+                Tensor w;
+                std::vector<Tensor> states;
+                cached.read_rows(all, w, states);
+                REQUIRE(std::memcmp(w.data_ptr(), weights.data_ptr(), w.nbytes()) == 0);
+                const std::vector<Tensor*> want = {&state1, &state2};
+                REQUIRE(states.size() ==
+                        static_cast<size_t>(kernels::optim_num_states(optim_type)));
+                for (size_t i = 0; i < states.size(); ++i) {
+                    REQUIRE(std::memcmp(states[i].data_ptr(), want[i]->data_ptr(),
+                                        states[i].nbytes()) == 0);
+                }
+                // Only rows the optimizer changed are stored.
+                CHECK(cached.stored_rows().size() < static_cast<size_t>(rows));
+            }
+        }
+    }
+}
