@@ -175,7 +175,7 @@ struct RuntimeConfig {
 // default placement; an entry names a model table and fixes its type, ranks, kernel or widths.
 // With planner: auto the entries constrain the auto planner instead (type, and ranks if given).
 struct ShardingConfig {
-    // The cache of fused_uvm_caching and key_value tables (TorchRec CacheParams). In a table
+    // The cache of key_value tables (TorchRec CacheParams). In a table
     // entry, 0 and "" take the section's values.
     struct Cache {
         double load_factor = 0.2;

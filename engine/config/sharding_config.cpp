@@ -12,8 +12,7 @@
 namespace shardrec {
 
 void ShardingConfig::Cache::visit(FieldVisitor& v, bool entry) {
-    Field lf("load_factor",
-             "cache slots as a fraction of each shard's rows (fused_uvm_caching, key_value)");
+    Field lf("load_factor", "cache slots as a fraction of each shard's rows (key_value tables)");
     Field alg("algorithm",
               "the row a full cache evicts: lru (least recently used) or lfu (least "
               "frequently used, ties by recency)");
@@ -39,13 +38,13 @@ void ShardingConfig::Table::visit(FieldVisitor& v) {
                 .default_doc("sharding.sharding_type"),
             sharding_type);
     v.field(Field("compute_kernel",
-                  "fused, fused_uvm, fused_uvm_caching, key_value, or dense: data_parallel's "
+                  "fused, key_value, or dense: data_parallel's "
                   "kernel (sharded tables train with the fused optimizer only), refused with any "
                   "other sharding_type; with the auto planner and no sharding_type, dense makes "
                   "the table data_parallel")
                 .default_doc("sharding.compute_kernel"),
             compute_kernel);
-    v.section(Field("cache", "this table's cache (fused_uvm_caching, key_value)"),
+    v.section(Field("cache", "this table's cache (key_value)"),
               [this](FieldVisitor& s) { cache.visit(s, true); });
     v.field(Field("ranks", "the rank of each shard; empty: the default placement").at_least(0),
             ranks);
@@ -62,14 +61,13 @@ void ShardingConfig::visit(FieldVisitor& v) {
                 .one_of(sharding_type_names()),
             sharding_type);
     v.field(Field("compute_kernel",
-                  "kernel of the tables without one: fused (rows in memory); fused_uvm (CUDA: "
-                  "rows in host memory); fused_uvm_caching (CUDA: rows in host memory, a cache "
-                  "in device memory); key_value (CPU: rows on disk under storage.path, a cache "
-                  "in DRAM); dense (data_parallel's kernel: manual planner only with "
+                  "kernel of the tables without one: fused (rows in memory); key_value (CPU: "
+                  "rows on disk under storage.path, a cache in DRAM); dense (data_parallel's "
+                  "kernel: manual planner only with "
                   "sharding_type data_parallel; auto planner: those tables become data_parallel)")
                 .one_of(compute_kernel_names()),
             compute_kernel);
-    v.section(Field("cache", "the cache of fused_uvm_caching and key_value tables"),
+    v.section(Field("cache", "the cache of key_value tables"),
               [this](FieldVisitor& s) { cache.visit(s, false); });
     v.section(Field("storage", "the disk tier of key_value tables"),
               [this](FieldVisitor& s) { storage.visit(s); });
@@ -172,21 +170,12 @@ void check_shape(const ShardingConfig::Table& t,
     }
 }
 
-// The kernel's tier against the device: the UVM kernels are CUDA's, key_value the CPU's (its
-// cache lives in DRAM).
+// The kernel's tier against the device: key_value is the CPU's (its cache lives in DRAM).
 std::string kernel_device_problem(const std::string& kernel, const std::string& device) {
-    const bool cuda = device.rfind("cuda", 0) == 0;
-    if (!cuda && (kernel == "fused_uvm" || kernel == "fused_uvm_caching")) {
+    if (device.rfind("cuda", 0) == 0 && kernel == "key_value") {
         return fmt::format(
-            "{} keeps rows in host memory for a CUDA device, and runtime.device is "
-            "{}: on the CPU, key_value keeps rows on disk with a DRAM cache",
-            kernel, device);
-    }
-    if (cuda && kernel == "key_value") {
-        return fmt::format(
-            "key_value is the CPU's disk tier, and runtime.device is {}: on a "
-            "GPU use fused_uvm_caching (rows in host memory, a cache in device "
-            "memory)",
+            "key_value is the CPU's disk tier with a DRAM cache, and runtime.device is {}: on a "
+            "GPU, tables train with fused (rows in device memory)",
             device);
     }
     return "";

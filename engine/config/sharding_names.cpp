@@ -59,8 +59,6 @@ struct KernelName {
 constexpr KernelName kKernelNames[] = {
     {EmbeddingComputeKernel::kDense, "dense"},
     {EmbeddingComputeKernel::kFused, "fused"},
-    {EmbeddingComputeKernel::kFusedUvm, "fused_uvm"},
-    {EmbeddingComputeKernel::kFusedUvmCaching, "fused_uvm_caching"},
     {EmbeddingComputeKernel::kKeyValue, "key_value"},
 };
 

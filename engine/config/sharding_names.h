@@ -15,17 +15,15 @@ enum class ShardingType { kDataParallel, kTableWise, kColumnWise, kRowWise, kTab
 enum class EmbeddingComputeKernel {
     kDense,  // gradients into a dense [E, D] buffer, applied by the dense optimizer (data_parallel)
     kFused,  // the sparse optimizer applied to the touched rows inside the lookup's backward
-    // Fused, with the rows and their optimizer state in a larger, slower tier and a cache of
-    // them where the kernels run (TorchRec's names):
-    kFusedUvm,         // CUDA: rows in pinned host memory the device reads in place
-    kFusedUvmCaching,  // CUDA: rows in host memory, a cache of them in device memory
-    kKeyValue,         // CPU: rows in a file per shard on local disk, a cache of them in DRAM
+    // Fused, with the rows and their optimizer state in a file per shard on local disk and a
+    // cache of them in DRAM where the kernels run (TorchRec's KEY_VALUE; the CPU's tier).
+    kKeyValue,
 };
 
 // How a cache picks the row it evicts (TorchRec CacheAlgorithm).
 enum class CacheAlgorithm { kLru, kLfu };
 
-// The cache of a fused_uvm_caching or key_value table (TorchRec CacheParams).
+// The cache of a key_value table (TorchRec CacheParams).
 struct CacheParams {
     double load_factor = 0.2;  // cache slots as a fraction of the shard's rows
     CacheAlgorithm algorithm = CacheAlgorithm::kLru;
@@ -35,10 +33,9 @@ struct CacheParams {
     }
 };
 
-// Whether the kernel keeps its rows behind a cache (fused_uvm_caching, key_value).
+// Whether the kernel keeps its rows behind a cache (key_value).
 inline bool is_cached_kernel(EmbeddingComputeKernel kernel) {
-    return kernel == EmbeddingComputeKernel::kFusedUvmCaching ||
-           kernel == EmbeddingComputeKernel::kKeyValue;
+    return kernel == EmbeddingComputeKernel::kKeyValue;
 }
 
 // "data_parallel", "table_wise", "column_wise", "row_wise", "table_row_wise".
@@ -48,7 +45,7 @@ std::optional<ShardingType> parse_sharding_type(const std::string& name);
 // The five canonical names in the enum's order (for one_of lists and did-you-mean).
 const std::vector<std::string>& sharding_type_names();
 
-// "dense", "fused", "fused_uvm", "fused_uvm_caching", "key_value".
+// "dense", "fused", "key_value".
 const char* compute_kernel_name(EmbeddingComputeKernel kernel);
 std::optional<EmbeddingComputeKernel> parse_compute_kernel(const std::string& name);
 const std::vector<std::string>& compute_kernel_names();

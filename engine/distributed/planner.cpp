@@ -109,7 +109,7 @@ std::vector<Option> enumerate_options(const ModelConfig::Table& t,
     // narrows the table to data_parallel, as a sharding_type would.
     const std::string kernel_name = entry ? entry->compute_kernel : section.compute_kernel;
     const bool dense = kernel_name == "dense";
-    // fused_uvm, fused_uvm_caching, key_value: the table is sharded (never data_parallel) and
+    // key_value: the table is sharded (never data_parallel) and
     // keeps that kernel.
     const auto requested = parse_compute_kernel(kernel_name);
     const bool tiered = requested && !dense && *requested != EmbeddingComputeKernel::kFused;

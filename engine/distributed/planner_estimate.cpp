@@ -208,11 +208,9 @@ double CostModel::shard_storage_bytes(const ModelConfig::Table& table,
     const double c = static_cast<double>(cols);
     const double row =
         c * element_bytes(table.data_type) + state_bytes_per_element_ * c + state_bytes_per_row_;
-    // A cached table holds its cache here (the rows live in the slower tier); fused_uvm none.
+    // A cached table holds its cache here (the rows live in the slower tier).
     if (is_cached_kernel(kernel))
         return std::ceil(r * load_factor_.at(table.name)) * row;
-    if (kernel == EmbeddingComputeKernel::kFusedUvm)
-        return 0;
     return r * row + (kernel == EmbeddingComputeKernel::kDense ? r * c * 4.0 : 0.0);
 }
 

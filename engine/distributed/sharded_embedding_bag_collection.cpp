@@ -225,7 +225,8 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
         std::error_code ec;
         std::filesystem::create_directories(storage_dir, ec);
         SR_CHECK(!ec,
-                 "table '{}' is key_value: cannot create its storage directory {} on rank {}: {}",
+                 "table '{}' is key_value: cannot create its storage directory {} "
+                 "(sharding.storage.path) on rank {}: {}",
                  table.name, storage_dir, rank, ec.message());
         CachedEmbeddingShard::Layout layout;
         layout.table = table.name;

@@ -52,7 +52,7 @@ struct ShardingPlan {
     bool operator!=(const ShardingPlan& other) const { return !(*this == other); }
 };
 
-// The cache of a fused_uvm_caching or key_value table from the config (nothing for others).
+// The cache of a key_value table from the config (nothing for others).
 void set_cache_params(ParameterSharding& ps,
                       const ShardingConfig& sharding,
                       const std::string& table);

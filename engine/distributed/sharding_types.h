@@ -74,7 +74,7 @@ struct ParameterSharding {
     EmbeddingComputeKernel compute_kernel = EmbeddingComputeKernel::kFused;
     std::vector<int> ranks;                    // rank of each shard (data_parallel: all ranks)
     std::vector<ShardMetadata> sharding_spec;  // the shards; empty for data_parallel
-    std::optional<CacheParams> cache_params;   // fused_uvm_caching, key_value
+    std::optional<CacheParams> cache_params;   // key_value
 
     // The shards that live on `rank` (column_wise may put several on one rank).
     std::vector<ShardMetadata> shards_on(int rank) const;

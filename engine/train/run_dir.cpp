@@ -293,6 +293,17 @@ void MetricsWriter::write_line(const std::string& line) {
     SR_CHECK(ok, "cannot write '{}': {}", path_, std::strerror(errno));
 }
 
+void MetricsWriter::cache(int64_t step, const std::string& table, const CacheStats& w) {
+    if (!file_) {
+        return;
+    }
+    write_line(fmt::format(
+        R"({{"kind":"cache","step":{},"table":"{}","hit_rate":{},"unique_rows":{},"misses":{},)"
+        R"("overflow":{},"bytes_in":{},"bytes_out":{}}})",
+        step, table, json_number(w.hit_rate()), w.unique_rows, w.misses, w.overflow, w.bytes_in,
+        w.bytes_out));
+}
+
 void MetricsWriter::train(
     int64_t step, double loss, double lr, double samples_per_s, double loader_wait_ms) {
     if (!file_) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/config/config.h"
+#include "engine/modules/cached_embedding_shard.h"
 #include "engine/train/metrics.h"
 
 namespace shardrec::train {
@@ -88,6 +89,8 @@ public:
         int64_t step, double loss, double lr, double samples_per_s, double loader_wait_ms = -1);
     void eval(int64_t step, const Metrics& m);
     void target_reached(int64_t step, double auc, double target_auc);
+    // A key_value table's cache over the steps since its last record, summed over the ranks.
+    void cache(int64_t step, const std::string& table, const CacheStats& window);
     void done(int64_t steps, int64_t samples, double wall_s);
 
     bool enabled() const { return file_ != nullptr; }

@@ -247,6 +247,43 @@ void Trainer::set_prefetch_depth(int depth) {
         [this](int64_t step) { return rank_slice(step); }, depth);
 }
 
+std::vector<std::pair<std::string, CacheStats>> Trainer::cache_totals() {
+    auto* sharded = dynamic_cast<ShardedEmbeddingBagCollection*>(&model_->sparse_arch());
+    if (sharded == nullptr)
+        return {};
+    std::vector<std::pair<std::string, CacheStats>> out;
+    for (const ModelConfig::Table& t : config_.model.tables) {
+        if (sharded->plan().at(t.name).compute_kernel == EmbeddingComputeKernel::kKeyValue)
+            out.emplace_back(t.name, CacheStats{});
+    }
+    if (out.empty())
+        return out;
+    constexpr int64_t kCounters = 6;
+    Tensor sums = Tensor::zeros({static_cast<int64_t>(out.size()) * kCounters}, DType::kI64);
+    int64_t* v = sums.data<int64_t>();
+    for (const auto& [shard, st] : sharded->cache_stats()) {
+        const std::string table = shard.substr(0, shard.rfind('@'));
+        for (size_t i = 0; i < out.size(); ++i) {
+            if (out[i].first != table)
+                continue;
+            int64_t* c = v + static_cast<int64_t>(i) * kCounters;
+            c[0] += st.lookups;
+            c[1] += st.unique_rows;
+            c[2] += st.misses;
+            c[3] += st.overflow;
+            c[4] += st.bytes_in;
+            c[5] += st.bytes_out;
+        }
+    }
+    if (pg_ != nullptr)
+        pg_->all_reduce(sums, comm::ReduceOp::kSum).wait();
+    for (size_t i = 0; i < out.size(); ++i) {
+        const int64_t* c = v + static_cast<int64_t>(i) * kCounters;
+        out[i].second = CacheStats{c[0], c[1], c[2], c[3], c[4], c[5]};
+    }
+    return out;
+}
+
 double Trainer::take_loader_wait_s() {
     return std::exchange(loader_wait_s_, 0.0);
 }
@@ -374,6 +411,32 @@ Metrics Trainer::evaluate(MetricsAccumulator* samples) {
     return pipeline_.global_metrics(eval_acc_);
 }
 
+namespace {
+
+// The key_value caches over the steps since the last record: metrics.jsonl and the log.
+void log_cache_window(const std::vector<std::pair<std::string, CacheStats>>& totals,
+                      int64_t step,
+                      std::vector<CacheStats>& seen,
+                      MetricsWriter& writer) {
+    seen.resize(totals.size());
+    for (size_t i = 0; i < totals.size(); ++i) {
+        const CacheStats& t = totals[i].second;
+        CacheStats& s = seen[i];
+        const CacheStats w{t.lookups - s.lookups,   t.unique_rows - s.unique_rows,
+                           t.misses - s.misses,     t.overflow - s.overflow,
+                           t.bytes_in - s.bytes_in, t.bytes_out - s.bytes_out};
+        s = t;
+        writer.cache(step, totals[i].first, w);
+        log::root().debug(
+            "cache of table '{}' at step {}: hit rate {:.4f}, {} misses of {} rows, "
+            "{} overflow, {:.1f} MB in, {:.1f} MB out",
+            totals[i].first, step, w.hit_rate(), w.misses, w.unique_rows, w.overflow,
+            static_cast<double>(w.bytes_in) / 1e6, static_cast<double>(w.bytes_out) / 1e6);
+    }
+}
+
+}  // namespace
+
 TrainSummary run(const Config& config, const RunDir& run_dir, const std::string& resume) {
     const int threads = configure_threads(config);
     Trainer trainer(config, default_process_group());
@@ -397,6 +460,7 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     const auto t0 = Clock::now();
     auto window_t0 = t0;
     int64_t window_samples = 0;
+    std::vector<CacheStats> cache_seen;  // the key_value caches at the last record
     int64_t done = start;
     const auto inputs = trainer.train_inputs(start, config.train.steps,
                                              [&faults, rank](int64_t step, Batch& batch) {
@@ -435,6 +499,7 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
                                            static_cast<double>(trainer.global_batch_size());
             writer.train(done, r.loss, trainer.dense_lr(step), sps,
                          1e3 * trainer.take_loader_wait_s() / steps_in_window);
+            log_cache_window(trainer.cache_totals(), done, cache_seen, writer);
             progress.update(done, r.loss, sps);
             window_t0 = Clock::now();
             window_samples = 0;

@@ -47,6 +47,9 @@ public:
     void set_prefetch_depth(int depth);
     // Seconds train_batch waited for its batches since the last call (the loader wait).
     double take_loader_wait_s();
+    // Collective: each key_value table's cache counters since the start, summed over the ranks
+    // (model order; empty without key_value tables).
+    std::vector<std::pair<std::string, CacheStats>> cache_totals();
     // One step: input checks (BatchChecker), forward, loss, backward, fused sparse update, dense
     // step at the scheduled lr. A non-finite loss throws (nan_policy stop) or skips the batch on
     // every rank (skip_batch: StepResult::skipped).

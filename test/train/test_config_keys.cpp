@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "comm/mpi_env.h"
 #include "engine/core/error.h"
 #include "engine/train/run_dir.h"
 #include "engine/train/trainer.h"
@@ -125,6 +126,26 @@ const std::map<std::string, Variant>& run_effects() {
         {"sharding.compute_kernel", {{"sharding.compute_kernel=dense"}, {}, true}},
         {"sharding.tables[].compute_kernel",
          {{"sharding.tables=[{name: a, compute_kernel: dense}]"}, {}, true}},
+        // The cache never changes the numbers; its hits and misses (metrics.jsonl) show it.
+        {"sharding.cache.load_factor",
+         {{"sharding.cache.load_factor=0.9"},
+          {"sharding.compute_kernel=key_value", "sharding.storage.path={tmp}/kv"}}},
+        {"sharding.cache.algorithm",
+         {{"sharding.cache.algorithm=lfu"},
+          {"sharding.compute_kernel=key_value", "sharding.storage.path={tmp}/kv",
+           "sharding.cache.load_factor=0.5", "train.steps=4"}}},
+        {"sharding.tables[].cache.load_factor",
+         {{"sharding.tables=[{name: a, cache: {load_factor: 0.9}}]"},
+          {"sharding.compute_kernel=key_value", "sharding.storage.path={tmp}/kv"}}},
+        {"sharding.tables[].cache.algorithm",
+         {{"sharding.tables=[{name: a, cache: {algorithm: lfu}}]"},
+          {"sharding.compute_kernel=key_value", "sharding.storage.path={tmp}/kv",
+           "sharding.cache.load_factor=0.5", "train.steps=4"}}},
+        // Scratch files removed at the run's end: a path that cannot hold them shows.
+        {"sharding.storage.path",
+         {{"sharding.storage.path=/proc/shardrec-kv"},
+          {"sharding.compute_kernel=key_value"},
+          true}},
     };
     return v;
 }
@@ -269,6 +290,9 @@ TEST_CASE("Config keys: every reference key has a run effect or a documented rea
 }
 
 TEST_CASE("Config keys: each key set to another value changes a two-step run", "[train]") {
+    // key_value tables train in the sharded collection, over the world group (of this one
+    // process), as the shardrec binary runs them.
+    comm::init_process(nullptr, nullptr);
     const fs::path scratch = scratch_dir();
     const std::string plain = run_outcome({}, scratch / "base");
     // The baseline trains, and reproduces itself exactly (else every difference is noise).
