@@ -126,7 +126,7 @@ case $cmd in
     hostfile)
         [ -e "$state/count" ] || die "no hosts (hosts.sh up N first)"
         for k in $(seq 1 "$(cat "$state/count")"); do
-            echo "$subnet.$k slots=${1:?hostfile SLOTS}"
+            echo "sr-h$k slots=${1:?hostfile SLOTS}"
         done
         ;;
     *) sed -n '2,13p' "$0" >&2; exit 2 ;;
