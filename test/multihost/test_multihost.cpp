@@ -272,8 +272,8 @@ int64_t newest_checkpoint_loads(const fs::path& run, std::string* output) {
 enum class Fault { kLinkDown, kKillHost };
 
 // 2 hosts x 2 ranks train the quickstart with a checkpoint every 10 steps; once step 20's is
-// written, sr-h2 is cut off or its ranks killed. Returns the seconds until every surviving rank
-// had ended; `outputs` gets mpirun's output and every rank's.
+// written, sr-h2 is cut off or its ranks killed. Measures when the surviving ranks and mpirun
+// end, and keeps mpirun's output and every rank's.
 struct FaultRun {
     double ranks_end_s = -1;   // from the fault to the last surviving rank's end
     double mpirun_end_s = -1;  // -1: mpirun had not ended 5 s after the ranks
@@ -331,6 +331,8 @@ FaultRun run_fault(Fault fault, const std::string& name) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    if (f.ranks_end_s < 0 && f.mpirun_end_s >= 0 && shardrec_pids("sr-h1").empty())
+        f.ranks_end_s = f.mpirun_end_s;  // ended in the poll that saw mpirun end
     f.mpirun_output = read_text(dir / "mpirun.log");
     for (int r = 0; r < 4; ++r)
         f.rank_outputs.push_back(rank_output(dir / "ranks", r));
