@@ -98,8 +98,12 @@ int train_main(const std::vector<std::string>& args) {
     }
     const train::RunDir run_dir = train::open_run_dir(out, config, {resume, overwrite});
     const comm::ProcessInfo& info = comm::process_info();
-    log::root().info("shardrec {} ({}): {} on {} rank(s), run directory {} (run {})", version(),
-                     git_commit(), path, info.world_size, run_dir.path(), run_dir.run_id());
+    // Nodes as the plan sees them (MPI's shared-memory split, or SHARDREC_LOCAL_SIZE).
+    log::root().info(
+        "shardrec {} ({}): {} on {} rank(s), {} node(s) of {}, run directory {} "
+        "(run {})",
+        version(), git_commit(), path, info.world_size, info.world_size / info.local_size,
+        info.local_size, run_dir.path(), run_dir.run_id());
     log::root().info("resolved config:\n{}", dump_config(config));
 
     const train::TrainSummary summary = train::run(config, run_dir, resume);
