@@ -37,7 +37,7 @@ int64_t qcomm_row_bytes(CommType type, int64_t cols) {
         case CommType::kBf16:
             return 2 * cols;
         case CommType::kFp8:
-            return cols + static_cast<int64_t>(sizeof(float));
+            return cols == 0 ? 0 : cols + static_cast<int64_t>(sizeof(float));
     }
     return 0;
 }

@@ -30,7 +30,7 @@ enum class CommType : uint8_t { kFp32, kFp16, kBf16, kFp8 };
 const char* comm_type_name(CommType type);              // "fp32", "fp16", "bf16", "fp8"
 CommType comm_type_from_name(const std::string& name);  // throws naming the choices
 
-// Bytes of one encoded row of `cols` values.
+// Bytes of one encoded row of `cols` values (0 for none: an fp8 row of no values has no scale).
 int64_t qcomm_row_bytes(CommType type, int64_t cols);
 
 // input [rows, cols] f32 -> encoded u8, at least rows * qcomm_row_bytes(type, cols) bytes (the
