@@ -37,7 +37,9 @@ namespace shardrec::kernels {
     X(kAdd)                            \
     X(kColumnsAxpy)                    \
     X(kFill)                           \
-    X(kEmbeddingInit)
+    X(kEmbeddingInit)                  \
+    X(kQCommEncode)                    \
+    X(kQCommDecode)
 
 enum class OpKind {
 #define SR_OP_ENUM(name) name,

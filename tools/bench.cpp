@@ -28,6 +28,7 @@
 #include "engine/core/profile.h"
 #include "engine/core/version.h"
 #include "engine/distributed/planner_estimate.h"
+#include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/train/trainer.h"
 #include "kernels/device_ceilings.h"
 #include "tools/cli.h"
@@ -195,6 +196,11 @@ int bench_main(const std::vector<std::string>& args) {
     trainer.reset_stage_times();
     if (profiled)
         profile::enable(trainer.device());
+    // The pooled output dists' bytes between ranks (comm.qcomms shrinks them), over the timed
+    // steps.
+    const auto* sharded =
+        dynamic_cast<const ShardedEmbeddingBagCollection*>(&trainer.model().sparse_arch());
+    const CommBytes comm_before = sharded ? sharded->pooled_comm_bytes() : CommBytes{};
     const AllocStats before[2] = {alloc_stats(DeviceType::kCpu), alloc_stats(DeviceType::kCuda)};
     std::vector<double> step_s;
     for (int64_t s = warmup; s < warmup + steps; ++s) {
@@ -203,6 +209,18 @@ int bench_main(const std::vector<std::string>& args) {
         step_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     const AllocStats after[2] = {alloc_stats(DeviceType::kCpu), alloc_stats(DeviceType::kCuda)};
+    const CommBytes comm_after = sharded ? sharded->pooled_comm_bytes() : CommBytes{};
+    // Summed over the ranks (each counts what it sends to the others), per step.
+    std::array<double, 2> comm_per_step = {0, 0};
+    if (sharded != nullptr) {
+        const int64_t mine[2] = {comm_after.forward - comm_before.forward,
+                                 comm_after.backward - comm_before.backward};
+        for (int d = 0; d < 2; ++d) {
+            for (int64_t b : comm::all_gather_int64(*trainer.process_group(), mine[d]))
+                comm_per_step[static_cast<size_t>(d)] +=
+                    static_cast<double>(b) / static_cast<double>(steps);
+        }
+    }
     const std::vector<profile::RegionTime> regions =
         profiled ? profile::collect() : std::vector<profile::RegionTime>{};
     const std::optional<train::StageTimes> stages = trainer.stage_times();
@@ -298,6 +316,13 @@ int bench_main(const std::vector<std::string>& args) {
         "step time)\n",
         data_ms, config.data.type.c_str());
     std::printf("ceiling           host memcpy %.2f GB/s (read + write)\n", copy_gbps);
+    if (sharded != nullptr) {
+        std::printf(
+            "pooled comm       %.0f bytes per step between ranks (forward %.0f, backward %.0f; "
+            "comm.qcomms forward %s, backward %s)\n",
+            comm_per_step[0] + comm_per_step[1], comm_per_step[0], comm_per_step[1],
+            config.comm.qcomms.forward.c_str(), config.comm.qcomms.backward.c_str());
+    }
     if (device.is_cuda()) {
         std::printf("device            %s, device copy %.1f GB/s (read + write)\n",
                     device.str().c_str(), device_copy_gbps);
@@ -360,13 +385,17 @@ int bench_main(const std::vector<std::string>& args) {
             "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
             "\"input_dist_ms\":{:.4f},\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
             "\"dense_floor_ms\":{:.4f},\"sparse_bytes_per_step\":{:.0f},"
-            "\"sparse_floor_ms\":{:.4f},\"profile_ms_per_step\":{{{}}}}}\n",
+            "\"sparse_floor_ms\":{:.4f},\"pooled_comm_forward_bytes_per_step\":{:.0f},"
+            "\"pooled_comm_backward_bytes_per_step\":{:.0f},\"qcomms_forward\":\"{}\","
+            "\"qcomms_backward\":\"{}\",\"profile_ms_per_step\":{{{}}}}}\n",
             provenance_json_fields(), path, config.model.type, config.train.pipeline,
             config.data.batch_size, threads, med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps,
             table_bytes, state_bytes, dense, model_memory.max_peak_bytes, times.host.max_peak_bytes,
             allocs_per_step, device_allocs_per_step, data_ms, device.str(), device_copy_gbps,
             per_step[0], per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms,
-            traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms, profile_json);
+            traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms, comm_per_step[0],
+            comm_per_step[1], config.comm.qcomms.forward, config.comm.qcomms.backward,
+            profile_json);
     }
     return 0;
 }

@@ -200,6 +200,30 @@ YAML::Node RuntimeConfig::to_yaml() const {
     return write_fields([&copy](FieldVisitor& v) { copy.visit(v); });
 }
 
+// ---- comm ----
+
+void CommConfig::QComms::visit(FieldVisitor& v) {
+    v.field(Field("forward",
+                  "precision of the pooled embeddings the output dists send (all-to-all, "
+                  "reduce-scatter, all-gather): fp16 and bf16 round to nearest even, fp8 is E4M3 "
+                  "with one f32 scale per sample and rank block; decoded to f32, summed in f32")
+                .one_of({"fp32", "fp16", "bf16", "fp8"}),
+            forward);
+    v.field(Field("backward", "precision of the gradients the output dists' backward sends back")
+                .one_of({"fp32", "fp16", "bf16", "fp8"}),
+            backward);
+}
+
+void CommConfig::visit(FieldVisitor& v) {
+    v.section(Field("qcomms", "quantized pooled-embedding collectives (TorchRec QCommsConfig)"),
+              [this](FieldVisitor& s) { qcomms.visit(s); });
+    v.field(Field("allreduce_precision",
+                  "precision of the dense gradients in the trainer's all-reduce: fp16 or bf16 "
+                  "values on the wire, summed and averaged in f32")
+                .one_of({"fp32", "fp16", "bf16"}),
+            allreduce_precision);
+}
+
 // ---- top level ----
 
 void Config::visit(FieldVisitor& v) {
@@ -222,6 +246,8 @@ void Config::visit(FieldVisitor& v) {
         Field("sharding", "how embedding tables are split over ranks"),
         [this](FieldVisitor& s) { sharding.visit(s); },
         [this](ConfigNode& n) { sharding.resolve(n, model, runtime); });
+    v.section(Field("comm", "the precision of the values collectives send"),
+              [this](FieldVisitor& s) { comm.visit(s); });
 }
 
 void Config::from_yaml(ConfigNode& node) {

@@ -221,6 +221,23 @@ struct ShardingConfig {
     const Cache& cache_of(const std::string& table) const;
 };
 
+// Quantized communication (TorchRec QCommsConfig): the precision of the values on the wire.
+// The collectives decode to f32 and sum in f32; fp32 (the default) changes nothing, bit for bit.
+struct CommConfig {
+    // The pooled-embedding output dists (all-to-all, reduce-scatter, all-gather).
+    struct QComms {
+        std::string forward = "fp32";   // fp32 | fp16 | bf16 | fp8: the pooled values
+        std::string backward = "fp32";  // the same choices: their gradients
+
+        void visit(FieldVisitor& v);
+    };
+
+    QComms qcomms;
+    std::string allreduce_precision = "fp32";  // fp32 | fp16 | bf16: the dense gradients
+
+    void visit(FieldVisitor& v);
+};
+
 struct Config {
     std::string source_file;  // the YAML file it was read from (not a field)
     TrainConfig train;
@@ -229,6 +246,7 @@ struct Config {
     OptimizerConfig optimizer;
     RuntimeConfig runtime;
     ShardingConfig sharding;
+    CommConfig comm;
 
     void visit(FieldVisitor& v);
     void from_yaml(ConfigNode& node);

@@ -1,5 +1,6 @@
 #include "engine/distributed/pooled_embeddings.h"
 
+#include <functional>
 #include <numeric>
 #include <utility>
 
@@ -21,14 +22,22 @@ Stream& copy_stream(std::unique_ptr<Stream>& own, Device device) {
     return *own;
 }
 
-// A backward's awaitable: its collective, then grad_in divided by the world size when
+// A backward's awaitable: its collective, then `decode` (a quantized collective's received
+// bytes into grad_in; none for f32), then grad_in divided by the world size when
 // gradient_division() is on (in `stream`'s order, finished before the result is returned).
 // `input` is the collective's input, kept alive with it.
-TensorAwaitable backward_awaitable(
-    comm::Work work, Tensor input, Tensor grad_in, int64_t world, Stream& stream) {
+TensorAwaitable backward_awaitable(comm::Work work,
+                                   Tensor input,
+                                   Tensor grad_in,
+                                   int64_t world,
+                                   Stream& stream,
+                                   std::function<void()> decode = {}) {
     std::vector<comm::Work> works;
     works.push_back(std::move(work));
-    auto finish = [input, grad_in, divide = gradient_division(), world, s = &stream]() mutable {
+    auto finish = [input, grad_in, decode = std::move(decode), divide = gradient_division(), world,
+                   s = &stream]() mutable {
+        if (decode)
+            decode();
         if (divide) {
             divide_by_world(grad_in, world, *s);
             s->synchronize();
@@ -36,6 +45,14 @@ TensorAwaitable backward_awaitable(
         return grad_in;
     };
     return TensorAwaitable(std::move(works), std::move(finish));
+}
+
+constexpr kernels::CommType kFp32 = kernels::CommType::kFp32;
+constexpr int64_t kF32Bytes = sizeof(float);
+
+// The [rows, cols] block at element `at` of a contiguous f32 tensor, as a view.
+Tensor block_view(const Tensor& t, int64_t at, int64_t rows, int64_t cols) {
+    return t.view({t.numel()}).slice(at, at + rows * cols).view({rows, cols});
 }
 
 int64_t sum_of(const std::vector<int64_t>& v) {
@@ -110,8 +127,9 @@ void columns_to_block(const Tensor& matrix,
 // ---- PooledEmbeddingsAllToAll ----
 
 PooledEmbeddingsAllToAll::PooledEmbeddingsAllToAll(std::shared_ptr<comm::ProcessGroup> pg,
-                                                   std::vector<int64_t> dim_sum_per_rank)
-    : pg_(std::move(pg)), dim_sum_per_rank_(std::move(dim_sum_per_rank)) {
+                                                   std::vector<int64_t> dim_sum_per_rank,
+                                                   QCommsConfig qcomms)
+    : pg_(std::move(pg)), qcomms_(qcomms), dim_sum_per_rank_(std::move(dim_sum_per_rank)) {
     SR_CHECK(pg_ != nullptr, "PooledEmbeddingsAllToAll: null process group");
     SR_CHECK(static_cast<int64_t>(dim_sum_per_rank_.size()) == pg_->size(),
              "PooledEmbeddingsAllToAll: {} dims for a group of {} ranks", dim_sum_per_rank_.size(),
@@ -139,13 +157,44 @@ TensorAwaitable PooledEmbeddingsAllToAll::start_forward(
     Tensor recv = reuse_buffer(recv_, 1, my_batch * total_dim, DType::kF32, device);
     Tensor out = reuse_buffer(out_, my_batch, total_dim, DType::kF32, device);
     std::vector<comm::Work> works;
-    works.push_back(pg_->all_to_all_v(local_embs,
-                                      scaled(batch_size_per_rank_, dim_sum_per_rank_[me]), recv,
-                                      scaled(dim_sum_per_rank_, my_batch)));
-    // Block s of recv is [my_batch, D_s] from rank s; it becomes columns dim_offsets[s]...
     Stream* stream = &copy_stream(stream_, device);
-    auto finish = [recv, out, local_embs, my_batch, stream, dims = dim_sum_per_rank_,
+    const kernels::CommType q = qcomms_.forward_precision;
+    std::function<void()> decode;
+    if (q == kFp32) {
+        works.push_back(pg_->all_to_all_v(local_embs,
+                                          scaled(batch_size_per_rank_, dim_sum_per_rank_[me]), recv,
+                                          scaled(dim_sum_per_rank_, my_batch)));
+        sent_bytes_.forward += (local_embs.size(0) - my_batch) * dim_sum_per_rank_[me] * kF32Bytes;
+    } else {
+        // Row b of local_embs (one sample's D_me columns) is one encoded row; the blocks for the
+        // ranks are row ranges, so encoding the whole tensor encodes every block.
+        const int64_t my_row_bytes = kernels::qcomm_row_bytes(q, dim_sum_per_rank_[me]);
+        Tensor send = reuse_byte_buffer(forward_q_.send, local_embs.size(0) * my_row_bytes, device);
+        kernels::qcomm_encode(local_embs, q, send, *stream);
+        stream->synchronize();  // the collective reads send
+        std::vector<int64_t> recv_splits(dim_sum_per_rank_.size());
+        for (size_t s = 0; s < recv_splits.size(); ++s)
+            recv_splits[s] = my_batch * kernels::qcomm_row_bytes(q, dim_sum_per_rank_[s]);
+        Tensor recv_bytes = reuse_byte_buffer(forward_q_.recv, sum_of(recv_splits), device);
+        const std::vector<int64_t> send_splits = scaled(batch_size_per_rank_, my_row_bytes);
+        works.push_back(pg_->all_to_all_v(send, send_splits, recv_bytes, recv_splits));
+        sent_bytes_.forward += send.numel() - send_splits[static_cast<size_t>(me)];
+        // Block s of recv_bytes decodes into block s of recv, as the f32 all-to-all leaves it.
+        decode = [recv, recv_bytes, recv_splits, q, my_batch, stream, dims = dim_sum_per_rank_,
+                  offsets = dim_offsets_]() {
+            int64_t at = 0;
+            for (size_t s = 0; s < dims.size(); ++s) {
+                Tensor block = block_view(recv, my_batch * offsets[s], my_batch, dims[s]);
+                kernels::qcomm_decode(recv_bytes.slice(at, at + recv_splits[s]), q, block, *stream);
+                at += recv_splits[s];
+            }
+        };
+    }
+    // Block s of recv is [my_batch, D_s] from rank s; it becomes columns dim_offsets[s]...
+    auto finish = [recv, out, local_embs, my_batch, stream, decode, dims = dim_sum_per_rank_,
                    offsets = dim_offsets_]() mutable {
+        if (decode)
+            decode();
         for (size_t s = 0; s < dims.size(); ++s)
             block_to_columns(recv, my_batch * offsets[s], my_batch, dims[s], out, offsets[s],
                              *stream);
@@ -178,14 +227,43 @@ TensorAwaitable PooledEmbeddingsAllToAll::start_backward(const Tensor& grad_outp
         columns_to_block(grad_output, dim_offsets_[s], my_batch, dim_sum_per_rank_[s], send,
                          my_batch * dim_offsets_[s], *stream);
     }
-    stream->synchronize();  // the collective reads send
     const int64_t global_batch = sum_of(batch_size_per_rank_);
     Tensor grad_in =
         reuse_buffer(grad_in_, global_batch, dim_sum_per_rank_[me], DType::kF32, device);
-    return backward_awaitable(
-        pg_->all_to_all_v(send, scaled(dim_sum_per_rank_, my_batch), grad_in,
-                          scaled(batch_size_per_rank_, dim_sum_per_rank_[me])),
-        send, grad_in, world, *stream);
+    const kernels::CommType q = qcomms_.backward_precision;
+    if (q == kFp32) {
+        stream->synchronize();  // the collective reads send
+        sent_bytes_.backward += (total_dim - dim_sum_per_rank_[me]) * my_batch * kF32Bytes;
+        return backward_awaitable(
+            pg_->all_to_all_v(send, scaled(dim_sum_per_rank_, my_batch), grad_in,
+                              scaled(batch_size_per_rank_, dim_sum_per_rank_[me])),
+            send, grad_in, world, *stream);
+    }
+    // Block s of send ([my_batch, D_s], rank s's gradients) is encoded row by row: a row is one
+    // sample's columns of rank s's block, as in the forward.
+    std::vector<int64_t> send_splits(static_cast<size_t>(world));
+    for (int64_t s = 0; s < world; ++s)
+        send_splits[static_cast<size_t>(s)] =
+            my_batch * kernels::qcomm_row_bytes(q, dim_sum_per_rank_[s]);
+    Tensor send_bytes = reuse_byte_buffer(backward_q_.send, sum_of(send_splits), device);
+    int64_t at = 0;
+    for (int64_t s = 0; s < world; ++s) {
+        Tensor bytes = send_bytes.slice(at, at + send_splits[static_cast<size_t>(s)]);
+        kernels::qcomm_encode(
+            block_view(send, my_batch * dim_offsets_[s], my_batch, dim_sum_per_rank_[s]), q, bytes,
+            *stream);
+        at += send_splits[static_cast<size_t>(s)];
+    }
+    stream->synchronize();  // the collective reads send_bytes
+    const int64_t my_row_bytes = kernels::qcomm_row_bytes(q, dim_sum_per_rank_[me]);
+    Tensor recv_bytes = reuse_byte_buffer(backward_q_.recv, global_batch * my_row_bytes, device);
+    sent_bytes_.backward += send_bytes.numel() - send_splits[static_cast<size_t>(me)];
+    return backward_awaitable(pg_->all_to_all_v(send_bytes, send_splits, recv_bytes,
+                                                scaled(batch_size_per_rank_, my_row_bytes)),
+                              send_bytes, grad_in, world, *stream,
+                              [recv_bytes, grad_in, q, stream]() mutable {
+                                  kernels::qcomm_decode(recv_bytes, q, grad_in, *stream);
+                              });
 }
 
 Tensor PooledEmbeddingsAllToAll::backward(const Tensor& grad_output) {
@@ -194,8 +272,9 @@ Tensor PooledEmbeddingsAllToAll::backward(const Tensor& grad_output) {
 
 // ---- PooledEmbeddingsReduceScatter ----
 
-PooledEmbeddingsReduceScatter::PooledEmbeddingsReduceScatter(std::shared_ptr<comm::ProcessGroup> pg)
-    : pg_(std::move(pg)) {
+PooledEmbeddingsReduceScatter::PooledEmbeddingsReduceScatter(std::shared_ptr<comm::ProcessGroup> pg,
+                                                             QCommsConfig qcomms)
+    : pg_(std::move(pg)), qcomms_(qcomms) {
     SR_CHECK(pg_ != nullptr, "PooledEmbeddingsReduceScatter: null process group");
 }
 
@@ -208,9 +287,24 @@ TensorAwaitable PooledEmbeddingsReduceScatter::start_forward(
     Tensor out =
         reuse_buffer(out_, input_splits_[pg_->rank()], dim_, DType::kF32, local_embs.device());
     std::vector<comm::Work> works;
-    works.push_back(
-        pg_->reduce_scatter_v(local_embs, scaled(input_splits_, dim_), out, comm::ReduceOp::kSum));
-    return TensorAwaitable(std::move(works), [local_embs, out]() { return out; });
+    const kernels::CommType q = qcomms_.forward_precision;
+    if (q == kFp32) {
+        works.push_back(pg_->reduce_scatter_v(local_embs, scaled(input_splits_, dim_), out,
+                                              comm::ReduceOp::kSum));
+        sent_bytes_.forward += (local_embs.size(0) - out.size(0)) * dim_ * kF32Bytes;
+        return TensorAwaitable(std::move(works), [local_embs, out]() { return out; });
+    }
+    // The blocks travel encoded (an all-to-all) and are added in f32 after decoding: a row is
+    // one sample's partial sums for the D columns.
+    QuantizedCollective c =
+        quantized_reduce_scatter(*pg_, local_embs, input_splits_, q, out, forward_q_,
+                                 copy_stream(stream_, local_embs.device()));
+    sent_bytes_.forward += c.bytes_sent;
+    works.push_back(std::move(c.work));
+    return TensorAwaitable(std::move(works), [local_embs, out, finish = std::move(c.finish)]() {
+        finish();
+        return out;
+    });
 }
 
 Tensor PooledEmbeddingsReduceScatter::forward(const Tensor& local_embs,
@@ -226,8 +320,19 @@ TensorAwaitable PooledEmbeddingsReduceScatter::start_backward(const Tensor& grad
              grad_output.str(), input_splits_[pg_->rank()], dim_);
     const Device device = grad_output.device();
     Tensor grad_in = reuse_buffer(grad_in_, sum_of(input_splits_), dim_, DType::kF32, device);
-    return backward_awaitable(pg_->all_gather_v(grad_output, grad_in, scaled(input_splits_, dim_)),
-                              grad_output, grad_in, pg_->size(), copy_stream(stream_, device));
+    Stream& stream = copy_stream(stream_, device);
+    const kernels::CommType q = qcomms_.backward_precision;
+    if (q == kFp32) {
+        sent_bytes_.backward += grad_output.numel() * kF32Bytes * (pg_->size() - 1);
+        return backward_awaitable(
+            pg_->all_gather_v(grad_output, grad_in, scaled(input_splits_, dim_)), grad_output,
+            grad_in, pg_->size(), stream);
+    }
+    QuantizedCollective c =
+        quantized_all_gather(*pg_, grad_output, input_splits_, q, grad_in, backward_q_, stream);
+    sent_bytes_.backward += c.bytes_sent;
+    return backward_awaitable(std::move(c.work), grad_output, grad_in, pg_->size(), stream,
+                              std::move(c.finish));
 }
 
 Tensor PooledEmbeddingsReduceScatter::backward(const Tensor& grad_output) {
@@ -236,8 +341,9 @@ Tensor PooledEmbeddingsReduceScatter::backward(const Tensor& grad_output) {
 
 // ---- PooledEmbeddingsAllGather ----
 
-PooledEmbeddingsAllGather::PooledEmbeddingsAllGather(std::shared_ptr<comm::ProcessGroup> pg)
-    : pg_(std::move(pg)) {
+PooledEmbeddingsAllGather::PooledEmbeddingsAllGather(std::shared_ptr<comm::ProcessGroup> pg,
+                                                     QCommsConfig qcomms)
+    : pg_(std::move(pg)), qcomms_(qcomms) {
     SR_CHECK(pg_ != nullptr, "PooledEmbeddingsAllGather: null process group");
 }
 
@@ -257,8 +363,21 @@ TensorAwaitable PooledEmbeddingsAllGather::start_forward(
     Tensor out =
         reuse_buffer(out_, sum_of(batch_size_per_rank_), dim_, DType::kF32, local_embs.device());
     std::vector<comm::Work> works;
-    works.push_back(pg_->all_gather_v(local_embs, out, scaled(batch_size_per_rank_, dim_)));
-    return TensorAwaitable(std::move(works), [local_embs, out]() { return out; });
+    const kernels::CommType q = qcomms_.forward_precision;
+    if (q == kFp32) {
+        works.push_back(pg_->all_gather_v(local_embs, out, scaled(batch_size_per_rank_, dim_)));
+        sent_bytes_.forward += local_embs.numel() * kF32Bytes * (world - 1);
+        return TensorAwaitable(std::move(works), [local_embs, out]() { return out; });
+    }
+    QuantizedCollective c =
+        quantized_all_gather(*pg_, local_embs, batch_size_per_rank_, q, out, forward_q_,
+                             copy_stream(stream_, local_embs.device()));
+    sent_bytes_.forward += c.bytes_sent;
+    works.push_back(std::move(c.work));
+    return TensorAwaitable(std::move(works), [local_embs, out, finish = std::move(c.finish)]() {
+        finish();
+        return out;
+    });
 }
 
 Tensor PooledEmbeddingsAllGather::forward(const Tensor& local_embs,
@@ -275,9 +394,21 @@ TensorAwaitable PooledEmbeddingsAllGather::start_backward(const Tensor& grad_out
     const Device device = grad_output.device();
     Tensor grad_in =
         reuse_buffer(grad_in_, batch_size_per_rank_[pg_->rank()], dim_, DType::kF32, device);
-    return backward_awaitable(pg_->reduce_scatter_v(grad_output, scaled(batch_size_per_rank_, dim_),
-                                                    grad_in, comm::ReduceOp::kSum),
-                              grad_output, grad_in, pg_->size(), copy_stream(stream_, device));
+    Stream& stream = copy_stream(stream_, device);
+    const kernels::CommType q = qcomms_.backward_precision;
+    if (q == kFp32) {
+        sent_bytes_.backward += (grad_output.size(0) - grad_in.size(0)) * dim_ * kF32Bytes;
+        return backward_awaitable(
+            pg_->reduce_scatter_v(grad_output, scaled(batch_size_per_rank_, dim_), grad_in,
+                                  comm::ReduceOp::kSum),
+            grad_output, grad_in, pg_->size(), stream);
+    }
+    // The gradient blocks travel encoded and are added in f32 after decoding.
+    QuantizedCollective c = quantized_reduce_scatter(*pg_, grad_output, batch_size_per_rank_, q,
+                                                     grad_in, backward_q_, stream);
+    sent_bytes_.backward += c.bytes_sent;
+    return backward_awaitable(std::move(c.work), grad_output, grad_in, pg_->size(), stream,
+                              std::move(c.finish));
 }
 
 Tensor PooledEmbeddingsAllGather::backward(const Tensor& grad_output) {

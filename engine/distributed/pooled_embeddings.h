@@ -10,6 +10,12 @@
 // MPI through staging copies); their writers must be done when a call starts (synchronise the
 // stream), and a result is ready on every stream when wait() returns. Letters: B batch, D
 // embedding columns.
+// Quantized comms (TorchRec QCommsConfig): with a forward or backward precision other than fp32,
+// the values (forward) or gradients (backward) travel encoded (kernels/qcomm_codec.h) and are
+// decoded to f32 on arrival; an fp8 row, the unit of one scale, is one sample's columns of one
+// rank's block. Sums (the reduce-scatter, and the all-gather's backward) are taken after
+// decoding, in f32 (engine/distributed/quantized_comm.h). fp32 runs the f32 collectives as
+// they are, bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -20,15 +26,32 @@
 #include "engine/core/stream.h"
 #include "engine/core/tensor.h"
 #include "engine/distributed/comm_ops.h"
+#include "engine/distributed/quantized_comm.h"
+#include "kernels/qcomm_codec.h"
 
 namespace shardrec {
+
+// TorchRec QCommsConfig: the precision of the pooled values a collective sends (forward) and of
+// the gradients its backward sends back.
+struct QCommsConfig {
+    kernels::CommType forward_precision = kernels::CommType::kFp32;
+    kernels::CommType backward_precision = kernels::CommType::kFp32;
+};
+
+// The bytes a module's collectives sent from this rank to the other ranks since it was built
+// (its own block, which stays on the rank, is not counted), per direction.
+struct CommBytes {
+    int64_t forward = 0;
+    int64_t backward = 0;
+};
 
 class PooledEmbeddingsAllToAll {
 public:
     // dim_sum_per_rank[r]: the embedding columns rank r computes (D_r; 0 for a rank without
     // tables), the same on every rank.
     PooledEmbeddingsAllToAll(std::shared_ptr<comm::ProcessGroup> pg,
-                             std::vector<int64_t> dim_sum_per_rank);
+                             std::vector<int64_t> dim_sum_per_rank,
+                             QCommsConfig qcomms = {});
 
     // local_embs [B_global, D_mine] f32: rows [sum_{r' < r} B_r', + B_r) are rank r's samples
     // (the KJTAllToAll output batch order). batch_size_per_rank [world] sums to B_global; empty
@@ -48,8 +71,13 @@ public:
     // The latest forward's batch size per rank (empty before the first forward).
     const std::vector<int64_t>& batch_size_per_rank() const { return batch_size_per_rank_; }
 
+    const CommBytes& sent_bytes() const { return sent_bytes_; }
+
 private:
     std::shared_ptr<comm::ProcessGroup> pg_;
+    QCommsConfig qcomms_;
+    CommBytes sent_bytes_;
+    QuantizedBuffers forward_q_, backward_q_;
     std::vector<int64_t> dim_sum_per_rank_;
     std::vector<int64_t> dim_offsets_;  // [world + 1] column offsets in the output
     std::vector<int64_t> batch_size_per_rank_;
@@ -59,7 +87,8 @@ private:
 
 class PooledEmbeddingsReduceScatter {
 public:
-    explicit PooledEmbeddingsReduceScatter(std::shared_ptr<comm::ProcessGroup> pg);
+    explicit PooledEmbeddingsReduceScatter(std::shared_ptr<comm::ProcessGroup> pg,
+                                           QCommsConfig qcomms = {});
 
     // local_embs [sum input_splits, D] f32, bucket-major: row block r (input_splits[r] rows) is
     // this rank's partial result for rank r's samples. input_splits [world] rows (the same on
@@ -75,8 +104,13 @@ public:
     TensorAwaitable start_backward(const Tensor& grad_output);
     Tensor backward(const Tensor& grad_output);
 
+    const CommBytes& sent_bytes() const { return sent_bytes_; }
+
 private:
     std::shared_ptr<comm::ProcessGroup> pg_;
+    QCommsConfig qcomms_;
+    CommBytes sent_bytes_;
+    QuantizedBuffers forward_q_, backward_q_;
     std::vector<int64_t> input_splits_;  // rows, of the latest forward
     int64_t dim_ = 0;
     Tensor out_, grad_in_;
@@ -85,7 +119,8 @@ private:
 
 class PooledEmbeddingsAllGather {
 public:
-    explicit PooledEmbeddingsAllGather(std::shared_ptr<comm::ProcessGroup> pg);
+    explicit PooledEmbeddingsAllGather(std::shared_ptr<comm::ProcessGroup> pg,
+                                       QCommsConfig qcomms = {});
 
     // local_embs [B_mine, D] f32 -> [sum B_r, D] f32 with rank r's rows at block r.
     // batch_size_per_rank [world] (B_r, the same on every rank); empty means B_mine everywhere.
@@ -99,8 +134,13 @@ public:
     TensorAwaitable start_backward(const Tensor& grad_output);
     Tensor backward(const Tensor& grad_output);
 
+    const CommBytes& sent_bytes() const { return sent_bytes_; }
+
 private:
     std::shared_ptr<comm::ProcessGroup> pg_;
+    QCommsConfig qcomms_;
+    CommBytes sent_bytes_;
+    QuantizedBuffers forward_q_, backward_q_;
     std::vector<int64_t> batch_size_per_rank_;  // of the latest forward
     int64_t dim_ = 0;
     Tensor out_, grad_in_;

@@ -156,6 +156,7 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     const kernels::FusedOptimizerParams& optimizer,
     Device device,
     std::shared_ptr<comm::ProcessGroup> device_pg,
+    QCommsConfig qcomms,
     std::string storage_dir)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
@@ -164,6 +165,7 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
       plan_(plan),
       pg_(std::move(pg)),
       device_pg_(std::move(device_pg)),
+      qcomms_(qcomms),
       optimizer_(optimizer),
       storage_dir_(storage_dir.empty()
                        ? ""
@@ -203,6 +205,21 @@ ShardedEmbeddingBagCollection::~ShardedEmbeddingBagCollection() {
         std::error_code ec;
         std::filesystem::remove_all(storage_dir_, ec);
     }
+}
+
+CommBytes ShardedEmbeddingBagCollection::pooled_comm_bytes() const {
+    CommBytes total;
+    auto add = [&total](const CommBytes& b) {
+        total.forward += b.forward;
+        total.backward += b.backward;
+    };
+    if (entries_->pooled_a2a)
+        add(entries_->pooled_a2a->sent_bytes());
+    if (row_wise_->reduce_scatter)
+        add(row_wise_->reduce_scatter->sent_bytes());
+    if (data_parallel_->all_gather)
+        add(data_parallel_->all_gather->sent_bytes());
+    return total;
 }
 
 // ---- building the shards ----
@@ -353,7 +370,8 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
     }
     if (!entries_->entries.empty()) {
         entries_->a2a = std::make_unique<KJTAllToAll>(pg_, splits);
-        entries_->pooled_a2a = std::make_unique<PooledEmbeddingsAllToAll>(device_pg_, dim_sum);
+        entries_->pooled_a2a =
+            std::make_unique<PooledEmbeddingsAllToAll>(device_pg_, dim_sum, qcomms_);
     }
     // Row-wise: every rank holds block `me` of every row-wise table, keys ordered by table.
     for (size_t i = 0; i < row_wise_->keys.size(); ++i) {
@@ -374,7 +392,8 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
         row_wise_->a2a = std::make_unique<KJTAllToAll>(
             pg_, std::vector<int64_t>(static_cast<size_t>(world),
                                       static_cast<int64_t>(row_wise_->keys.size())));
-        row_wise_->reduce_scatter = std::make_unique<PooledEmbeddingsReduceScatter>(device_pg_);
+        row_wise_->reduce_scatter =
+            std::make_unique<PooledEmbeddingsReduceScatter>(device_pg_, qcomms_);
     }
     // Data parallel: the whole table on every rank.
     for (size_t i = 0; i < data_parallel_->keys.size(); ++i) {
@@ -390,7 +409,8 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
         data_parallel_->cols += table.embedding_dim;
     }
     if (!data_parallel_->keys.empty()) {
-        data_parallel_->all_gather = std::make_unique<PooledEmbeddingsAllGather>(device_pg_);
+        data_parallel_->all_gather =
+            std::make_unique<PooledEmbeddingsAllGather>(device_pg_, qcomms_);
     }
     for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (ShardLookup& s : g->local) {

@@ -64,8 +64,13 @@ public:
                                   const kernels::FusedOptimizerParams& optimizer,
                                   Device device = Device::cpu(),
                                   std::shared_ptr<comm::ProcessGroup> device_pg = nullptr,
+                                  QCommsConfig qcomms = {},
                                   std::string storage_dir = "");
     ~ShardedEmbeddingBagCollection() override;
+
+    // The bytes the pooled output dists (all-to-all, reduce-scatter, all-gather) sent from this
+    // rank to the others since construction, forward and backward (comm.qcomms shrinks them).
+    CommBytes pooled_comm_bytes() const;
 
     KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu()) override;
     void backward(const Tensor& grad_values, Stream& stream = Stream::cpu()) override;
@@ -167,6 +172,7 @@ private:
     ShardingPlan plan_;
     std::shared_ptr<comm::ProcessGroup> pg_;         // host tensors: the ids and their metadata
     std::shared_ptr<comm::ProcessGroup> device_pg_;  // device_'s tensors: the output dists
+    QCommsConfig qcomms_;                            // the output dists' precision
     kernels::FusedOptimizerParams optimizer_;
     std::vector<std::string> names_;        // output keys: table order, then feature order
     std::vector<int64_t> dims_;             // per output key

@@ -43,11 +43,15 @@ TrainPipelineBase::TrainPipelineBase(RecModel& model,
 namespace {
 
 // Averages the gradients of `params` over the ranks of `pg` through one flat buffer on
-// `bucket_device` (the host for MPI, the GPU for NCCL), the copies in `stream`'s order.
+// `bucket_device` (the host for MPI, the GPU for NCCL), the copies in `stream`'s order; with a
+// 16-bit `precision` the values travel encoded and are summed in f32 (quantized_all_reduce_mean),
+// the same result on every rank.
 void all_reduce_gradients(comm::ProcessGroup& pg,
                           const std::vector<Parameter*>& params,
                           Tensor& bucket,
                           Device bucket_device,
+                          kernels::CommType precision,
+                          QuantizedBuffers& buffers,
                           Stream& stream) {
     int64_t n = 0;
     for (const Parameter* p : params)
@@ -63,7 +67,11 @@ void all_reduce_gradients(comm::ProcessGroup& pg,
         b += p->grad.numel();
     }
     stream.synchronize();  // the group runs on its own stream (or the host)
-    pg.all_reduce(bucket, comm::ReduceOp::kAvg).wait();
+    if (precision == kernels::CommType::kFp32) {
+        pg.all_reduce(bucket, comm::ReduceOp::kAvg).wait();
+    } else {
+        quantized_all_reduce_mean(pg, bucket, precision, buffers, stream);
+    }
     const float* src = bucket.data<float>();
     for (Parameter* p : params) {
         copy_async(p->grad.data_ptr(), p->grad.device(), src, bucket_device, p->grad.nbytes(),
@@ -136,9 +144,11 @@ StepResult TrainPipelineBase::progress(const Batch& host_or_device_batch,
             (on_device ? device_params : host_params).push_back(p);
         }
         if (device_pg_ != nullptr) {
-            all_reduce_gradients(*device_pg_, device_params, device_grad_bucket_, device_, stream_);
+            all_reduce_gradients(*device_pg_, device_params, device_grad_bucket_, device_,
+                                 allreduce_precision_, device_allreduce_buffers_, stream_);
         }
-        all_reduce_gradients(*pg_, host_params, grad_bucket_, Device::cpu(), stream_);
+        all_reduce_gradients(*pg_, host_params, grad_bucket_, Device::cpu(), allreduce_precision_,
+                             allreduce_buffers_, stream_);
         read_loss();
         pg_->all_reduce(host_loss_, comm::ReduceOp::kAvg).wait();
     }

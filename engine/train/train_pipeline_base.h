@@ -16,6 +16,7 @@
 #include "comm/process_group.h"
 #include "engine/core/pinned_buffer.h"
 #include "engine/core/stream.h"
+#include "engine/distributed/quantized_comm.h"
 #include "engine/modules/model.h"
 #include "engine/optim/dense_optimizer.h"
 #include "engine/sparse/batch.h"
@@ -65,6 +66,10 @@ public:
     // backward and both optimizer steps, so the replicas stay identical.
     void set_skip_non_finite(bool skip) { skip_non_finite_ = skip; }
 
+    // The precision of the dense gradients' all-reduce (comm.allreduce_precision): fp32, or fp16
+    // / bf16 values on the wire, summed in f32 (engine/distributed/quantized_comm.h).
+    void set_allreduce_precision(kernels::CommType type) { allreduce_precision_ = type; }
+
     // Forward only (evaluation): logits [B] on the host, valid until the next call.
     const Tensor& predict(const Batch& batch);
 
@@ -84,8 +89,10 @@ private:
     std::shared_ptr<comm::ProcessGroup> device_pg_;  // NCCL over pg_'s ranks, or nullptr
     Tensor grad_bucket_;         // the host path's dense gradients, flattened, for one all-reduce
     Tensor device_grad_bucket_;  // device_pg_: the device gradients, flattened
-    Tensor loss_;                // [1] on device_
-    Tensor host_loss_;           // [1]: loss_ read back (loss_ itself on the cpu)
+    kernels::CommType allreduce_precision_ = kernels::CommType::kFp32;
+    QuantizedBuffers allreduce_buffers_, device_allreduce_buffers_;
+    Tensor loss_;       // [1] on device_
+    Tensor host_loss_;  // [1]: loss_ read back (loss_ itself on the cpu)
     // CUDA: loss_ copied in the compute stream's order to pinned memory, so that the host reads
     // it once the forward is done (loss_ready_) without waiting for the backward and optimizer.
     PinnedHostBuffer loss_staging_;

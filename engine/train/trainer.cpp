@@ -26,6 +26,7 @@
 #include "engine/train/progress.h"
 #include "engine/train/run_dir.h"
 #include "kernels/linear.h"
+#include "kernels/qcomm_codec.h"
 #include "kernels/threads.h"
 
 namespace shardrec::train {
@@ -118,9 +119,11 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     const ShardingPlan plan = make_sharding_plan(config, topology);
     log::root().info("sharding plan for {} ranks:\n{}", group->size(),
                      plan_table(plan, config.model.tables, PlanTableOptions{}));
+    const QCommsConfig qcomms{kernels::comm_type_from_name(config.comm.qcomms.forward),
+                              kernels::comm_type_from_name(config.comm.qcomms.backward)};
     return std::make_unique<ShardedEmbeddingBagCollection>(
         embedding_bag_configs(config.model), is_weighted(config.model), plan, group, seed,
-        optimizer, device, device_pg, config.sharding.storage.path);
+        optimizer, device, device_pg, qcomms, config.sharding.storage.path);
 }
 
 // device's tensors over pg's ranks: NCCL when every rank has a GPU of its own, else MPI through
@@ -208,6 +211,8 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
              eval_rows, eval_rows / global * global);
     pipeline_.set_skip_non_finite(parse_nan_policy(config_.runtime.nan_policy) ==
                                   NanPolicy::kSkipBatch);
+    pipeline_.set_allreduce_precision(
+        kernels::comm_type_from_name(config_.comm.allreduce_precision));
     if (config_.train.pipeline == "sparse_dist") {
         sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(pipeline_, *model_);
     }

@@ -14,6 +14,7 @@
 #include "kernels/jagged.h"
 #include "kernels/linear.h"
 #include "kernels/mixture_crossnet.h"
+#include "kernels/qcomm_codec.h"
 #include "kernels/sequence_embedding.h"
 #include "kernels/swish_layer_norm.h"
 #include "kernels/vector_crossnet.h"
@@ -286,6 +287,14 @@ void columns_axpy(const ColumnsAxpy&, Stream&) {
 
 void embedding_init(Tensor&, const EmbeddingInit&, Stream&) {
     throw_not_built("cuda::embedding_init");
+}
+
+void qcomm_encode(const float*, int64_t, int64_t, CommType, uint8_t*, Stream&) {
+    throw_not_built("cuda::qcomm_encode");
+}
+
+void qcomm_decode(const uint8_t*, int64_t, int64_t, CommType, float*, Stream&) {
+    throw_not_built("cuda::qcomm_decode");
 }
 
 }  // namespace shardrec::kernels::cuda

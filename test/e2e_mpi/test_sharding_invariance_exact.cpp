@@ -224,7 +224,8 @@ void check_exact(const Setup& setup) {
     const auto optim = sparse_optimizer_params(config.optimizer.sparse);
 
     ShardedEmbeddingBagCollection sharded(tables, setup.weighted, plan, pg, kSeed, optim,
-                                          Device::cpu(), nullptr, config.sharding.storage.path);
+                                          Device::cpu(), nullptr, QCommsConfig{},
+                                          config.sharding.storage.path);
     EmbeddingBagCollection ref(tables, setup.weighted, kSeed, optim);
     set_dyadic_rows(sharded);
     set_dyadic_rows(ref);
