@@ -66,11 +66,13 @@ std::vector<RankMemory> plan_rank_memory(const Config& config, int world_size, i
         r.dense_bytes = static_cast<double>(model.dense_cost().memory_bytes);
     }
     if (world_size == 1) {
-        // One process: the plain EmbeddingBagCollection, every table whole with its fused update.
+        // One process: every table whole, with its fused update (key_value: its cache).
         for (const ModelConfig::Table& table : config.model.tables) {
             const std::vector<std::array<int64_t, 2>> whole{
                 {table.num_embeddings, table.embedding_dim}};
-            const auto kernel = EmbeddingComputeKernel::kFused;
+            const auto kernel = config.sharding.kernel_of(table.name) == "key_value"
+                                    ? EmbeddingComputeKernel::kKeyValue
+                                    : EmbeddingComputeKernel::kFused;
             add_cost(ranks, model, table,
                      model.table_cost(table, ShardingType::kTableWise, kernel, whole), {0}, whole,
                      kernel);

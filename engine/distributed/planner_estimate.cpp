@@ -208,9 +208,10 @@ double CostModel::shard_storage_bytes(const ModelConfig::Table& table,
     const double c = static_cast<double>(cols);
     const double row =
         c * element_bytes(table.data_type) + state_bytes_per_element_ * c + state_bytes_per_row_;
-    // A cached table holds its cache here (the rows live in the slower tier).
+    // A cached table holds its cache here (the rows live in the slower tier) and the store's
+    // index, 4 bytes a row (engine/modules/key_value_store.h).
     if (is_cached_kernel(kernel))
-        return std::ceil(r * load_factor_.at(table.name)) * row;
+        return std::ceil(r * load_factor_.at(table.name)) * row + 4.0 * r;
     return r * row + (kernel == EmbeddingComputeKernel::kDense ? r * c * 4.0 : 0.0);
 }
 

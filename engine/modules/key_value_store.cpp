@@ -35,21 +35,13 @@ KeyValueStore::KeyValueStore(std::string path,
       rows_(rows),
       payload_bytes_(payload_bytes),
       record_bytes_((payload_bytes + kTrailerBytes + 7) / 8 * 8),
-      bits_(static_cast<size_t>((rows + 63) / 64), 0),
+      record_of_(static_cast<size_t>(rows), 0),
       record_(static_cast<size_t>(record_bytes_), 0) {
     SR_CHECK(rows >= 0 && payload_bytes > 0, "key_value {}: {} rows of {} bytes", owner_, rows,
              payload_bytes);
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     SR_CHECK(fd_ >= 0, "key_value {}: cannot create its row file {}: {}", owner_, path_,
              std::strerror(errno));
-    // The length of every record; the blocks come with the first write of each.
-    if (::ftruncate(fd_, rows_ * record_bytes_) != 0) {
-        const int err = errno;
-        ::close(fd_);
-        fd_ = -1;
-        SR_CHECK(false, "key_value {}: cannot size its row file {} to {} bytes: {}", owner_, path_,
-                 rows_ * record_bytes_, std::strerror(err));
-    }
 }
 
 KeyValueStore::~KeyValueStore() {
@@ -60,9 +52,9 @@ KeyValueStore::~KeyValueStore() {
 std::vector<int64_t> KeyValueStore::stored_rows() const {
     std::vector<int64_t> out;
     out.reserve(static_cast<size_t>(stored_count_));
-    for (size_t w = 0; w < bits_.size(); ++w) {
-        for (uint64_t b = bits_[w]; b != 0; b &= b - 1)
-            out.push_back(static_cast<int64_t>(w) * 64 + __builtin_ctzll(b));
+    for (size_t r = 0; r < record_of_.size(); ++r) {
+        if (record_of_[r] != 0)
+            out.push_back(static_cast<int64_t>(r));
     }
     return out;
 }
@@ -72,7 +64,7 @@ void KeyValueStore::read(const int64_t* rows, int64_t n, char* dst) {
         const int64_t row = rows[i];
         SR_CHECK(row >= 0 && row < rows_ && stored(row), "key_value {}: row {} is not in {}",
                  owner_, row, path_);
-        const int64_t at = row * record_bytes_;
+        const int64_t at = (record_of_[static_cast<size_t>(row)] - int64_t{1}) * record_bytes_;
         int64_t got = 0;
         while (got < record_bytes_) {
             const ssize_t r = ::pread(fd_, record_.data() + got,
@@ -112,7 +104,13 @@ void KeyValueStore::write(const int64_t* rows, int64_t n, const char* src) {
         const uint32_t crc = crc32(record_.data(), static_cast<size_t>(payload_bytes_));
         std::memcpy(record_.data() + payload_bytes_, &crc, 4);
         std::memcpy(record_.data() + payload_bytes_ + 4, &kMagic, 4);
-        const int64_t at = row * record_bytes_;
+        uint32_t& record = record_of_[static_cast<size_t>(row)];
+        if (record == 0) {  // appended
+            SR_CHECK(stored_count_ < int64_t{UINT32_MAX}, "key_value {}: more than {} rows", owner_,
+                     UINT32_MAX);
+            record = static_cast<uint32_t>(++stored_count_);
+        }
+        const int64_t at = (record - int64_t{1}) * record_bytes_;
         int64_t put = 0;
         while (put < record_bytes_) {
             const ssize_t w = ::pwrite(fd_, record_.data() + put,
@@ -123,19 +121,15 @@ void KeyValueStore::write(const int64_t* rows, int64_t n, const char* src) {
                      w < 0 ? std::strerror(errno) : "no progress");
             put += w;
         }
-        uint64_t& word = bits_[static_cast<size_t>(row >> 6)];
-        const uint64_t bit = uint64_t{1} << (row & 63);
-        stored_count_ += (word & bit) == 0;
-        word |= bit;
     }
     unsynced_ = unsynced_ || n > 0;
     account(n * record_bytes_);
 }
 
 void KeyValueStore::clear() {
-    SR_CHECK(::ftruncate(fd_, 0) == 0 && ::ftruncate(fd_, rows_ * record_bytes_) == 0,
-             "key_value {}: cannot clear {}: {}", owner_, path_, std::strerror(errno));
-    std::fill(bits_.begin(), bits_.end(), 0);
+    SR_CHECK(::ftruncate(fd_, 0) == 0, "key_value {}: cannot clear {}: {}", owner_, path_,
+             std::strerror(errno));
+    std::fill(record_of_.begin(), record_of_.end(), 0);
     stored_count_ = 0;
 }
 

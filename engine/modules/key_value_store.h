@@ -1,13 +1,15 @@
 // The disk tier of a key_value table shard (TorchRec's KEY_VALUE / SSD kernel): one file of
-// fixed-size records, record r at byte r * record_bytes(), each a row's payload (its weights,
-// then its optimizer state) followed by the payload's CRC-32 and a magic word.
+// fixed-size records, each a row's payload (its weights, then its optimizer state) followed by the
+// payload's CRC-32 and a magic word. A row's record is appended the first time the row is
+// written and rewritten in place after that; an index in memory (4 bytes a row) gives each
+// stored row's record. A row never written has no record and costs no disk: its value is the
+// table's initial value, computed by the caller.
 //
-// Why a sparse file and not a key-value database: the row id is the address, so no index has to
-// be kept in memory, written or recovered; the file system's extents are the index, and a row
-// never written is a hole that costs no disk. The price is the file system's block (4 KiB) for a
-// lone written row, which the Zipf-distributed ids of recommendation data soon amortise. Which
-// rows are stored is also kept in a bitmap (one bit a row) so that a read of a never-written row
-// costs no system call: its value is the table's initial value, computed by the caller.
+// Why an appended file with an index, not the row id as the address: a sparse file addressed by
+// row would cost a file-system block (4 KiB) for each lone row, several times the record of a
+// 128-wide row, and the ids of recommendation data reach millions of rows once each; a key-value
+// database would add a dependency and its own memory. The index is rebuilt from nothing at each
+// start: the file is scratch, checkpoints hold the rows.
 //
 // Memory stays bounded: reads and writes go through pread/pwrite, and the file's pages are
 // dropped from the page cache (posix_fadvise DONTNEED, after fdatasync for written ones) every
@@ -25,7 +27,7 @@ namespace shardrec {
 
 class KeyValueStore {
 public:
-    // Creates `path` (replacing a file there) for `rows` records of `payload_bytes` each.
+    // Creates `path` (replacing a file there) for up to `rows` records of `payload_bytes` each.
     // `owner` names the shard in errors, e.g. "table 'big' rows [0, 100) on rank 1".
     KeyValueStore(std::string path, std::string owner, int64_t rows, int64_t payload_bytes);
     ~KeyValueStore();
@@ -40,9 +42,7 @@ public:
 
     const std::string& path() const { return path_; }
 
-    bool stored(int64_t row) const {
-        return (bits_[static_cast<size_t>(row >> 6)] >> (row & 63)) & 1;
-    }
+    bool stored(int64_t row) const { return record_of_[static_cast<size_t>(row)] != 0; }
 
     int64_t stored_count() const { return stored_count_; }
 
@@ -53,10 +53,10 @@ public:
     void read(const int64_t* rows, int64_t n, char* dst);
     // n payloads from src (n * payload_bytes) to their rows, which become stored.
     void write(const int64_t* rows, int64_t n, const char* src);
-    // Every row unstored; the file's blocks freed.
+    // Every row unstored; the file emptied.
     void clear();
 
-    // Bytes the file occupies on disk (its allocated blocks, not its length).
+    // Bytes the file occupies on disk (its allocated blocks).
     int64_t disk_bytes() const;
 
 private:
@@ -65,7 +65,7 @@ private:
     std::string path_, owner_;
     int fd_ = -1;
     int64_t rows_ = 0, payload_bytes_ = 0, record_bytes_ = 0;
-    std::vector<uint64_t> bits_;
+    std::vector<uint32_t> record_of_;  // per row: 1 + its record's index, 0 when not stored
     int64_t stored_count_ = 0;
     int64_t traffic_ = 0;  // bytes since the pages were last dropped
     bool unsynced_ = false;
