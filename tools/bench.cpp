@@ -275,16 +275,25 @@ int bench_main(const std::vector<std::string>& args) {
             times.slowest_rank);
     }
     // Per step: the copy and input dist are hidden when the step is about the compute alone.
-    double per_step[3] = {0, 0, 0};  // compute, copy, input dist (ms)
+    // compute, copy, input dist, cache fill ahead (prefetch thread), cache fill before forward
+    double per_step[5] = {0, 0, 0, 0, 0};  // ms
     if (stages && stages->steps > 0) {
         const auto n = static_cast<double>(stages->steps);
         per_step[0] = stages->compute_ms / n;
         per_step[1] = stages->copy_ms / n;
         per_step[2] = stages->input_dist_ms / n;
+        per_step[3] = stages->prefetch_ahead_ms / n;
+        per_step[4] = stages->prefetch_ms / n;
         std::printf(
             "stage time        compute stream %.3f ms, copy stream %.3f ms, input dist %.3f ms "
             "(host) per step, over %ld steps\n",
             per_step[0], per_step[1], per_step[2], static_cast<long>(stages->steps));
+        if (config.train.pipeline == "prefetch_sparse_dist") {
+            std::printf(
+                "cache fill        %.3f ms on the prefetch thread (beside the compute of "
+                "the step before), %.3f ms before the forward, per step\n",
+                per_step[3], per_step[4]);
+        }
     }
     std::printf(
         "dense work        %.4g GFLOP per step: >= %.3f ms (%.0f %% of the step) at %.2f TFLOP/s, "
@@ -383,7 +392,8 @@ int bench_main(const std::vector<std::string>& args) {
             "\"host_peak_bytes\":{},\"allocs_per_step\":{:.3f},\"device_allocs_per_step\":{:.3f},"
             "\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
             "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
-            "\"input_dist_ms\":{:.4f},\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
+            "\"input_dist_ms\":{:.4f},\"prefetch_ahead_ms\":{:.4f},\"prefetch_ms\":{:.4f},"
+            "\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
             "\"dense_floor_ms\":{:.4f},\"sparse_bytes_per_step\":{:.0f},"
             "\"sparse_floor_ms\":{:.4f},\"pooled_comm_forward_bytes_per_step\":{:.0f},"
             "\"pooled_comm_backward_bytes_per_step\":{:.0f},\"qcomms_forward\":\"{}\","
@@ -392,10 +402,10 @@ int bench_main(const std::vector<std::string>& args) {
             config.data.batch_size, threads, med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps,
             table_bytes, state_bytes, dense, model_memory.max_peak_bytes, times.host.max_peak_bytes,
             allocs_per_step, device_allocs_per_step, data_ms, device.str(), device_copy_gbps,
-            per_step[0], per_step[1], per_step[2], dense_flop / 1e9, gemm_tflops, dense_floor_ms,
-            traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms, comm_per_step[0],
-            comm_per_step[1], config.comm.qcomms.forward, config.comm.qcomms.backward,
-            profile_json);
+            per_step[0], per_step[1], per_step[2], per_step[3], per_step[4], dense_flop / 1e9,
+            gemm_tflops, dense_floor_ms, traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms,
+            comm_per_step[0], comm_per_step[1], config.comm.qcomms.forward,
+            config.comm.qcomms.backward, profile_json);
     }
     return 0;
 }

@@ -33,9 +33,11 @@ void TrainConfig::visit(FieldVisitor& v) {
                 .at_most(1),
             target_auc);
     v.field(Field("pipeline",
-                  "train pipeline: base (one batch at a time) or sparse_dist (the input "
-                  "all-to-all of the next batch overlaps this one; the same numbers)")
-                .one_of({"base", "sparse_dist"}),
+                  "train pipeline: base (one batch at a time), sparse_dist (the input "
+                  "all-to-all of the next batch overlaps this one) or prefetch_sparse_dist "
+                  "(also the key_value cache fills of the next batch on a thread of their "
+                  "own); the same numbers")
+                .one_of({"base", "sparse_dist", "prefetch_sparse_dist"}),
             pipeline);
     v.field(Field("checkpoint_every",
                   "steps between checkpoints (also after the last step); 0: no checkpoints")

@@ -24,7 +24,7 @@ struct TrainConfig {
     int64_t eval_every = 0;  // 0: evaluate only after the last step
     int64_t eval_samples = 65536;
     double target_auc = 0;  // MLPerf style: stop once an evaluation reaches it; 0: never
-    std::string pipeline = "sparse_dist";  // base | sparse_dist (engine/train)
+    std::string pipeline = "sparse_dist";  // base | sparse_dist | prefetch_sparse_dist
     int64_t checkpoint_every = 0;          // steps between checkpoints; 0: none
     std::string checkpoint_dir;            // empty: the run directory's checkpoints/
     int64_t checkpoint_keep = 3;           // the newest kept; 0: all

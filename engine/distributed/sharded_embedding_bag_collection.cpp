@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <tuple>
@@ -28,7 +29,9 @@ namespace {
 // its rows (in the stream's order).
 void place_bags(ShardedEmbeddingBagCollection::ShardLookup& s, Stream& stream) {
     if (s.cached) {  // the batch's rows into the cache, its ids into slots
-        s.cached->prefetch(s.ids, s.slot_ids);
+        if (!s.prefetched)
+            s.cached->prefetch(s.ids, s.slot_ids);
+        s.prefetched = false;
         s.weights = s.cached->weights;
         s.state1 = s.cached->state1;
         s.state2 = s.cached->state2;
@@ -167,11 +170,7 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
       device_pg_(std::move(device_pg)),
       qcomms_(qcomms),
       optimizer_(optimizer),
-      storage_dir_(storage_dir.empty()
-                       ? ""
-                       : (std::filesystem::path(storage_dir) /
-                          fmt::format("shardrec-{}-{}", comm::process_info().host, ::getpid()))
-                             .string()) {
+      storage_dir_(storage_dir.empty() ? "" : own_storage_dir(storage_dir)) {
     SR_CHECK(plan.env.world_size == pg_->size(),
              "the sharding plan is for {} ranks, but {} ranks are running", plan.env.world_size,
              pg_->size());
@@ -223,6 +222,15 @@ CommBytes ShardedEmbeddingBagCollection::pooled_comm_bytes() const {
 }
 
 // ---- building the shards ----
+
+// <path>/shardrec-<host>-<pid>-<n>: the n-th collection of this process (a process may hold
+// several, each with files of its own).
+std::string ShardedEmbeddingBagCollection::own_storage_dir(const std::string& path) {
+    static std::atomic<int64_t> collections{0};
+    return (std::filesystem::path(path) /
+            fmt::format("shardrec-{}-{}-{}", comm::process_info().host, ::getpid(), collections++))
+        .string();
+}
 
 namespace {
 
@@ -633,6 +641,53 @@ void ShardedEmbeddingBagCollection::input_dist_wait(InputDist& dist) {
     wait_tensors(dist.row_wise);
 }
 
+bool ShardedEmbeddingBagCollection::has_cached_shards() const {
+    for (const Group* g : {entries_.get(), row_wise_.get()}) {
+        for (const ShardLookup& s : g->local) {
+            if (s.cached)
+                return true;
+        }
+    }
+    return false;
+}
+
+namespace {
+
+// The ids the cached shard `s` looks up in the received `kjt` (lookup_forward's slice), as a
+// view: nothing of `s` is written (prefetch_ahead runs beside s's own lookups).
+Tensor shard_ids(const ShardedEmbeddingBagCollection::ShardLookup& s,
+                 const KeyedJaggedTensor& kjt) {
+    const int64_t B = kjt.stride();
+    const int64_t* off = kjt.offsets().data<int64_t>();
+    return kjt.values().slice(off[s.first_key * B], off[(s.first_key + s.num_keys) * B]);
+}
+
+}  // namespace
+
+void ShardedEmbeddingBagCollection::prefetch(InputDist& dist) {
+    input_dist_wait(dist);
+    for (const auto& [g, p] :
+         {std::pair{entries_.get(), &dist.entries}, std::pair{row_wise_.get(), &dist.row_wise}}) {
+        for (ShardLookup& s : g->local) {
+            if (!s.cached || !p->received)
+                continue;
+            s.cached->prefetch(shard_ids(s, *p->received), s.slot_ids);
+            s.prefetched = true;
+        }
+    }
+    prefetched_ = &dist;
+}
+
+void ShardedEmbeddingBagCollection::prefetch_ahead(const InputDist& dist) {
+    for (const auto& [g, p] :
+         {std::pair{entries_.get(), &dist.entries}, std::pair{row_wise_.get(), &dist.row_wise}}) {
+        for (ShardLookup& s : g->local) {
+            if (s.cached && p->received)
+                s.cached->prefetch_ahead(shard_ids(s, *p->received));
+        }
+    }
+}
+
 void ShardedEmbeddingBagCollection::set_pipelined_input(std::unique_ptr<InputDist> dist) {
     SR_CHECK(pipelined_ == nullptr,
              "ShardedEmbeddingBagCollection: a pipelined input is already queued");
@@ -651,6 +706,13 @@ KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_p
         profile::Range r("input_dist", stream);  // the host's wait for the features
         input_dist_wait(*dist);
     }
+    if (prefetched_ != dist.get()) {  // another batch's rows were prefetched: fill again
+        for (Group* g : {entries_.get(), row_wise_.get()}) {
+            for (ShardLookup& s : g->local)
+                s.prefetched = false;
+        }
+    }
+    prefetched_ = nullptr;
     const KeyedJaggedTensor& kjt = dist->features;
     const int64_t B = kjt.stride();
     init::reuse_or_allocate(out_, {B, key_col_.empty() ? 0 : key_col_.back() + dims_.back()},

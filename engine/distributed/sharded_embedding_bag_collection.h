@@ -113,6 +113,18 @@ public:
 
     bool has_pipelined_input() const { return pipelined_ != nullptr; }
 
+    // ---- the prefetch pipeline (TorchRec PrefetchTrainPipelineSparseDist) ----
+    // Whether some local shard is key_value (has a cache to fill).
+    bool has_cached_shards() const;
+    // Completes `dist` if needed and fills the key_value caches with its batch's rows: its
+    // lookups then use them (when `dist` is the next one computed; another forward in between
+    // makes them fill again). The batch trained before must have finished its backward.
+    void prefetch(InputDist& dist);
+    // On another thread, while the batch of the latest prefetch() trains: fills the caches with
+    // rows of `dist`'s batch (received already) ahead of its prefetch(), leaving everything that
+    // training reads or writes alone (CachedEmbeddingShard::prefetch_ahead).
+    void prefetch_ahead(const InputDist& dist);
+
     void set_learning_rate(float lr) override { optimizer_.learning_rate = lr; }
 
     const kernels::FusedOptimizerParams& fused_optimizer() const { return optimizer_; }
@@ -144,6 +156,7 @@ public:
 
 private:
     void build(const ShardingPlan& plan, uint64_t seed);
+    static std::string own_storage_dir(const std::string& path);
     // Lookups and output dist of one path for the features its group received.
     void forward_entries(Stream& stream);
     void forward_row_wise(Stream& stream);
@@ -188,8 +201,9 @@ private:
         mean_lengths_;         // [mean_keys_ * B] bag lengths, 0 as 1 (host, device_)
     Tensor mean_lengths_buf_;  // grow-only storage of mean_lengths_ on a CUDA device
     std::optional<HostToDeviceStager> mean_stager_;
-    std::unique_ptr<InputDist> pipelined_;  // set_pipelined_input
-    std::string storage_dir_;  // key_value shards' files: <storage.path>/shardrec-<host>-<pid>
+    std::unique_ptr<InputDist> pipelined_;   // set_pipelined_input
+    const InputDist* prefetched_ = nullptr;  // the dist of the latest prefetch()
+    std::string storage_dir_;                // key_value shards' files (own_storage_dir)
 };
 
 }  // namespace shardrec

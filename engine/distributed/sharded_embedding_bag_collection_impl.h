@@ -38,7 +38,8 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
     // bags' ids translated into them (slot_ids).
     std::unique_ptr<CachedEmbeddingShard> cached;
     Tensor slot_ids;
-    Tensor feature_table;  // [num_keys] i32 zeros
+    bool prefetched = false;  // slot_ids already hold the next lookup's (prefetch())
+    Tensor feature_table;     // [num_keys] i32 zeros
     kernels::EmbeddingBackwardWorkspace workspace;
     Tensor ids, offsets, psw;  // the latest forward's bags of this shard (host)
     // What the kernels read: ids, offsets, psw themselves on the cpu, their copies on a CUDA

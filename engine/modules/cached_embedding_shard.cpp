@@ -57,6 +57,7 @@ CachedEmbeddingShard::CachedEmbeddingShard(const Layout& layout,
     slots_ = sets_ * ways_;
     slot_row_.assign(static_cast<size_t>(slots_), -1);
     slot_tick_.assign(static_cast<size_t>(slots_), 0);
+    slot_batch_.assign(static_cast<size_t>(slots_), 0);
     slot_count_.assign(static_cast<size_t>(slots_), 0);
     slot_dirty_.assign(static_cast<size_t>(slots_), 0);
     ensure_capacity(slots_);
@@ -165,8 +166,8 @@ int64_t CachedEmbeddingShard::victim(int64_t set) const {
     for (int64_t s = set * ways_; s < (set + 1) * ways_; ++s) {
         if (slot_row_[static_cast<size_t>(s)] < 0)
             return s;
-        if (slot_tick_[static_cast<size_t>(s)] == tick_)
-            continue;  // locked: the current batch uses it
+        if (slot_tick_[static_cast<size_t>(s)] >= lock_from_)
+            continue;  // locked: a batch in flight uses it
         if (best < 0) {
             best = s;
             continue;
@@ -204,28 +205,49 @@ void CachedEmbeddingShard::retire_overflow() {
 }
 
 void CachedEmbeddingShard::prefetch(const Tensor& ids, Tensor& slots) {
+    check_ids(ids);
+    retire_overflow();
+    ++tick_;
+    lock_from_ = tick_;  // the batch before has trained: only this one's rows are locked
+    ++batch_gen_;
+    batch_slots_.clear();
+    slots = grow_prefix(slots, ids.numel(), DType::kI64);
+    place(ids.data<int64_t>(), ids.numel(), slots.data<int64_t>());
+}
+
+void CachedEmbeddingShard::prefetch_ahead(const Tensor& ids) {
+    check_ids(ids);
+    place(ids.data<int64_t>(), ids.numel(), nullptr);
+}
+
+void CachedEmbeddingShard::check_ids(const Tensor& ids) const {
     SR_CHECK(ids.dtype() == DType::kI64 && ids.dim() == 1 && ids.device().is_cpu(),
              "key_value table '{}': ids must be a host [N] i64 tensor, got {}", layout_.table,
              ids.str());
-    retire_overflow();
-    ++tick_;
-    const int64_t n = ids.numel();
-    slots = grow_prefix(slots, n, DType::kI64);
     const int64_t* id = ids.data<int64_t>();
-    int64_t* out = slots.data<int64_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+        SR_CHECK(id[i] >= 0 && id[i] < layout_.rows,
+                 "table '{}': id {} is outside its shard's rows [0, {}) (rows [{}, {}) of the "
+                 "table, on rank {})",
+                 layout_.table, id[i], layout_.rows, layout_.row_offset,
+                 layout_.row_offset + layout_.rows, layout_.rank);
+    }
+}
+
+// out != null: the batch's own pass (prefetch), slots into out, overflow when a set is full,
+// the batch's counters. out == null: ahead of the batch (prefetch_ahead) while the one before
+// (tick_) may still train: rows get the next tick, the batch before's and the overflow area
+// are left alone, a full set leaves the row to the batch's own pass.
+void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out) {
+    const bool ahead = out == nullptr;
+    const int64_t tick = ahead ? tick_ + 1 : tick_;
     const int64_t pb = payload_bytes();
-    batch_slots_.clear();
     evict_rows_.clear();
     evict_buf_.clear();
     fill_rows_.clear();
     fill_slots_.clear();
     for (int64_t i = 0; i < n; ++i) {
         const int64_t row = id[i];
-        SR_CHECK(row >= 0 && row < layout_.rows,
-                 "table '{}': id {} is outside its shard's rows [0, {}) (rows [{}, {}) of the "
-                 "table, on rank {})",
-                 layout_.table, row, layout_.rows, layout_.row_offset,
-                 layout_.row_offset + layout_.rows, layout_.rank);
         const int64_t set =
             static_cast<int64_t>(mix(static_cast<uint64_t>(row)) % static_cast<uint64_t>(sets_));
         int64_t slot = -1;
@@ -236,23 +258,29 @@ void CachedEmbeddingShard::prefetch(const Tensor& ids, Tensor& slots) {
             }
         }
         if (slot >= 0) {
-            auto& tick = slot_tick_[static_cast<size_t>(slot)];
-            if (tick != tick_) {
-                tick = tick_;
-                batch_slots_.push_back(slot);
+            const auto s = static_cast<size_t>(slot);
+            slot_tick_[s] = std::max(slot_tick_[s], tick);
+            if (!ahead) {
+                if (slot_batch_[s] != batch_gen_) {
+                    slot_batch_[s] = batch_gen_;
+                    batch_slots_.push_back(slot);
+                }
+                ++slot_count_[s];
+                out[i] = slot;
             }
-            ++slot_count_[static_cast<size_t>(slot)];
-            out[i] = slot;
             continue;
         }
         const auto over = overflow_slot_.find(row);
         if (over != overflow_slot_.end()) {
-            out[i] = over->second;
-            continue;
+            if (!ahead)
+                out[i] = over->second;
+            continue;  // ahead: the batch before may still update it
         }
-        ++stats_.misses;
         slot = victim(set);
-        if (slot < 0) {  // every way of the set is locked
+        if (slot < 0 && ahead)
+            continue;  // every way locked: the batch's own pass places it
+        ++stats_.misses;
+        if (slot < 0) {
             slot = slots_ + static_cast<int64_t>(overflow_rows_.size());
             overflow_rows_.push_back(row);
             overflow_dirty_.push_back(0);
@@ -268,17 +296,23 @@ void CachedEmbeddingShard::prefetch(const Tensor& ids, Tensor& slots) {
                          evict_buf_.data() + (evict_rows_.size() - 1) * static_cast<size_t>(pb));
             }
             slot_row_[s] = row;
-            slot_tick_[s] = tick_;
-            slot_count_[s] = 1;
+            slot_tick_[s] = tick;
+            slot_count_[s] = ahead ? 0 : 1;  // the batch's pass counts its ids
             slot_dirty_[s] = 0;
+            if (!ahead)
+                slot_batch_[s] = batch_gen_;
         }
-        batch_slots_.push_back(slot);
+        if (!ahead) {
+            batch_slots_.push_back(slot);
+            out[i] = slot;
+        }
         fill_rows_.push_back(row);
         fill_slots_.push_back(slot);
-        out[i] = slot;
     }
-    stats_.lookups += n;
-    stats_.unique_rows += static_cast<int64_t>(batch_slots_.size());
+    if (!ahead) {
+        stats_.lookups += n;
+        stats_.unique_rows += static_cast<int64_t>(batch_slots_.size());
+    }
     // Write-backs before the reads: a row evicted above may be read back by a later miss.
     store_.write(evict_rows_.data(), static_cast<int64_t>(evict_rows_.size()), evict_buf_.data());
     stats_.bytes_out += static_cast<int64_t>(evict_rows_.size()) * pb;
@@ -379,6 +413,7 @@ void CachedEmbeddingShard::read_rows(const std::vector<int64_t>& rows,
 void CachedEmbeddingShard::reset() {
     std::fill(slot_row_.begin(), slot_row_.end(), -1);
     std::fill(slot_dirty_.begin(), slot_dirty_.end(), 0);
+    std::fill(slot_tick_.begin(), slot_tick_.end(), 0);
     overflow_rows_.clear();
     overflow_slot_.clear();
     overflow_dirty_.clear();

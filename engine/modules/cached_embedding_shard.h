@@ -76,8 +76,15 @@ public:
     Tensor table_offsets;
 
     // Makes the rows of `ids` (shard rows, [N] i64) resident and writes their slots into
-    // `slots` ([N] i64). An id outside [0, rows) is an Error naming the table.
+    // `slots` ([N] i64), for the batch that trains next (the one before has finished). An id
+    // outside [0, rows) is an Error naming the table.
     void prefetch(const Tensor& ids, Tensor& slots);
+    // The prefetch pipeline: on another thread while the batch of the latest prefetch() trains,
+    // makes rows of the next batch resident without touching that batch's rows, its overflow
+    // or what its training reads and writes (its slots, dirty marks and the kernels' tensors,
+    // which do not grow here). The next batch's prefetch() then finds them; it fills and
+    // counts whatever this left out. Not concurrent with prefetch, flush or checkpoints.
+    void prefetch_ahead(const Tensor& ids);
     // The optimizer changed the rows of the latest prefetch (the batch's backward ran).
     void mark_updated();
     // Writes every changed row back to the store; the cache keeps them.
@@ -116,6 +123,8 @@ private:
     void init_payload(int64_t row, char* payload) const;
     void init_slot(int64_t slot, int64_t row);
     void ensure_capacity(int64_t capacity);
+    void check_ids(const Tensor& ids) const;
+    void place(const int64_t* ids, int64_t n, int64_t* out);
     int64_t victim(int64_t set) const;  // an unlocked way of the set, or -1
     void retire_overflow();             // overflow rows back to the store, the area emptied
 
@@ -125,14 +134,17 @@ private:
     KeyValueStore store_;
     int64_t ways_ = 1, sets_ = 1, slots_ = 1, capacity_ = 0;
     std::vector<int64_t> slot_row_;    // -1: empty
-    std::vector<int64_t> slot_tick_;   // the prefetch that last used it
+    std::vector<int64_t> slot_tick_;   // the batch (tick) that last used it
+    std::vector<int64_t> slot_batch_;  // the prefetch() that put it in batch_slots_
     std::vector<int64_t> slot_count_;  // lfu: ids looked up since it was filled
     std::vector<uint8_t> slot_dirty_;
     std::vector<int64_t> overflow_rows_;
     std::unordered_map<int64_t, int64_t> overflow_slot_;
     std::vector<uint8_t> overflow_dirty_;
     std::vector<int64_t> batch_slots_;  // distinct slots of the latest prefetch
-    int64_t tick_ = 0;
+    int64_t tick_ = 0;                  // the batch of the latest prefetch()
+    int64_t lock_from_ = 0;             // slots used by batches from this tick on are not evicted
+    int64_t batch_gen_ = 0;
     CacheStats stats_;
     // Scratch of a prefetch: evicted rows with their payloads, and the rows to fill.
     std::vector<int64_t> evict_rows_, fill_rows_, fill_slots_, read_rows_, read_slots_;

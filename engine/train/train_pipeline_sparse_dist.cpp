@@ -9,6 +9,8 @@
 #include "engine/train/train_pipeline_sparse_dist.h"
 
 #include <chrono>
+#include <exception>
+#include <thread>
 
 #include "engine/core/pinned_buffer.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
@@ -29,7 +31,8 @@ struct TrainPipelineSparseDist::InFlight {
     std::unique_ptr<ShardedEmbeddingBagCollection::InputDist> dist;  // sharded arch only
     bool dist_started = false;
     double input_dist_ms = 0;  // host time in this batch's input dist calls
-    bool timed = false;        // trained; its stage times not yet added up
+    double prefetch_ahead_ms = 0, prefetch_ms = 0;
+    bool timed = false;  // trained; its stage times not yet added up
     Event copy_begin;
     Event copied;       // copy stream: device_batch is complete
     Event distributed;  // data-dist stream: dist has received every shard's features
@@ -47,11 +50,14 @@ double ms_since(Clock::time_point t0) {
 
 }  // namespace
 
-TrainPipelineSparseDist::TrainPipelineSparseDist(TrainPipelineBase& compute, RecModel& model)
+TrainPipelineSparseDist::TrainPipelineSparseDist(TrainPipelineBase& compute,
+                                                 RecModel& model,
+                                                 bool prefetch)
     : compute_(compute),
       model_(model),
       device_(compute.device()),
       sharded_(dynamic_cast<ShardedEmbeddingBagCollection*>(&model.sparse_arch())),
+      prefetch_(prefetch && sharded_ != nullptr && sharded_->has_cached_shards()),
       copy_stream_(device_),
       data_dist_stream_(device_) {}
 
@@ -79,6 +85,8 @@ void TrainPipelineSparseDist::add_stage_times(InFlight& slot) {
     times_.steps += 1;
     times_.copy_ms += Event::elapsed_ms(slot.copy_begin, slot.copied);
     times_.input_dist_ms += slot.input_dist_ms;
+    times_.prefetch_ahead_ms += slot.prefetch_ahead_ms;
+    times_.prefetch_ms += slot.prefetch_ms;
     times_.compute_ms += Event::elapsed_ms(slot.compute_begin, slot.trained);
 }
 
@@ -123,6 +131,8 @@ void TrainPipelineSparseDist::enqueue(DataIterator& inputs) {
     slot->dist.reset();
     slot->dist_started = false;
     slot->input_dist_ms = 0;
+    slot->prefetch_ahead_ms = 0;
+    slot->prefetch_ms = 0;
     queue_.push_back(std::move(slot));
 }
 
@@ -147,7 +157,7 @@ void TrainPipelineSparseDist::wait_sparse_data_dist(InFlight& slot) {
 }
 
 std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& inputs) {
-    while (num_queued() < kDepth) {
+    while (num_queued() < kDepth + (prefetch_ ? 1 : 0)) {
         const int64_t before = num_queued();
         enqueue(inputs);
         if (num_queued() == before)
@@ -161,16 +171,52 @@ std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& input
         wait_sparse_data_dist(batch);
     }
     InFlight* next = queue_.size() > 1 ? queue_[1].get() : nullptr;
-    if (next != nullptr)
-        start_sparse_data_dist(*next);
+    // The dist in flight during this batch's compute: batch i+1's, or with prefetch i+2's
+    // (i+1's completed before, so that its rows can be fetched now).
+    InFlight* in_flight = next;
+    std::thread ahead;
+    std::exception_ptr ahead_error;
+    if (prefetch_) {
+        if (next != nullptr && !next->dist_started) {  // filling
+            start_sparse_data_dist(*next);
+            wait_sparse_data_dist(*next);
+        }
+        const Clock::time_point t0 = Clock::now();
+        sharded_->prefetch(*batch.dist);
+        batch.prefetch_ms += ms_since(t0);
+        in_flight = queue_.size() > 2 ? queue_[2].get() : nullptr;
+        if (next != nullptr) {
+            ahead = std::thread([this, next, &ahead_error] {
+                try {
+                    const Clock::time_point t1 = Clock::now();
+                    sharded_->prefetch_ahead(*next->dist);
+                    next->prefetch_ahead_ms += ms_since(t1);
+                } catch (...) {
+                    ahead_error = std::current_exception();
+                }
+            });
+        }
+    }
+    if (in_flight != nullptr)
+        start_sparse_data_dist(*in_flight);
 
     batch.distributed.wait(compute_.stream());
     batch.compute_begin.record(compute_.stream());
     if (sharded_ != nullptr)
         sharded_->set_pipelined_input(std::move(batch.dist));
     const TrainInput& in = batch.input;
-    const StepResult result =
-        compute_.progress(batch.device_batch, in.dense_lr, in.sparse_lr, in.input_finite);
+    StepResult result;
+    try {
+        result = compute_.progress(batch.device_batch, in.dense_lr, in.sparse_lr, in.input_finite);
+    } catch (...) {
+        if (ahead.joinable())
+            ahead.join();
+        throw;
+    }
+    if (ahead.joinable())
+        ahead.join();
+    if (ahead_error)
+        std::rethrow_exception(ahead_error);
     SR_CHECK(sharded_ == nullptr || !sharded_->has_pipelined_input(),
              "TrainPipelineSparseDist: the model's forward of step {} did not read the sparse "
              "features the pipeline distributed",
@@ -178,8 +224,8 @@ std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& input
     batch.trained.record(compute_.stream());
     batch.timed = true;
 
-    if (next != nullptr)
-        wait_sparse_data_dist(*next);
+    if (in_flight != nullptr)
+        wait_sparse_data_dist(*in_flight);
     TrainOutput out{in.step, result};
     free_.push_back(std::move(queue_.front()));
     queue_.pop_front();

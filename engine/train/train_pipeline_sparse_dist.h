@@ -13,6 +13,13 @@
 // "pipelines agree" test). On CPU the all-to-alls of batch i+1 are non-blocking MPI collectives
 // posted before batch i's compute and completed after it; MPI progresses them inside batch i's
 // own collectives. Without a sharded sparse arch (one process) only the copy stage remains.
+//
+// With prefetch (TorchRec PrefetchTrainPipelineSparseDist, train.pipeline prefetch_sparse_dist)
+// a fourth stage fills the key_value caches: batch i+1's input dist completes one step earlier
+// (the dist of batch i+2 is the one in flight during batch i), and while batch i trains a host
+// thread fills the caches with batch i+1's rows (ShardedEmbeddingBagCollection::prefetch_ahead);
+// batch i+1 then fills only what that left before its forward. The fills only move rows that
+// no batch in flight uses, so the numbers are the sparse_dist pipeline's.
 #pragma once
 
 #include <cstdint>
@@ -64,13 +71,17 @@ struct StageTimes {
     // compute stream: from the batch's first operation to its last (forward, backward,
     // optimizers), with the gaps where the stream waits for the host
     double compute_ms = 0;
+    // prefetch: the cache fills of the batch on the prefetch thread, during the batch before
+    // (hidden when shorter than its compute), and those left to do before its forward (host)
+    double prefetch_ahead_ms = 0;
+    double prefetch_ms = 0;
 };
 
 class TrainPipelineSparseDist {
 public:
     // compute: the step of one batch on its compute stream and device (its model is the one
     // trained here).
-    TrainPipelineSparseDist(TrainPipelineBase& compute, RecModel& model);
+    TrainPipelineSparseDist(TrainPipelineBase& compute, RecModel& model, bool prefetch = false);
     ~TrainPipelineSparseDist();
     TrainPipelineSparseDist(const TrainPipelineSparseDist&) = delete;
     TrainPipelineSparseDist& operator=(const TrainPipelineSparseDist&) = delete;
@@ -88,7 +99,7 @@ public:
     StageTimes stage_times();
     void reset_stage_times();
 
-    static constexpr int64_t kDepth = 3;  // batches i, i+1, i+2
+    static constexpr int64_t kDepth = 3;  // batches i, i+1, i+2 (prefetch: and i+3)
 
 private:
     struct InFlight;
@@ -104,6 +115,7 @@ private:
     RecModel& model_;
     Device device_;
     ShardedEmbeddingBagCollection* sharded_;  // null when the tables are not sharded
+    bool prefetch_;                           // the cache-fill stage (key_value shards only)
     Stream copy_stream_;
     Stream data_dist_stream_;                      // the compute stream is compute_.stream()
     std::deque<std::unique_ptr<InFlight>> queue_;  // front: batch i

@@ -213,8 +213,9 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
                                   NanPolicy::kSkipBatch);
     pipeline_.set_allreduce_precision(
         kernels::comm_type_from_name(config_.comm.allreduce_precision));
-    if (config_.train.pipeline == "sparse_dist") {
-        sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(pipeline_, *model_);
+    if (config_.train.pipeline != "base") {
+        sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(
+            pipeline_, *model_, config_.train.pipeline == "prefetch_sparse_dist");
     }
 }
 

@@ -68,8 +68,14 @@ TEST_CASE("key_value e2e: trains bitwise like fused, whatever the cache, on one 
             train(dir / (np + "_kv_small"), 8, key_value(dir / "store", "0.01", "lru"), prefix);
         const auto large =
             train(dir / (np + "_kv_large"), 8, key_value(dir / "store", "0.5", "lfu"), prefix);
+        // The prefetch pipeline fills each batch's rows while the batch before trains.
+        const auto prefetched = train(
+            dir / (np + "_kv_prefetch"), 8,
+            plus(key_value(dir / "store", "0.05", "lru"), {"train.pipeline=prefetch_sparse_dist"}),
+            prefix);
         CHECK(small == fused);
         CHECK(large == fused);
+        CHECK(prefetched == fused);
         // The cache worked at its size: the small one missed more, and overflowed.
         double small_hits = 0, large_hits = 0;
         int64_t overflow = 0;

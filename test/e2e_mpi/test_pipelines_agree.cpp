@@ -78,9 +78,21 @@ std::vector<float> train_all(train::Trainer& trainer,
     return losses;
 }
 
-void check_pipelines_agree(const std::shared_ptr<comm::ProcessGroup>& pg) {
-    const Config base_config = parse_config(kConfig, {"train.pipeline=base"});
-    const Config dist_config = parse_config(kConfig, {"train.pipeline=sparse_dist"});
+// key_value tables whose caches hold 10 % of the rows (most batches evict and overflow).
+const std::vector<std::string> kKeyValue = {"sharding.compute_kernel=key_value",
+                                            "sharding.storage.path=/tmp/shardrec-test-pipelines",
+                                            "sharding.cache.load_factor=0.1"};
+
+std::vector<std::string> with(std::vector<std::string> sets, const std::string& pipeline) {
+    sets.push_back("train.pipeline=" + pipeline);
+    return sets;
+}
+
+void check_pipelines_agree(const std::shared_ptr<comm::ProcessGroup>& pg,
+                           const std::string& pipeline = "sparse_dist",
+                           const std::vector<std::string>& sets = {}) {
+    const Config base_config = parse_config(kConfig, with(sets, "base"));
+    const Config dist_config = parse_config(kConfig, with(sets, pipeline));
     train::Trainer base(base_config, pg);
     train::Trainer dist(dist_config, pg);
 
@@ -122,6 +134,12 @@ TEST_CASE("pipelines agree: sharded over every rank, every dist path", "[mpi][e2
     check_pipelines_agree(comm::world_process_group());
 }
 
+// The prefetch pipeline fills batch i+1's cache rows while batch i trains; an evaluation in
+// between refills them.
+TEST_CASE("pipelines agree: prefetch_sparse_dist with key_value tables", "[mpi][e2e]") {
+    check_pipelines_agree(comm::world_process_group(), "prefetch_sparse_dist", kKeyValue);
+}
+
 TEST_CASE("pipelines agree: one process, unsharded tables", "[mpi][e2e]") {
     check_pipelines_agree(nullptr);
 }
@@ -134,6 +152,20 @@ TEST_CASE("TrainPipelineSparseDist: holds two steps ahead, then drains", "[mpi][
     while (const auto out = trainer.progress(*inputs))
         queued.push_back(trainer.num_queued());
     CHECK(queued == std::vector<int64_t>{2, 2, 1, 0});
+}
+
+TEST_CASE("TrainPipelineSparseDist with prefetch: holds three steps ahead, then drains",
+          "[mpi][e2e]") {
+    const Config config = parse_config(kConfig, with(kKeyValue, "prefetch_sparse_dist"));
+    train::Trainer trainer(config, comm::world_process_group());
+    auto inputs = trainer.train_inputs(0, 5);
+    std::vector<int64_t> queued;
+    while (const auto out = trainer.progress(*inputs))
+        queued.push_back(trainer.num_queued());
+    CHECK(queued == std::vector<int64_t>{3, 3, 2, 1, 0});
+    const train::StageTimes t = *trainer.stage_times();
+    CHECK(t.prefetch_ahead_ms > 0);  // every step but the first was filled ahead
+    CHECK(t.prefetch_ms > 0);
 }
 
 TEST_CASE("TrainPipelineSparseDist: times the stages of every trained step", "[mpi][e2e]") {

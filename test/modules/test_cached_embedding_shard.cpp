@@ -194,80 +194,94 @@ TEST_CASE("CachedEmbeddingShard: the kernels on its slots train bitwise like row
           kernels::OptimType::kExactRowWiseAdagrad, kernels::OptimType::kAdam}) {
         for (const double load_factor : {1.0 / 300, 0.05, 0.5, 1.0}) {
             for (const auto algorithm : {CacheAlgorithm::kLru, CacheAlgorithm::kLfu}) {
-                INFO("optimizer " << kernels::optim_type_name(optim_type) << " load_factor "
-                                  << load_factor);
-                TempDir dir;
-                kernels::FusedOptimizerParams optim;
-                optim.type = optim_type;
-                optim.learning_rate = 0.1f;
-                optim.initial_accumulator_value = 0.25f;
-                const auto l = layout(rows, cols);
-                CachedEmbeddingShard cached(l, {load_factor, algorithm}, optim,
-                                            (dir.path / "t.kv").string());
-                Tensor weights = Tensor::empty({rows, cols}, DType::kF32);
-                init_embedding_rows(weights, l.seed, l.table_index, l.row_offset, l.col_offset,
-                                    l.num_embeddings);
-                Tensor state1, state2;
-                kernels::make_optimizer_states(optim, rows, cols, state1, state2);
-                const Tensor table_offsets = Tensor::from_vector<int64_t>({0, rows});
-                const Tensor feature_table = Tensor::zeros({1}, DType::kI32);
-                kernels::EmbeddingBackwardWorkspace ws_a, ws_b;
-                rng::Rng r(test::test_seed(), 5);
-                Tensor slots;
-                for (int step = 0; step < 6; ++step) {
-                    std::vector<int64_t> ids, offsets = {0};
-                    for (int64_t b = 0; b < batch; ++b) {
-                        const int64_t n = static_cast<int64_t>(r.next_u64() % 4);
-                        for (int64_t j = 0; j < n; ++j)  // hot rows and cold ones
-                            ids.push_back(static_cast<int64_t>(r.next_u64() % (j == 0 ? 8 : 300)));
-                        offsets.push_back(static_cast<int64_t>(ids.size()));
+                for (const bool ahead : {false, true}) {
+                    INFO("optimizer " << kernels::optim_type_name(optim_type) << " load_factor "
+                                      << load_factor << " ahead " << ahead);
+                    TempDir dir;
+                    kernels::FusedOptimizerParams optim;
+                    optim.type = optim_type;
+                    optim.learning_rate = 0.1f;
+                    optim.initial_accumulator_value = 0.25f;
+                    const auto l = layout(rows, cols);
+                    CachedEmbeddingShard cached(l, {load_factor, algorithm}, optim,
+                                                (dir.path / "t.kv").string());
+                    Tensor weights = Tensor::empty({rows, cols}, DType::kF32);
+                    init_embedding_rows(weights, l.seed, l.table_index, l.row_offset, l.col_offset,
+                                        l.num_embeddings);
+                    Tensor state1, state2;
+                    kernels::make_optimizer_states(optim, rows, cols, state1, state2);
+                    const Tensor table_offsets = Tensor::from_vector<int64_t>({0, rows});
+                    const Tensor feature_table = Tensor::zeros({1}, DType::kI32);
+                    kernels::EmbeddingBackwardWorkspace ws_a, ws_b;
+                    rng::Rng r(test::test_seed(), 5);
+                    Tensor slots;
+                    // The batches, made first: with `ahead`, batch i + 1's rows are prefetched
+                    // ahead after batch i's prefetch, as the prefetch pipeline does.
+                    std::vector<std::pair<Tensor, Tensor>> batches;
+                    for (int step = 0; step < 7; ++step) {
+                        std::vector<int64_t> ids, offsets = {0};
+                        for (int64_t b = 0; b < batch; ++b) {
+                            const int64_t n = static_cast<int64_t>(r.next_u64() % 4);
+                            for (int64_t j = 0; j < n; ++j)  // hot rows and cold ones
+                                ids.push_back(
+                                    static_cast<int64_t>(r.next_u64() % (j == 0 ? 8 : 300)));
+                            offsets.push_back(static_cast<int64_t>(ids.size()));
+                        }
+                        batches.emplace_back(Tensor::from_vector(ids),
+                                             Tensor::from_vector(offsets));
                     }
-                    const Tensor ids_t = Tensor::from_vector(ids);
-                    const Tensor offsets_t = Tensor::from_vector(offsets);
-                    Tensor out_a = Tensor::empty({batch, cols}, DType::kF32);
-                    Tensor out_b = Tensor::empty({batch, cols}, DType::kF32);
-                    kernels::embedding_bag_forward(weights, table_offsets, feature_table, ids_t,
-                                                   offsets_t, nullptr, PoolingMode::kSum, out_a,
-                                                   Stream::cpu());
-                    cached.prefetch(ids_t, slots);
-                    kernels::embedding_bag_forward(cached.weights, cached.table_offsets,
-                                                   feature_table, slots, offsets_t, nullptr,
-                                                   PoolingMode::kSum, out_b, Stream::cpu());
-                    REQUIRE(std::memcmp(out_a.data_ptr(), out_b.data_ptr(), out_a.nbytes()) == 0);
-                    Tensor grad = Tensor::empty({batch, cols}, DType::kF32);
-                    for (int64_t i = 0; i < grad.numel(); ++i)
-                        grad.data<float>()[i] = r.uniform(-1.f, 1.f);
-                    optim.step = step + 1;
-                    kernels::embedding_bag_backward_fused(
-                        grad, table_offsets, feature_table, ids_t, offsets_t, nullptr,
-                        PoolingMode::kSum, optim, weights, state1.defined() ? &state1 : nullptr,
-                        state2.defined() ? &state2 : nullptr, ws_a, Stream::cpu());
-                    kernels::embedding_bag_backward_fused(
-                        grad, cached.table_offsets, feature_table, slots, offsets_t, nullptr,
-                        PoolingMode::kSum, optim, cached.weights,
-                        cached.state1.defined() ? &cached.state1 : nullptr,
-                        cached.state2.defined() ? &cached.state2 : nullptr, ws_b, Stream::cpu());
-                    cached.mark_updated();
+                    for (int step = 0; step < 6; ++step) {
+                        const Tensor& ids_t = batches[static_cast<size_t>(step)].first;
+                        const Tensor& offsets_t = batches[static_cast<size_t>(step)].second;
+                        Tensor out_a = Tensor::empty({batch, cols}, DType::kF32);
+                        Tensor out_b = Tensor::empty({batch, cols}, DType::kF32);
+                        kernels::embedding_bag_forward(weights, table_offsets, feature_table, ids_t,
+                                                       offsets_t, nullptr, PoolingMode::kSum, out_a,
+                                                       Stream::cpu());
+                        cached.prefetch(ids_t, slots);
+                        if (ahead)
+                            cached.prefetch_ahead(batches[static_cast<size_t>(step) + 1].first);
+                        kernels::embedding_bag_forward(cached.weights, cached.table_offsets,
+                                                       feature_table, slots, offsets_t, nullptr,
+                                                       PoolingMode::kSum, out_b, Stream::cpu());
+                        REQUIRE(std::memcmp(out_a.data_ptr(), out_b.data_ptr(), out_a.nbytes()) ==
+                                0);
+                        Tensor grad = Tensor::empty({batch, cols}, DType::kF32);
+                        for (int64_t i = 0; i < grad.numel(); ++i)
+                            grad.data<float>()[i] = r.uniform(-1.f, 1.f);
+                        optim.step = step + 1;
+                        kernels::embedding_bag_backward_fused(
+                            grad, table_offsets, feature_table, ids_t, offsets_t, nullptr,
+                            PoolingMode::kSum, optim, weights, state1.defined() ? &state1 : nullptr,
+                            state2.defined() ? &state2 : nullptr, ws_a, Stream::cpu());
+                        kernels::embedding_bag_backward_fused(
+                            grad, cached.table_offsets, feature_table, slots, offsets_t, nullptr,
+                            PoolingMode::kSum, optim, cached.weights,
+                            cached.state1.defined() ? &cached.state1 : nullptr,
+                            cached.state2.defined() ? &cached.state2 : nullptr, ws_b,
+                            Stream::cpu());
+                        cached.mark_updated();
+                    }
+                    if (load_factor < 0.01)
+                        CHECK(cached.stats().overflow > 0);
+                    cached.flush();
+                    std::vector<int64_t> all(static_cast<size_t>(rows));
+                    for (int64_t i = 0; i < rows; ++i)
+                        all[static_cast<size_t>(i)] = i;
+                    Tensor w;
+                    std::vector<Tensor> states;
+                    cached.read_rows(all, w, states);
+                    REQUIRE(std::memcmp(w.data_ptr(), weights.data_ptr(), w.nbytes()) == 0);
+                    const std::vector<Tensor*> want = {&state1, &state2};
+                    REQUIRE(states.size() ==
+                            static_cast<size_t>(kernels::optim_num_states(optim_type)));
+                    for (size_t i = 0; i < states.size(); ++i) {
+                        REQUIRE(std::memcmp(states[i].data_ptr(), want[i]->data_ptr(),
+                                            states[i].nbytes()) == 0);
+                    }
+                    // Only rows the optimizer changed are stored.
+                    CHECK(cached.stored_rows().size() < static_cast<size_t>(rows));
                 }
-                if (load_factor < 0.01)
-                    CHECK(cached.stats().overflow > 0);
-                cached.flush();
-                std::vector<int64_t> all(static_cast<size_t>(rows));
-                for (int64_t i = 0; i < rows; ++i)
-                    all[static_cast<size_t>(i)] = i;
-                Tensor w;
-                std::vector<Tensor> states;
-                cached.read_rows(all, w, states);
-                REQUIRE(std::memcmp(w.data_ptr(), weights.data_ptr(), w.nbytes()) == 0);
-                const std::vector<Tensor*> want = {&state1, &state2};
-                REQUIRE(states.size() ==
-                        static_cast<size_t>(kernels::optim_num_states(optim_type)));
-                for (size_t i = 0; i < states.size(); ++i) {
-                    REQUIRE(std::memcmp(states[i].data_ptr(), want[i]->data_ptr(),
-                                        states[i].nbytes()) == 0);
-                }
-                // Only rows the optimizer changed are stored.
-                CHECK(cached.stored_rows().size() < static_cast<size_t>(rows));
             }
         }
     }
