@@ -201,6 +201,7 @@ int bench_main(const std::vector<std::string>& args) {
     const auto* sharded =
         dynamic_cast<const ShardedEmbeddingBagCollection*>(&trainer.model().sparse_arch());
     const CommBytes comm_before = sharded ? sharded->pooled_comm_bytes() : CommBytes{};
+    const std::vector<std::pair<std::string, CacheStats>> cache_before = trainer.cache_totals();
     const AllocStats before[2] = {alloc_stats(DeviceType::kCpu), alloc_stats(DeviceType::kCuda)};
     std::vector<double> step_s;
     for (int64_t s = warmup; s < warmup + steps; ++s) {
@@ -210,6 +211,23 @@ int bench_main(const std::vector<std::string>& args) {
     }
     const AllocStats after[2] = {alloc_stats(DeviceType::kCpu), alloc_stats(DeviceType::kCuda)};
     const CommBytes comm_after = sharded ? sharded->pooled_comm_bytes() : CommBytes{};
+    // key_value caches over the timed steps, every table and rank together; the disk they use.
+    const std::vector<std::pair<std::string, CacheStats>> cache_after = trainer.cache_totals();
+    CacheStats cache;
+    for (size_t i = 0; i < cache_after.size(); ++i) {
+        const CacheStats &a = cache_after[i].second, &b = cache_before[i].second;
+        cache.unique_rows += a.unique_rows - b.unique_rows;
+        cache.misses += a.misses - b.misses;
+        cache.overflow += a.overflow - b.overflow;
+        cache.bytes_in += a.bytes_in - b.bytes_in;
+        cache.bytes_out += a.bytes_out - b.bytes_out;
+    }
+    int64_t storage_bytes = 0;
+    if (sharded != nullptr && !cache_after.empty()) {
+        for (int64_t b :
+             comm::all_gather_int64(*trainer.process_group(), sharded->storage_disk_bytes()))
+            storage_bytes += b;
+    }
     // Summed over the ranks (each counts what it sends to the others), per step.
     std::array<double, 2> comm_per_step = {0, 0};
     if (sharded != nullptr) {
@@ -294,6 +312,16 @@ int bench_main(const std::vector<std::string>& args) {
                 "the step before), %.3f ms before the forward, per step\n",
                 per_step[3], per_step[4]);
         }
+    }
+    if (!cache_after.empty()) {
+        const auto n = static_cast<double>(steps);
+        std::printf(
+            "key_value cache   hit rate %.4f (distinct rows of a batch found in the cache), %.0f "
+            "misses, %.0f overflow, %.1f MB in and %.1f MB out per step; %.2f GB on disk\n",
+            cache.hit_rate(), static_cast<double>(cache.misses) / n,
+            static_cast<double>(cache.overflow) / n, static_cast<double>(cache.bytes_in) / n / 1e6,
+            static_cast<double>(cache.bytes_out) / n / 1e6,
+            static_cast<double>(storage_bytes) / 1e9);
     }
     std::printf(
         "dense work        %.4g GFLOP per step: >= %.3f ms (%.0f %% of the step) at %.2f TFLOP/s, "
@@ -397,7 +425,9 @@ int bench_main(const std::vector<std::string>& args) {
             "\"dense_floor_ms\":{:.4f},\"sparse_bytes_per_step\":{:.0f},"
             "\"sparse_floor_ms\":{:.4f},\"pooled_comm_forward_bytes_per_step\":{:.0f},"
             "\"pooled_comm_backward_bytes_per_step\":{:.0f},\"qcomms_forward\":\"{}\","
-            "\"qcomms_backward\":\"{}\",\"profile_ms_per_step\":{{{}}}}}\n",
+            "\"qcomms_backward\":\"{}\",\"cache_hit_rate\":{:.6f},\"cache_misses_per_step\":{:.1f},"
+            "\"cache_bytes_in_per_step\":{:.0f},\"cache_bytes_out_per_step\":{:.0f},"
+            "\"storage_disk_bytes\":{},\"profile_ms_per_step\":{{{}}}}}\n",
             provenance_json_fields(), path, config.model.type, config.train.pipeline,
             config.data.batch_size, threads, med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps,
             table_bytes, state_bytes, dense, model_memory.max_peak_bytes, times.host.max_peak_bytes,
@@ -405,7 +435,11 @@ int bench_main(const std::vector<std::string>& args) {
             per_step[0], per_step[1], per_step[2], per_step[3], per_step[4], dense_flop / 1e9,
             gemm_tflops, dense_floor_ms, traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms,
             comm_per_step[0], comm_per_step[1], config.comm.qcomms.forward,
-            config.comm.qcomms.backward, profile_json);
+            config.comm.qcomms.backward, cache_after.empty() ? 1.0 : cache.hit_rate(),
+            static_cast<double>(cache.misses) / static_cast<double>(steps),
+            static_cast<double>(cache.bytes_in) / static_cast<double>(steps),
+            static_cast<double>(cache.bytes_out) / static_cast<double>(steps), storage_bytes,
+            profile_json);
     }
     return 0;
 }
