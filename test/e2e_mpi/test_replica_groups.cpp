@@ -1,18 +1,21 @@
 // 2D parallelism (sharding.replica_groups R, TorchRec DMPCollection): the tables sharded over
 // W / R ranks and that sharding replicated R times train as one sharding over the W ranks (within
 // the sharding-invariance tolerance), the replicas stay bitwise identical, R = 1 is the 1D run bit
-// for bit, and an R that does not divide W is refused. Under real mpirun at 1, 2 and 4 ranks (and
-// 4 as two emulated nodes).
+// for bit, an R that does not divide W is refused, and a checkpoint (the first group's shards)
+// resumes bit for bit. Under real mpirun at 1, 2 and 4 ranks (and 4 as two emulated nodes).
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "comm/process_group.h"
 #include "engine/distributed/planner.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/modules/embedding_bag_collection.h"
+#include "engine/train/checkpoint.h"
 #include "engine/train/trainer.h"
 #include "test/support/compare.h"
 
 using namespace shardrec;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -154,4 +157,38 @@ TEST_CASE("replica groups: a group never straddles a node", "[planner]") {
                Catch::Contains("a group of 6 consecutive ranks straddles a node of 4 ranks"));
     s.replica_groups = 1;
     CHECK(sharding_group_size(s, 12, 8) == 12);
+}
+
+TEST_CASE("replica groups: a checkpoint resumes bitwise", "[mpi][e2e]") {
+    auto pg = comm::world_process_group();
+    if (pg->size() % 2 != 0)
+        return;
+    const fs::path dir =
+        fs::temp_directory_path() / ("shardrec_replica_ckpt_np" + std::to_string(pg->size()));
+    if (pg->rank() == 0) {
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+    }
+    pg->barrier().wait();
+    const Config config = config_of(
+        "{sharding_type: row_wise, replica_groups: 2, tables: [{name: avg, sharding_type: "
+        "table_wise}, {name: wtd, sharding_type: data_parallel}]}",
+        "{type: adam, learning_rate: 0.01}");
+    train::Trainer straight(config, pg), first(config, pg);
+    std::vector<float> straight_losses, losses;
+    for (int64_t s = 0; s < 6; ++s)
+        straight_losses.push_back(straight.train_step(straight.train_batch(s), s).loss);
+    for (int64_t s = 0; s < 3; ++s)
+        losses.push_back(first.train_step(first.train_batch(s), s).loss);
+    train::save_checkpoint(first, dir.string(), 3, 1);
+    train::Trainer resumed(config, pg);
+    REQUIRE(train::load_checkpoint(resumed, dir.string(), {true}) == 3);
+    for (int64_t s = 3; s < 6; ++s)
+        losses.push_back(resumed.train_step(resumed.train_batch(s), s).loss);
+    CHECK(losses == straight_losses);  // bitwise
+    auto& a = dynamic_cast<ShardedEmbeddingBagCollection&>(resumed.model().sparse_arch());
+    auto& b = dynamic_cast<ShardedEmbeddingBagCollection&>(straight.model().sparse_arch());
+    for (int64_t t = 0; t < 5; ++t)
+        CHECK(a.unsharded_weight(t).to_vector<float>() == b.unsharded_weight(t).to_vector<float>());
+    pg->barrier().wait();
 }
