@@ -210,6 +210,9 @@ struct ShardingConfig {
     Storage storage;
     std::string plan_file;  // a saved plan (`shardrec plan --out`)
     std::string topology;   // topology YAML for planner: auto
+    // 2D parallelism (TorchRec DMPCollection): the tables are sharded over world / R ranks and
+    // that sharding is replicated R times; 1: one sharding over the world.
+    int64_t replica_groups = 1;
     std::vector<Table> tables;
 
     void visit(FieldVisitor& v);

@@ -75,6 +75,13 @@ void ShardingConfig::visit(FieldVisitor& v) {
             plan_file);
     v.field(Field("topology", "topology YAML for the auto planner; \"\": default for the device"),
             topology);
+    v.field(Field("replica_groups",
+                  "2D parallelism: R groups of world / R consecutive ranks (whole nodes, or a "
+                  "part of one); the plan is made for one group and every group holds that "
+                  "sharding, each replica's embedding gradients summed with the others' before "
+                  "the fused update; must divide the world size (CPU)")
+                .at_least(1),
+            replica_groups);
     v.section_list(Field("tables", "per-table choices"), section_list_of(tables));
 }
 

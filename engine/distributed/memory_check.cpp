@@ -164,7 +164,11 @@ std::string memory_problem(const std::vector<RankMemory>& ranks,
 
 void check_memory_fits(
     const Config& config, int world_size, int local_size, int rank, Device device) {
-    const std::vector<RankMemory> ranks = plan_rank_memory(config, world_size, local_size);
+    // sharding.replica_groups: every group holds the plan of one group (rank r as rank r % G).
+    const int G = sharding_group_size(config.sharding, world_size, local_size);
+    std::vector<RankMemory> ranks = plan_rank_memory(config, G, std::min(local_size, G));
+    for (int r = G; r < world_size; ++r)
+        ranks.push_back(ranks[static_cast<size_t>(r % G)]);
     AvailableMemory shared, own;
     if (device.is_cuda()) {
         // One rank per GPU: nothing is shared with the node's other ranks.

@@ -508,4 +508,19 @@ ShardingPlan make_sharding_plan(const Config& config, const Topology& topology) 
     return plan;
 }
 
+int sharding_group_size(const ShardingConfig& sharding, int world_size, int local_size) {
+    const int64_t R = sharding.replica_groups;
+    SR_CHECK(R >= 1 && world_size % R == 0,
+             "sharding.replica_groups {} does not divide the {} rank(s): each replica group "
+             "needs world_size / replica_groups ranks",
+             R, world_size);
+    const int G = world_size / static_cast<int>(R);
+    local_size = std::clamp(local_size, 1, world_size);
+    SR_CHECK(R == 1 || G % local_size == 0 || local_size % G == 0,
+             "sharding.replica_groups {}: a group of {} consecutive ranks straddles a node of {} "
+             "ranks; choose replica_groups so that a group is whole nodes or a part of one node",
+             R, G, local_size);
+    return G;
+}
+
 }  // namespace shardrec

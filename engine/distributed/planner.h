@@ -49,6 +49,13 @@ private:
 // the auto planner when sharding.planner is auto, else manual_plan. Always passes check_plan.
 ShardingPlan make_sharding_plan(const Config& config, const Topology& topology);
 
+// sharding.replica_groups R (2D parallelism, TorchRec DMPCollection): the size G = world / R of
+// a sharding group, the ranks [g*G, (g+1)*G) that one plan for G ranks is made for; the planner
+// plans within a group. A group must not straddle a node of local_size ranks: G is a multiple
+// of local_size (whole nodes) or divides it (a part of one node). Throws Error naming the key
+// otherwise, or when R does not divide the world size.
+int sharding_group_size(const ShardingConfig& sharding, int world_size, int local_size);
+
 // A text report of an estimate: the memory limit, per-rank memory and time (lookup | comm | dense
 // | total), all ranks when there are at most max_rank_rows, else the slowest few, the least
 // loaded and a min / median / max summary; then the predicted step time and samples/s.

@@ -110,12 +110,96 @@ void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s,
                                    s.out, stream);
 }
 
+// 2D parallelism (sharding.replica_groups): the fused update of the shard's rows with the
+// gradient of the whole global batch, the same on every replica of the shard. A fused optimizer
+// is not linear in its gradient, so the replicas cannot each update with their own group's part:
+// they exchange each touched row's gradient first and every replica applies one update per row
+// of the union of their rows, as one sharding over the world would.
+//   1. my rows' gradients: the kernel's own per-row sum (MEAN, weights, a table serving several
+//      features) into a compact table of my U touched rows (sorted);
+//   2. all-gather over the replicas of U, the row ids and their [U, D] gradients. An all-gather,
+//      not an all-reduce of the union: every rank then adds the replicas' parts in replica order,
+//      so the replicas stay bitwise identical whatever order the MPI library would sum in, and
+//      with two replicas it sends less (my rows, not the union);
+//   3. the sum, divided by the number of replicas R where the group's backward collective divided
+//      by its G ranks (gradient_division): 1 / (G R) = 1 / W, the 1D gradient;
+//   4. the fused kernel over one bag per union row: each row updated once with its summed
+//      gradient (touched in the global batch <=> in the union, as in 1D).
+// Cost per step and shard: each rank receives the other replicas' (8 + 4 D) U_r bytes, plus 8 R.
+void replica_synced_update(ShardedEmbeddingBagCollection::ShardLookup& s,
+                           const kernels::FusedOptimizerParams& optim,
+                           comm::ProcessGroup& replicas,
+                           Stream& stream) {
+    const int64_t n = s.k_ids.numel(), D = s.cols;
+    const int64_t* ids = s.k_ids.data<int64_t>();
+    std::vector<int64_t> rows(ids, ids + n);
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    const auto U = static_cast<int64_t>(rows.size());
+    Tensor local = Tensor::zeros({U, D}, DType::kF32);
+    if (U > 0) {
+        Tensor compact = Tensor::empty({n}, DType::kI64);
+        int64_t* c = compact.data<int64_t>();
+        for (int64_t i = 0; i < n; ++i)
+            c[i] = std::lower_bound(rows.begin(), rows.end(), ids[i]) - rows.begin();
+        // The rows are read only for d loss / d psw, which is not asked for here.
+        const Tensor no_rows = Tensor::zeros({U, D}, DType::kF32);
+        kernels::embedding_bag_backward(s.grad, no_rows, Tensor::from_vector<int64_t>({0, U}),
+                                        s.feature_table, compact, s.k_offsets,
+                                        s.k_psw.defined() ? &s.k_psw : nullptr, s.mode, &local,
+                                        nullptr, s.workspace, stream);
+    }
+    const int R = replicas.size();
+    Tensor counts = Tensor::empty({R}, DType::kI64);
+    replicas.all_gather_v(Tensor::from_vector<int64_t>({U}), counts, std::vector<int64_t>(R, 1))
+        .wait();
+    std::vector<int64_t> id_splits(counts.data<int64_t>(), counts.data<int64_t>() + R),
+        grad_splits(static_cast<size_t>(R));
+    int64_t total = 0;
+    for (int r = 0; r < R; ++r) {
+        grad_splits[static_cast<size_t>(r)] = id_splits[static_cast<size_t>(r)] * D;
+        total += id_splits[static_cast<size_t>(r)];
+    }
+    Tensor all_ids = Tensor::empty({total}, DType::kI64);
+    Tensor all_grads = Tensor::empty({total, D}, DType::kF32);
+    comm::Work w_ids =
+        replicas.all_gather_v(Tensor::from_vector<int64_t>(rows), all_ids, id_splits);
+    comm::Work w_grads = replicas.all_gather_v(local, all_grads, grad_splits);
+    w_ids.wait();
+    w_grads.wait();
+    const int64_t* gathered = all_ids.data<int64_t>();
+    std::vector<int64_t> un(gathered, gathered + total);
+    std::sort(un.begin(), un.end());
+    un.erase(std::unique(un.begin(), un.end()), un.end());
+    const auto UA = static_cast<int64_t>(un.size());
+    Tensor sum = Tensor::zeros({UA, D}, DType::kF32);
+    float* out = sum.data<float>();
+    const float* g = all_grads.data<float>();
+    for (int64_t i = 0; i < total; ++i) {  // replica order: every rank adds the same way
+        const int64_t u = std::lower_bound(un.begin(), un.end(), gathered[i]) - un.begin();
+        for (int64_t d = 0; d < D; ++d)
+            out[u * D + d] += g[i * D + d];
+    }
+    if (gradient_division())
+        divide_by_world(sum, R, stream);
+    std::vector<int64_t> bags(static_cast<size_t>(UA + 1));
+    for (int64_t i = 0; i <= UA; ++i)
+        bags[static_cast<size_t>(i)] = i;
+    kernels::embedding_bag_backward_fused(
+        sum, s.table_offsets, Tensor::zeros({1}, DType::kI32), Tensor::from_vector<int64_t>(un),
+        Tensor::from_vector<int64_t>(bags), nullptr, PoolingMode::kSum, optim, s.weights,
+        s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
+        s.workspace, stream);
+}
+
 // The fused update of the shard's rows; first, for a position-weighted shard, d loss / d psw
-// (before the rows change), times pw_grad_scale, into the position weights' gradients.
+// (before the rows change), times pw_grad_scale, into the position weights' gradients. With
+// replicas (2D parallelism) the rows' gradients are summed over them first.
 void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
                      kernels::FusedOptimizerParams optim,
                      PositionWeightedModule* pw,
                      float pw_grad_scale,
+                     comm::ProcessGroup* replicas,
                      Stream& stream) {
     if (!s.position_weights.empty()) {
         const Device device = s.weights.device();
@@ -139,6 +223,10 @@ void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
         }
     }
     optim.step = s.step++;
+    if (replicas != nullptr) {
+        replica_synced_update(s, optim, *replicas, stream);
+        return;
+    }
     kernels::embedding_bag_backward_fused(
         s.grad, s.table_offsets, s.feature_table, s.k_ids, s.k_offsets,
         s.k_psw.defined() ? &s.k_psw : nullptr, s.mode, optim, s.weights,
@@ -160,7 +248,8 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     Device device,
     std::shared_ptr<comm::ProcessGroup> device_pg,
     QCommsConfig qcomms,
-    std::string storage_dir)
+    std::string storage_dir,
+    std::shared_ptr<comm::ProcessGroup> replica_pg)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
       position_weighted_(make_position_weighted_module(tables_)),
@@ -169,6 +258,8 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
       pg_(std::move(pg)),
       device_pg_(std::move(device_pg)),
       qcomms_(qcomms),
+      replica_pg_(replica_pg != nullptr && replica_pg->size() > 1 ? std::move(replica_pg)
+                                                                  : nullptr),
       optimizer_(optimizer),
       storage_dir_(storage_dir.empty() ? "" : own_storage_dir(storage_dir)) {
     SR_CHECK(plan.env.world_size == pg_->size(),
@@ -181,6 +272,10 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
              "ShardedEmbeddingBagCollection: the device group is rank {} of {}, the host group "
              "rank {} of {}",
              device_pg_->rank(), device_pg_->size(), pg_->rank(), pg_->size());
+    SR_CHECK(replica_pg_ == nullptr || device_.is_cpu(),
+             "ShardedEmbeddingBagCollection: replicated shardings (sharding.replica_groups) run "
+             "on the CPU only for now, not on {}",
+             device_.str());
     int64_t col = 0;
     for (size_t t = 0; t < tables_.size(); ++t) {
         for (const auto& f : tables_[t].feature_names) {
@@ -423,6 +518,11 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
     for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (ShardLookup& s : g->local) {
             const EmbeddingBagConfig& table = tables_[static_cast<size_t>(s.table)];
+            SR_CHECK(replica_pg_ == nullptr ||
+                         plan.at(table.name).compute_kernel != EmbeddingComputeKernel::kKeyValue,
+                     "table '{}' is key_value: sharding.replica_groups {} (replicated shardings) "
+                     "supports rows in memory only for now; use compute_kernel fused",
+                     table.name, replica_pg_ ? replica_pg_->size() : 1);
             init_shard(s, table, seed, optimizer_, device_, plan.at(table.name), storage_dir_, me);
         }
     }
@@ -538,13 +638,14 @@ static void run_updates(ShardedEmbeddingBagCollection::Group& g,
                         const kernels::FusedOptimizerParams& optim,
                         PositionWeightedModule* pw,
                         float pw_grad_scale,
+                        comm::ProcessGroup* replicas,
                         Stream& stream) {
     int64_t col = 0;
     for (auto& s : g.local) {
         init::reuse_or_allocate(s.grad, {grad_local.size(0), s.num_keys * s.cols},
                                 s.weights.device());
         copy_from_columns(s.grad, grad_local, col, stream);
-        lookup_backward(s, optim, pw, pw_grad_scale, stream);
+        lookup_backward(s, optim, pw, pw_grad_scale, replicas, stream);
         col += s.num_keys * s.cols;
     }
 }
@@ -889,7 +990,7 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
             return g.pooled_a2a->backward(g.grad_out);
         });
         profile::Range r("lookup", stream);  // the fused backward and update
-        run_updates(g, grads, optimizer_, pw, pw_scale, stream);
+        run_updates(g, grads, optimizer_, pw, pw_scale, replica_pg_.get(), stream);
     }
     if (!row_wise_->keys.empty()) {
         Group& g = *row_wise_;
@@ -901,7 +1002,7 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
             return g.reduce_scatter->backward(g.grad_out);
         });
         profile::Range r("lookup", stream);
-        run_updates(g, grads, optimizer_, pw, pw_scale, stream);
+        run_updates(g, grads, optimizer_, pw, pw_scale, replica_pg_.get(), stream);
     }
     if (!data_parallel_->keys.empty()) {
         // Every replica applies the update of the global batch: gather every rank's ids and
@@ -927,7 +1028,7 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
                 apply_position_weights(s, *pw);
             place_bags(s, stream);
         }
-        run_updates(g, gathered, optimizer_, pw, 1.0f, stream);
+        run_updates(g, gathered, optimizer_, pw, 1.0f, replica_pg_.get(), stream);
     }
 }
 

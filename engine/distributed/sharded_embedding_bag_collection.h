@@ -32,6 +32,10 @@
 // key_value tables (CPU): a shard's rows live in a file under storage_dir with a DRAM cache
 // (engine/modules/cached_embedding_shard.h); its lookups and updates run on the cache's slots,
 // with the same numbers as rows in memory.
+// 2D parallelism (TorchRec DMPCollection, sharding.replica_groups): pg is one sharding group and
+// replica_pg the ranks holding the same shards in the other groups; every fused update first sums
+// the touched rows' gradients over replica_pg (replica_synced_update), so the replicas stay
+// bitwise identical and train as one sharding over the world. CPU only for now.
 // Letters: B local batch, Bg global batch (sum over ranks), F features, D columns.
 #pragma once
 
@@ -65,7 +69,8 @@ public:
                                   Device device = Device::cpu(),
                                   std::shared_ptr<comm::ProcessGroup> device_pg = nullptr,
                                   QCommsConfig qcomms = {},
-                                  std::string storage_dir = "");
+                                  std::string storage_dir = "",
+                                  std::shared_ptr<comm::ProcessGroup> replica_pg = nullptr);
     ~ShardedEmbeddingBagCollection() override;
 
     // The bytes the pooled output dists (all-to-all, reduce-scatter, all-gather) sent from this
@@ -186,6 +191,9 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;         // host tensors: the ids and their metadata
     std::shared_ptr<comm::ProcessGroup> device_pg_;  // device_'s tensors: the output dists
     QCommsConfig qcomms_;                            // the output dists' precision
+    // 2D parallelism: the ranks that hold the same shards in the other sharding groups (nullptr:
+    // none); pg_ is then this rank's sharding group.
+    std::shared_ptr<comm::ProcessGroup> replica_pg_;
     kernels::FusedOptimizerParams optimizer_;
     std::vector<std::string> names_;        // output keys: table order, then feature order
     std::vector<int64_t> dims_;             // per output key

@@ -54,7 +54,9 @@ std::vector<EmbeddingShardState> ShardedEmbeddingBagCollection::shard_states() {
             st.rows = s.rows;
             st.col_offset = s.col_offset;
             st.cols = s.cols;
-            st.replicated = g == data_parallel_.get();
+            // 2D: the groups after the first hold copies of the first group's shards.
+            st.replicated =
+                g == data_parallel_.get() || (replica_pg_ != nullptr && replica_pg_->rank() > 0);
             st.cached = s.cached.get();
             if (!s.cached) {
                 st.weight = s.weights;

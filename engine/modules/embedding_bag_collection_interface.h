@@ -21,7 +21,9 @@ namespace shardrec {
 struct EmbeddingShardState {
     int64_t table = 0;  // index into the collection's tables
     int64_t row_offset = 0, rows = 0, col_offset = 0, cols = 0;  // place in the [E, D] table
-    bool replicated = false;  // data_parallel: every rank holds the same whole table
+    // data_parallel: every rank holds the same whole table; a sharding group after the first
+    // (sharding.replica_groups): a copy of the first group's shard. Checkpoints write it once.
+    bool replicated = false;
     // A key_value shard: its rows are read and written through `cached` (flush it first), and
     // weight and optimizer_state are undefined.
     CachedEmbeddingShard* cached = nullptr;

@@ -112,18 +112,38 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
         tiered = tiered || config.sharding.kernel_of(t.name) == "key_value";
     if (pg == nullptr && !tiered)
         return make_embedding_bag_collection(config.model, seed, optimizer, device);
-    const std::shared_ptr<comm::ProcessGroup> group = pg ? pg : comm::world_process_group();
+    std::shared_ptr<comm::ProcessGroup> group = pg ? pg : comm::world_process_group();
+    // 2D parallelism (sharding.replica_groups R): the tables are sharded over a group of
+    // G = W / R consecutive ranks and every group holds the same sharding. TorchRec's
+    // DMPCollection strides its sharding groups across nodes (its replicas sync whole shards
+    // inside a node); here a group is consecutive ranks (a node, whole nodes, or a part of one):
+    // the input and output dists, on the critical path of every forward and backward, stay on
+    // a node's fast links, the replicas only exchange the touched rows' gradients (the peer group
+    // across the groups), and a group's ranks are the planner's topology as they are.
+    std::shared_ptr<comm::ProcessGroup> replicas;
+    const int G =
+        sharding_group_size(config.sharding, group->size(), comm::process_info().local_size);
+    if (G < group->size()) {
+        SR_CHECK(device.is_cpu(),
+                 "sharding.replica_groups {}: 2D parallelism runs on the CPU only for now, not "
+                 "on runtime.device {}",
+                 config.sharding.replica_groups, config.runtime.device);
+        const int rank = group->rank();
+        replicas = group->split(rank % G, rank, "replica_group");
+        group = group->split(rank / G, rank, "sharding_group");
+    }
     Topology topology =
         resolve_topology(config.sharding.topology, config.runtime.device, group->size());
     topology.local_size = std::min(comm::process_info().local_size, group->size());
     const ShardingPlan plan = make_sharding_plan(config, topology);
-    log::root().info("sharding plan for {} ranks:\n{}", group->size(),
+    log::root().info("sharding plan for {} ranks{}:\n{}", group->size(),
+                     replicas ? fmt::format(", replicated in {} groups", replicas->size()) : "",
                      plan_table(plan, config.model.tables, PlanTableOptions{}));
     const QCommsConfig qcomms{kernels::comm_type_from_name(config.comm.qcomms.forward),
                               kernels::comm_type_from_name(config.comm.qcomms.backward)};
     return std::make_unique<ShardedEmbeddingBagCollection>(
         embedding_bag_configs(config.model), is_weighted(config.model), plan, group, seed,
-        optimizer, device, device_pg, qcomms, config.sharding.storage.path);
+        optimizer, device, device_pg, qcomms, config.sharding.storage.path, replicas);
 }
 
 // device's tensors over pg's ranks: NCCL when every rank has a GPU of its own, else MPI through

@@ -184,6 +184,9 @@ const std::map<std::string, std::string>& no_run_effect() {
         {"sharding.tables[].sharding_type", "placement only (sharding invariance)"},
         {"sharding.tables[].ranks", "placement only (sharding invariance)"},
         {"sharding.tables[].column_widths", "placement only (sharding invariance)"},
+        {"sharding.replica_groups",
+         "needs ranks: one process is one group (test_e2e_mpi 'replica groups': 2D equals the "
+         "one-process run and the replicas stay bitwise identical)"},
         // One process has no collectives to quantize (test_distributed_mpi test_qcomms compares
         // each precision with f32; test_e2e_mpi qcomms trains with them on two ranks).
         {"comm.qcomms.forward", "acts only on the collectives between ranks (test_qcomms)"},
