@@ -579,6 +579,13 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     summary.wall_s = seconds_since(t0);
     writer.done(summary.steps, summary.samples, summary.wall_s);
     progress.finish();
+    if (const auto* sharded =
+            dynamic_cast<const ShardedEmbeddingBagCollection*>(&trainer.model().sparse_arch());
+        sharded != nullptr && sharded->has_cached_shards()) {
+        log::all().info("key_value tables: {:.3f} GB on disk, {:.3f} GB of cache in memory",
+                        static_cast<double>(sharded->storage_disk_bytes()) / 1e9,
+                        static_cast<double>(sharded->parameter_bytes()) / 1e9);
+    }
     return summary;
 }
 
