@@ -42,6 +42,7 @@
 
 #include "comm/process_group.h"
 #include "engine/core/pinned_buffer.h"
+#include "engine/distributed/hierarchical_pooled.h"
 #include "engine/distributed/kjt_all_to_all.h"
 #include "engine/distributed/pooled_embeddings.h"
 #include "engine/distributed/sharding_plan.h"
@@ -65,12 +66,16 @@ public:
                                   Device device = Device::cpu(),
                                   std::shared_ptr<comm::ProcessGroup> device_pg = nullptr,
                                   QCommsConfig qcomms = {},
-                                  std::string storage_dir = "");
+                                  std::string storage_dir = "",
+                                  HierarchicalMode hierarchical = HierarchicalMode::kOff);
     ~ShardedEmbeddingBagCollection() override;
 
     // The bytes the pooled output dists (all-to-all, reduce-scatter, all-gather) sent from this
     // rank to the others since construction, forward and backward (comm.qcomms shrinks them).
     CommBytes pooled_comm_bytes() const;
+
+    // Whether the row-sharded paths' output dists run hierarchical (comm.hierarchical).
+    bool hierarchical() const { return hierarchical_on_; }
 
     KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu()) override;
     void backward(const Tensor& grad_values, Stream& stream = Stream::cpu()) override;
@@ -173,6 +178,8 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;         // host tensors: the ids and their metadata
     std::shared_ptr<comm::ProcessGroup> device_pg_;  // device_'s tensors: the output dists
     QCommsConfig qcomms_;                            // the output dists' precision
+    HierarchicalMode hierarchical_;                  // comm.hierarchical
+    bool hierarchical_on_ = false;                   // resolved in build()
     kernels::FusedOptimizerParams optimizer_;
     std::vector<std::string> names_;        // output keys: table order, then feature order
     std::vector<int64_t> dims_;             // per output key
