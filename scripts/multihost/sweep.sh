@@ -3,8 +3,8 @@
 # them): hosts x ranks per host x comm.hierarchical false|true x comm.qcomms fp32|fp16|fp8, each
 # point a `shardrec bench` under mpirun over the hosts. Per point: the step time (bench's median),
 # the pooled bytes sent to other nodes per step (bench's own count, summed over ranks), and the
-# bytes on each host's link per step, read from the veth's tx_bytes/rx_bytes inside the host's
-# namespace: the difference of a run of 2S and one of S timed steps, divided by S (start-up and
+# bytes on each host's link per step, read from the veth's tx and rx bytes inside the host's
+# namespace (/proc/net/dev): the difference of a run of 2S and one of S timed steps, divided by S (start-up and
 # wire-up traffic cancel). busbw of the pooled exchange (nccl-tests' all-to-all definition:
 # algbw * (n - 1) / n, algbw = pooled bytes per rank / step time) is set against SR_SWEEP_RATE.
 #   scripts/multihost/sweep.sh [OUT_DIR]      (root; OUT_DIR: bench/results/multihost-sweep-DATE)
@@ -42,9 +42,9 @@ save_provenance "$out"
 } >>"$out/provenance.txt"
 trap 'bash "$hosts_sh" down' EXIT
 
-link_bytes() {  # HOST -> tx+rx bytes of its eth0
-    bash "$hosts_sh" exec "sr-h$1" cat /sys/class/net/eth0/statistics/tx_bytes \
-        /sys/class/net/eth0/statistics/rx_bytes | awk '{s += $1} END {print s}'
+link_bytes() {  # HOST -> tx+rx bytes of its eth0 (/proc/net/dev: the namespace's own; /sys
+    # would show the root namespace's, as nsenter keeps the mount namespace)
+    bash "$hosts_sh" exec "sr-h$1" awk '/eth0:/ {printf "%d\n", $2 + $10}' /proc/net/dev
 }
 
 # One bench run: prints "<total link bytes over hosts> <json file>".
