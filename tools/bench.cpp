@@ -236,11 +236,14 @@ int bench_main(const std::vector<std::string>& args) {
             storage_bytes += b;
     }
     // Summed over the ranks (each counts what it sends to the others), per step.
-    std::array<double, 2> comm_per_step = {0, 0};
+    // [2], [3]: the part that went to ranks on other nodes (comm.hierarchical shrinks it).
+    std::array<double, 4> comm_per_step = {0, 0, 0, 0};
     if (sharded != nullptr) {
-        const int64_t mine[2] = {comm_after.forward - comm_before.forward,
-                                 comm_after.backward - comm_before.backward};
-        for (int d = 0; d < 2; ++d) {
+        const int64_t mine[4] = {comm_after.forward - comm_before.forward,
+                                 comm_after.backward - comm_before.backward,
+                                 comm_after.forward_cross_node - comm_before.forward_cross_node,
+                                 comm_after.backward_cross_node - comm_before.backward_cross_node};
+        for (int d = 0; d < 4; ++d) {
             for (int64_t b : comm::all_gather_int64(*trainer.process_group(), mine[d]))
                 comm_per_step[static_cast<size_t>(d)] +=
                     static_cast<double>(b) / static_cast<double>(steps);
@@ -366,6 +369,11 @@ int bench_main(const std::vector<std::string>& args) {
             "comm.qcomms forward %s, backward %s)\n",
             comm_per_step[0] + comm_per_step[1], comm_per_step[0], comm_per_step[1],
             config.comm.qcomms.forward.c_str(), config.comm.qcomms.backward.c_str());
+        std::printf(
+            "cross-node comm   %.0f bytes per step to other nodes (forward %.0f, backward "
+            "%.0f; comm.hierarchical %s: %s)\n",
+            comm_per_step[2] + comm_per_step[3], comm_per_step[2], comm_per_step[3],
+            config.comm.hierarchical.c_str(), sharded->hierarchical() ? "on" : "off");
     }
     if (device.is_cuda()) {
         std::printf("device            %s, device copy %.1f GB/s (read + write)\n",
@@ -431,18 +439,23 @@ int bench_main(const std::vector<std::string>& args) {
             "\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
             "\"dense_floor_ms\":{:.4f},\"sparse_bytes_per_step\":{:.0f},"
             "\"sparse_floor_ms\":{:.4f},\"pooled_comm_forward_bytes_per_step\":{:.0f},"
-            "\"pooled_comm_backward_bytes_per_step\":{:.0f},\"qcomms_forward\":\"{}\","
-            "\"qcomms_backward\":\"{}\",\"cache_hit_rate\":{:.6f},\"cache_misses_per_step\":{:.1f},"
-            "\"cache_bytes_in_per_step\":{:.0f},\"cache_bytes_out_per_step\":{:.0f},"
-            "\"storage_disk_bytes\":{},\"profile_ms_per_step\":{{{}}}}}\n",
+            "\"pooled_comm_backward_bytes_per_step\":{:.0f},"
+            "\"cross_node_forward_bytes_per_step\":{:.0f},"
+            "\"cross_node_backward_bytes_per_step\":{:.0f},\"hierarchical\":{},"
+            "\"qcomms_forward\":\"{}\",\"qcomms_backward\":\"{}\",\"cache_hit_rate\":{:.6f},"
+            "\"cache_misses_per_step\":{:.1f},\"cache_bytes_in_per_step\":{:.0f},"
+            "\"cache_bytes_out_per_step\":{:.0f},\"storage_disk_bytes\":{},"
+            "\"profile_ms_per_step\":{{{}}}}}\n",
             provenance_json_fields(), path, config.model.type, config.train.pipeline,
             config.data.batch_size, threads, med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps,
             table_bytes, state_bytes, dense, model_memory.max_peak_bytes, times.host.max_peak_bytes,
             allocs_per_step, device_allocs_per_step, data_ms, device.str(), device_copy_gbps,
             per_step[0], per_step[1], per_step[2], per_step[3], per_step[4], dense_flop / 1e9,
             gemm_tflops, dense_floor_ms, traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms,
-            comm_per_step[0], comm_per_step[1], config.comm.qcomms.forward,
-            config.comm.qcomms.backward, cache_after.empty() ? 1.0 : cache.hit_rate(),
+            comm_per_step[0], comm_per_step[1], comm_per_step[2], comm_per_step[3],
+            sharded != nullptr && sharded->hierarchical() ? "true" : "false",
+            config.comm.qcomms.forward, config.comm.qcomms.backward,
+            cache_after.empty() ? 1.0 : cache.hit_rate(),
             static_cast<double>(cache.misses) / static_cast<double>(steps),
             static_cast<double>(cache.bytes_in) / static_cast<double>(steps),
             static_cast<double>(cache.bytes_out) / static_cast<double>(steps), storage_bytes,

@@ -224,6 +224,13 @@ void CommConfig::visit(FieldVisitor& v) {
                   "values on the wire, summed and averaged in f32")
                 .one_of({"fp32", "fp16", "bf16"}),
             allreduce_precision);
+    v.field(Field("hierarchical",
+                  "output dists of row-sharded tables (row_wise, table_row_wise) in two steps: "
+                  "partial sums added inside a node, then one exchange per node pair (fewer "
+                  "bytes across nodes); auto: on with more than one node where rows are split "
+                  "inside a node")
+                .one_of({"auto", "true", "false"}),
+            hierarchical);
 }
 
 // ---- top level ----

@@ -237,6 +237,7 @@ struct CommConfig {
 
     QComms qcomms;
     std::string allreduce_precision = "fp32";  // fp32 | fp16 | bf16: the dense gradients
+    std::string hierarchical = "auto";         // auto | true | false: row-sharded output dists
 
     void visit(FieldVisitor& v);
 };

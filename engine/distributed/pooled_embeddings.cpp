@@ -4,6 +4,8 @@
 #include <numeric>
 #include <utility>
 
+#include "engine/distributed/hierarchical_pooled.h"
+
 namespace shardrec {
 namespace {
 
@@ -122,6 +124,11 @@ void columns_to_block(const Tensor& matrix,
                   stream);
 }
 
+// The bytes of a send to every rank but `me` (`each` bytes apiece) that leave me's node.
+std::vector<int64_t> same_to_every_rank(int64_t each, int64_t world) {
+    return std::vector<int64_t>(static_cast<size_t>(world), each);
+}
+
 }  // namespace
 
 // ---- PooledEmbeddingsAllToAll ----
@@ -131,6 +138,7 @@ PooledEmbeddingsAllToAll::PooledEmbeddingsAllToAll(std::shared_ptr<comm::Process
                                                    QCommsConfig qcomms)
     : pg_(std::move(pg)), qcomms_(qcomms), dim_sum_per_rank_(std::move(dim_sum_per_rank)) {
     SR_CHECK(pg_ != nullptr, "PooledEmbeddingsAllToAll: null process group");
+    local_size_ = node_local_size(*pg_);
     SR_CHECK(static_cast<int64_t>(dim_sum_per_rank_.size()) == pg_->size(),
              "PooledEmbeddingsAllToAll: {} dims for a group of {} ranks", dim_sum_per_rank_.size(),
              pg_->size());
@@ -165,6 +173,8 @@ TensorAwaitable PooledEmbeddingsAllToAll::start_forward(
                                           scaled(batch_size_per_rank_, dim_sum_per_rank_[me]), recv,
                                           scaled(dim_sum_per_rank_, my_batch)));
         sent_bytes_.forward += (local_embs.size(0) - my_batch) * dim_sum_per_rank_[me] * kF32Bytes;
+        sent_bytes_.forward_cross_node += cross_node_bytes(
+            scaled(batch_size_per_rank_, dim_sum_per_rank_[me] * kF32Bytes), me, local_size_);
     } else {
         // Row b of local_embs (one sample's D_me columns) is one encoded row; the blocks for the
         // ranks are row ranges, so encoding the whole tensor encodes every block.
@@ -179,6 +189,7 @@ TensorAwaitable PooledEmbeddingsAllToAll::start_forward(
         const std::vector<int64_t> send_splits = scaled(batch_size_per_rank_, my_row_bytes);
         works.push_back(pg_->all_to_all_v(send, send_splits, recv_bytes, recv_splits));
         sent_bytes_.forward += send.numel() - send_splits[static_cast<size_t>(me)];
+        sent_bytes_.forward_cross_node += cross_node_bytes(send_splits, me, local_size_);
         // Block s of recv_bytes decodes into block s of recv, as the f32 all-to-all leaves it.
         decode = [recv, recv_bytes, recv_splits, q, my_batch, stream, dims = dim_sum_per_rank_,
                   offsets = dim_offsets_]() {
@@ -234,6 +245,8 @@ TensorAwaitable PooledEmbeddingsAllToAll::start_backward(const Tensor& grad_outp
     if (q == kFp32) {
         stream->synchronize();  // the collective reads send
         sent_bytes_.backward += (total_dim - dim_sum_per_rank_[me]) * my_batch * kF32Bytes;
+        sent_bytes_.backward_cross_node +=
+            cross_node_bytes(scaled(dim_sum_per_rank_, my_batch * kF32Bytes), me, local_size_);
         return backward_awaitable(
             pg_->all_to_all_v(send, scaled(dim_sum_per_rank_, my_batch), grad_in,
                               scaled(batch_size_per_rank_, dim_sum_per_rank_[me])),
@@ -258,6 +271,7 @@ TensorAwaitable PooledEmbeddingsAllToAll::start_backward(const Tensor& grad_outp
     const int64_t my_row_bytes = kernels::qcomm_row_bytes(q, dim_sum_per_rank_[me]);
     Tensor recv_bytes = reuse_byte_buffer(backward_q_.recv, global_batch * my_row_bytes, device);
     sent_bytes_.backward += send_bytes.numel() - send_splits[static_cast<size_t>(me)];
+    sent_bytes_.backward_cross_node += cross_node_bytes(send_splits, me, local_size_);
     return backward_awaitable(pg_->all_to_all_v(send_bytes, send_splits, recv_bytes,
                                                 scaled(batch_size_per_rank_, my_row_bytes)),
                               send_bytes, grad_in, world, *stream,
@@ -276,6 +290,7 @@ PooledEmbeddingsReduceScatter::PooledEmbeddingsReduceScatter(std::shared_ptr<com
                                                              QCommsConfig qcomms)
     : pg_(std::move(pg)), qcomms_(qcomms) {
     SR_CHECK(pg_ != nullptr, "PooledEmbeddingsReduceScatter: null process group");
+    local_size_ = node_local_size(*pg_);
 }
 
 TensorAwaitable PooledEmbeddingsReduceScatter::start_forward(
@@ -292,6 +307,8 @@ TensorAwaitable PooledEmbeddingsReduceScatter::start_forward(
         works.push_back(pg_->reduce_scatter_v(local_embs, scaled(input_splits_, dim_), out,
                                               comm::ReduceOp::kSum));
         sent_bytes_.forward += (local_embs.size(0) - out.size(0)) * dim_ * kF32Bytes;
+        sent_bytes_.forward_cross_node +=
+            cross_node_bytes(scaled(input_splits_, dim_ * kF32Bytes), pg_->rank(), local_size_);
         return TensorAwaitable(std::move(works), [local_embs, out]() { return out; });
     }
     // The blocks travel encoded (an all-to-all) and are added in f32 after decoding: a row is
@@ -300,6 +317,8 @@ TensorAwaitable PooledEmbeddingsReduceScatter::start_forward(
         quantized_reduce_scatter(*pg_, local_embs, input_splits_, q, out, forward_q_,
                                  copy_stream(stream_, local_embs.device()));
     sent_bytes_.forward += c.bytes_sent;
+    sent_bytes_.forward_cross_node += cross_node_bytes(
+        scaled(input_splits_, kernels::qcomm_row_bytes(q, dim_)), pg_->rank(), local_size_);
     works.push_back(std::move(c.work));
     return TensorAwaitable(std::move(works), [local_embs, out, finish = std::move(c.finish)]() {
         finish();
@@ -324,6 +343,9 @@ TensorAwaitable PooledEmbeddingsReduceScatter::start_backward(const Tensor& grad
     const kernels::CommType q = qcomms_.backward_precision;
     if (q == kFp32) {
         sent_bytes_.backward += grad_output.numel() * kF32Bytes * (pg_->size() - 1);
+        sent_bytes_.backward_cross_node +=
+            cross_node_bytes(same_to_every_rank(grad_output.numel() * kF32Bytes, pg_->size()),
+                             pg_->rank(), local_size_);
         return backward_awaitable(
             pg_->all_gather_v(grad_output, grad_in, scaled(input_splits_, dim_)), grad_output,
             grad_in, pg_->size(), stream);
@@ -331,6 +353,9 @@ TensorAwaitable PooledEmbeddingsReduceScatter::start_backward(const Tensor& grad
     QuantizedCollective c =
         quantized_all_gather(*pg_, grad_output, input_splits_, q, grad_in, backward_q_, stream);
     sent_bytes_.backward += c.bytes_sent;
+    sent_bytes_.backward_cross_node += cross_node_bytes(
+        same_to_every_rank(grad_output.size(0) * kernels::qcomm_row_bytes(q, dim_), pg_->size()),
+        pg_->rank(), local_size_);
     return backward_awaitable(std::move(c.work), grad_output, grad_in, pg_->size(), stream,
                               std::move(c.finish));
 }
@@ -345,6 +370,7 @@ PooledEmbeddingsAllGather::PooledEmbeddingsAllGather(std::shared_ptr<comm::Proce
                                                      QCommsConfig qcomms)
     : pg_(std::move(pg)), qcomms_(qcomms) {
     SR_CHECK(pg_ != nullptr, "PooledEmbeddingsAllGather: null process group");
+    local_size_ = node_local_size(*pg_);
 }
 
 TensorAwaitable PooledEmbeddingsAllGather::start_forward(
@@ -367,12 +393,17 @@ TensorAwaitable PooledEmbeddingsAllGather::start_forward(
     if (q == kFp32) {
         works.push_back(pg_->all_gather_v(local_embs, out, scaled(batch_size_per_rank_, dim_)));
         sent_bytes_.forward += local_embs.numel() * kF32Bytes * (world - 1);
+        sent_bytes_.forward_cross_node += cross_node_bytes(
+            same_to_every_rank(local_embs.numel() * kF32Bytes, world), pg_->rank(), local_size_);
         return TensorAwaitable(std::move(works), [local_embs, out]() { return out; });
     }
     QuantizedCollective c =
         quantized_all_gather(*pg_, local_embs, batch_size_per_rank_, q, out, forward_q_,
                              copy_stream(stream_, local_embs.device()));
     sent_bytes_.forward += c.bytes_sent;
+    sent_bytes_.forward_cross_node +=
+        cross_node_bytes(same_to_every_rank(my_batch * kernels::qcomm_row_bytes(q, dim_), world),
+                         pg_->rank(), local_size_);
     works.push_back(std::move(c.work));
     return TensorAwaitable(std::move(works), [local_embs, out, finish = std::move(c.finish)]() {
         finish();
@@ -398,6 +429,8 @@ TensorAwaitable PooledEmbeddingsAllGather::start_backward(const Tensor& grad_out
     const kernels::CommType q = qcomms_.backward_precision;
     if (q == kFp32) {
         sent_bytes_.backward += (grad_output.size(0) - grad_in.size(0)) * dim_ * kF32Bytes;
+        sent_bytes_.backward_cross_node += cross_node_bytes(
+            scaled(batch_size_per_rank_, dim_ * kF32Bytes), pg_->rank(), local_size_);
         return backward_awaitable(
             pg_->reduce_scatter_v(grad_output, scaled(batch_size_per_rank_, dim_), grad_in,
                                   comm::ReduceOp::kSum),
@@ -407,6 +440,8 @@ TensorAwaitable PooledEmbeddingsAllGather::start_backward(const Tensor& grad_out
     QuantizedCollective c = quantized_reduce_scatter(*pg_, grad_output, batch_size_per_rank_, q,
                                                      grad_in, backward_q_, stream);
     sent_bytes_.backward += c.bytes_sent;
+    sent_bytes_.backward_cross_node += cross_node_bytes(
+        scaled(batch_size_per_rank_, kernels::qcomm_row_bytes(q, dim_)), pg_->rank(), local_size_);
     return backward_awaitable(std::move(c.work), grad_output, grad_in, pg_->size(), stream,
                               std::move(c.finish));
 }

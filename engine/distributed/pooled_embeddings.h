@@ -39,10 +39,13 @@ struct QCommsConfig {
 };
 
 // The bytes a module's collectives sent from this rank to the other ranks since it was built
-// (its own block, which stays on the rank, is not counted), per direction.
+// (its own block, which stays on the rank, is not counted), per direction; *_cross_node: the
+// part that went to ranks on other nodes (nodes of process_info's local size).
 struct CommBytes {
     int64_t forward = 0;
     int64_t backward = 0;
+    int64_t forward_cross_node = 0;
+    int64_t backward_cross_node = 0;
 };
 
 class PooledEmbeddingsAllToAll {
@@ -77,6 +80,7 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;
     QCommsConfig qcomms_;
     CommBytes sent_bytes_;
+    int local_size_ = 1;  // ranks per node, for the cross-node bytes
     QuantizedBuffers forward_q_, backward_q_;
     std::vector<int64_t> dim_sum_per_rank_;
     std::vector<int64_t> dim_offsets_;  // [world + 1] column offsets in the output
@@ -110,6 +114,7 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;
     QCommsConfig qcomms_;
     CommBytes sent_bytes_;
+    int local_size_ = 1;  // ranks per node, for the cross-node bytes
     QuantizedBuffers forward_q_, backward_q_;
     std::vector<int64_t> input_splits_;  // rows, of the latest forward
     int64_t dim_ = 0;
@@ -140,6 +145,7 @@ private:
     std::shared_ptr<comm::ProcessGroup> pg_;
     QCommsConfig qcomms_;
     CommBytes sent_bytes_;
+    int local_size_ = 1;  // ranks per node, for the cross-node bytes
     QuantizedBuffers forward_q_, backward_q_;
     std::vector<int64_t> batch_size_per_rank_;  // of the latest forward
     int64_t dim_ = 0;

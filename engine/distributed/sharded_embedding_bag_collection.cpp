@@ -249,7 +249,8 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     std::shared_ptr<comm::ProcessGroup> device_pg,
     QCommsConfig qcomms,
     std::string storage_dir,
-    std::shared_ptr<comm::ProcessGroup> replica_pg)
+    std::shared_ptr<comm::ProcessGroup> replica_pg,
+    HierarchicalMode hierarchical)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
       position_weighted_(make_position_weighted_module(tables_)),
@@ -260,6 +261,7 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
       qcomms_(qcomms),
       replica_pg_(replica_pg != nullptr && replica_pg->size() > 1 ? std::move(replica_pg)
                                                                   : nullptr),
+      hierarchical_(hierarchical),
       optimizer_(optimizer),
       storage_dir_(storage_dir.empty() ? "" : own_storage_dir(storage_dir)) {
     SR_CHECK(plan.env.world_size == pg_->size(),
@@ -306,9 +308,15 @@ CommBytes ShardedEmbeddingBagCollection::pooled_comm_bytes() const {
     auto add = [&total](const CommBytes& b) {
         total.forward += b.forward;
         total.backward += b.backward;
+        total.forward_cross_node += b.forward_cross_node;
+        total.backward_cross_node += b.backward_cross_node;
     };
     if (entries_->pooled_a2a)
         add(entries_->pooled_a2a->sent_bytes());
+    if (entries_->hier_a2a)
+        add(entries_->hier_a2a->sent_bytes());
+    if (row_wise_->hier_reduce_scatter)
+        add(row_wise_->hier_reduce_scatter->sent_bytes());
     if (row_wise_->reduce_scatter)
         add(row_wise_->reduce_scatter->sent_bytes());
     if (data_parallel_->all_gather)
@@ -471,10 +479,31 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
                    s.col_offset == e.col_offset;
         });
     }
+    // comm.hierarchical: rows split inside a node (row_wise, or TWRW shards of one table on
+    // two ranks of a node) add their partial sums there before they cross nodes.
+    const int local_size = node_local_size(*device_pg_);
+    bool rows_split_in_node = !row_wise_->keys.empty();
+    std::vector<std::vector<PooledSegment>> segments(static_cast<size_t>(world));
+    for (const Entry& e : entries_->entries) {
+        segments[static_cast<size_t>(e.dest)].push_back({e.cols, e.row_sharded ? e.key : -1});
+        for (const Entry& o : entries_->entries) {
+            rows_split_in_node =
+                rows_split_in_node || (e.row_sharded && o.key == e.key && o.dest != e.dest &&
+                                       o.dest / local_size == e.dest / local_size);
+        }
+    }
+    hierarchical_on_ = use_hierarchical(hierarchical_, world, local_size, rows_split_in_node);
+    NodeGroups nodes;
+    if (hierarchical_on_)
+        nodes = make_node_groups(*device_pg_, local_size);
     if (!entries_->entries.empty()) {
         entries_->a2a = std::make_unique<KJTAllToAll>(pg_, splits);
-        entries_->pooled_a2a =
-            std::make_unique<PooledEmbeddingsAllToAll>(device_pg_, dim_sum, qcomms_);
+        if (hierarchical_on_)
+            entries_->hier_a2a =
+                std::make_unique<HierarchicalPooledAllToAll>(nodes, segments, qcomms_);
+        else
+            entries_->pooled_a2a =
+                std::make_unique<PooledEmbeddingsAllToAll>(device_pg_, dim_sum, qcomms_);
     }
     // Row-wise: every rank holds block `me` of every row-wise table, keys ordered by table.
     for (size_t i = 0; i < row_wise_->keys.size(); ++i) {
@@ -495,8 +524,12 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
         row_wise_->a2a = std::make_unique<KJTAllToAll>(
             pg_, std::vector<int64_t>(static_cast<size_t>(world),
                                       static_cast<int64_t>(row_wise_->keys.size())));
-        row_wise_->reduce_scatter =
-            std::make_unique<PooledEmbeddingsReduceScatter>(device_pg_, qcomms_);
+        if (hierarchical_on_)
+            row_wise_->hier_reduce_scatter =
+                std::make_unique<HierarchicalReduceScatter>(nodes, qcomms_);
+        else
+            row_wise_->reduce_scatter =
+                std::make_unique<PooledEmbeddingsReduceScatter>(device_pg_, qcomms_);
     }
     // Data parallel: the whole table on every rank.
     for (size_t i = 0; i < data_parallel_->keys.size(); ++i) {
@@ -892,7 +925,8 @@ void ShardedEmbeddingBagCollection::forward_entries(Stream& stream) {
         run_lookups(g, position_weighted_.get(), device_, stream);
     }
     profile::Range r("output_dist", stream);
-    const Tensor a_out = g.pooled_a2a->forward(g.local_out, g.batch_size_per_rank);
+    const Tensor a_out = g.hier_a2a ? g.hier_a2a->forward(g.local_out, g.batch_size_per_rank)
+                                    : g.pooled_a2a->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
     for (const Entry& e : g.entries) {  // column shards placed, row shards (TWRW) summed
         kernels::columns_axpy(out_, key_col_[static_cast<size_t>(e.key)] + e.col_offset, a_out, col,
@@ -911,7 +945,9 @@ void ShardedEmbeddingBagCollection::forward_row_wise(Stream& stream) {
         run_lookups(g, position_weighted_.get(), device_, stream);
     }
     profile::Range r("output_dist", stream);
-    const Tensor summed = g.reduce_scatter->forward(g.local_out, g.batch_size_per_rank);
+    const Tensor summed = g.hier_reduce_scatter
+                              ? g.hier_reduce_scatter->forward(g.local_out, g.batch_size_per_rank)
+                              : g.reduce_scatter->forward(g.local_out, g.batch_size_per_rank);
     int64_t col = 0;
     for (int64_t k : g.keys) {
         kernels::columns_axpy(out_, key_col_[static_cast<size_t>(k)], summed, col,
@@ -987,7 +1023,8 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
         }
         const Tensor grads = profile::timed("output_dist", stream, [&] {
             gather_grad(g, grad, keys, offsets, widths, stream);
-            return g.pooled_a2a->backward(g.grad_out);
+            return g.hier_a2a ? g.hier_a2a->backward(g.grad_out)
+                              : g.pooled_a2a->backward(g.grad_out);
         });
         profile::Range r("lookup", stream);  // the fused backward and update
         run_updates(g, grads, optimizer_, pw, pw_scale, replica_pg_.get(), stream);
@@ -999,7 +1036,8 @@ void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stre
             widths.push_back(dims_[static_cast<size_t>(k)]);
         const Tensor grads = profile::timed("output_dist", stream, [&] {
             gather_grad(g, grad, g.keys, std::vector<int64_t>(g.keys.size(), 0), widths, stream);
-            return g.reduce_scatter->backward(g.grad_out);
+            return g.hier_reduce_scatter ? g.hier_reduce_scatter->backward(g.grad_out)
+                                         : g.reduce_scatter->backward(g.grad_out);
         });
         profile::Range r("lookup", stream);
         run_updates(g, grads, optimizer_, pw, pw_scale, replica_pg_.get(), stream);

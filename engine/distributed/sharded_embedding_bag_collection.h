@@ -46,6 +46,7 @@
 
 #include "comm/process_group.h"
 #include "engine/core/pinned_buffer.h"
+#include "engine/distributed/hierarchical_pooled.h"
 #include "engine/distributed/kjt_all_to_all.h"
 #include "engine/distributed/pooled_embeddings.h"
 #include "engine/distributed/sharding_plan.h"
@@ -70,12 +71,16 @@ public:
                                   std::shared_ptr<comm::ProcessGroup> device_pg = nullptr,
                                   QCommsConfig qcomms = {},
                                   std::string storage_dir = "",
-                                  std::shared_ptr<comm::ProcessGroup> replica_pg = nullptr);
+                                  std::shared_ptr<comm::ProcessGroup> replica_pg = nullptr,
+                                  HierarchicalMode hierarchical = HierarchicalMode::kOff);
     ~ShardedEmbeddingBagCollection() override;
 
     // The bytes the pooled output dists (all-to-all, reduce-scatter, all-gather) sent from this
     // rank to the others since construction, forward and backward (comm.qcomms shrinks them).
     CommBytes pooled_comm_bytes() const;
+
+    // Whether the row-sharded paths' output dists run hierarchical (comm.hierarchical).
+    bool hierarchical() const { return hierarchical_on_; }
 
     KeyedTensor forward(const KeyedJaggedTensor& features, Stream& stream = Stream::cpu()) override;
     void backward(const Tensor& grad_values, Stream& stream = Stream::cpu()) override;
@@ -194,6 +199,8 @@ private:
     // 2D parallelism: the ranks that hold the same shards in the other sharding groups (nullptr:
     // none); pg_ is then this rank's sharding group.
     std::shared_ptr<comm::ProcessGroup> replica_pg_;
+    HierarchicalMode hierarchical_;  // comm.hierarchical
+    bool hierarchical_on_ = false;   // resolved in build()
     kernels::FusedOptimizerParams optimizer_;
     std::vector<std::string> names_;        // output keys: table order, then feature order
     std::vector<int64_t> dims_;             // per output key

@@ -68,6 +68,9 @@ struct ShardedEmbeddingBagCollection::Group {
     std::unique_ptr<PooledEmbeddingsAllToAll> pooled_a2a;
     std::unique_ptr<PooledEmbeddingsReduceScatter> reduce_scatter;
     std::unique_ptr<PooledEmbeddingsAllGather> all_gather;
+    // comm.hierarchical: in place of pooled_a2a / reduce_scatter (hierarchical_pooled.h).
+    std::unique_ptr<HierarchicalPooledAllToAll> hier_a2a;
+    std::unique_ptr<HierarchicalReduceScatter> hier_reduce_scatter;
     KeyedJaggedTensor received;  // my keys for the batch the lookups ran on
     std::vector<int64_t> batch_size_per_rank;
     Tensor local_out;            // [batch, sum local cols]

@@ -143,7 +143,8 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
                               kernels::comm_type_from_name(config.comm.qcomms.backward)};
     return std::make_unique<ShardedEmbeddingBagCollection>(
         embedding_bag_configs(config.model), is_weighted(config.model), plan, group, seed,
-        optimizer, device, device_pg, qcomms, config.sharding.storage.path, replicas);
+        optimizer, device, device_pg, qcomms, config.sharding.storage.path, replicas,
+        hierarchical_mode_from_name(config.comm.hierarchical));
 }
 
 // device's tensors over pg's ranks: NCCL when every rank has a GPU of its own, else MPI through

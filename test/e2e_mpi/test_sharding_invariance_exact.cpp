@@ -54,6 +54,7 @@ struct Setup {
     std::string optimizer;  // sgd | adagrad | rowwise_adagrad | adam
     bool weighted = true;
     std::string cache;  // "": rows in memory; else key_value tables with this sharding.cache
+    HierarchicalMode hierarchical = HierarchicalMode::kOff;  // comm.hierarchical
 };
 
 constexpr const char* kStorage = "/tmp/shardrec-test-exact-kv";
@@ -223,9 +224,9 @@ void check_exact(const Setup& setup) {
     const auto tables = embedding_bag_configs(config.model);
     const auto optim = sparse_optimizer_params(config.optimizer.sparse);
 
-    ShardedEmbeddingBagCollection sharded(tables, setup.weighted, plan, pg, kSeed, optim,
-                                          Device::cpu(), nullptr, QCommsConfig{},
-                                          config.sharding.storage.path);
+    ShardedEmbeddingBagCollection sharded(
+        tables, setup.weighted, plan, pg, kSeed, optim, Device::cpu(), nullptr, QCommsConfig{},
+        config.sharding.storage.path, nullptr, setup.hierarchical);
     EmbeddingBagCollection ref(tables, setup.weighted, kSeed, optim);
     set_dyadic_rows(sharded);
     set_dyadic_rows(ref);
@@ -320,6 +321,15 @@ TEST_CASE("sharding invariance, exact mode: every fused optimizer under every ty
         for (const std::string& sharding : shardings(world, one_column_shard))
             check_exact({sharding, optimizer, true, ""});
     }
+}
+
+// comm.hierarchical (the row-sharded output dists in two steps; nodes of SHARDREC_LOCAL_SIZE
+// ranks, test_e2e_mpi_np4_local2): bitwise too, for every type and a mixed plan.
+TEST_CASE("sharding invariance, exact mode: hierarchical output dists", "[mpi][e2e]") {
+    const int world = comm::world_process_group()->size();
+    const std::vector<std::string> plans = shardings(world, false);
+    for (const size_t plan : {1, 3, 5})  // row_wise, table_row_wise, mixed
+        check_exact({plans[plan], "sgd", true, "", HierarchicalMode::kOn});
 }
 
 // key_value tables: the rows on disk behind a DRAM cache from one slot (every batch overflows)
