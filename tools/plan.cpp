@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <regex>
 
 #include "comm/mpi_env.h"
 #include "engine/config/config.h"
@@ -18,7 +19,7 @@ namespace shardrec::cli {
 
 const char* const kPlanUsage =
     "usage: shardrec plan CONFIG.yaml --world-size N [--topology FILE] [--planner auto|config]\n"
-    "                     [--out PLAN.yaml] [--full] [--set KEY=VALUE ...]\n"
+    "                     [--out PLAN.yaml] [--full] [--measured DIR] [--set KEY=VALUE ...]\n"
     "\n"
     "Shards the embedding tables of CONFIG.yaml over N ranks (only plans: N may be far larger\n"
     "than this machine) and prints the plan as TorchRec does, then the memory and predicted\n"
@@ -31,6 +32,8 @@ const char* const kPlanUsage =
     "                    config: the plan a run would use (manual rules or sharding.plan_file)\n"
     "  --out FILE        write the plan for sharding.plan_file\n"
     "  --full            list every rank and every shard (default: long lists are elided)\n"
+    "  --measured DIR    a run directory: its key_value caches' hit rates (metrics.jsonl, the\n"
+    "                    last window) beside the predicted ones\n"
     "  --set KEY=VALUE   override one config key (repeatable)\n";
 
 namespace {
@@ -42,8 +45,27 @@ struct PlanArgs {
     std::string out;
     int world_size = 0;
     bool full = false;
+    std::string measured;
     std::vector<std::string> sets;
 };
+
+// The hit rate of each key_value table in the last cache record of RUN_DIR/metrics.jsonl.
+std::map<std::string, double> measured_hit_rates(const std::string& run_dir) {
+    std::map<std::string, double> out;
+    if (run_dir.empty())
+        return out;
+    const std::string path = run_dir + "/metrics.jsonl";
+    std::ifstream in(path);
+    SR_CHECK(in.good(), "--measured: cannot read {}", path);
+    const std::regex record(R"re("kind":"cache".*"table":"([^"]+)","hit_rate":([0-9.eE+-]+))re");
+    std::string line;
+    std::smatch m;
+    while (std::getline(in, line)) {
+        if (std::regex_search(line, m, record))
+            out[m[1]] = std::stod(m[2]);
+    }
+    return out;
+}
 
 int parse_count(const std::string& flag, const std::string& text) {
     size_t used = 0;
@@ -74,8 +96,8 @@ bool parse_args(const std::vector<std::string>& args, PlanArgs& a) {
             a.full = true;
             continue;
         }
-        const bool takes_value =
-            arg == "--world-size" || arg == "--topology" || arg == "--planner" || arg == "--out";
+        const bool takes_value = arg == "--world-size" || arg == "--topology" ||
+                                 arg == "--planner" || arg == "--out" || arg == "--measured";
         if (takes_value && i + 1 >= args.size()) {
             throw UsageError(fmt::format("{} needs a value", arg), kPlanUsage);
         }
@@ -91,6 +113,8 @@ bool parse_args(const std::vector<std::string>& args, PlanArgs& a) {
             }
         } else if (arg == "--out") {
             a.out = args[++i];
+        } else if (arg == "--measured") {
+            a.measured = args[++i];
         } else if (!arg.empty() && arg[0] == '-') {
             throw UsageError(fmt::format("unknown option '{}'", arg), kPlanUsage);
         } else if (a.config.empty()) {
@@ -134,6 +158,7 @@ int plan_main(const std::vector<std::string>& args) {
     if (rank0) {
         fmt::print("module: \n\n{}\n\n{}", plan_table(plan, config.model.tables, table_options),
                    estimate_report(estimate, config, topology, a.full ? SIZE_MAX : 16));
+        fmt::print("{}", cache_report(plan, config, measured_hit_rates(a.measured)));
         if (!fits) {
             fmt::print("DOES NOT FIT: a rank needs {:.2f} GiB, the limit is {:.2f} GiB\n",
                        static_cast<double>(estimate.max_memory_bytes()) / 1073741824.0,

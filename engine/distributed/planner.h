@@ -20,6 +20,7 @@
 //      free memory any rank has (and, when even a perfect packing cannot fit, the totals).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "engine/config/config.h"
@@ -63,5 +64,19 @@ std::string estimate_report(const PlanEstimate& estimate,
                             const Config& config,
                             const Topology& topology,
                             size_t max_rank_rows = 16);
+
+// The expected hit rate of a cache holding `slots` of a table's E rows, per batch of `ids` ids
+// drawn from the synthetic data's Zipf law (alpha): the distinct rows of a batch that are
+// among the `slots` most popular, over the distinct rows of a batch, each row r appearing with
+// probability 1 - (1 - p_r)^ids. An ideal (frequency-ordered) cache reaches it; LRU less.
+double predicted_hit_rate(int64_t rows, int64_t slots, double alpha, double ids);
+
+// key_value tables (empty when there are none): per table its rows, cache slots and their DRAM,
+// the disk its rows take once all are written, the ids of a global batch, the predicted hit rate
+// (synthetic data; "-" for other data) and, when `measured` has the table, a run's measured
+// one (metrics.jsonl).
+std::string cache_report(const ShardingPlan& plan,
+                         const Config& config,
+                         const std::map<std::string, double>& measured);
 
 }  // namespace shardrec

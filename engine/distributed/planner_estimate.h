@@ -112,11 +112,11 @@ public:
     // tables under config's sparse optimizer, unsharded.
     static SparseTraffic sparse_traffic(const Config& config, const KeyedJaggedTensor& features);
 
-private:
     // Optimizer state bytes per element and per row of a table under the sparse optimizer.
     static double state_bytes_per_element(const std::string& sparse_optimizer);
     static double state_bytes_per_row(const std::string& sparse_optimizer);
 
+private:
     RankCost shard_cost(const ModelConfig::Table& table,
                         ShardingType type,
                         EmbeddingComputeKernel kernel,

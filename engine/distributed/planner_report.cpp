@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <numeric>
 
 #include "engine/distributed/planner.h"
@@ -118,6 +120,85 @@ std::string estimate_report(const PlanEstimate& estimate,
         static_cast<double>(estimate.max_memory_bytes()) / unit, small ? "MiB" : "GiB",
         static_cast<double>(estimate.memory_limit_bytes) / kGiB);
     return out;
+}
+
+double predicted_hit_rate(int64_t rows, int64_t slots, double alpha, double ids) {
+    if (slots >= rows)
+        return 1.0;
+    // The generator's continuous law on [1, E + 1): rank r has mass F(r + 2) - F(r + 1).
+    const double e = static_cast<double>(rows);
+    const auto cdf = [&](double x) {
+        return std::fabs(alpha - 1.0) < 1e-12
+                   ? std::log(x) / std::log(e + 1.0)
+                   : (std::pow(x, 1.0 - alpha) - 1.0) / (std::pow(e + 1.0, 1.0 - alpha) - 1.0);
+    };
+    // Ranks one by one while a row is likely in a batch, then in blocks growing by 1 %, where
+    // 1 - (1 - p)^n ~ n p is summed as n times the block's mass.
+    double hits = 0, distinct = 0;
+    double r = 0;
+    while (r < e) {
+        const double step = r < 1e5 ? 1.0 : std::max(1.0, std::floor(r * 0.01));
+        const double end = std::min(e, r + step);
+        const double mass = cdf(end + 1.0) - cdf(r + 1.0);
+        const double seen = step == 1.0 ? 1.0 - std::pow(1.0 - mass, ids) : ids * mass;
+        distinct += seen;
+        if (end <= static_cast<double>(slots))
+            hits += seen;
+        else if (r < static_cast<double>(slots))
+            hits += seen * (static_cast<double>(slots) - r) / (end - r);
+        r = end;
+    }
+    return distinct > 0 ? hits / distinct : 1.0;
+}
+
+std::string cache_report(const ShardingPlan& plan,
+                         const Config& config,
+                         const std::map<std::string, double>& measured) {
+    std::string rows;
+    const int64_t global_batch = config.data.batch_size * plan.env.world_size;
+    const double state_element = CostModel::state_bytes_per_element(config.optimizer.sparse.type);
+    for (const ModelConfig::Table& t : config.model.tables) {
+        const ParameterSharding& ps = plan.at(t.name);
+        if (!ps.cache_params)
+            continue;
+        int64_t slots = 0;  // the shards' caches together (CachedEmbeddingShard's sizing)
+        for (const ShardMetadata& s : ps.sharding_spec) {
+            const auto wanted = static_cast<int64_t>(
+                std::ceil(ps.cache_params->load_factor *
+                          static_cast<double>(std::max<int64_t>(s.shard_sizes[0], 1))));
+            slots += std::max<int64_t>(wanted, 1);
+        }
+        const double row_bytes =
+            static_cast<double>(t.embedding_dim) *
+                (static_cast<double>(dtype_size(dtype_from_name(t.data_type))) + state_element) +
+            CostModel::state_bytes_per_row(config.optimizer.sparse.type);
+        // A stored record: the row, its state, a CRC-32 and a magic word, 8-byte aligned.
+        const double record = std::ceil((row_bytes + 8.0) / 8.0) * 8.0;
+        const double ids = static_cast<double>(global_batch) * t.pooling_factor *
+                           static_cast<double>(t.feature_names.size());
+        const std::string predicted =
+            config.data.type == "synthetic"
+                ? fmt::format("{:.4f}", predicted_hit_rate(t.num_embeddings, slots,
+                                                           config.data.synthetic.zipf_alpha, ids))
+                : "-";
+        const auto m = measured.find(t.name);
+        rows += fmt::format(
+            "{:>10} | {:>11} | {:>11} | {:>9.1f} | {:>8.2f} | {:>9.0f} | {:>9} | {:>8}\n", t.name,
+            t.num_embeddings, slots, static_cast<double>(slots) * row_bytes / kMiB,
+            static_cast<double>(t.num_embeddings) * record / kGiB, ids, predicted,
+            m == measured.end() ? "-" : fmt::format("{:.4f}", m->second));
+    }
+    if (rows.empty())
+        return "";
+    return fmt::format(
+               "\nkey_value tables: the cache in DRAM, the rows on disk (all of them once "
+               "written), a global batch's ids; hit rate = distinct rows of a batch found in the "
+               "cache, predicted for an ideal cache on the {} data, measured by a run\n"
+               "{:>10} | {:>11} | {:>11} | {:>9} | {:>8} | {:>9} | {:>9} | {:>8}\n"
+               "{:->10} | {:->11} | {:->11} | {:->9} | {:->8} | {:->9} | {:->9} | {:->8}\n",
+               config.data.type, "table", "rows", "cache slots", "cache MiB", "disk GiB",
+               "ids/batch", "predicted", "measured", "", "", "", "", "", "", "", "") +
+           rows;
 }
 
 }  // namespace shardrec

@@ -86,3 +86,33 @@ TEST_CASE("shardrec plan: one rank cannot hold the MLPerf tables; usage errors",
     CHECK_THAT(usage.output, Contains("plan needs --world-size N"));
     CHECK(run_plan({config, "--world-size", "0"}).rc == 2);
 }
+
+// key_value tables: each table's cache and disk, the predicted hit rate on the synthetic data's
+// Zipf law, and a run's measured one beside it (--measured reads its metrics.jsonl).
+TEST_CASE("shardrec plan: key_value tables' cache, disk and hit rates", "[cli]") {
+    const fs::path run = fs::temp_directory_path() / "shardrec_plan_measured";
+    fs::create_directories(run);
+    {
+        std::FILE* f = std::fopen((run / "metrics.jsonl").c_str(), "w");
+        REQUIRE(f != nullptr);
+        std::fputs(
+            "{\"kind\":\"cache\",\"step\":50,\"table\":\"big0\",\"hit_rate\":0.25,"
+            "\"unique_rows\":10,\"misses\":7}\n"
+            "{\"kind\":\"cache\",\"step\":100,\"table\":\"big0\",\"hit_rate\":0.6125,"
+            "\"unique_rows\":10,\"misses\":4}\n",
+            f);
+        std::fclose(f);
+    }
+    const Run r =
+        run_plan({(repo_root() / "configs" / "dlrm_key_value.yaml").string(), "--world-size", "2",
+                  "--planner", "config", "--measured", run.string()});
+    INFO(r.output);
+    CHECK(r.rc == 0);
+    // 5 % of 4 M rows of dim 64 f32 with a row-wise Adagrad accumulator: 200000 slots of 260 B;
+    // on disk 4 M records of 272 B (the row, a CRC-32 and a magic word, 8-byte aligned).
+    CHECK_THAT(r.output,
+               Contains("      big0 |     4000000 |      200000 |      49.6 |     1.01 "));
+    CHECK_THAT(r.output, Contains("|   0.6125"));  // the last window's
+    CHECK_THAT(r.output, Contains("    small3 |      100000 |        5000 |"));
+    fs::remove_all(run);
+}

@@ -305,3 +305,32 @@ TEST_CASE("Plans in configs/plans load for their configs", "[distributed]") {
         CHECK(e.max_memory_bytes() <= topo.memory_limit_bytes());
     }
 }
+
+// The hit-rate prediction: exact for small tables, a 1 % block sum beyond 1e5 ranks that stays
+// within 1e-3 of the sum over every rank, 1 for a cache of every row, more slots more hits.
+TEST_CASE("predicted_hit_rate: the Zipf law's distinct rows in the cache", "[planner]") {
+    const auto exact = [](int64_t rows, int64_t slots, double alpha, double ids) {
+        const double e = static_cast<double>(rows);
+        const auto cdf = [&](double x) {
+            return (std::pow(x, 1.0 - alpha) - 1.0) / (std::pow(e + 1.0, 1.0 - alpha) - 1.0);
+        };
+        double hits = 0, distinct = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+            const double p = cdf(static_cast<double>(r) + 2.0) - cdf(static_cast<double>(r) + 1.0);
+            const double seen = 1.0 - std::pow(1.0 - p, ids);
+            distinct += seen;
+            hits += r < slots ? seen : 0.0;
+        }
+        return hits / distinct;
+    };
+    CHECK(predicted_hit_rate(1000, 1000, 1.05, 500) == 1.0);
+    CHECK(predicted_hit_rate(1000, 50, 1.05, 500) ==
+          Approx(exact(1000, 50, 1.05, 500)).epsilon(1e-12));
+    for (const int64_t slots : {int64_t{20000}, int64_t{150000}, int64_t{1000000}}) {
+        INFO("slots " << slots);
+        CHECK(std::fabs(predicted_hit_rate(2000000, slots, 1.05, 4096) -
+                        exact(2000000, slots, 1.05, 4096)) < 1e-3);
+    }
+    CHECK(predicted_hit_rate(2000000, 20000, 1.05, 4096) <
+          predicted_hit_rate(2000000, 200000, 1.05, 4096));
+}
