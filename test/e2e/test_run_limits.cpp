@@ -243,7 +243,7 @@ TEST_CASE("limits: a repeated SIGTERM or SIGUSR1 does not cut the save short", "
     CHECK(std::filesystem::exists(dir / "run" / "checkpoints" / name / "manifest.yaml"));
 }
 
-TEST_CASE("limits: a second SIGINT ends a run at once, without its message", "[e2e][limits]") {
+TEST_CASE("limits: a second SIGINT ends a run at once and without its message", "[e2e][limits]") {
     const auto dir = fresh_dir("limits_sigint_twice");
     const SignalResult r =
         run_and_signal(dir, "exec '" + bin() + "'" + quoted(long_train()), "INT INT", "job");
