@@ -72,6 +72,10 @@ pids=()
 cleanup() {
     local rc=$?
     set +e
+    # An sbatch --wait still in the background.
+    for pid in $(jobs -p); do
+        kill "$pid" 2>/dev/null
+    done
     if command -v squeue >/dev/null && [ -n "${SLURM_CONF:-}" ]; then
         scancel --quiet --user=root 2>/dev/null
     fi
@@ -319,7 +323,7 @@ for launch in srun mpirun; do
         done
         echo "job $job requeued: $(job_field "$job" JobState), $(job_field "$job" Reason), restarts $(job_field "$job" Restarts)"
         saved=$(newest_checkpoint "$name")
-        scontrol update JobId="$job" BeginTime=now
+        scontrol update JobId="$job" StartTime=now
         wait $sbatch_pid || rc=$?
         echo "job $job: $(job_field "$job" JobState), restarts $(job_field "$job" Restarts), sbatch --wait exit $rc"
         [ "$(job_field "$job" Restarts)" = 1 ] || fail "$launch: job $job did not run again"
