@@ -73,9 +73,7 @@ cleanup() {
     local rc=$?
     set +e
     # An sbatch --wait still in the background.
-    for pid in $(jobs -p); do
-        kill "$pid" 2>/dev/null
-    done
+    [ -z "${sbatch_pid:-}" ] || kill "$sbatch_pid" 2>/dev/null
     if command -v squeue >/dev/null && [ -n "${SLURM_CONF:-}" ]; then
         scancel --quiet --user=root 2>/dev/null
     fi
