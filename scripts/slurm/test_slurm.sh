@@ -329,7 +329,7 @@ for launch in srun mpirun; do
             fail "$launch: $scratch/$name.out does not hold both attempts"
         stop_line=$(grep -o "SIG[A-Z0-9]* (signal [0-9]*) ended the run at train step [0-9]*" "$scratch/$name.out" | head -n1 || true)
         check_resumed "$name" "$job" "$saved" "$auc_long" 3000
-        summary+=("$launch requeue: job $job requeued (${stop_line:-no stop message: the ranks were killed}), ran again from $saved, COMPLETED, AUC $auc_long = uninterrupted 3000 steps, both attempts in one log")
+        summary+=("$launch requeue: job $job requeued (${stop_line:-no stop message in the log}), ran again from $saved, COMPLETED, AUC $auc_long = uninterrupted 3000 steps, both attempts in one log")
     fi
 
     if [ $time_limit = 1 ]; then
