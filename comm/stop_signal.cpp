@@ -14,10 +14,13 @@ static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a l
 
 extern "C" void on_stop_signal(int sig) {
     int none = 0;
-    if (!g_signal.compare_exchange_strong(none, sig)) {
-        std::signal(sig, SIG_DFL);  // a second signal: the default action, at once
+    if (!g_signal.compare_exchange_strong(none, sig) && sig == SIGINT) {
+        std::signal(sig, SIG_DFL);  // a second Ctrl-C: the default action, at once
         std::raise(sig);
     }
+    // A repeated SIGTERM or SIGUSR1 is the same request delivered twice: SLURM signals every
+    // process of a job and the launcher passes its own signal on; both send SIGKILL themselves
+    // when their grace time is over, so the save under way must not be cut short here.
 }
 
 const char* signal_name(int sig) {

@@ -2,9 +2,10 @@
 // run between steps on every rank. The handlers only set a flag (all a
 // signal handler may safely do); the training loop asks a StopVote once per step, and the ranks
 // agree through a one-int all-reduce, so every rank stops at the same step even when only one
-// was signalled (`kill` of one rank) and none is left waiting in a collective. A second signal
-// while the first is pending ends the process at once (the default action), as a second Ctrl-C
-// does elsewhere.
+// was signalled (`kill` of one rank) and none is left waiting in a collective. A second SIGINT
+// while a stop is pending ends the process at once (the default action), as a second Ctrl-C does
+// elsewhere; a repeated SIGTERM or SIGUSR1 is ignored, since SLURM and the launcher (mpirun,
+// srun) each deliver the same stop request and send SIGKILL themselves after their grace time.
 //
 // Under mpirun a SIGTERM or SIGINT to mpirun reaches every rank as SIGTERM, followed by SIGKILL
 // after odls_base_sigkill_timeout (1 s by default): a step longer than that needs a larger value

@@ -3,23 +3,42 @@
 # slurmctld, slurmd with a generated slurm.conf in a scratch directory). Needs root and Debian's
 # apt-get (slurm-wlm and munge are installed when missing); not part of ctest.
 #
-#   sudo scripts/slurm/test_slurm.sh [LOG_DIR]     LOG_DIR keeps the job logs and summary.txt
+#   sudo scripts/slurm/test_slurm.sh [--time-limit] [LOG_DIR]   LOG_DIR keeps the job logs and
+#                                                                 summary.txt
 #
-# Checks, in both launch modes (srun --mpi=pmix, and SHARDREC_LAUNCH=mpirun):
-#   - a 2-rank quickstart job COMPLETES, its metrics.jsonl has an eval and the done record, and
-#     its final AUC equals a plain `mpirun -np 2` run of the same command;
-#   - a job sent USR1 mid-run (as --signal=B:USR1@120 does before the time limit) saves its
-#     checkpoint, and the same sbatch line with the same SHARDREC_OUT resumes and finishes with
-#     the AUC of an uninterrupted run;
-#   - a rank that exits (SHARDREC_FAULT_INJECT=1:5:exit) ends the job FAILED within a minute.
+# The cluster is two nodes on this machine: two slurmd (NodeName=<host> and n2, one port, spool
+# and TmpFS each, so that their PMIx servers do not collide). Checks, in both launch modes (srun
+# --mpi=pmix, and SHARDREC_LAUNCH=mpirun):
+#   - short: a 2-rank quickstart job COMPLETES, its metrics.jsonl has an eval and the done
+#     record, and its final AUC equals a plain `mpirun -np 2` run of the same command;
+#   - stop: a job sent USR1 mid-run (as --signal=B:USR1@120 does before the time limit), and one
+#     sent `scancel --signal=TERM --batch` (a preemption signal to the batch shell), saves a
+#     checkpoint after the last periodic one, and the same sbatch line with the same SHARDREC_OUT
+#     resumes it and finishes with the AUC of an uninterrupted run;
+#   - requeue: `scontrol requeue` mid-run (SIGTERM to every process of the job, then SIGKILL
+#     after KillWait) runs the job again, which resumes from its own newest checkpoint, keeps the
+#     first attempt's log (--open-mode=append) and COMPLETES with the uninterrupted AUC;
+#   - nodes: a --nodes=2 --ntasks-per-node=1 job COMPLETES with the AUC of `mpirun -np 2`; the
+#     start line's node count is recorded;
+#   - fault: a rank that exits (SHARDREC_FAULT_INJECT=1:5:exit) ends the job FAILED within a minute;
+#   - time limit (--time-limit, about 5 minutes more): a slowed run with --time=1 and
+#     --signal=B:USR1@30 saves before its limit, and the resubmitted job resumes and finishes with
+#     the AUC of an uninterrupted run.
 # Everything started is stopped by PID on exit and the scratch directory removed.
-# Environment: BUILD_DIR (default build), SLURM_TASK_PLUGIN (default task/affinity).
+# Environment: BUILD_DIR (default build), SLURM_TASK_PLUGIN (default task/affinity), CHECKS (a
+# subset of "short stop requeue nodes fault", default all).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
 build_dir=${BUILD_DIR:-build}
 bin="$repo/$build_dir/shardrec"
+time_limit=0
+if [ "${1:-}" = --time-limit ]; then
+    time_limit=1
+    shift
+fi
 log_dir=${1:-}
+checks=" ${CHECKS:-short stop requeue nodes fault} "
 config=configs/quickstart.yaml
 
 step() { echo "=== $*"; }
@@ -53,6 +72,8 @@ pids=()
 cleanup() {
     local rc=$?
     set +e
+    # An sbatch --wait still in the background.
+    [ -z "${sbatch_pid:-}" ] || kill "$sbatch_pid" 2>/dev/null
     if command -v squeue >/dev/null && [ -n "${SLURM_CONF:-}" ]; then
         scancel --quiet --user=root 2>/dev/null
     fi
@@ -89,7 +110,7 @@ fi
 step "slurm.conf"
 host=$(hostname -s)
 cpus=$(nproc)
-mkdir -p "$scratch/state" "$scratch/spool"
+mkdir -p "$scratch/state" "$scratch/spool-$host" "$scratch/spool-n2" "$scratch/tmp-$host" "$scratch/tmp-n2"
 export SLURM_CONF="$scratch/slurm.conf"
 cat >"$SLURM_CONF" <<EOF
 ClusterName=shardrec-test
@@ -99,11 +120,13 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 StateSaveLocation=$scratch/state
-SlurmdSpoolDir=$scratch/spool
+# Two slurmd on this host: %n is the node's name.
+SlurmdSpoolDir=$scratch/spool-%n
+TmpFS=$scratch/tmp-%n
 SlurmctldPidFile=$scratch/slurmctld.pid
-SlurmdPidFile=$scratch/slurmd.pid
+SlurmdPidFile=$scratch/slurmd-%n.pid
 SlurmctldLogFile=$scratch/slurmctld.log
-SlurmdLogFile=$scratch/slurmd.log
+SlurmdLogFile=$scratch/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=${SLURM_TASK_PLUGIN:-task/affinity}
 SelectType=select/cons_tres
@@ -117,8 +140,10 @@ JobCompType=jobcomp/none
 # Finished jobs stay in scontrol for the checks below (there is no slurmdbd for sacct).
 MinJobAge=3600
 KillWait=10
-NodeName=$host NodeHostname=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
+# n2 is a second slurmd on this host (its own port); one-node jobs go to $host (lower weight).
+NodeName=$host NodeHostname=$host NodeAddr=127.0.0.1 Port=6818 CPUs=$cpus Weight=1 State=UNKNOWN
+NodeName=n2 NodeHostname=$host NodeAddr=127.0.0.1 Port=6819 CPUs=$cpus Weight=2 State=UNKNOWN
+PartitionName=debug Nodes=$host,n2 Default=YES MaxTime=INFINITE State=UP
 EOF
 cat "$SLURM_CONF"
 
@@ -127,15 +152,17 @@ step "slurmctld, slurmd"
 slurmctld -D -i -f "$SLURM_CONF" >"$scratch/slurmctld.stderr" 2>&1 &
 pids+=($!)
 sleep 1
-slurmd -D -f "$SLURM_CONF" -N "$host" >"$scratch/slurmd.stderr" 2>&1 &
-pids+=($!)
+for node in "$host" n2; do
+    slurmd -D -f "$SLURM_CONF" -N "$node" >"$scratch/slurmd-$node.stderr" 2>&1 &
+    pids+=($!)
+done
 for _ in $(seq 60); do
-    state=$(sinfo -h -n "$host" -o %T 2>/dev/null || true)
-    [ "$state" = idle ] && break
+    state=$(sinfo -h -o %T 2>/dev/null | sort -u | tr '\n' ' ')
+    [ "$state" = "idle " ] && break
     sleep 1
 done
 sinfo
-[ "${state:-}" = idle ] || fail "node $host is '${state:-unknown}', not idle (see $scratch/slurm*.log)"
+[ "${state:-}" = "idle " ] || fail "nodes $host and n2 are '${state:-unknown}', not idle (see $scratch/slurm*.log)"
 echo "srun --mpi=list:"
 srun --mpi=list 2>&1 | sed 's/^/  /'
 
@@ -163,6 +190,25 @@ submit() {
     SHARDREC_OUT="$scratch/runs/$name" sbatch --parsable --wait --nodes=1 --ntasks-per-node=2 \
         --output="$scratch/$name.out" "${opts[@]}" scripts/slurm/train.sbatch "$config" "$@"
 }
+wait_for_checkpoint() { # wait_for_checkpoint NAME STEP: until runs/NAME has that checkpoint
+    local dir
+    dir=$scratch/runs/$1/checkpoints/$(printf 'step-%08d' "$2")
+    for _ in $(seq 600); do
+        [ -d "$dir" ] && return 0
+        sleep 0.5
+    done
+    fail "no $dir after 300 s"
+}
+running_job() { # the id of the job running runs/NAME (its SHARDREC_OUT is in its log's first line)
+    local job
+    for job in $(squeue -h -t RUNNING -o %i); do
+        [ "$(job_field "$job" StdOut)" = "$scratch/$1.out" ] && echo "$job" && return 0
+    done
+    fail "no running job writes $scratch/$1.out"
+}
+newest_checkpoint() { # the newest step-* of runs/NAME
+    ls "$scratch/runs/$1/checkpoints" | grep '^step-' | sort | tail -n1
+}
 plain_run() { # plain_run OUT [train args...]: the same training through mpirun -np 2
     local out=$1
     shift
@@ -173,84 +219,174 @@ summary=()
 
 short=(--set train.steps=50 --set train.checkpoint_every=25)
 long=(--set train.steps=3000 --set train.checkpoint_every=100 --set train.log_every=10)
+# Slowed for a one-minute time limit: batches 8 times larger, about a minute or two here.
+slow=(--set train.steps=3000 --set data.batch_size=2048 --set train.checkpoint_every=500
+    --set train.log_every=50)
 step "plain mpirun -np 2 references"
 plain_run "$scratch/plain-short" "${short[@]}"
 plain_run "$scratch/plain-long" "${long[@]}"
 auc_short=$(final_auc "$scratch/plain-short/metrics.jsonl")
 auc_long=$(final_auc "$scratch/plain-long/metrics.jsonl")
 echo "AUC 50 steps $auc_short, 3000 steps $auc_long"
+if [ $time_limit = 1 ]; then
+    start=$(date +%s)
+    plain_run "$scratch/plain-slow" "${slow[@]}"
+    auc_slow=$(final_auc "$scratch/plain-slow/metrics.jsonl")
+    echo "AUC slowed 3000 steps $auc_slow ($(($(date +%s) - start)) s uninterrupted)"
+fi
+
+# check_resumed NAME JOB2 SAVED AUC STEPS: job JOB2 COMPLETED runs/NAME from checkpoint SAVED
+# with the final AUC of the uninterrupted run.
+check_resumed() {
+    local name=$1 job2=$2 saved=$3 want=$4 steps=$5 state metrics auc
+    state=$(job_field "$job2" JobState)
+    [ "$state" = COMPLETED ] || fail "$name: job $job2 is $state, not COMPLETED (see $scratch/$name.out)"
+    grep -q "loaded checkpoint .*/$saved: " "$scratch/$name.out" ||
+        fail "$name: job $job2 did not resume from $saved"
+    metrics="$scratch/runs/$name/metrics.jsonl"
+    grep -q "\"kind\":\"done\",\"steps\":$steps" "$metrics" || fail "$metrics has no done record for $steps steps"
+    auc=$(final_auc "$metrics")
+    [ "$auc" = "$want" ] || fail "$name: resumed AUC $auc differs from the uninterrupted $want"
+}
 
 for launch in srun mpirun; do
     export SHARDREC_LAUNCH=$launch
 
-    step "$launch: 50 steps"
-    rc=0
-    job=$(submit "$launch-short" -- "${short[@]}") || rc=$?
-    job=${job%%;*}
-    state=$(job_field "$job" JobState)
-    echo "job $job: $state, sbatch --wait exit $rc"
-    [ "$rc" = 0 ] && [ "$state" = COMPLETED ] || fail "$launch job $job: $state (exit $rc), see $scratch/$launch-short.out"
-    metrics="$scratch/runs/$launch-short/metrics.jsonl"
-    grep -q '"kind":"done","steps":50' "$metrics" || fail "$metrics has no done record for 50 steps"
-    auc=$(final_auc "$metrics")
-    [ -n "$auc" ] || fail "$metrics has no eval line"
-    [ "$auc" = "$auc_short" ] || fail "$launch AUC $auc differs from plain mpirun's $auc_short"
-    summary+=("$launch 50 steps: job $job COMPLETED, AUC $auc = plain mpirun -np 2")
+    if [[ $checks == *" short "* ]]; then
+        step "$launch: 50 steps"
+        rc=0
+        job=$(submit "$launch-short" -- "${short[@]}") || rc=$?
+        job=${job%%;*}
+        state=$(job_field "$job" JobState)
+        echo "job $job: $state, sbatch --wait exit $rc"
+        [ "$rc" = 0 ] && [ "$state" = COMPLETED ] || fail "$launch job $job: $state (exit $rc), see $scratch/$launch-short.out"
+        metrics="$scratch/runs/$launch-short/metrics.jsonl"
+        grep -q '"kind":"done","steps":50' "$metrics" || fail "$metrics has no done record for 50 steps"
+        auc=$(final_auc "$metrics")
+        [ -n "$auc" ] || fail "$metrics has no eval line"
+        [ "$auc" = "$auc_short" ] || fail "$launch AUC $auc differs from plain mpirun's $auc_short"
+        summary+=("$launch 50 steps: job $job COMPLETED, AUC $auc = plain mpirun -np 2")
+    fi
 
-    step "$launch: stopped mid-run, resubmitted"
-    name="$launch-stop"
-    rc=0
-    submit "$name" -- "${long[@]}" >"$scratch/$name.jobid" &
-    sbatch_pid=$!
-    # Signal once the run has saved a checkpoint, so that the stop saves a later step.
-    for _ in $(seq 120); do
-        [ -d "$scratch/runs/$name/checkpoints/step-00000200" ] && break
-        sleep 0.5
+    # USR1 is what --signal=B:USR1@120 sends before the time limit, TERM what
+    # `scancel --signal=TERM --batch` (a preemption notice) sends: both to the batch shell only,
+    # which passes the stop on to the ranks (as SIGUSR1: srun and mpirun forward that one as it is).
+    for signal in $([[ $checks == *" stop "* ]] && echo USR1 TERM); do
+        step "$launch: SIG$signal to the batch shell mid-run, resubmitted"
+        name="$launch-stop-$signal"
+        rc=0
+        submit "$name" -- "${long[@]}" >"$scratch/$name.jobid" &
+        sbatch_pid=$!
+        # Signal once the run has saved a checkpoint, so that the stop saves a later step.
+        wait_for_checkpoint "$name" 200
+        job=$(running_job "$name")
+        scancel --signal="$signal" --batch "$job"
+        wait $sbatch_pid || rc=$?
+        state=$(job_field "$job" JobState)
+        echo "job $job after SIG$signal: $state, sbatch --wait exit $rc"
+        [ "$rc" != 0 ] || fail "$launch: job $job ended 0 after SIG$signal (did it stop early?)"
+        grep -q "train.sbatch: SIG$signal received" "$scratch/$name.out" ||
+            fail "$launch: the batch shell of job $job did not get SIG$signal"
+        grep -q "SIGUSR1 (signal 10) ended the run at train step" "$scratch/$name.out" ||
+            fail "$launch: $scratch/$name.out does not say the ranks stopped"
+        stopped=$(grep -o "ended the run at train step [0-9]*" "$scratch/$name.out" | head -n1 | grep -o '[0-9]*$')
+        saved=$(newest_checkpoint "$name")
+        [ "$saved" = "$(printf 'step-%08d' $((stopped - 1)))" ] ||
+            fail "$launch: stopped before step $stopped but the newest checkpoint is '$saved'"
+        grep -q '"kind":"done"' "$scratch/runs/$name/metrics.jsonl" &&
+            fail "$launch: the stopped run has a done record"
+        echo "stopped before step $stopped; newest checkpoint $saved"
+        rc=0
+        job2=$(submit "$name" -- "${long[@]}") || rc=$?
+        job2=${job2%%;*}
+        echo "job $job2 (resubmitted): $(job_field "$job2" JobState), sbatch --wait exit $rc"
+        check_resumed "$name" "$job2" "$saved" "$auc_long" 3000
+        summary+=("$launch SIG$signal to the batch shell: job $job $state after saving $saved, resubmitted job $job2 resumed, COMPLETED, AUC $auc_long = uninterrupted 3000 steps")
     done
-    job=$(squeue -h -n shardrec -o %i | head -n1)
-    [ -n "$job" ] || fail "$launch: no running job to stop"
-    # What --signal=B:USR1@120 sends before the time limit: USR1 to the batch step, which is the
-    # launcher (the recipe execs it); srun and mpirun pass it on to the ranks.
-    signal=USR1
-    scancel --signal=USR1 --batch "$job"
-    wait $sbatch_pid || rc=$?
-    state=$(job_field "$job" JobState)
-    echo "job $job after SIG$signal: $state, sbatch --wait exit $rc"
-    [ "$rc" != 0 ] || fail "$launch: job $job ended 0 after SIG$signal (did it stop early?)"
-    grep -q "SIG$signal (signal [0-9]*) ended the run at train step" "$scratch/$name.out" ||
-        fail "$launch: $scratch/$name.out does not say SIG$signal ended the run"
-    saved=$(ls "$scratch/runs/$name/checkpoints" | grep '^step-' | sort | tail -n1)
-    [ -n "$saved" ] || fail "$launch: no checkpoint after the stop"
-    grep -q '"kind":"done"' "$scratch/runs/$name/metrics.jsonl" &&
-        fail "$launch: the stopped run has a done record"
-    echo "stopped at: $(grep -o "ended the run at train step [0-9]*" "$scratch/$name.out" | head -n1); newest checkpoint $saved"
-    rc=0
-    job2=$(submit "$name" -- "${long[@]}") || rc=$?
-    job2=${job2%%;*}
-    state=$(job_field "$job2" JobState)
-    echo "job $job2 (resubmitted): $state, sbatch --wait exit $rc"
-    [ "$rc" = 0 ] && [ "$state" = COMPLETED ] || fail "$launch: resubmitted job $job2: $state (exit $rc)"
-    grep -q "loaded checkpoint .*/$saved: " "$scratch/$name.out" ||
-        fail "$launch: the resubmitted job did not resume from $saved"
-    metrics="$scratch/runs/$name/metrics.jsonl"
-    grep -q '"kind":"done","steps":3000' "$metrics" || fail "$metrics has no done record for 3000 steps"
-    auc=$(final_auc "$metrics")
-    [ "$auc" = "$auc_long" ] || fail "$launch resumed AUC $auc differs from the uninterrupted $auc_long"
-    summary+=("$launch SIG$signal: job $job FAILED at ${saved}, resubmitted job $job2 resumed, COMPLETED, AUC $auc = uninterrupted 3000 steps")
 
-    step "$launch: rank 1 exits at step 5"
-    rc=0
-    job=$(submit "$launch-fault" --export=ALL,SHARDREC_FAULT_INJECT=1:5:exit -- "${long[@]}") || rc=$?
-    job=${job%%;*}
-    # From the job's start to its end (sbatch --wait itself polls at growing intervals).
-    took=$(($(date -d "$(job_field "$job" EndTime)" +%s) - $(date -d "$(job_field "$job" StartTime)" +%s)))
-    state=$(job_field "$job" JobState)
-    echo "job $job: $state, sbatch --wait exit $rc, ${took} s"
-    [ "$rc" != 0 ] && [ "$state" = FAILED ] || fail "$launch: faulty job $job: $state (exit $rc)"
-    [ "$took" -lt 60 ] || fail "$launch: faulty job $job took $took s to fail"
-    summary+=("$launch rank 1 exit: job $job FAILED in $took s")
+    if [[ $checks == *" requeue "* ]]; then
+        step "$launch: scontrol requeue mid-run"
+        name="$launch-requeue"
+        rc=0
+        submit "$name" -- "${long[@]}" >"$scratch/$name.jobid" &
+        sbatch_pid=$!
+        wait_for_checkpoint "$name" 200
+        job=$(running_job "$name")
+        scontrol requeue "$job"
+        # SLURM holds a requeued batch job back (its begin time) before it runs it again; the
+        # test does not wait for that.
+        for _ in $(seq 100); do
+            [ "$(job_field "$job" JobState)" = PENDING ] && break
+            sleep 0.2
+        done
+        echo "job $job requeued: $(job_field "$job" JobState), $(job_field "$job" Reason), restarts $(job_field "$job" Restarts)"
+        saved=$(newest_checkpoint "$name")
+        scontrol update JobId="$job" StartTime=now
+        wait $sbatch_pid || rc=$?
+        echo "job $job: $(job_field "$job" JobState), restarts $(job_field "$job" Restarts), sbatch --wait exit $rc"
+        [ "$(job_field "$job" Restarts)" = 1 ] || fail "$launch: job $job did not run again"
+        [ "$(grep -c "^shardrec: " "$scratch/$name.out")" = 2 ] ||
+            fail "$launch: $scratch/$name.out does not hold both attempts"
+        stop_line=$(grep -o "SIG[A-Z0-9]* (signal [0-9]*) ended the run at train step [0-9]*" "$scratch/$name.out" | head -n1 || true)
+        check_resumed "$name" "$job" "$saved" "$auc_long" 3000
+        summary+=("$launch requeue: job $job requeued (${stop_line:-no stop message in the log}), ran again from $saved, COMPLETED, AUC $auc_long = uninterrupted 3000 steps, both attempts in one log")
+    fi
+
+    if [ $time_limit = 1 ]; then
+        step "$launch: --time=1 --signal=B:USR1@30, slowed run"
+        name="$launch-timelimit"
+        rc=0
+        job=$(submit "$name" --time=1 --signal=B:USR1@30 -- "${slow[@]}") || rc=$?
+        job=${job%%;*}
+        state=$(job_field "$job" JobState)
+        took=$(($(date -d "$(job_field "$job" EndTime)" +%s) - $(date -d "$(job_field "$job" StartTime)" +%s)))
+        echo "job $job: $state after $took s, sbatch --wait exit $rc"
+        grep -q "train.sbatch: SIGUSR1 received" "$scratch/$name.out" ||
+            fail "$launch: job $job's batch shell got no SIGUSR1 before its limit ($state)"
+        at=$(grep -o "ended the run at train step [0-9]*" "$scratch/$name.out" | head -n1 | grep -o '[0-9]*$' || true)
+        [ -n "$at" ] || fail "$launch: job $job did not stop before its limit ($state)"
+        saved=$(newest_checkpoint "$name")
+        [ "$saved" = "$(printf 'step-%08d' $((at - 1)))" ] || fail "$launch: stopped before step $at but saved '$saved'"
+        rc=0
+        job2=$(submit "$name" -- "${slow[@]}") || rc=$?
+        job2=${job2%%;*}
+        echo "job $job2 (resubmitted, no limit): $(job_field "$job2" JobState), sbatch --wait exit $rc"
+        check_resumed "$name" "$job2" "$saved" "$auc_slow" 3000
+        summary+=("$launch time limit 1 min, B:USR1@30: job $job $state after $took s having saved $saved, resubmitted job $job2 resumed, COMPLETED, AUC $auc_slow = uninterrupted")
+    fi
+
+    if [[ $checks == *" nodes "* ]]; then
+        step "$launch: --nodes=2 --ntasks-per-node=1"
+        name="$launch-nodes2"
+        rc=0
+        job=$(submit "$name" --nodes=2 --ntasks-per-node=1 -- "${short[@]}") || rc=$?
+        job=${job%%;*}
+        state=$(job_field "$job" JobState)
+        echo "job $job on $(job_field "$job" NodeList): $state, sbatch --wait exit $rc"
+        [ "$rc" = 0 ] && [ "$state" = COMPLETED ] || fail "$launch: 2-node job $job: $state (exit $rc), see $scratch/$name.out"
+        [ "$(job_field "$job" NodeList)" = "n2,$host" ] || [ "$(job_field "$job" NodeList)" = "$host,n2" ] ||
+            fail "$launch: job $job ran on $(job_field "$job" NodeList)"
+        nodes=$(grep -o "on 2 rank(s), [0-9]* node(s)" "$scratch/$name.out" | head -n1)
+        echo "start line: $nodes"
+        auc=$(final_auc "$scratch/runs/$name/metrics.jsonl")
+        [ "$auc" = "$auc_short" ] || fail "$launch: 2-node AUC $auc differs from plain mpirun -np 2's $auc_short"
+        summary+=("$launch 2 nodes x 1 rank: job $job COMPLETED on $(job_field "$job" NodeList), start line '$nodes', AUC $auc = plain mpirun -np 2")
+    fi
+
+    if [[ $checks == *" fault "* ]]; then
+        step "$launch: rank 1 exits at step 5"
+        rc=0
+        job=$(submit "$launch-fault" --export=ALL,SHARDREC_FAULT_INJECT=1:5:exit -- "${long[@]}") || rc=$?
+        job=${job%%;*}
+        # From the job's start to its end (sbatch --wait itself polls at growing intervals).
+        took=$(($(date -d "$(job_field "$job" EndTime)" +%s) - $(date -d "$(job_field "$job" StartTime)" +%s)))
+        state=$(job_field "$job" JobState)
+        echo "job $job: $state, sbatch --wait exit $rc, ${took} s"
+        [ "$rc" != 0 ] && [ "$state" = FAILED ] || fail "$launch: faulty job $job: $state (exit $rc)"
+        [ "$took" -lt 60 ] || fail "$launch: faulty job $job took $took s to fail"
+        summary+=("$launch rank 1 exit: job $job FAILED in $took s")
+    fi
 done
-
 step "summary"
 printf '%s\n' "${summary[@]}"
 if [ -n "$log_dir" ]; then

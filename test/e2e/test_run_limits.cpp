@@ -94,8 +94,9 @@ std::string bin() {
 }
 
 // Starts `command` in the background, waits until run/metrics.jsonl has 2 train lines, sends
-// `signal` to `target` ("job": the launched process; "rank1": the rank-1 process under mpirun),
-// and reports the exit code and the seconds from the signal to the end.
+// `signal` (several, space-separated, are sent back to back) to `target` ("job": the launched
+// process; "rank1": the rank-1 process under mpirun), and reports the exit code and the seconds
+// from the signal to the end.
 struct SignalResult {
     int exit_code = -1;
     double seconds = -1;
@@ -124,7 +125,7 @@ SignalResult run_and_signal(const std::filesystem::path& dir,
         << "  done\n"
         << "fi\n"
         << "start=$(date +%s%N)\n"
-        << "kill -" << signal << " $pid\n"
+        << "for s in " << signal << "; do kill -$s $pid; done\n"
         << "wait $job; rc=$?\n"
         << "end=$(date +%s%N)\n"
         << "echo \"exit=$rc\"; echo \"ms=$(( (end - start) / 1000000 ))\"\n";
@@ -220,6 +221,35 @@ TEST_CASE("limits: a run stopped by a signal saves its last finished step first"
     char name[32];
     std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(stopped - 1));
     CHECK(std::filesystem::exists(dir / "run" / "checkpoints" / name / "manifest.yaml"));
+}
+
+TEST_CASE("limits: a repeated SIGTERM or SIGUSR1 does not cut the save short", "[e2e][limits]") {
+    // SLURM signals every process of a job and the launcher passes its own signal on, so a rank
+    // gets the same stop twice; only a second SIGINT (Ctrl-C) ends a run at once.
+    const std::string signals = GENERATE(std::string("TERM TERM"), std::string("USR1 TERM USR1"));
+    INFO(signals);
+    const auto dir = fresh_dir("limits_repeated_signal");
+    auto args = long_train();
+    args.insert(args.end(), {"--set", "train.checkpoint_every=1000000"});
+    const SignalResult r =
+        run_and_signal(dir, "exec '" + bin() + "'" + quoted(args), signals, "job");
+    INFO(r.output);
+    CHECK(r.exit_code == 128 + (signals[0] == 'T' ? 15 : 10));
+    const auto at = r.output.find("ended the run at train step ");
+    REQUIRE(at != std::string::npos);
+    const int64_t stopped = std::stoll(r.output.substr(at + 28));
+    char name[32];
+    std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(stopped - 1));
+    CHECK(std::filesystem::exists(dir / "run" / "checkpoints" / name / "manifest.yaml"));
+}
+
+TEST_CASE("limits: a second SIGINT ends a run at once and without its message", "[e2e][limits]") {
+    const auto dir = fresh_dir("limits_sigint_twice");
+    const SignalResult r =
+        run_and_signal(dir, "exec '" + bin() + "'" + quoted(long_train()), "INT INT", "job");
+    INFO(r.output);
+    CHECK(r.exit_code == 128 + 2);
+    CHECK_THAT(r.output, !Contains("ended the run at train step"));
 }
 
 TEST_CASE("limits: three ranks train the default config on the CPU", "[e2e][limits][mpi]") {
