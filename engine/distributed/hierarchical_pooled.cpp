@@ -8,6 +8,11 @@
 #include "kernels/elementwise.h"
 
 namespace shardrec {
+
+using pooled::rows_per_rank;
+using pooled::scaled;
+using pooled::sum_of;
+
 namespace {
 
 constexpr kernels::CommType kFp32 = kernels::CommType::kFp32;
@@ -27,17 +32,6 @@ Stream& copy_stream(std::unique_ptr<Stream>& own, Device device) {
     return *own;
 }
 
-int64_t sum_of(const std::vector<int64_t>& v) {
-    return std::accumulate(v.begin(), v.end(), int64_t{0});
-}
-
-std::vector<int64_t> scaled(const std::vector<int64_t>& v, int64_t factor) {
-    std::vector<int64_t> out(v.size());
-    for (size_t i = 0; i < v.size(); ++i)
-        out[i] = v[i] * factor;
-    return out;
-}
-
 // Byte counts of f32 blocks back to elements.
 std::vector<int64_t> divided(const std::vector<int64_t>& v, int64_t d) {
     std::vector<int64_t> out(v.size());
@@ -51,21 +45,6 @@ std::vector<int64_t> prefix(const std::vector<int64_t>& v) {
     for (size_t i = 0; i < v.size(); ++i)
         out[i + 1] = out[i] + v[i];
     return out;
-}
-
-std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& given,
-                                   int64_t total,
-                                   int64_t world,
-                                   const char* what) {
-    if (given.empty()) {
-        SR_CHECK(total % world == 0, "{}: {} rows do not split evenly over {} ranks", what, total,
-                 world);
-        return std::vector<int64_t>(static_cast<size_t>(world), total / world);
-    }
-    SR_CHECK(static_cast<int64_t>(given.size()) == world && sum_of(given) == total,
-             "{}: {} row counts summing to {} for {} ranks and {} rows", what, given.size(),
-             sum_of(given), world, total);
-    return given;
 }
 
 // The [rows, cols] block at element `at` of a contiguous f32 tensor, as a view.

@@ -7,6 +7,11 @@
 #include "engine/distributed/hierarchical_pooled.h"
 
 namespace shardrec {
+
+using pooled::rows_per_rank;
+using pooled::scaled;
+using pooled::sum_of;
+
 namespace {
 
 void check_embeddings(const Tensor& t, const char* what) {
@@ -57,37 +62,6 @@ Tensor block_view(const Tensor& t, int64_t at, int64_t rows, int64_t cols) {
     return t.view({t.numel()}).slice(at, at + rows * cols).view({rows, cols});
 }
 
-int64_t sum_of(const std::vector<int64_t>& v) {
-    return std::accumulate(v.begin(), v.end(), int64_t{0});
-}
-
-std::vector<int64_t> scaled(const std::vector<int64_t>& v, int64_t factor) {
-    std::vector<int64_t> out(v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-        out[i] = v[i] * factor;
-    }
-    return out;
-}
-
-// The rows per rank: `given` when not empty (checked against total), else total / world each.
-std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& given,
-                                   int64_t total,
-                                   int64_t world,
-                                   const char* what) {
-    if (given.empty()) {
-        SR_CHECK(total % world == 0, "{}: {} rows do not split evenly over {} ranks", what, total,
-                 world);
-        return std::vector<int64_t>(static_cast<size_t>(world), total / world);
-    }
-    SR_CHECK(static_cast<int64_t>(given.size()) == world && sum_of(given) == total,
-             "{}: {} row counts summing to {} for {} ranks and {} rows", what, given.size(),
-             sum_of(given), world, total);
-    for (int64_t r : given) {
-        SR_CHECK(r >= 0, "{}: negative row count {}", what, r);
-    }
-    return given;
-}
-
 // Block [rows, cols] at element `at` of `blocks` -> columns [col, col + cols) of matrix
 // [rows, matrix_cols], in the stream's order.
 void block_to_columns(const Tensor& blocks,
@@ -130,6 +104,40 @@ std::vector<int64_t> same_to_every_rank(int64_t each, int64_t world) {
 }
 
 }  // namespace
+
+namespace pooled {
+
+int64_t sum_of(const std::vector<int64_t>& v) {
+    return std::accumulate(v.begin(), v.end(), int64_t{0});
+}
+
+std::vector<int64_t> scaled(const std::vector<int64_t>& v, int64_t factor) {
+    std::vector<int64_t> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+        out[i] = v[i] * factor;
+    }
+    return out;
+}
+
+std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& given,
+                                   int64_t total,
+                                   int64_t world,
+                                   const char* what) {
+    if (given.empty()) {
+        SR_CHECK(total % world == 0, "{}: {} rows do not split evenly over {} ranks", what, total,
+                 world);
+        return std::vector<int64_t>(static_cast<size_t>(world), total / world);
+    }
+    SR_CHECK(static_cast<int64_t>(given.size()) == world && sum_of(given) == total,
+             "{}: {} row counts summing to {} for {} ranks and {} rows", what, given.size(),
+             sum_of(given), world, total);
+    for (int64_t r : given) {
+        SR_CHECK(r >= 0, "{}: negative row count {}", what, r);
+    }
+    return given;
+}
+
+}  // namespace pooled
 
 // ---- PooledEmbeddingsAllToAll ----
 

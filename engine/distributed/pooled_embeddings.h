@@ -31,6 +31,17 @@
 
 namespace shardrec {
 
+// Split arithmetic shared by the flat and the hierarchical output dists.
+namespace pooled {
+int64_t sum_of(const std::vector<int64_t>& v);
+std::vector<int64_t> scaled(const std::vector<int64_t>& v, int64_t factor);
+// The rows per rank: `given` when not empty (checked against total), else total / world each.
+std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& given,
+                                   int64_t total,
+                                   int64_t world,
+                                   const char* what);
+}  // namespace pooled
+
 // TorchRec QCommsConfig: the precision of the pooled values a collective sends (forward) and of
 // the gradients its backward sends back.
 struct QCommsConfig {
