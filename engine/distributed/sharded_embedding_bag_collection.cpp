@@ -379,11 +379,6 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
         s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32, device);
         return;
     }
-    SR_CHECK(ps.compute_kernel == EmbeddingComputeKernel::kFused ||
-                 ps.compute_kernel == EmbeddingComputeKernel::kDense,
-             "table '{}': the {} compute kernel is not implemented yet; use fused (rows in device "
-             "memory)",
-             table.name, compute_kernel_name(ps.compute_kernel));
     const std::string label = fmt::format(
         "the shard of table '{}' at rows {}, columns {} of shape [{}, {}] with its "
         "optimizer state",
