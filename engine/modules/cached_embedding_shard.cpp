@@ -410,6 +410,36 @@ void CachedEmbeddingShard::read_rows(const std::vector<int64_t>& rows,
     }
 }
 
+void CachedEmbeddingShard::scan_stored(
+    int64_t chunk,
+    const std::function<
+        void(const std::vector<int64_t>&, const Tensor&, const std::vector<Tensor>&)>& fn) {
+    Tensor weight;
+    std::vector<Tensor> states;
+    store_.scan(chunk, [&](const std::vector<int64_t>& rows, const char* payloads) {
+        const auto n = static_cast<int64_t>(rows.size());
+        weight = Tensor::empty({n, layout_.cols}, layout_.dtype);
+        states.clear();
+        for (const Tensor* s : {&state1, &state2}) {
+            if (s->defined())
+                states.push_back(
+                    Tensor::empty(s->dim() == 1 ? Shape{n} : Shape{n, layout_.cols}, DType::kF32));
+        }
+        const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
+        for (int64_t i = 0; i < n; ++i) {
+            const char* p = payloads + i * payload_bytes();
+            std::memcpy(static_cast<char*>(weight.data_ptr()) + i * static_cast<int64_t>(w), p, w);
+            p += w;
+            for (Tensor& s : states) {
+                const size_t b = s.dim() == 1 ? 4 : static_cast<size_t>(layout_.cols) * 4;
+                std::memcpy(static_cast<char*>(s.data_ptr()) + i * static_cast<int64_t>(b), p, b);
+                p += b;
+            }
+        }
+        fn(rows, weight, states);
+    });
+}
+
 void CachedEmbeddingShard::reset() {
     std::fill(slot_row_.begin(), slot_row_.end(), -1);
     std::fill(slot_dirty_.begin(), slot_dirty_.end(), 0);

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -97,6 +98,12 @@ public:
     // Rows `rows` (ascending) into weight [n, cols] and states (as optimizer_state) from the
     // store or their initial value.
     void read_rows(const std::vector<int64_t>& rows, Tensor& weight, std::vector<Tensor>& states);
+    // Every stored row, in the store's order (sequential reads), `chunk` rows at a time:
+    // fn(rows, weight [n, cols], states).
+    void scan_stored(
+        int64_t chunk,
+        const std::function<
+            void(const std::vector<int64_t>&, const Tensor&, const std::vector<Tensor>&)>& fn);
     // Empties the cache and the store: every row at its initial value.
     void reset();
     // Rows `rows` (ascending) from weight [n, cols] and states into the store (after reset).

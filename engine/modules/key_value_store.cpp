@@ -95,6 +95,48 @@ void KeyValueStore::read(const int64_t* rows, int64_t n, char* dst) {
     account(n * record_bytes_);
 }
 
+void KeyValueStore::scan(int64_t chunk,
+                         const std::function<void(const std::vector<int64_t>&, const char*)>& fn) {
+    std::vector<int64_t> row_of(static_cast<size_t>(stored_count_), -1);
+    for (size_t r = 0; r < record_of_.size(); ++r) {
+        if (record_of_[r] != 0)
+            row_of[record_of_[r] - 1] = static_cast<int64_t>(r);
+    }
+    std::vector<char> block, payloads;
+    std::vector<int64_t> rows;
+    for (int64_t first = 0; first < stored_count_; first += chunk) {
+        const int64_t n = std::min(chunk, stored_count_ - first);
+        block.resize(static_cast<size_t>(n * record_bytes_));
+        const int64_t at = first * record_bytes_;
+        int64_t got = 0;
+        while (got < n * record_bytes_) {
+            const ssize_t r = ::pread(fd_, block.data() + got,
+                                      static_cast<size_t>(n * record_bytes_ - got), at + got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            SR_CHECK(r > 0, "key_value {}: {} is {}: records [{}, {}) need bytes [{}, {})", owner_,
+                     path_, r < 0 ? std::strerror(errno) : "truncated", first, first + n, at,
+                     at + n * record_bytes_);
+            got += r;
+        }
+        rows.assign(row_of.begin() + first, row_of.begin() + first + n);
+        payloads.resize(static_cast<size_t>(n * payload_bytes_));
+        for (int64_t k = 0; k < n; ++k) {
+            const char* record = block.data() + k * record_bytes_;
+            const char* trailer = record + payload_bytes_;
+            SR_CHECK(load32(trailer + 4) == kMagic &&
+                         load32(trailer) == crc32(record, static_cast<size_t>(payload_bytes_)),
+                     "key_value {}: {} is damaged: row {} (bytes [{}, {})) fails its checksum",
+                     owner_, path_, rows[static_cast<size_t>(k)], at + k * record_bytes_,
+                     at + (k + 1) * record_bytes_);
+            std::memcpy(payloads.data() + k * payload_bytes_, record,
+                        static_cast<size_t>(payload_bytes_));
+        }
+        account(n * record_bytes_);
+        fn(rows, payloads.data());
+    }
+}
+
 void KeyValueStore::write(const int64_t* rows, int64_t n, const char* src) {
     for (int64_t i = 0; i < n; ++i) {
         const int64_t row = rows[i];

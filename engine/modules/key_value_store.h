@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ public:
 
     // Payloads of n stored rows into dst (n * payload_bytes), checked against their checksums.
     void read(const int64_t* rows, int64_t n, char* dst);
+    // Every stored row in the file's order, `chunk` records a read (sequential I/O): calls
+    // fn(rows, payloads) with up to `chunk` rows and their payloads (rows.size() * payload_bytes).
+    void scan(int64_t chunk,
+              const std::function<void(const std::vector<int64_t>&, const char*)>& fn);
     // n payloads from src (n * payload_bytes) to their rows, which become stored.
     void write(const int64_t* rows, int64_t n, const char* src);
     // Every row unstored; the file emptied.

@@ -87,33 +87,32 @@ void write_stored_rows(const fs::path& dir,
                        CachedEmbeddingShard& cached,
                        CheckpointShard& cs,
                        std::vector<CheckpointFile>& files) {
-    constexpr size_t kChunkRows = 1 << 16;
+    constexpr int64_t kChunkRows = 1 << 16;
     cached.flush();
-    const std::vector<int64_t> rows = cached.stored_rows();
-    cs.stored_rows = static_cast<int64_t>(rows.size());
     cs.row_ids = base + "row_ids.bin";
-    files.push_back(write_tensor_file(dir, cs.row_ids, Tensor::from_vector(rows)));
+    // In the store's order: its file is read front to back.
     std::vector<TensorFileWriter> writers;
-    writers.reserve(1 + m.sparse_state.size());
+    writers.reserve(2 + m.sparse_state.size());
+    writers.emplace_back(dir, cs.row_ids);
     writers.emplace_back(dir, base + "weight.bin");
     for (const std::string& state : m.sparse_state)
         writers.emplace_back(dir, base + state + ".bin");
-    Tensor weight;
-    std::vector<Tensor> states;
-    for (size_t begin = 0; begin < rows.size(); begin += kChunkRows) {
-        const std::vector<int64_t> chunk(
-            rows.begin() + static_cast<std::ptrdiff_t>(begin),
-            rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), begin + kChunkRows)));
-        cached.read_rows(chunk, weight, states);
+    int64_t saved = 0;
+    cached.scan_stored(kChunkRows, [&](const std::vector<int64_t>& rows, const Tensor& weight,
+                                       const std::vector<Tensor>& states) {
         SR_CHECK(states.size() == m.sparse_state.size(),
                  "checkpoint: table '{}' has {} optimizer states, {} expected for {}",
                  cached.layout().table, states.size(), m.sparse_state.size(), m.sparse_optimizer);
-        writers[0].append(weight);
+        writers[0].append(Tensor::from_vector(rows));
+        writers[1].append(weight);
         for (size_t i = 0; i < states.size(); ++i)
-            writers[i + 1].append(states[i]);
-    }
-    for (TensorFileWriter& w : writers) {
-        files.push_back(w.finish());
+            writers[i + 2].append(states[i]);
+        saved += static_cast<int64_t>(rows.size());
+    });
+    cs.stored_rows = saved;
+    files.push_back(writers[0].finish());
+    for (size_t i = 1; i < writers.size(); ++i) {
+        files.push_back(writers[i].finish());
         cs.files.push_back(files.back().path);
     }
 }

@@ -107,7 +107,8 @@ void read_table_rows(const std::string& dir,
                      int64_t cols,
                      Tensor& out,
                      int64_t* optimizer_step = nullptr);
-// The shard-local ids of the rows a sparse (key_value) shard saved, checked to ascend in range.
+// The shard-local ids of the rows a sparse (key_value) shard saved, in the order of its files'
+// rows, checked to be distinct and in range.
 std::vector<int64_t> saved_row_ids(const std::string& dir, const CheckpointShard& shard);
 
 }  // namespace shardrec::train

@@ -192,6 +192,14 @@ struct RegionRows {
 
     int64_t at(int64_t i) const { return list ? (*list)[static_cast<size_t>(i)] : first + i; }
 
+    // The position of table row `row` in the region, -1 when it is not in it.
+    int64_t index_of(int64_t row) const {
+        if (list == nullptr)
+            return row >= first && row < first + count ? row - first : -1;
+        const auto it = std::lower_bound(list->begin(), list->end(), row);
+        return it != list->end() && *it == row ? it - list->begin() : -1;
+    }
+
     // The region's rows [i0, i1) that fall in table rows [r0, r1).
     std::pair<int64_t, int64_t> within(int64_t r0, int64_t r1) const {
         if (list == nullptr) {
@@ -269,14 +277,12 @@ void read_rows_into(const std::string& dir,
             for (int64_t i = i0; i < i1; ++i)
                 saved.emplace_back(i, region.at(i) - sh.row_offset);
         } else {
+            // In the saved files' order, so that they are read front to back.
             const std::vector<int64_t> ids = saved_row_ids(dir, sh);
-            int64_t next = i0;  // a merge of two ascending lists
-            for (size_t k = 0; k < ids.size() && next < i1; ++k) {
-                const int64_t row = sh.row_offset + ids[k];
-                while (next < i1 && region.at(next) < row)
-                    ++next;
-                if (next < i1 && region.at(next) == row)
-                    saved.emplace_back(next, static_cast<int64_t>(k));
+            for (size_t k = 0; k < ids.size(); ++k) {
+                const int64_t i = region.index_of(sh.row_offset + ids[k]);
+                if (i >= i0 && i < i1)
+                    saved.emplace_back(i, static_cast<int64_t>(k));
             }
             std::vector<char> is_saved(static_cast<size_t>(i1 - i0), 0);
             for (const auto& ik : saved)
@@ -345,10 +351,12 @@ std::vector<int64_t> saved_row_ids(const std::string& dir, const CheckpointShard
     std::ifstream in(path, std::ios::binary);
     SR_CHECK(in.good(), "checkpoint {}: missing file {}", dir, shard.row_ids);
     read_at(in, path, 0, static_cast<int64_t>(ids.size() * 8), ids.data());
+    std::vector<bool> seen(static_cast<size_t>(shard.rows), false);
     for (size_t k = 0; k < ids.size(); ++k) {
-        SR_CHECK(ids[k] >= 0 && ids[k] < shard.rows && (k == 0 || ids[k] > ids[k - 1]),
-                 "checkpoint {}: {} lists row {} at position {}: ids must ascend within [0, {})",
+        SR_CHECK(ids[k] >= 0 && ids[k] < shard.rows && !seen[static_cast<size_t>(ids[k])],
+                 "checkpoint {}: {} lists row {} at position {}: ids must be distinct, in [0, {})",
                  dir, shard.row_ids, ids[k], k, shard.rows);
+        seen[static_cast<size_t>(ids[k])] = true;
     }
     return ids;
 }

@@ -20,7 +20,7 @@
 //         - {rank: 0, offsets: [0, 0], sizes: [151, 8], optimizer_step: 21,
 //            files: [tables/big.0.0.weight.bin, tables/big.0.0.momentum1.bin]}
 //         # a key_value shard saves only its rows not at their initial value: their ids
-//         # (shard-local, ascending, i64), then the files hold those rows in that order
+//         # (shard-local, distinct, i64), then the files hold those rows in that order
 //         - {rank: 1, offsets: [151, 0], sizes: [150, 8], optimizer_step: 21, stored_rows: 40,
 //            row_ids: tables/big.151.0.row_ids.bin, files: [...]}
 //   dense: [{name: dense_arch.model._mlp.0._linear.weight, dtype: f32, shape: [16, 13],

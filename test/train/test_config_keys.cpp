@@ -190,6 +190,9 @@ const std::map<std::string, std::string>& no_run_effect() {
         // One process has no collectives to quantize (test_distributed_mpi test_qcomms compares
         // each precision with f32; test_e2e_mpi qcomms trains with them on two ranks).
         {"comm.qcomms.forward", "acts only on the collectives between ranks (test_qcomms)"},
+        {"comm.hierarchical",
+         "acts only with more than one node (test_hierarchical, test_hierarchical_dists at np 4 "
+         "as two nodes)"},
         {"comm.qcomms.backward", "acts only on the collectives between ranks (test_qcomms)"},
         {"comm.allreduce_precision",
          "acts only on the all-reduce between ranks (test_e2e_mpi qcomms)"},
