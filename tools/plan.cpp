@@ -5,6 +5,7 @@
 // sharding.plan_file reads back.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -145,7 +146,14 @@ int plan_main(const std::vector<std::string>& args) {
     }
     const Config config = load_config(a.config, a.sets);
     const std::string topology_file = a.topology.empty() ? config.sharding.topology : a.topology;
-    const Topology topology = resolve_topology(topology_file, config.runtime.device, a.world_size);
+    // 2D parallelism: the plan is one sharding group's, replicated (sharding.replica_groups).
+    const Topology world = resolve_topology(topology_file, config.runtime.device, a.world_size);
+    const int group = sharding_group_size(config.sharding, a.world_size, world.local_size);
+    Topology topology = world;
+    if (group < a.world_size) {
+        topology = resolve_topology(topology_file, config.runtime.device, group);
+        topology.local_size = std::min<int64_t>(world.local_size, group);
+    }
     const ShardingPlan plan = a.planner == "auto" ? EmbeddingShardingPlanner(topology).plan(config)
                                                   : make_sharding_plan(config, topology);
     const PlanEstimate estimate = estimate_plan(plan, config, topology);
@@ -156,6 +164,12 @@ int plan_main(const std::vector<std::string>& args) {
     }
     const bool fits = estimate.max_memory_bytes() <= estimate.memory_limit_bytes;
     if (rank0) {
+        if (group < a.world_size) {
+            fmt::print(
+                "sharding.replica_groups {}: the plan of one sharding group of {} ranks, "
+                "replicated {} times over the {} ranks\n\n",
+                config.sharding.replica_groups, group, a.world_size / group, a.world_size);
+        }
         fmt::print("module: \n\n{}\n\n{}", plan_table(plan, config.model.tables, table_options),
                    estimate_report(estimate, config, topology, a.full ? SIZE_MAX : 16));
         fmt::print("{}", cache_report(plan, config, measured_hit_rates(a.measured)));

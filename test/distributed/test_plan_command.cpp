@@ -116,3 +116,16 @@ TEST_CASE("shardrec plan: key_value tables' cache, disk and hit rates", "[cli]")
     CHECK_THAT(r.output, Contains("    small3 |      100000 |        5000 |"));
     fs::remove_all(run);
 }
+
+// 2D parallelism: the plan is one sharding group's (W / R ranks), said so, replicated.
+TEST_CASE("shardrec plan: sharding.replica_groups plans one sharding group", "[cli]") {
+    const Run r =
+        run_plan({(repo_root() / "configs" / "quickstart.yaml").string(), "--world-size", "4",
+                  "--planner", "config", "--set", "sharding.replica_groups=2", "--set",
+                  "sharding.topology=" +
+                      (repo_root() / "configs" / "topologies" / "cpu_2rank.yaml").string()});
+    INFO(r.output);
+    CHECK(r.rc == 0);
+    CHECK_THAT(r.output, Contains("the plan of one sharding group of 2 ranks, replicated 2 times"));
+    CHECK_THAT(r.output, Contains("topology: 2 ranks (1 node of 2)"));
+}
