@@ -2,6 +2,7 @@
 // (shard inspection for tests and checkpoints: sharded_embedding_bag_collection_state.cpp).
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "comm/mpi_env.h"
 #include "comm/staged_process_group.h"
 #include "engine/core/allocator.h"
+#include "engine/core/log.h"
 #include "engine/core/profile.h"
 #include "engine/distributed/bucketize.h"
 #include "engine/distributed/comm_ops.h"
@@ -289,6 +291,7 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
         }
     }
     build(plan, seed);
+    warn_if_disk_short();
     for (size_t k = 0; k < names_.size(); ++k) {
         if (mean_after_sum(static_cast<int64_t>(k)))
             mean_keys_.push_back(static_cast<int64_t>(k));
@@ -768,6 +771,30 @@ void ShardedEmbeddingBagCollection::input_dist_start_tensors(InputDist& dist) {
 void ShardedEmbeddingBagCollection::input_dist_wait(InputDist& dist) {
     wait_tensors(dist.entries);
     wait_tensors(dist.row_wise);
+}
+
+// The key_value files grow with the rows written; said at the start when the disk could not
+// hold all of them (a run that writes fewer, as most do, never needs it).
+void ShardedEmbeddingBagCollection::warn_if_disk_short() const {
+    int64_t full = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get()}) {
+        for (const ShardLookup& s : g->local)
+            full += s.cached ? s.cached->full_disk_bytes() : 0;
+    }
+
+    struct statvfs fs {};
+
+    if (full == 0 || ::statvfs(storage_dir_.c_str(), &fs) != 0)
+        return;
+    const auto free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+    if (full > free_bytes) {
+        log::all().warn(
+            "key_value tables on rank {}: their rows take up to {:.1f} GiB on disk once every one "
+            "is written, and {} has {:.1f} GiB free: a run that writes that many rows stops with "
+            "a full-disk error (the checkpoints written before it stay)",
+            pg_->rank(), static_cast<double>(full) / 1073741824.0, storage_dir_,
+            static_cast<double>(free_bytes) / 1073741824.0);
+    }
 }
 
 bool ShardedEmbeddingBagCollection::has_cached_shards() const {

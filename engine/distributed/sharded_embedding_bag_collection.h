@@ -167,6 +167,7 @@ public:
 private:
     void build(const ShardingPlan& plan, uint64_t seed);
     static std::string own_storage_dir(const std::string& path);
+    void warn_if_disk_short() const;
     // Lookups and output dist of one path for the features its group received.
     void forward_entries(Stream& stream);
     void forward_row_wise(Stream& stream);

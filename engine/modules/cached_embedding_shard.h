@@ -122,6 +122,9 @@ public:
 
     int64_t disk_bytes() const { return store_.disk_bytes(); }
 
+    // The disk its rows take once every one of them has been written.
+    int64_t full_disk_bytes() const { return store_.rows() * store_.record_bytes(); }
+
 private:
     int64_t payload_bytes() const;
     void copy_out(int64_t slot, char* payload) const;
