@@ -180,6 +180,7 @@ struct ShardingConfig {
     struct Cache {
         double load_factor = 0.2;
         std::string algorithm = "lru";  // lru | lfu
+        std::string precision;          // f32 | f16 | bf16; "": the table's data_type
 
         void visit(FieldVisitor& v, bool entry);
     };
@@ -197,7 +198,7 @@ struct ShardingConfig {
         std::string compute_kernel;  // resolved: dense for data_parallel, else the section's
         std::vector<int64_t> ranks;  // the rank of each shard; empty: the default placement
         std::vector<int64_t> column_widths;  // column_wise only; empty: an even split
-        Cache cache{0, ""};                  // resolved: the section's where not given
+        Cache cache{0, "", ""};              // resolved: the section's where not given
         std::string location;                // where the entry was read, for later errors
 
         void visit(FieldVisitor& v);

@@ -16,12 +16,18 @@ void ShardingConfig::Cache::visit(FieldVisitor& v, bool entry) {
     Field alg("algorithm",
               "the row a full cache evicts: lru (least recently used) or lfu (least "
               "frequently used, ties by recency)");
+    Field prec("precision",
+               "the dtype of the cached rows: f32, f16 or bf16 (updated in f32, stored rounded to "
+               "it; the rows on disk keep the table's data_type); \"\": the table's data_type");
     if (entry) {
         v.field(lf.default_doc("sharding.cache.load_factor").at_least(0).at_most(1), load_factor);
         v.field(alg.default_doc("sharding.cache.algorithm").one_of({"", "lru", "lfu"}), algorithm);
+        v.field(prec.default_doc("sharding.cache.precision").one_of({"", "f32", "f16", "bf16"}),
+                precision);
     } else {
         v.field(lf.greater_than(0).at_most(1), load_factor);
         v.field(alg.one_of({"lru", "lfu"}), algorithm);
+        v.field(prec.one_of({"", "f32", "f16", "bf16"}), precision);
     }
 }
 
@@ -222,6 +228,8 @@ void resolve_tiers(ShardingConfig& section, ConfigNode& node, const RuntimeConfi
             t.cache.load_factor = section.cache.load_factor;
         if (t.cache.algorithm.empty())
             t.cache.algorithm = section.cache.algorithm;
+        if (t.cache.precision.empty())
+            t.cache.precision = section.cache.precision;
         const std::string p = kernel_device_problem(t.compute_kernel, runtime.device);
         if (!p.empty() && p != problem)
             list.at(i).error_at("compute_kernel", fmt::format("table '{}': {}", t.name, p));

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/dtype.h"
+
 namespace shardrec {
 
 enum class ShardingType { kDataParallel, kTableWise, kColumnWise, kRowWise, kTableRowWise };
@@ -27,9 +29,11 @@ enum class CacheAlgorithm { kLru, kLfu };
 struct CacheParams {
     double load_factor = 0.2;  // cache slots as a fraction of the shard's rows
     CacheAlgorithm algorithm = CacheAlgorithm::kLru;
+    // The cached rows' dtype (TorchRec's cache precision); nullopt: the table's data_type.
+    std::optional<DType> precision;
 
     bool operator==(const CacheParams& o) const {
-        return load_factor == o.load_factor && algorithm == o.algorithm;
+        return load_factor == o.load_factor && algorithm == o.algorithm && precision == o.precision;
     }
 };
 

@@ -37,6 +37,7 @@ struct TableEntry {
     std::vector<ShardEntry> shards;
     double load_factor = 0.2;
     std::string algorithm = "lru";
+    std::string precision;
 
     void visit(FieldVisitor& v) {
         v.field(Field("name", "table").required(), name);
@@ -51,6 +52,7 @@ struct TableEntry {
                   [this](FieldVisitor& c) {
                       c.field(Field("load_factor", "").greater_than(0).at_most(1), load_factor);
                       c.field(Field("algorithm", "").one_of({"lru", "lfu"}), algorithm);
+                      c.field(Field("precision", "").one_of({"", "f32", "f16", "bf16"}), precision);
                   });
     }
 };
@@ -104,7 +106,10 @@ bool to_sharding(const TableEntry& entry, ConfigNode& node, ParameterSharding& p
     ps.sharding_type = *parse_sharding_type(entry.sharding_type);
     ps.compute_kernel = *parse_compute_kernel(entry.compute_kernel);
     if (is_cached_kernel(ps.compute_kernel))
-        ps.cache_params = CacheParams{entry.load_factor, *parse_cache_algorithm(entry.algorithm)};
+        ps.cache_params =
+            CacheParams{entry.load_factor, *parse_cache_algorithm(entry.algorithm),
+                        entry.precision.empty() ? std::nullopt
+                                                : std::optional(dtype_from_name(entry.precision))};
     for (int64_t r : entry.ranks) {
         ps.ranks.push_back(static_cast<int>(std::min<int64_t>(r, 1 << 30)));
     }
@@ -223,7 +228,12 @@ std::string plan_to_yaml(const ShardingPlan& plan, const std::vector<ModelConfig
             out << YAML::Key << "cache_params" << YAML::Value << YAML::Flow << YAML::BeginMap
                 << YAML::Key << "load_factor" << YAML::Value << ps.cache_params->load_factor
                 << YAML::Key << "algorithm" << YAML::Value
-                << cache_algorithm_name(ps.cache_params->algorithm) << YAML::EndMap;
+                << cache_algorithm_name(ps.cache_params->algorithm);
+            if (ps.cache_params->precision) {
+                out << YAML::Key << "precision" << YAML::Value
+                    << dtype_name(*ps.cache_params->precision);
+            }
+            out << YAML::EndMap;
         }
         out << YAML::Key << "ranks" << YAML::Value << YAML::Flow << ps.ranks;
         out << YAML::Key << "shards" << YAML::Value << YAML::BeginSeq;

@@ -77,7 +77,9 @@ void set_cache_params(ParameterSharding& ps,
     if (!is_cached_kernel(ps.compute_kernel))
         return;
     const ShardingConfig::Cache& c = sharding.cache_of(table);
-    ps.cache_params = CacheParams{c.load_factor, *parse_cache_algorithm(c.algorithm)};
+    ps.cache_params = CacheParams{
+        c.load_factor, *parse_cache_algorithm(c.algorithm),
+        c.precision.empty() ? std::nullopt : std::optional(dtype_from_name(c.precision))};
 }
 
 const ParameterSharding& ShardingPlan::at(const std::string& table) const {

@@ -43,6 +43,7 @@ CachedEmbeddingShard::CachedEmbeddingShard(const Layout& layout,
     : layout_(layout),
       optim_(optim),
       algorithm_(cache.algorithm),
+      slot_dtype_(cache.precision.value_or(layout.dtype)),
       store_(path, owner_of(layout), layout.rows, [&] {
           const int64_t n = kernels::optim_num_states(optim.type);
           const int64_t s1 = n >= 1 ? (state1_per_row(optim) ? 4 : layout.cols * 4) : 0;
@@ -79,7 +80,7 @@ void CachedEmbeddingShard::ensure_capacity(int64_t capacity) {
             std::memcpy(fresh.data_ptr(), t.data_ptr(), t.nbytes());
         t = fresh;
     };
-    regrow(weights, {grown, cols}, layout_.dtype);
+    regrow(weights, {grown, cols}, slot_dtype_);
     const int n = kernels::optim_num_states(optim_.type);
     if (n >= 1)
         regrow(state1, state1_per_row(optim_) ? Shape{grown} : Shape{grown, cols}, DType::kF32);
@@ -98,10 +99,47 @@ int64_t CachedEmbeddingShard::cache_bytes() const {
 
 // ---- moving rows ----
 
+namespace {
+
+// n floats of dtype `from` at src as dtype `to` at dst (round to nearest even), or a copy.
+void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
+    if (from == to) {
+        std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(from));
+        return;
+    }
+    const auto load = [&](int64_t i) {
+        switch (from) {
+            case DType::kF16:
+                return to_float(static_cast<const Half*>(src)[i]);
+            case DType::kBF16:
+                return to_float(static_cast<const BFloat16*>(src)[i]);
+            default:
+                return static_cast<const float*>(src)[i];
+        }
+    };
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = load(i);
+        switch (to) {
+            case DType::kF16:
+                static_cast<Half*>(dst)[i] = from_float<Half>(v);
+                break;
+            case DType::kBF16:
+                static_cast<BFloat16*>(dst)[i] = from_float<BFloat16>(v);
+                break;
+            default:
+                static_cast<float*>(dst)[i] = v;
+        }
+    }
+}
+
+}  // namespace
+
+// A payload holds the row in the table's dtype; a slot in the cache's precision.
 void CachedEmbeddingShard::copy_out(int64_t slot, char* p) const {
-    const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
-    std::memcpy(p, static_cast<const char*>(weights.data_ptr()) + slot * w, w);
-    p += w;
+    const size_t sw = static_cast<size_t>(layout_.cols) * dtype_size(slot_dtype_);
+    convert(static_cast<const char*>(weights.data_ptr()) + slot * static_cast<int64_t>(sw),
+            slot_dtype_, p, layout_.dtype, layout_.cols);
+    p += static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
     for (const Tensor* s : {&state1, &state2}) {
         if (!s->defined())
             continue;
@@ -112,9 +150,11 @@ void CachedEmbeddingShard::copy_out(int64_t slot, char* p) const {
 }
 
 void CachedEmbeddingShard::copy_in(int64_t slot, const char* p) {
-    const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
-    std::memcpy(static_cast<char*>(weights.data_ptr()) + slot * w, p, w);
-    p += w;
+    const size_t sw = static_cast<size_t>(layout_.cols) * dtype_size(slot_dtype_);
+    convert(p, layout_.dtype,
+            static_cast<char*>(weights.data_ptr()) + slot * static_cast<int64_t>(sw), slot_dtype_,
+            layout_.cols);
+    p += static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
     for (Tensor* s : {&state1, &state2}) {
         if (!s->defined())
             continue;
@@ -133,6 +173,12 @@ float CachedEmbeddingShard::state1_initial() const {
 }
 
 void CachedEmbeddingShard::init_slot(int64_t slot, int64_t row) {
+    if (slot_dtype_ != layout_.dtype) {  // the table's value, rounded as a row read back is
+        std::vector<char> payload(static_cast<size_t>(payload_bytes()));
+        init_payload(row, payload.data());
+        copy_in(slot, payload.data());
+        return;
+    }
     Tensor w = weights.slice(slot, slot + 1);
     init_embedding_rows(w, layout_.seed, layout_.table_index, layout_.row_offset + row,
                         layout_.col_offset, layout_.num_embeddings);

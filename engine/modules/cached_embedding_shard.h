@@ -14,7 +14,9 @@
 //
 // Exactness: the kernels aggregate each row's gradient in id order whatever the row's number
 // (a stable sort by row) and update rows independently, and a row's value moves between tiers
-// bit for bit, so training with any cache equals training with the rows in memory.
+// bit for bit, so training with any cache equals training with the rows in memory. With a cache
+// precision below the table's (f16, bf16), a cached row is rounded to it when it enters the
+// cache and after each update (the kernels update in f32), and widened back on its way out.
 //
 // A row never written to the store is at its initial value: the weights from the same pure
 // function of (seed, table, row, column) as in-memory tables, the optimizer state at its start.
@@ -141,6 +143,7 @@ private:
     Layout layout_;
     kernels::FusedOptimizerParams optim_;
     CacheAlgorithm algorithm_;
+    DType slot_dtype_;  // cache precision (the store keeps layout_.dtype)
     KeyValueStore store_;
     int64_t ways_ = 1, sets_ = 1, slots_ = 1, capacity_ = 0;
     std::vector<int64_t> slot_row_;    // -1: empty

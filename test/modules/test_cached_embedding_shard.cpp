@@ -159,7 +159,7 @@ TEST_CASE("KeyValueStore: faults name the table, the file and the rank", "[key_v
 
 TEST_CASE("CachedEmbeddingShard: LRU evicts the least recently used row", "[key_value]") {
     TempDir dir;
-    CachedEmbeddingShard c(layout(100, 4), {0.04, CacheAlgorithm::kLru}, {},
+    CachedEmbeddingShard c(layout(100, 4), {0.04, CacheAlgorithm::kLru, std::nullopt}, {},
                            (dir.path / "t.kv").string());
     REQUIRE(c.slots() == 4);  // one set of 4 ways: the policy alone decides
     CHECK(misses_of(c, {0, 1, 2, 3}) == 4);
@@ -172,7 +172,7 @@ TEST_CASE("CachedEmbeddingShard: LRU evicts the least recently used row", "[key_
 
 TEST_CASE("CachedEmbeddingShard: LFU evicts the least frequently used row", "[key_value]") {
     TempDir dir;
-    CachedEmbeddingShard c(layout(100, 4), {0.04, CacheAlgorithm::kLfu}, {},
+    CachedEmbeddingShard c(layout(100, 4), {0.04, CacheAlgorithm::kLfu, std::nullopt}, {},
                            (dir.path / "t.kv").string());
     CHECK(misses_of(c, {0, 1, 2, 3}) == 4);
     CHECK(misses_of(c, {1, 1, 2}) == 0);
@@ -203,7 +203,7 @@ TEST_CASE("CachedEmbeddingShard: the kernels on its slots train bitwise like row
                     optim.learning_rate = 0.1f;
                     optim.initial_accumulator_value = 0.25f;
                     const auto l = layout(rows, cols);
-                    CachedEmbeddingShard cached(l, {load_factor, algorithm}, optim,
+                    CachedEmbeddingShard cached(l, {load_factor, algorithm, std::nullopt}, optim,
                                                 (dir.path / "t.kv").string());
                     Tensor weights = Tensor::empty({rows, cols}, DType::kF32);
                     init_embedding_rows(weights, l.seed, l.table_index, l.row_offset, l.col_offset,
@@ -283,6 +283,91 @@ TEST_CASE("CachedEmbeddingShard: the kernels on its slots train bitwise like row
                     CHECK(cached.stored_rows().size() < static_cast<size_t>(rows));
                 }
             }
+        }
+    }
+}
+
+// A cache in f16 or bf16 over f32 rows: each row is rounded when it enters the cache and after
+// each update, so after k steps it is within (k + 1) units of rounding of its magnitude of the
+// f32 result (the gradients here do not depend on the rows); and it is not the f32 result.
+TEST_CASE("CachedEmbeddingShard: a f16 or bf16 cache stays within its rounding", "[key_value]") {
+    const int64_t rows = 300, cols = 8, batch = 16;
+    const int steps = 6;
+    for (const DType precision : {DType::kF16, DType::kBF16}) {
+        for (const double load_factor : {0.05, 1.0}) {
+            INFO(dtype_name(precision) << " load_factor " << load_factor);
+            TempDir dir;
+            kernels::FusedOptimizerParams optim;
+            optim.type = kernels::OptimType::kExactAdagrad;
+            optim.learning_rate = 0.1f;
+            const auto l = layout(rows, cols);
+            CachedEmbeddingShard cached(l, {load_factor, CacheAlgorithm::kLru, precision}, optim,
+                                        (dir.path / "t.kv").string());
+            REQUIRE(cached.weights.dtype() == precision);
+            Tensor weights = Tensor::empty({rows, cols}, DType::kF32);
+            init_embedding_rows(weights, l.seed, l.table_index, l.row_offset, l.col_offset,
+                                l.num_embeddings);
+            Tensor state1, state2;
+            kernels::make_optimizer_states(optim, rows, cols, state1, state2);
+            const Tensor table_offsets = Tensor::from_vector<int64_t>({0, rows});
+            const Tensor feature_table = Tensor::zeros({1}, DType::kI32);
+            kernels::EmbeddingBackwardWorkspace ws_a, ws_b;
+            rng::Rng r(test::test_seed(), 9);
+            Tensor slots;
+            for (int step = 0; step < steps; ++step) {
+                std::vector<int64_t> ids, offsets = {0};
+                for (int64_t b = 0; b < batch; ++b) {
+                    ids.push_back(static_cast<int64_t>(r.next_u64() % rows));
+                    offsets.push_back(static_cast<int64_t>(ids.size()));
+                }
+                const Tensor ids_t = Tensor::from_vector(ids),
+                             offsets_t = Tensor::from_vector(offsets);
+                Tensor grad = Tensor::empty({batch, cols}, DType::kF32);
+                for (int64_t i = 0; i < grad.numel(); ++i)
+                    grad.data<float>()[i] = r.uniform(-1.f, 1.f);
+                optim.step = step + 1;
+                kernels::embedding_bag_backward_fused(
+                    grad, table_offsets, feature_table, ids_t, offsets_t, nullptr,
+                    PoolingMode::kSum, optim, weights, &state1, nullptr, ws_a, Stream::cpu());
+                cached.prefetch(ids_t, slots);
+                kernels::embedding_bag_backward_fused(grad, cached.table_offsets, feature_table,
+                                                      slots, offsets_t, nullptr, PoolingMode::kSum,
+                                                      optim, cached.weights, &cached.state1,
+                                                      nullptr, ws_b, Stream::cpu());
+                cached.mark_updated();
+            }
+            cached.flush();
+            std::vector<int64_t> all(static_cast<size_t>(rows));
+            for (int64_t i = 0; i < rows; ++i)
+                all[static_cast<size_t>(i)] = i;
+            Tensor w;
+            std::vector<Tensor> states;
+            cached.read_rows(all, w, states);
+            // Rounding errors are relative to the values a row takes on its way: bounded by the
+            // row's largest value, at most 2x its larger end (the updates here are small).
+            const double unit = precision == DType::kF16 ? 0x1p-11 : 0x1p-8;
+            Tensor initial = Tensor::empty({rows, cols}, DType::kF32);
+            init_embedding_rows(initial, l.seed, l.table_index, l.row_offset, l.col_offset,
+                                l.num_embeddings);
+            double worst = 0;
+            bool differs = false;
+            for (int64_t row = 0; row < rows; ++row) {
+                double scale = 0;
+                for (int64_t c = 0; c < cols; ++c) {
+                    scale =
+                        std::max({scale, std::fabs(double(weights.data<float>()[row * cols + c])),
+                                  std::fabs(double(initial.data<float>()[row * cols + c]))});
+                }
+                for (int64_t c = 0; c < cols; ++c) {
+                    const float got = w.data<float>()[row * cols + c];
+                    const float want = weights.data<float>()[row * cols + c];
+                    differs = differs || got != want;
+                    worst = std::max(worst, std::fabs(double(got) - want) / (unit * 2 * scale));
+                }
+            }
+            INFO("worst difference in units of rounding of the row's scale: " << worst);
+            CHECK(worst <= steps + 1);
+            CHECK(differs);
         }
     }
 }
