@@ -137,6 +137,7 @@ set multiplot layout 2,1 title "shardrec bench across emulated hosts (rate: ${ra
 set style data histograms
 set style fill solid 0.6
 set xtics rotate by -45 font ",8"
+set yrange [0:*]
 set ylabel "cross-node bytes per step"
 plot "$csv" every ::1 using 10:xtic(sprintf("%sx%s %s %s", strcol(1), strcol(2), strcol(4), strcol(5))) title "to other nodes"
 set ylabel "step time (ms)"
