@@ -283,7 +283,7 @@ enum class Fault { kLinkDown, kKillHost };
 // end, and keeps mpirun's output and every rank's.
 struct FaultRun {
     double ranks_end_s = -1;   // from the fault to the last surviving rank's end
-    double mpirun_end_s = -1;  // -1: mpirun had not ended 5 s after the ranks
+    double mpirun_end_s = -1;  // -1: mpirun had not ended kTcpGiveUpS + 10 s after the ranks
     int mpirun_exit = -1;
     std::string mpirun_output;
     std::vector<std::string> rank_outputs;
