@@ -91,11 +91,15 @@ for hosts in ${SR_SWEEP_HOSTS:-1 2}; do
         for hier in false true; do
             for q in ${SR_SWEEP_QCOMMS:-fp32 fp16 fp8}; do
                 tag="h${hosts}-r${rpp}-${hier}-${q}"
+                # "rx+tx tx" of each run; a failed run ends the sweep (set -e).
                 short=$(run_bench "$hosts" "$rpp" "$hier" "$q" "$steps" "$out/$tag.s.json")
                 long=$(run_bench "$hosts" "$rpp" "$hier" "$q" $((2 * steps)) "$out/$tag.json")
+                read -r short short_tx <<<"$short"
+                read -r long long_tx <<<"$long"
                 j="$out/$tag.json"
                 n=$((hosts * rpp))
-                python3 - "$j" "$hosts" "$rpp" "$hier" "$q" $short $long "$steps" "$n" \
+                python3 - "$j" "$hosts" "$rpp" "$hier" "$q" "$short" "$short_tx" "$long" \
+                    "$long_tx" "$steps" "$n" \
                     "${rate:-none}" >>"$csv" <<'PY'
 import json, re, sys
 j, hosts, rpp, hier, q, short, short_tx, long, long_tx, steps, n, rate = sys.argv[1:]
