@@ -57,6 +57,8 @@ run_bench() {
         train.log_every=1000000; do
         sets+=(--set "$s")
     done
+    # --warmup 16: bench warms up over each of its min(warmup + steps, 16) batches, so a smaller
+    # warmup would differ between the S- and the 2S-step run and not cancel in the link bytes.
     for k in $(seq 1 "$hosts"); do
         read -r rx tx < <(link_bytes "$k")
         before=$((before + rx + tx)) tx0=$((tx0 + tx))
@@ -65,7 +67,7 @@ run_bench() {
         --hostfile "$out/hostfile" --map-by slot --mca plm_rsh_agent "$agent" \
         --mca btl tcp,self --mca btl_tcp_if_include 10.213.0.0/24 \
         --mca oob_tcp_if_include 10.213.0.0/24 -x OMP_WAIT_POLICY=PASSIVE \
-        "$bin" bench "$config" --steps "$n" --warmup 3 --json "$json" "${sets[@]}" \
+        "$bin" bench "$config" --steps "$n" --warmup 16 --json "$json" "${sets[@]}" \
         >"$json.log" 2>&1 || { echo "sweep.sh: bench failed, see $json.log" >&2; exit 1; }
     for k in $(seq 1 "$hosts"); do
         read -r rx tx < <(link_bytes "$k")
