@@ -10,7 +10,11 @@
 #   hosts.sh pids HOST            the pids of the processes on HOST
 #   hosts.sh hostfile SLOTS       an Open MPI hostfile of every host, SLOTS slots each
 #   hosts.sh check                exit 0 when namespaces can be made here, else say why (exit 77)
-# Environment: SR_HOSTS_SUBNET (default 10.213.0; a /24 this script alone uses).
+# Environment: SR_HOSTS_SUBNET (default 10.213.0; a /24 this script alone uses);
+#   SR_HOSTS_TCP_RETRIES2: net.ipv4.tcp_retries2 inside every host (default: the kernel's, 15).
+#   A host cut off leaves mpirun's last message to its daemon unacknowledged, and TCP gives that
+#   up only after tcp_retries2 retransmissions (15: about 15 min; 5: 12.6 s), so until then mpirun
+#   waits for the daemon. Keepalives (oob_tcp_keepalive_*) do not run while data is unacknowledged.
 set -euo pipefail
 
 subnet=${SR_HOSTS_SUBNET:-10.213.0}
@@ -91,6 +95,9 @@ up() {
     for k in $(seq 1 "$n"); do
         ip netns add "sr-h$k"
         ip -n "sr-h$k" link set lo up
+        if [ -n "${SR_HOSTS_TCP_RETRIES2:-}" ]; then
+            ip netns exec "sr-h$k" sysctl -q -w net.ipv4.tcp_retries2="$SR_HOSTS_TCP_RETRIES2"
+        fi
         ip link add "sr-h$k-p" netns "$bridge_ns" type veth peer name eth0 netns "sr-h$k"
         ip -n "$bridge_ns" link set "sr-h$k-p" master br0 up
         ip -n "sr-h$k" addr add "$subnet.$k/24" dev eth0
@@ -129,5 +136,5 @@ case $cmd in
             echo "sr-h$k slots=${1:?hostfile SLOTS}"
         done
         ;;
-    *) sed -n '2,13p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,17p' "$0" >&2; exit 2 ;;
 esac

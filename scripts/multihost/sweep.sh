@@ -4,9 +4,10 @@
 # point a `shardrec bench` under mpirun over the hosts. Per point: the step time (bench's median),
 # the pooled bytes sent to other nodes per step (bench's own count, summed over ranks), and the
 # bytes on each host's link per step, read from the veth's tx and rx bytes inside the host's
-# namespace (/proc/net/dev): the difference of a run of 2S and one of S timed steps, divided by S (start-up and
-# wire-up traffic cancel). busbw of the pooled exchange (nccl-tests' all-to-all definition:
-# algbw * (n - 1) / n, algbw = pooled bytes per rank / step time) is set against SR_SWEEP_RATE.
+# namespace (/proc/net/dev): the difference of a run of 2S and one of S timed steps, divided by S
+# (start-up and wire-up traffic cancel). busbw of the pooled exchange (nccl-tests' all-to-all definition:
+# algbw * (n - 1) / n, see below), the pooled bytes out of each host's link per second and all
+# that the link sent per second are set against SR_SWEEP_RATE.
 #   scripts/multihost/sweep.sh [OUT_DIR]      (root; OUT_DIR: bench/results/multihost-sweep-DATE)
 # Environment:
 #   SR_SWEEP_HOSTS  host counts (default "1 2"; "1 2 4" takes about twice as long on 2 cores)
@@ -14,7 +15,8 @@
 #   SR_SWEEP_QCOMMS precisions (default "fp32 fp16 fp8")
 #   SR_SWEEP_STEPS  S (default 20)   SR_SWEEP_CONFIG (default configs/quickstart.yaml)
 #   SR_SWEEP_SET    extra --set overrides (default: every table row_wise, batch 512: comm-heavy)
-#   SR_SWEEP_RATE   a tbf rate on every host's link, e.g. 1gbit (default none: veth speed)
+#   SR_SWEEP_RATE   a tbf rate on every host's link (its egress, so each direction), e.g. 100mbit
+#                   (default none: veth speed); busbw_mbit_s and link_tx_mbit_s set against it
 #   BIN             the binary (default build/shardrec)
 # Writes sweep.csv, table.txt (and sweep.png with gnuplot where installed), provenance.txt.
 set -euo pipefail
@@ -42,33 +44,42 @@ save_provenance "$out"
 } >>"$out/provenance.txt"
 trap 'bash "$hosts_sh" down' EXIT
 
-link_bytes() {  # HOST -> tx+rx bytes of its eth0 (/proc/net/dev: the namespace's own; /sys
-    # would show the root namespace's, as nsenter keeps the mount namespace)
-    bash "$hosts_sh" exec "sr-h$1" awk '/eth0:/ {printf "%d\n", $2 + $10}' /proc/net/dev
+link_bytes() {  # HOST -> "rx tx" bytes of its eth0 (/proc/net/dev: the namespace's own; /sys
+    # would show the root namespace's, as nsenter keeps the mount namespace). The ':' becomes a
+    # space first: rx bytes of 9 digits or more follow "eth0:" without one.
+    bash "$hosts_sh" exec "sr-h$1" sed 's/:/ /' /proc/net/dev | awk '$1 == "eth0" {print $2, $10}'
 }
 
-# One bench run: prints "<total link bytes over hosts> <json file>".
+# One bench run: prints "<rx+tx bytes> <tx bytes>", summed over the hosts' links.
 run_bench() {
-    local hosts=$1 rpp=$2 hier=$3 q=$4 n=$5 json=$6 before=0 after=0 k sets=()
+    local hosts=$1 rpp=$2 hier=$3 q=$4 n=$5 json=$6 before=0 after=0 tx0=0 tx1=0 k rx tx sets=()
     for s in $extra comm.hierarchical="$hier" comm.qcomms.forward="$q" comm.qcomms.backward="$q" \
         train.log_every=1000000; do
         sets+=(--set "$s")
     done
-    for k in $(seq 1 "$hosts"); do before=$((before + $(link_bytes "$k"))); done
+    # --warmup 16: bench warms up over each of its min(warmup + steps, 16) batches, so a smaller
+    # warmup would differ between the S- and the 2S-step run and not cancel in the link bytes.
+    for k in $(seq 1 "$hosts"); do
+        read -r rx tx < <(link_bytes "$k")
+        before=$((before + rx + tx)) tx0=$((tx0 + tx))
+    done
     timeout 600 bash "$hosts_sh" exec sr-h1 mpirun --allow-run-as-root -np $((hosts * rpp)) \
         --hostfile "$out/hostfile" --map-by slot --mca plm_rsh_agent "$agent" \
         --mca btl tcp,self --mca btl_tcp_if_include 10.213.0.0/24 \
         --mca oob_tcp_if_include 10.213.0.0/24 -x OMP_WAIT_POLICY=PASSIVE \
-        "$bin" bench "$config" --steps "$n" --warmup 3 --json "$json" "${sets[@]}" \
+        "$bin" bench "$config" --steps "$n" --warmup 16 --json "$json" "${sets[@]}" \
         >"$json.log" 2>&1 || { echo "sweep.sh: bench failed, see $json.log" >&2; exit 1; }
-    for k in $(seq 1 "$hosts"); do after=$((after + $(link_bytes "$k"))); done
-    echo $((after - before))
+    for k in $(seq 1 "$hosts"); do
+        read -r rx tx < <(link_bytes "$k")
+        after=$((after + rx + tx)) tx1=$((tx1 + tx))
+    done
+    echo "$((after - before)) $((tx1 - tx0))"
 }
 
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
 
 csv="$out/sweep.csv"
-echo "hosts,ranks_per_host,ranks,hierarchical,qcomms,hierarchical_on,step_ms,samples_per_s,pooled_bytes_per_step,cross_node_bytes_per_step,link_bytes_per_step_per_host,algbw_gbps,busbw_gbps,rate" >"$csv"
+echo "hosts,ranks_per_host,ranks,hierarchical,qcomms,hierarchical_on,step_ms,samples_per_s,pooled_bytes_per_step,cross_node_bytes_per_step,link_bytes_per_step_per_host,algbw_gbps,busbw_gbps,rate,busbw_mbit_s,cross_node_mbit_s_per_link,link_tx_mbit_s,rate_mbit_s" >"$csv"
 for hosts in ${SR_SWEEP_HOSTS:-1 2}; do
     bash "$hosts_sh" up "$hosts"
     for rpp in ${SR_SWEEP_RPP:-1 2}; do
@@ -82,24 +93,38 @@ for hosts in ${SR_SWEEP_HOSTS:-1 2}; do
         for hier in false true; do
             for q in ${SR_SWEEP_QCOMMS:-fp32 fp16 fp8}; do
                 tag="h${hosts}-r${rpp}-${hier}-${q}"
+                # "rx+tx tx" of each run; a failed run ends the sweep (set -e).
                 short=$(run_bench "$hosts" "$rpp" "$hier" "$q" "$steps" "$out/$tag.s.json")
                 long=$(run_bench "$hosts" "$rpp" "$hier" "$q" $((2 * steps)) "$out/$tag.json")
+                read -r short short_tx <<<"$short"
+                read -r long long_tx <<<"$long"
                 j="$out/$tag.json"
                 n=$((hosts * rpp))
-                python3 - "$j" "$hosts" "$rpp" "$hier" "$q" "$short" "$long" "$steps" "$n" \
+                python3 - "$j" "$hosts" "$rpp" "$hier" "$q" "$short" "$short_tx" "$long" \
+                    "$long_tx" "$steps" "$n" \
                     "${rate:-none}" >>"$csv" <<'PY'
-import json, sys
-j, hosts, rpp, hier, q, short, long, steps, n, rate = sys.argv[1:]
+import json, re, sys
+j, hosts, rpp, hier, q, short, short_tx, long, long_tx, steps, n, rate = sys.argv[1:]
 r = json.load(open(j))
 n = int(n)
 pooled = r["pooled_comm_forward_bytes_per_step"] + r["pooled_comm_backward_bytes_per_step"]
 cross = r["cross_node_forward_bytes_per_step"] + r["cross_node_backward_bytes_per_step"]
 link = (int(long) - int(short)) / int(steps) / int(hosts)
 step_s = r["step_ms"] / 1e3
-algbw = pooled / n / step_s / 1e9 if n > 1 else 0.0  # bytes each rank sends, per second
+# bench counts the bytes each rank sends to the others (its own chunk left out), i.e. (n-1)/n of
+# nccl-tests' buffer size: algbw = that buffer / step time, busbw = algbw * (n-1)/n = the bytes
+# each rank sent to the others per second. The step time holds compute and the other collectives
+# too, so both are lower bounds of the collective's own.
+algbw = pooled / (n - 1) / step_s / 1e9 if n > 1 else 0.0
 busbw = algbw * (n - 1) / n if n > 1 else 0.0
+# What each host's link sent per second, and tc's rate in the same unit (SI, as tc reads it).
+cross_mbit = cross / int(hosts) * 8 / step_s / 1e6  # the pooled bytes out of each host's link
+tx_mbit = (int(long_tx) - int(short_tx)) / int(steps) / int(hosts) * 8 / step_s / 1e6
+m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate.lower())
+rate_mbit = float(m[1]) * {"": 1e-6, "k": 1e-3, "m": 1, "g": 1e3}[m[2]] if m else 0.0
 print(f"{hosts},{rpp},{n},{hier},{q},{str(r['hierarchical']).lower()},{r['step_ms']:.3f},"
-      f"{r['samples_per_s']:.0f},{pooled:.0f},{cross:.0f},{link:.0f},{algbw:.4f},{busbw:.4f},{rate}")
+      f"{r['samples_per_s']:.0f},{pooled:.0f},{cross:.0f},{link:.0f},{algbw:.4f},{busbw:.4f},{rate},"
+      f"{busbw * 8e3:.1f},{cross_mbit:.1f},{tx_mbit:.1f},{rate_mbit:g}")
 PY
                 tail -1 "$csv"
             done
@@ -109,14 +134,21 @@ done
 # The table (and a plot where gnuplot is installed).
 column -s, -t "$csv" >"$out/table.txt"
 if command -v gnuplot >/dev/null; then
+    # Top: the bytes to other nodes; bottom: the step time, flat beside hierarchical.
     gnuplot <<GP || true
-set terminal png size 900,500
+set terminal png size 1000,800
 set output "$out/sweep.png"
 set datafile separator ","
-set ylabel "bytes per step to other nodes"
+set multiplot layout 2,1 title "shardrec bench across emulated hosts (rate: ${rate:-none})"
 set style data histograms
-set xtics rotate by -45
-plot "$csv" every ::1 using 10:xtic(sprintf("%sx%s %s %s", strcol(1), strcol(2), strcol(4), strcol(5))) title "cross-node bytes"
+set style fill solid 0.6
+set xtics rotate by -45 font ",8"
+set yrange [0:*]
+set ylabel "cross-node bytes per step"
+plot "$csv" every ::1 using 10:xtic(sprintf("%sx%s %s %s", strcol(1), strcol(2), strcol(4), strcol(5))) title "to other nodes"
+set ylabel "step time (ms)"
+plot "$csv" every ::1 using 7:xtic(sprintf("%sx%s %s %s", strcol(1), strcol(2), strcol(4), strcol(5))) title "median step"
+unset multiplot
 GP
 fi
 rm -f "$out/hostfile" "$out"/*.s.json "$out"/*.s.json.log
