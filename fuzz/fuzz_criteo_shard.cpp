@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             return 0;
         }
         if (mode == 2 && bytes.size() >= kShardHeaderBytes) {
-            const uint32_t crc = crc32(bytes.data(), 60);
+            const uint32_t crc = shardrec::crc32(bytes.data(), 60);
             std::memcpy(bytes.data() + 60, &crc, 4);  // little-endian, as the writer
         }
         uint32_t record_bytes = 0;

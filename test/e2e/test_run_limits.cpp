@@ -234,7 +234,9 @@ TEST_CASE("limits: a repeated SIGTERM or SIGUSR1 does not cut the save short", "
     const SignalResult r =
         run_and_signal(dir, "exec '" + bin() + "'" + quoted(args), signals, "job");
     INFO(r.output);
-    CHECK(r.exit_code == 128 + (signals[0] == 'T' ? 15 : 10));
+    // Signals sent back to back to a process of several threads arrive in no set order: the
+    // run ends by whichever came first, TERM or USR1.
+    CHECK((r.exit_code == 128 + 15 || (signals[0] == 'U' && r.exit_code == 128 + 10)));
     const auto at = r.output.find("ended the run at train step ");
     REQUIRE(at != std::string::npos);
     const int64_t stopped = std::stoll(r.output.substr(at + 28));
