@@ -425,11 +425,11 @@ void CachedEmbeddingShard::flush() {
 
 // ---- checkpoints ----
 
-void CachedEmbeddingShard::read_rows(const std::vector<int64_t>& rows,
-                                     Tensor& weight,
-                                     std::vector<Tensor>& states) {
-    const auto n = static_cast<int64_t>(rows.size());
-    const int64_t pb = payload_bytes();
+// n payloads (the store's layout) into weight [n, cols] and the optimizer states.
+void CachedEmbeddingShard::unpack(const char* payloads,
+                                  int64_t n,
+                                  Tensor& weight,
+                                  std::vector<Tensor>& states) const {
     weight = Tensor::empty({n, layout_.cols}, layout_.dtype);
     states.clear();
     for (const Tensor* s : {&state1, &state2}) {
@@ -437,15 +437,9 @@ void CachedEmbeddingShard::read_rows(const std::vector<int64_t>& rows,
             states.push_back(
                 Tensor::empty(s->dim() == 1 ? Shape{n} : Shape{n, layout_.cols}, DType::kF32));
     }
-    std::vector<char> payload(static_cast<size_t>(pb));
+    const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
     for (int64_t i = 0; i < n; ++i) {
-        const int64_t row = rows[static_cast<size_t>(i)];
-        if (store_.stored(row))
-            store_.read(&row, 1, payload.data());
-        else
-            init_payload(row, payload.data());
-        const char* p = payload.data();
-        const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
+        const char* p = payloads + i * payload_bytes();
         std::memcpy(static_cast<char*>(weight.data_ptr()) + i * static_cast<int64_t>(w), p, w);
         p += w;
         for (Tensor& s : states) {
@@ -456,6 +450,22 @@ void CachedEmbeddingShard::read_rows(const std::vector<int64_t>& rows,
     }
 }
 
+void CachedEmbeddingShard::read_rows(const std::vector<int64_t>& rows,
+                                     Tensor& weight,
+                                     std::vector<Tensor>& states) {
+    const auto n = static_cast<int64_t>(rows.size());
+    const int64_t pb = payload_bytes();
+    std::vector<char> payloads(static_cast<size_t>(n * pb));
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t row = rows[static_cast<size_t>(i)];
+        if (store_.stored(row))
+            store_.read(&row, 1, payloads.data() + i * pb);
+        else
+            init_payload(row, payloads.data() + i * pb);
+    }
+    unpack(payloads.data(), n, weight, states);
+}
+
 void CachedEmbeddingShard::scan_stored(
     int64_t chunk,
     const std::function<
@@ -463,25 +473,7 @@ void CachedEmbeddingShard::scan_stored(
     Tensor weight;
     std::vector<Tensor> states;
     store_.scan(chunk, [&](const std::vector<int64_t>& rows, const char* payloads) {
-        const auto n = static_cast<int64_t>(rows.size());
-        weight = Tensor::empty({n, layout_.cols}, layout_.dtype);
-        states.clear();
-        for (const Tensor* s : {&state1, &state2}) {
-            if (s->defined())
-                states.push_back(
-                    Tensor::empty(s->dim() == 1 ? Shape{n} : Shape{n, layout_.cols}, DType::kF32));
-        }
-        const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
-        for (int64_t i = 0; i < n; ++i) {
-            const char* p = payloads + i * payload_bytes();
-            std::memcpy(static_cast<char*>(weight.data_ptr()) + i * static_cast<int64_t>(w), p, w);
-            p += w;
-            for (Tensor& s : states) {
-                const size_t b = s.dim() == 1 ? 4 : static_cast<size_t>(layout_.cols) * 4;
-                std::memcpy(static_cast<char*>(s.data_ptr()) + i * static_cast<int64_t>(b), p, b);
-                p += b;
-            }
-        }
+        unpack(payloads, static_cast<int64_t>(rows.size()), weight, states);
         fn(rows, weight, states);
     });
 }

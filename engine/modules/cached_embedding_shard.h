@@ -132,6 +132,7 @@ private:
     void copy_out(int64_t slot, char* payload) const;
     void copy_in(int64_t slot, const char* payload);
     float state1_initial() const;
+    void unpack(const char* payloads, int64_t n, Tensor& weight, std::vector<Tensor>& states) const;
     void init_payload(int64_t row, char* payload) const;
     void init_slot(int64_t slot, int64_t row);
     void ensure_capacity(int64_t capacity);
