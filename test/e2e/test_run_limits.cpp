@@ -94,7 +94,7 @@ std::string bin() {
 }
 
 // Starts `command` in the background, waits until run/metrics.jsonl has 2 train lines, sends
-// `signal` (several, space-separated, are sent back to back) to `target` ("job": the launched
+// `signal` (several, space-separated, are sent 50 ms apart) to `target` ("job": the launched
 // process; "rank1": the rank-1 process under mpirun), and reports the exit code and the seconds
 // from the signal to the end.
 struct SignalResult {
@@ -125,7 +125,8 @@ SignalResult run_and_signal(const std::filesystem::path& dir,
         << "  done\n"
         << "fi\n"
         << "start=$(date +%s%N)\n"
-        << "for s in " << signal << "; do kill -$s $pid; done\n"
+        // A moment between the signals: two of a kind pending together would be delivered once.
+        << "for s in " << signal << "; do kill -$s $pid 2>/dev/null; sleep 0.05; done\n"
         << "wait $job; rc=$?\n"
         << "end=$(date +%s%N)\n"
         << "echo \"exit=$rc\"; echo \"ms=$(( (end - start) / 1000000 ))\"\n";
@@ -247,8 +248,12 @@ TEST_CASE("limits: a repeated SIGTERM or SIGUSR1 does not cut the save short", "
 
 TEST_CASE("limits: a second SIGINT ends a run at once and without its message", "[e2e][limits]") {
     const auto dir = fresh_dir("limits_sigint_twice");
+    // Steps long enough (a large batch) that the second SIGINT, 50 ms after the first, comes
+    // while the run still works towards the step it would stop at.
+    auto args = long_train();
+    args.insert(args.end(), {"--set", "data.batch_size=65536", "--set", "train.log_every=1"});
     const SignalResult r =
-        run_and_signal(dir, "exec '" + bin() + "'" + quoted(long_train()), "INT INT", "job");
+        run_and_signal(dir, "exec '" + bin() + "'" + quoted(args), "INT INT", "job");
     INFO(r.output);
     CHECK(r.exit_code == 128 + 2);
     CHECK_THAT(r.output, !Contains("ended the run at train step"));
