@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/core/error.h"
 #include "engine/core/crc32.h"
+#include "engine/core/error.h"
 #include "engine/train/checkpoint_manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

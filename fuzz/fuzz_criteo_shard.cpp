@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
 #include "engine/core/crc32.h"
+#include "engine/core/error.h"
 #include "engine/data/criteo_shard.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -13,12 +13,12 @@
 #include <future>
 #include <memory>
 
+#include "engine/core/crc32.h"
 #include "engine/core/durable_file.h"
 #include "engine/core/error.h"
 #include "engine/core/input_file.h"
 #include "engine/core/log.h"
 #include "engine/core/rng.h"
-#include "engine/core/crc32.h"
 #include "engine/data/criteo_shard.h"
 
 namespace shardrec::data {

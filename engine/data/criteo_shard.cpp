@@ -6,9 +6,9 @@
 
 #include <cstring>
 
+#include "engine/core/crc32.h"
 #include "engine/core/error.h"
 #include "engine/core/input_file.h"
-#include "engine/core/crc32.h"
 
 namespace shardrec::data {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/core/error.h"
 #include "engine/core/crc32.h"
+#include "engine/core/error.h"
 #include "engine/data/criteo_record.h"
 #include "engine/data/criteo_shard.h"
 #include "engine/data/criteo_tsv.h"

@@ -13,9 +13,9 @@
 #include <fstream>
 #include <map>
 
+#include "engine/core/crc32.h"
 #include "engine/core/error.h"
 #include "engine/data/batch_prefetcher.h"
-#include "engine/core/crc32.h"
 #include "engine/data/criteo_binary_dataset.h"
 #include "engine/data/criteo_preprocess.h"
 #include "engine/data/criteo_shard.h"

@@ -1,0 +1,82 @@
+// Sharded EmbeddingBagCollection: the key_value shards' caches, filled before a batch's lookups
+// (prefetch) or beside the batch before (prefetch_ahead, the prefetch pipeline).
+#include <sys/statvfs.h>
+
+#include "engine/core/log.h"
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+#include "engine/distributed/sharded_embedding_bag_collection_impl.h"
+
+namespace shardrec {
+
+// The key_value files grow with the rows written; said at the start when the disk could not
+// hold all of them (a run that writes fewer, as most do, never needs it).
+void ShardedEmbeddingBagCollection::warn_if_disk_short() const {
+    int64_t full = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get()}) {
+        for (const ShardLookup& s : g->local)
+            full += s.cached ? s.cached->full_disk_bytes() : 0;
+    }
+
+    struct statvfs fs {};
+
+    if (full == 0 || ::statvfs(storage_dir_.c_str(), &fs) != 0)
+        return;
+    const auto free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+    if (full > free_bytes) {
+        log::all().warn(
+            "key_value tables on rank {}: their rows take up to {:.1f} GiB on disk once every one "
+            "is written, and {} has {:.1f} GiB free: a run that writes that many rows stops with "
+            "a full-disk error (the checkpoints written before it stay)",
+            pg_->rank(), static_cast<double>(full) / 1073741824.0, storage_dir_,
+            static_cast<double>(free_bytes) / 1073741824.0);
+    }
+}
+
+bool ShardedEmbeddingBagCollection::has_cached_shards() const {
+    for (const Group* g : {entries_.get(), row_wise_.get()}) {
+        for (const ShardLookup& s : g->local) {
+            if (s.cached)
+                return true;
+        }
+    }
+    return false;
+}
+
+namespace {
+
+// The ids the cached shard `s` looks up in the received `kjt` (lookup_forward's slice), as a
+// view: nothing of `s` is written (prefetch_ahead runs beside s's own lookups).
+Tensor shard_ids(const ShardedEmbeddingBagCollection::ShardLookup& s,
+                 const KeyedJaggedTensor& kjt) {
+    const int64_t B = kjt.stride();
+    const int64_t* off = kjt.offsets().data<int64_t>();
+    return kjt.values().slice(off[s.first_key * B], off[(s.first_key + s.num_keys) * B]);
+}
+
+}  // namespace
+
+void ShardedEmbeddingBagCollection::prefetch(InputDist& dist) {
+    input_dist_wait(dist);
+    for (const auto& [g, p] :
+         {std::pair{entries_.get(), &dist.entries}, std::pair{row_wise_.get(), &dist.row_wise}}) {
+        for (ShardLookup& s : g->local) {
+            if (!s.cached || !p->received)
+                continue;
+            s.cached->prefetch(shard_ids(s, *p->received), s.slot_ids);
+            s.prefetched = true;
+        }
+    }
+    prefetched_ = &dist;
+}
+
+void ShardedEmbeddingBagCollection::prefetch_ahead(const InputDist& dist) {
+    for (const auto& [g, p] :
+         {std::pair{entries_.get(), &dist.entries}, std::pair{row_wise_.get(), &dist.row_wise}}) {
+        for (ShardLookup& s : g->local) {
+            if (s.cached && p->received)
+                s.cached->prefetch_ahead(shard_ids(s, *p->received));
+        }
+    }
+}
+
+}  // namespace shardrec
