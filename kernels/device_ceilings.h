@@ -15,7 +15,8 @@ namespace shardrec::kernels {
 double host_copy_gbps(size_t bytes = size_t{512} << 20, int reps = 5);
 
 // Median time in microseconds of one cblas_sgemm of row-major [m, k] x [k, n] fp32 matrices on
-// the kernels' CPU threads, over `reps` runs after a warm-up.
+// the kernels' CPU threads, over `reps` runs after a warm-up; in gemm_math() bf16, of oneDNN's
+// own bf16 matmul of that shape (bf16 operands, weights in its blocked layout, f32 out).
 double host_sgemm_time_us(int64_t m, int64_t n, int64_t k, int reps);
 
 }  // namespace shardrec::kernels

@@ -46,15 +46,21 @@ void linear_backward(const Tensor& x,
                      Tensor* grad_b,
                      Stream& stream);
 
-// Math of the CUDA GEMMs (linear and the cross nets): fp32 by default; TF32 or bf16 tensor cores
+// Math of the GEMMs (linear and the cross nets): fp32 by default; TF32 or bf16 tensor cores
 // (cuBLAS compute types 32F_FAST_TF32 / 32F_FAST_16BF: fp32 in and out, products rounded to 10
-// or 7 mantissa bits) trade precision for speed. Process-wide; the CPU backend ignores it.
+// or 7 mantissa bits) trade precision for speed. Process-wide. The CPU backend runs bf16 through
+// oneDNN (operands rounded to bf16, f32 accumulation: the same math) and tf32 as f32.
 enum class GemmMath { kF32, kTf32, kBf16 };
 
 const char* gemm_math_name(GemmMath math);              // "f32", "tf32", "bf16"
 GemmMath gemm_math_from_name(const std::string& name);  // throws on anything else
 void set_gemm_math(GemmMath math);
 GemmMath gemm_math();
+
+// What the CPU GEMMs run on in each math, found at run time, e.g. "f32: OpenBLAS sgemm; bf16:
+// oneDNN 2.6.3 brg:avx512_core_amx_bf16 (AMX)" or "... brg:avx512_core_bf16 (AVX512-BF16, no
+// AMX)": oneDNN picks the best kernel this CPU has. For --version and the benchmarks.
+std::string cpu_gemm_backends();
 
 // Threads OpenBLAS uses for every GEMM of the process, set once from one place (the trainer at
 // startup). OpenBLAS sgemm is bitwise repeatable for a fixed thread count but NOT across counts:

@@ -3,7 +3,7 @@
 # device tool: fetches what the GPU machine's image lacks for a full build as Debian .debs into
 # third_party/gpu-deps/ (git-ignored; about 21 MiB), which the tool carries and
 # scripts/gpu_check.sh unpacks there:
-#   Catch2 v2 (headers + CMake config), spdlog + fmt, OpenBLAS (+ libgfortran, libquadmath),
+#   Catch2 v2 (headers + CMake config), spdlog + fmt, OpenBLAS (+ libgfortran, libquadmath), oneDNN,
 #   yaml-cpp, and Open MPI with the libraries its core needs (hwloc, libevent, PMIx; its
 #   InfiniBand/OFI/UCX components may lack theirs and are switched off there: one node, shared
 #   memory). Open MPI is relocatable: OPAL_PREFIX points it at the unpacked tree.
@@ -17,6 +17,8 @@ packages=(catch2
           libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
           libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0
           libgfortran5 libquadmath0
+          libdnnl-dev libdnnl2 ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers
+          opencl-clhpp-headers
           libyaml-cpp-dev libyaml-cpp0.7
           libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common
           libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 libhwloc-plugins libpmix2

@@ -7,6 +7,7 @@ packages=(build-essential cmake pkg-config
           libopenmpi-dev openmpi-bin
           libyaml-cpp-dev libspdlog-dev libfmt-dev catch2
           libopenblas-dev
+          libdnnl-dev ocl-icd-opencl-dev  # oneDNN; its CMake config asks for OpenCL
           clang-14 libclang-rt-14-dev)  # the libFuzzer tests (fuzz/); skipped without them
 
 missing=()

@@ -31,6 +31,7 @@
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/train/trainer.h"
 #include "kernels/device_ceilings.h"
+#include "kernels/linear.h"
 #include "tools/cli.h"
 
 namespace shardrec::cli {
@@ -276,7 +277,7 @@ int bench_main(const std::vector<std::string>& args) {
         device.is_cuda() ? kernels::cuda::measure_copy_gbps(device.index) : 0;
     // The dense work's floor: forward + backward take about 3x the forward FLOPs, here at the GEMM
     // rate measured on the model's largest layer at this batch (cuBLAS in runtime.gemm_math's
-    // mode, or cblas_sgemm).
+    // mode; on the CPU cblas_sgemm in f32, oneDNN's own bf16 matmul in bf16).
     const int64_t B = config.data.batch_size;
     const double dense_flop =
         3.0 * CostModel::dense_flops_per_sample(config.model) * static_cast<double>(B);
@@ -337,9 +338,14 @@ int bench_main(const std::vector<std::string>& args) {
         "dense work        %.4g GFLOP per step: >= %.3f ms (%.0f %% of the step) at %.2f TFLOP/s, "
         "the %s GEMM [%ld x %ld] x [%ld x %ld] (gemm_math %s)\n",
         dense_flop / 1e9, dense_floor_ms, 100.0 * dense_floor_ms / (med * 1e3), gemm_tflops,
-        device.is_cuda() ? "cuBLAS" : "cblas_sgemm", static_cast<long>(B),
-        static_cast<long>(layer[0]), static_cast<long>(layer[0]), static_cast<long>(layer[1]),
-        config.runtime.gemm_math.c_str());
+        device.is_cuda()                                   ? "cuBLAS"
+        : kernels::gemm_math() == kernels::GemmMath::kBf16 ? "oneDNN bf16"
+                                                           : "cblas_sgemm",
+        static_cast<long>(B), static_cast<long>(layer[0]), static_cast<long>(layer[0]),
+        static_cast<long>(layer[1]), config.runtime.gemm_math.c_str());
+    if (!device.is_cuda()) {
+        std::printf("cpu gemm          %s\n", kernels::cpu_gemm_backends().c_str());
+    }
     // The sparse floor at the bandwidth of the memory the tables are in.
     const double table_gbps = device.is_cuda() ? device_copy_gbps : copy_gbps;
     const double sparse_floor_ms = traffic ? traffic->total_bytes() / (table_gbps * 1e9) * 1e3 : 0;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "comm/mpi_env.h"
+#include "kernels/linear.h"
 #include "tools/cli.h"
 
 // NCCL is linked when the comm layer builds its NCCL backend; it then defines SHARDREC_WITH_NCCL.
@@ -57,6 +58,7 @@ int version_main() {
     fmt::print("shardrec {} (commit {})\n", version(), git_commit());
     fmt::print("backends: {}\n", backends());
     fmt::print("blas:     {}\n", first_line(openblas_get_config()));
+    fmt::print("gemm:     {}\n", kernels::cpu_gemm_backends());
     fmt::print("mpi:      {}\n", first_line(comm::mpi_library_version()));
     fmt::print("nccl:     {}\n", nccl_version());
     return 0;

@@ -166,8 +166,9 @@ void RuntimeConfig::visit(FieldVisitor& v) {
                 .at_least(0),
             comm_timeout_s);
     v.field(Field("gemm_math",
-                  "math of the CUDA GEMMs (MLP, cross nets): f32, or TF32 or bf16 tensor cores "
-                  "with f32 accumulation; the CPU computes in f32")
+                  "math of the GEMMs (MLP, cross nets): f32; bf16 operands with f32 accumulation "
+                  "(CUDA tensor cores; on the CPU oneDNN on AMX or AVX512-BF16, f32 weights kept "
+                  "for the optimizer); tf32 tensor cores (CUDA only)")
                 .one_of({"f32", "tf32", "bf16"}),
             gemm_math);
 }
@@ -180,6 +181,10 @@ void RuntimeConfig::resolve(ConfigNode& node) {
     }
     if (!cpu_or_cuda && !cuda_n) {
         node.error_at("device", fmt::format("expected cpu, cuda or cuda:N, got '{}'", device));
+    }
+    if (device == "cpu" && gemm_math == "tf32") {
+        node.error_at("gemm_math",
+                      "tf32 is a CUDA tensor-core math; on the CPU use f32 or bf16 (oneDNN)");
     }
     // More threads than CPUs only oversubscribes them, and far more fail inside the OpenMP
     // runtime (a crash at 100000, a hang at 30000) instead of here.

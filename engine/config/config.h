@@ -162,7 +162,7 @@ struct RuntimeConfig {
     std::string bounds_check = "fatal";  // fatal | warning | ignore (TorchRec BoundsCheckMode)
     std::string nan_policy = "stop";     // stop | skip_batch
     double comm_timeout_s = 600;         // SHARDREC_COMM_TIMEOUT_S overrides it; 0: no limit
-    std::string gemm_math = "f32";       // f32 | tf32 | bf16: the CUDA GEMMs' math
+    std::string gemm_math = "f32";       // f32 | tf32 (CUDA) | bf16: the GEMMs' math
 
     void visit(FieldVisitor& v);
     void from_yaml(ConfigNode& node);

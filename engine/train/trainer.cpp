@@ -66,9 +66,10 @@ LrScheduleConfig lr_schedule_config(const OptimizerConfig::Dense& d) {
 }
 
 // runtime.device: cpu, cuda (the node-local rank's GPU: one rank per GPU) or cuda:N. Makes it
-// the current device of this rank.
+// the current device of this rank, and runtime.gemm_math the math of its GEMMs.
 Device resolve_device(const Config& config) {
     const std::string& name = config.runtime.device;
+    kernels::set_gemm_math(kernels::gemm_math_from_name(config.runtime.gemm_math));
     if (name == "cpu")
         return Device::cpu();
     const comm::ProcessInfo& info = comm::process_info();
@@ -82,7 +83,6 @@ Device resolve_device(const Config& config) {
     SR_CHECK(device.index < count, "runtime.device {}: rank {} on {} sees {} CUDA device(s)", name,
              info.rank, info.host, count);
     cuda::set_device(device.index);
-    kernels::set_gemm_math(kernels::gemm_math_from_name(config.runtime.gemm_math));
     return device;
 }
 

@@ -11,6 +11,7 @@
 #include <omp.h>
 #endif
 
+#include "kernels/cpu/linear.h"
 #include "kernels/device_ceilings.h"
 
 namespace shardrec::kernels {
@@ -51,6 +52,9 @@ double host_copy_gbps(size_t bytes, int reps) {
 }
 
 double host_sgemm_time_us(int64_t m, int64_t n, int64_t k, int reps) {
+    if (gemm_math() == GemmMath::kBf16) {
+        return cpu::onednn_bf16_matmul_time_us(m, n, k, reps);
+    }
     std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
         c(static_cast<size_t>(m * n));
     const double s = median_s(reps, [&] {

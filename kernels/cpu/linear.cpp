@@ -3,8 +3,6 @@
 // grad_b over rows in order, then runs two sgemms. Letters: B rows, I inputs, O outputs.
 #include "kernels/cpu/linear.h"
 
-#include <cblas.h>
-
 #include <cstring>
 #include <vector>
 
@@ -12,37 +10,12 @@
 #include "kernels/linear.h"
 
 namespace shardrec::kernels::cpu {
-namespace {
 
 // The elementwise passes here stay on the calling thread on purpose: they sit between OpenBLAS
 // calls, and an OpenMP region there (measured: sgemm then a 2-thread relu pass, B = 2048,
 // I = 13, O = 512) took 6-12 ms instead of 0.9 ms, because libgomp's spinning threads starve
 // OpenBLAS's workers in the next sgemm (OMP_WAIT_POLICY=passive removes that); for a
 // memory-bound pass the second thread gained ~20% at best.
-
-int to_int(int64_t v) {
-    SR_DCHECK(v >= 0 && v <= INT32_MAX, "sgemm size {} does not fit OpenBLAS's int", v);
-    return static_cast<int>(v);
-}
-
-}  // namespace
-
-void sgemm(Trans ta,
-           Trans tb,
-           int64_t m,
-           int64_t n,
-           int64_t k,
-           const float* a,
-           int64_t lda,
-           const float* b,
-           int64_t ldb,
-           float beta,
-           float* c,
-           int64_t ldc) {
-    cblas_sgemm(CblasRowMajor, ta == Trans::kYes ? CblasTrans : CblasNoTrans,
-                tb == Trans::kYes ? CblasTrans : CblasNoTrans, to_int(m), to_int(n), to_int(k),
-                1.0f, a, to_int(lda), b, to_int(ldb), beta, c, to_int(ldc));
-}
 
 void activation_forward(Activation act, float* y, int64_t n) {
     switch (act) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/linear.h"
 
@@ -45,7 +46,9 @@ void activation_backward(Activation act, const float* grad_y, const float* y, fl
 enum class Trans { kNo, kYes };
 
 // C[m, n] = op(A) op(B) + beta * C, row-major, op(X) = X or X^T; lda/ldb/ldc are row strides of
-// the stored matrices. One cblas_sgemm call; sizes are checked to fit OpenBLAS's int.
+// the stored matrices. In kernels::gemm_math() f32 one cblas_sgemm call (sizes checked to fit
+// OpenBLAS's int); in bf16 oneDNN's matmul on operands rounded to bf16, f32 accumulation, beta
+// 0 or 1 (kernels/cpu/gemm.cpp).
 void sgemm(Trans ta,
            Trans tb,
            int64_t m,
@@ -64,5 +67,13 @@ void sgemm(Trans ta,
 // the next call on the same thread; CPU kernels do not nest, so each kernel takes one region
 // and partitions it.
 float* scratch_floats(size_t n);
+
+// The oneDNN library's version ("2.6.3") and the kernel its bf16 matmul runs on this CPU
+// (e.g. "brg:avx512_core_amx_bf16" with AMX, "brg:avx512_core_bf16" with AVX512-BF16).
+std::string onednn_version();
+std::string bf16_gemm_kernel();
+// The median time of oneDNN's own bf16 matmul [m, k] x [k, n] -> f32, operands already bf16 and
+// the weights in its preferred blocked layout: the ceiling of the bf16 GEMMs.
+double onednn_bf16_matmul_time_us(int64_t m, int64_t n, int64_t k, int reps);
 
 }  // namespace shardrec::kernels::cpu

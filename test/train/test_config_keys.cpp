@@ -122,6 +122,7 @@ const std::map<std::string, Variant>& run_effects() {
         // skips the batch and goes on.
         {"runtime.nan_policy",
          {{"runtime.nan_policy=skip_batch"}, {"optimizer.dense.learning_rate=1e38"}}},
+        {"runtime.gemm_math", {{"runtime.gemm_math=bf16"}}},
         // Refused on any type but data_parallel (the only other value, so the only change).
         {"sharding.compute_kernel", {{"sharding.compute_kernel=dense"}, {}, true}},
         {"sharding.tables[].compute_kernel",
@@ -179,7 +180,6 @@ const std::map<std::string, std::string>& no_run_effect() {
          "test_faults runs each mode on such ids)"},
         {"runtime.comm_timeout_s",
          "acts only when a peer stops answering, which needs ranks (test_comm timeouts)"},
-        {"runtime.gemm_math", "the CUDA GEMMs' math; the CPU computes in f32 (test_train_cuda)"},
         // One process trains unsharded tables; plans change placement and checkpoint layout, not
         // the numbers (test_e2e_mpi sharding invariance; test_planner, test_sharding_plan).
         {"sharding.planner", "placement only (sharding invariance)"},
