@@ -18,6 +18,8 @@ py=${PYTHON:-python3}
 bin=${BUILD_DIR:-build}/shardrec
 out=${OUT:-bench/results/cpu-$(date -u +%Y%m%d)}
 mkdir -p "$out"
+source scripts/provenance.sh
+save_provenance "$out"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 configs=" ${CONFIGS:-quickstart kaggle dcnv2} "
 # Until shardrec's CPU GEMMs honour runtime.gemm_math its reference says so, and a bf16 run
