@@ -22,7 +22,10 @@ before timing, as `shardrec bench` makes its batches before timing: fixed bags o
 round(pooling_factor) ids drawn from the synthetic generator's Zipf law
 (data.synthetic.zipf_alpha) with the hot rows scattered over the table, random dense features
 and labels. --math picks the dense layers' math like runtime.gemm_math: f32 (full fp32), tf32
-(TF32 tensor cores) or bf16 (autocast to bfloat16; tables and optimizer state stay fp32).
+(TF32 tensor cores) or bf16: torch.autocast(device, bfloat16) around the forward and the loss,
+so that the dense GEMMs (MLPs, cross net) run in bf16 (on the CPU through oneDNN: AMX where the
+CPU has it, else AVX512-BF16) and the rest as autocast says; the tables, their lookups (TorchRec's
+FBGEMM kernels too), the optimizers and their state stay fp32.
 
   bench/baselines/torch_dlrm.py --shardrec build/shardrec configs/dlrm_dcnv2_mlperf.yaml \
       --set runtime.device=cuda --set model.tables[0].num_embeddings=2000000 --math bf16
@@ -390,15 +393,16 @@ def main():
     forward, optimizers, batches, table_bytes = build(config, device, batches)
     batch = config["data"]["batch_size"]
     loss_fn = nn.BCEWithLogitsLoss()
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.math == "bf16")
+    use_autocast = args.math == "bf16"
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast)
 
     def step(i):
         current = batches[i % len(batches)]
         for opt in optimizers:
             opt.zero_grad(set_to_none=True)
-        with autocast:
+        with autocast:  # the loss too, as a training script under autocast has it
             logits = forward(current)
-        loss = loss_fn(logits.float(), current[-1])
+            loss = loss_fn(logits.float(), current[-1])
         loss.backward()
         for opt in optimizers:
             opt.step()
@@ -438,6 +442,7 @@ def main():
         "ids_per_sample": ids_per_sample,
         "impl": args.impl,
         "math": args.math,
+        "autocast": f"{device.type} bfloat16" if use_autocast else None,
         "device": f"{device} ({device_name})",
         "torch": torch.__version__,
         "steps": args.steps,
@@ -451,7 +456,7 @@ def main():
     }
     impl = "TorchRec (DistributedModelParallel, fused)" if args.impl == "torchrec" else "eager"
     print(f"baseline          PyTorch {torch.__version__} {impl}, {result['device']}, "
-          f"--math {args.math}")
+          f"--math {args.math}" + (f" (autocast {device.type} bfloat16)" if use_autocast else ""))
     print(f"config            {args.config} ({result['model']}, {result['tables']} tables, "
           f"batch {batch}, {ids_per_sample} ids per sample, tables {result['table_mib']:.1f} MiB)")
     print(f"step time         median {median:.3f} ms (p10 {result['step_ms_p10']:.3f}, "
