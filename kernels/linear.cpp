@@ -128,6 +128,8 @@ GemmMath gemm_math_from_name(const std::string& name) {
 }
 
 void set_gemm_math(GemmMath math) {
+    // A copy made in another math could be stale by the time this math is back.
+    drop_gemm_weight_copies();
     g_gemm_math.store(math);
 }
 

@@ -54,8 +54,16 @@ enum class GemmMath { kF32, kTf32, kBf16 };
 
 const char* gemm_math_name(GemmMath math);              // "f32", "tf32", "bf16"
 GemmMath gemm_math_from_name(const std::string& name);  // throws on anything else
-void set_gemm_math(GemmMath math);
+void set_gemm_math(GemmMath math);  // also drops the weights' bf16 copies (below)
 GemmMath gemm_math();
+
+// The CPU's bf16 GEMMs round each f32 operand to bf16 per call, except weights: a module calls
+// refresh_gemm_weight(w) for each of its weights at the start of its forward, which rounds w once
+// into a copy that the GEMMs of that forward and of its backward read (weights change only in the
+// optimizer step, after the backward, so the copy is once per step, not per GEMM). Same bits as
+// rounding per call. A no-op unless the math is bf16 and w is on the CPU.
+void refresh_gemm_weight(const Tensor& w);
+void drop_gemm_weight_copies();
 
 // What the CPU GEMMs run on in each math, found at run time, e.g. "f32: OpenBLAS sgemm; bf16:
 // oneDNN 2.6.3 brg:avx512_core_amx_bf16 (AMX)" or "... brg:avx512_core_bf16 (AVX512-BF16, no

@@ -61,6 +61,10 @@ public:
     // only when none does.
     bool shares_storage() const { return storage_.use_count() > 1; }
 
+    // Identifies the storage without keeping it alive: expired once the last tensor on it is gone
+    // (a cache keyed by data_ptr() tells a freed and reallocated buffer from the one it saw).
+    std::weak_ptr<const void> storage_token() const { return storage_; }
+
     const Shape& shape() const { return shape_; }
 
     int64_t dim() const { return static_cast<int64_t>(shape_.size()); }

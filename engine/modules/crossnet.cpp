@@ -97,6 +97,7 @@ const Tensor& CrossNet::forward_impl(const Tensor& x, Stream& stream) {
     check_input(name_, x, in_);
     return cross_forward(buf_, kernels_.size(), x, [&](size_t l, const Tensor& xl, Tensor& out) {
         init::reuse_or_allocate(u_[l], x.shape(), x.device());
+        kernels::refresh_gemm_weight(kernels_[l].value);  // bf16 math: once for fwd + bwd
         kernels::crossnet_forward(x, xl, kernels_[l].value, nullptr, bias_[l].value, out, u_[l],
                                   nullptr, stream);
     });
@@ -142,6 +143,8 @@ const Tensor& LowRankCrossNet::forward_impl(const Tensor& x, Stream& stream) {
     return cross_forward(buf_, w_.size(), x, [&](size_t l, const Tensor& xl, Tensor& out) {
         init::reuse_or_allocate(u_[l], x.shape(), x.device());
         init::reuse_or_allocate(vx_[l], {x.size(0), low_rank_}, x.device());
+        kernels::refresh_gemm_weight(w_[l].value);  // bf16 math: once for fwd + bwd
+        kernels::refresh_gemm_weight(v_[l].value);
         kernels::crossnet_forward(x, xl, w_[l].value, &v_[l].value, bias_[l].value, out, u_[l],
                                   &vx_[l], stream);
     });
@@ -264,6 +267,11 @@ const Tensor& LowRankMixtureCrossNet::forward_impl(const Tensor& x, Stream& stre
         }
         const kernels::MixtureCrossNetWeights w{&u_[l].value, &c_[l].value, &v_[l].value,
                                                 &bias_[l].value, K > 1 ? &gates_ : nullptr};
+        for (const Tensor* t : {w.u, w.c, w.v, w.gates}) {  // bf16 math: once for fwd + bwd
+            if (t != nullptr) {
+                kernels::refresh_gemm_weight(*t);
+            }
+        }
         kernels::mixture_crossnet_forward(x, xl, w, activation_, out,
                                           {&a1_[l], &a2_[l], &e_[l], K > 1 ? &probs_[l] : nullptr},
                                           stream);

@@ -34,6 +34,7 @@ const Tensor& Perceptron::forward_impl(const Tensor& x, Stream& stream) {
              in_size_, x.str());
     input_ = x;
     init::reuse_or_allocate(output_, {x.size(0), out_size_}, x.device());
+    kernels::refresh_gemm_weight(weight_.value);  // bf16 math: rounded once for fwd + bwd
     kernels::linear_forward(x, weight_.value, bias_.value.defined() ? &bias_.value : nullptr,
                             activation_, output_, stream);
     return output_;

@@ -8,9 +8,13 @@
 // keeps f32 results what they were, bit for bit, with nothing to choose per shape.
 //
 // bf16: each call rounds op(A) and op(B) to bf16 (nearest even, engine/core/dtype.h) into
-// thread-local buffers and runs a matmul primitive built once per shape and kept; beta != 0 is a
-// sum post-op, so bias pre-written into C (linear_forward) still costs no extra pass. Same math
-// as CUDA's CUBLAS_COMPUTE_32F_FAST_16BF: bf16 products, f32 accumulation, f32 in and out.
+// thread-local buffers, except a weight its module rounded once in its forward
+// (kernels::refresh_gemm_weight), and runs a matmul primitive built once per shape and kept;
+// beta != 0 is a sum post-op, so bias pre-written into C (linear_forward) still costs no extra
+// pass. Same math as CUDA's CUBLAS_COMPUTE_32F_FAST_16BF: bf16 products, f32 accumulation, f32
+// in and out. The weights' copies are in plain row-major layout, shared by the forward (w^T) and
+// the backward (w) GEMMs; oneDNN's blocked layout would need one copy per use (measured gain in
+// bench/results/cpu-20261126-gemm).
 #include <cblas.h>
 
 #include <algorithm>
@@ -23,6 +27,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
+#include "engine/core/tensor.h"
 #include "kernels/cpu/linear.h"
 
 namespace shardrec::kernels::cpu {
@@ -36,7 +41,8 @@ int to_int(int64_t v) {
 struct OneDnn {
     dnnl::engine engine{dnnl::engine::kind::cpu, 0};
     std::mutex mutex;  // guards primitives; executing one needs no lock
-    using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, bool>;
+    // ta, tb, m, n, k, lda, ldb, ldc (of the bf16 operands and f32 C), accumulate
+    using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
     std::map<Key, dnnl::matmul> primitives;
 };
 
@@ -45,24 +51,32 @@ OneDnn& onednn() {
     return o;
 }
 
-// The strides of op(X) [rows, cols] over a tight copy of the stored X: stored as is ([rows, cols])
-// or transposed ([cols, rows]).
-dnnl::memory::dims op_strides(Trans t, int64_t rows, int64_t cols) {
-    return t == Trans::kYes ? dnnl::memory::dims{1, rows} : dnnl::memory::dims{cols, 1};
+// The strides of op(X) [rows, cols] over the stored X with row stride ld: stored as is
+// ([rows, cols]) or transposed ([cols, rows]).
+dnnl::memory::dims op_strides(Trans t, int64_t ld) {
+    return t == Trans::kYes ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1};
 }
 
-const dnnl::matmul& bf16_primitive(
-    Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, int64_t ldc, bool accumulate) {
+const dnnl::matmul& bf16_primitive(Trans ta,
+                                   Trans tb,
+                                   int64_t m,
+                                   int64_t n,
+                                   int64_t k,
+                                   int64_t lda,
+                                   int64_t ldb,
+                                   int64_t ldc,
+                                   bool accumulate) {
     OneDnn& o = onednn();
-    const OneDnn::Key key{static_cast<int>(ta), static_cast<int>(tb), m, n, k, ldc, accumulate};
+    const OneDnn::Key key{
+        static_cast<int>(ta), static_cast<int>(tb), m, n, k, lda, ldb, ldc, accumulate};
     std::lock_guard<std::mutex> lock(o.mutex);
     auto it = o.primitives.find(key);
     if (it != o.primitives.end()) {
         return it->second;
     }
     using dt = dnnl::memory::data_type;
-    const dnnl::memory::desc a({m, k}, dt::bf16, op_strides(ta, m, k));
-    const dnnl::memory::desc b({k, n}, dt::bf16, op_strides(tb, k, n));
+    const dnnl::memory::desc a({m, k}, dt::bf16, op_strides(ta, lda));
+    const dnnl::memory::desc b({k, n}, dt::bf16, op_strides(tb, ldb));
     const dnnl::memory::desc c({m, n}, dt::f32, dnnl::memory::dims{ldc, 1});
     dnnl::primitive_attr attr;
     if (accumulate) {
@@ -74,17 +88,103 @@ const dnnl::matmul& bf16_primitive(
     return o.primitives.emplace(key, dnnl::matmul(pd)).first->second;
 }
 
-// A tight bf16 copy of the stored [rows, cols] matrix with row stride ld, in `out`.
-void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, std::vector<uint16_t>& out) {
-    out.resize(static_cast<size_t>(rows * cols));
-    uint16_t* o = out.data();
+// out[r * cols + c] = bf16(x[r * ld + c]), rounded to nearest even as float_to_bf16. Built for
+// AVX-512 too, picked at run time: the loop is integer arithmetic GCC vectorises either way.
+__attribute__((target_clones("arch=skylake-avx512", "default"))) void round_rows_to_bf16(
+    const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* out) {
+    // Across the kernels' threads when large: rounding is memory-bound, one core cannot draw the
+    // bandwidth (oneDNN's matmul runs on the same OpenMP threads, so they are not contended).
+#pragma omp parallel for schedule(static) if (rows * cols >= (int64_t{1} << 16))
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * ld;
-        uint16_t* orow = o + r * cols;
+        uint16_t* orow = out + r * cols;
         for (int64_t c = 0; c < cols; ++c) {
             orow[c] = float_to_bf16(xr[c]).bits;
         }
     }
+}
+
+// bf16 copies of weights, refreshed by their modules' forwards (refresh_gemm_weight). Keyed by
+// the f32 buffer; an entry whose storage is gone is dropped, so a new buffer at a freed one's
+// address never finds its copy. A GEMM operand inside an entry's buffer (a slice of a weight, as
+// the mixture cross net's experts) reads the copy at the same offset, with the same strides.
+class WeightCopies {
+public:
+    void refresh(const Tensor& w) {
+        const float* base = w.data<float>();
+        const auto n = static_cast<size_t>(w.numel());
+        std::lock_guard<std::mutex> lock(mutex_);
+        Entry* e = find_locked(base);
+        if (e == nullptr || e->n != n) {
+            drop_if([&](const Entry& x) { return x.base == base; });
+            entries_.push_back(Entry{base, n, w.storage_token(), {}});
+            e = &entries_.back();
+            e->copy.resize(n);
+        }
+        const int64_t rows = w.dim() >= 1 ? w.size(0) : 1;
+        const int64_t cols = w.numel() / std::max<int64_t>(rows, 1);
+        round_rows_to_bf16(base, rows, cols, cols, e->copy.data());
+    }
+
+    void clear() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        entries_.clear();
+    }
+
+    // The bf16 copy of the f32 operand at p spanning `extent` elements, or nullptr.
+    const uint16_t* find(const float* p, int64_t extent) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        drop_if([](const Entry& x) { return x.storage.expired(); });
+        for (const Entry& e : entries_) {
+            if (p >= e.base && p + extent <= e.base + e.n) {
+                return e.copy.data() + (p - e.base);
+            }
+        }
+        return nullptr;
+    }
+
+private:
+    struct Entry {
+        const float* base;
+        size_t n;
+        std::weak_ptr<const void> storage;
+        std::vector<uint16_t> copy;
+    };
+
+    template <typename Pred>
+    void drop_if(Pred pred) {
+        entries_.erase(std::remove_if(entries_.begin(), entries_.end(), pred), entries_.end());
+    }
+
+    Entry* find_locked(const float* base) {
+        for (Entry& e : entries_) {
+            if (e.base == base && !e.storage.expired()) {
+                return &e;
+            }
+        }
+        return nullptr;
+    }
+
+    std::mutex mutex_;
+    std::vector<Entry> entries_;
+};
+
+WeightCopies& weight_copies() {
+    static WeightCopies w;
+    return w;
+}
+
+// A bf16 view of the stored [rows, cols] f32 operand with row stride ld: a weight's refreshed
+// copy (same ld), else a tight copy rounded now into `scratch` (ld = cols).
+const uint16_t* bf16_operand(
+    const float* x, int64_t rows, int64_t cols, int64_t& ld, std::vector<uint16_t>& scratch) {
+    if (const uint16_t* copy = weight_copies().find(x, (rows - 1) * ld + cols)) {
+        return copy;
+    }
+    scratch.resize(static_cast<size_t>(rows * cols));
+    round_rows_to_bf16(x, rows, cols, ld, scratch.data());
+    ld = cols;
+    return scratch.data();
 }
 
 void onednn_bf16_gemm(Trans ta,
@@ -100,16 +200,19 @@ void onednn_bf16_gemm(Trans ta,
                       float* c,
                       int64_t ldc) {
     SR_CHECK(beta == 0.0f || beta == 1.0f, "bf16 GEMM: beta must be 0 or 1, got {}", beta);
-    thread_local std::vector<uint16_t> a16, b16;
+    thread_local std::vector<uint16_t> a_scratch, b_scratch;
     thread_local dnnl::stream stream(onednn().engine);
     // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
-    to_bf16(a, ta == Trans::kYes ? k : m, ta == Trans::kYes ? m : k, lda, a16);
-    to_bf16(b, tb == Trans::kYes ? n : k, tb == Trans::kYes ? k : n, ldb, b16);
-    const dnnl::matmul& mm = bf16_primitive(ta, tb, m, n, k, ldc, beta != 0.0f);
+    const uint16_t* a16 =
+        bf16_operand(a, ta == Trans::kYes ? k : m, ta == Trans::kYes ? m : k, lda, a_scratch);
+    const uint16_t* b16 =
+        bf16_operand(b, tb == Trans::kYes ? n : k, tb == Trans::kYes ? k : n, ldb, b_scratch);
+    const dnnl::matmul& mm = bf16_primitive(ta, tb, m, n, k, lda, ldb, ldc, beta != 0.0f);
     using dt = dnnl::memory::data_type;
     const auto& e = onednn().engine;
-    dnnl::memory am({{m, k}, dt::bf16, op_strides(ta, m, k)}, e, a16.data());
-    dnnl::memory bm({{k, n}, dt::bf16, op_strides(tb, k, n)}, e, b16.data());
+    // oneDNN reads through non-const handles; these operands are only read.
+    dnnl::memory am({{m, k}, dt::bf16, op_strides(ta, lda)}, e, const_cast<uint16_t*>(a16));
+    dnnl::memory bm({{k, n}, dt::bf16, op_strides(tb, ldb)}, e, const_cast<uint16_t*>(b16));
     dnnl::memory cm({{m, n}, dt::f32, dnnl::memory::dims{ldc, 1}}, e, c);
     mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream.wait();
@@ -200,6 +303,22 @@ std::string cpu_gemm_backends() {
                                                                  : "no bf16 instructions";
     return fmt::format("f32: OpenBLAS sgemm; bf16: oneDNN {} {} ({})", cpu::onednn_version(),
                        kernel, isa);
+}
+
+}  // namespace shardrec::kernels
+
+namespace shardrec::kernels {
+
+void drop_gemm_weight_copies() {
+    cpu::weight_copies().clear();
+}
+
+void refresh_gemm_weight(const Tensor& w) {
+    if (gemm_math() != GemmMath::kBf16 || !w.device().is_cpu()) {
+        return;
+    }
+    SR_CHECK(w.dtype() == DType::kF32, "refresh_gemm_weight: {} must be f32", w.str());
+    cpu::weight_copies().refresh(w);
 }
 
 }  // namespace shardrec::kernels

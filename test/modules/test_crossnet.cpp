@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "engine/modules/crossnet.h"
+#include "engine/modules/mlp.h"
+#include "kernels/linear.h"
 #include "test/modules/dense_gradcheck.h"
 #include "test/reference/crossnet.h"
 #include "test/reference/mixture_crossnet.h"
@@ -138,5 +140,38 @@ TEST_CASE("cross nets: a steady batch shape allocates nothing after the first st
     LowRankMixtureCrossNet mix("d", 12, 2, 3, 2);
     for (DenseModule* m : std::vector<DenseModule*>{&full, &low, &vec, &mix}) {
         check_steady_state_allocates_nothing(*m, x);
+    }
+}
+
+TEST_CASE(
+    "bf16 math on the CPU: the backward reads the weight copies its forward rounded, to the "
+    "bits of rounding per GEMM",
+    "[modules]") {
+    struct Restore {
+        ~Restore() { kernels::set_gemm_math(kernels::GemmMath::kF32); }
+    } restore;
+
+    kernels::set_gemm_math(kernels::GemmMath::kBf16);
+    const Tensor x = random_input({9, 12}, 7);
+    const Tensor g = random_input({9, 12}, 8);
+    CrossNet full("a", 12, 2);
+    LowRankCrossNet low("b", 12, 2, 5, 3);
+    LowRankMixtureCrossNet mix("c", 12, 2, 3, 4, Activation::kRelu, 4);
+    MLP mlp("d", 12, {20, 12}, Activation::kRelu, 5);
+    for (DenseModule* m : std::vector<DenseModule*>{&full, &low, &mix, &mlp}) {
+        // Without copies (dropped between forward and backward) and with them.
+        std::vector<std::vector<float>> grads[2];
+        for (int with_copies = 0; with_copies < 2; ++with_copies) {
+            const Tensor y = m->forward(x).clone();
+            if (with_copies == 0) {
+                kernels::drop_gemm_weight_copies();
+            }
+            grads[with_copies].push_back(y.to_vector<float>());
+            grads[with_copies].push_back(m->backward(g).to_vector<float>());
+            for (Parameter* p : m->parameters()) {
+                grads[with_copies].push_back(p->grad.to_vector<float>());
+            }
+        }
+        CHECK(grads[0] == grads[1]);
     }
 }

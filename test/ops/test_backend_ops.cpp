@@ -1,6 +1,7 @@
 // Runs every OpCase on every backend against the float64 reference, and fails for any op without
 // a case (coverage gate). A backend that is absent is reported as not run, never as passed.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -84,4 +85,45 @@ TEST_CASE("linear in bf16 math on the CPU rounds each operand to bf16 and accumu
     const Tensor x2 = Tensor::from_vector(std::vector<float>(I, 1.0f + 0x1p-7f), {1, I});
     kernels::linear_forward(x2, w, nullptr, kernels::Activation::kIdentity, y, stream);
     CHECK(y.data<float>()[0] == 900.0f + 900.0f * 0x1p-7f);
+}
+
+TEST_CASE("bf16 math on the CPU: a weight's refreshed copy gives the bits of rounding per GEMM",
+          "[ops][cpu]") {
+    struct Restore {
+        ~Restore() { kernels::set_gemm_math(kernels::GemmMath::kF32); }
+    } restore;
+
+    kernels::set_gemm_math(kernels::GemmMath::kBf16);
+    Stream& stream = Stream::cpu();
+    const int64_t B = 37, I = 70, O = 45;
+    std::vector<float> xv(B * I), wv(O * I);
+    for (size_t i = 0; i < xv.size(); ++i)
+        xv[i] = std::sin(0.37f * static_cast<float>(i));
+    for (size_t i = 0; i < wv.size(); ++i)
+        wv[i] = std::cos(0.11f * static_cast<float>(i));
+    const Tensor x = Tensor::from_vector(xv, {B, I});
+    Tensor w = Tensor::from_vector(wv, {O, I});
+    Tensor per_call = Tensor::empty({B, O}, DType::kF32), copied = per_call.clone();
+    kernels::linear_forward(x, w, nullptr, kernels::Activation::kRelu, per_call, stream);
+    kernels::refresh_gemm_weight(w);
+    kernels::linear_forward(x, w, nullptr, kernels::Activation::kRelu, copied, stream);
+    CHECK(std::memcmp(per_call.data<float>(), copied.data<float>(), sizeof(float) * B * O) == 0);
+    // The GEMMs read the copy until the next refresh: a weight changed in between (which a module
+    // never does between its forward and backward) still computes with the refreshed values.
+    w.data<float>()[0] += 1.0f;
+    Tensor stale = per_call.clone();
+    kernels::linear_forward(x, w, nullptr, kernels::Activation::kRelu, stale, stream);
+    CHECK(std::memcmp(per_call.data<float>(), stale.data<float>(), sizeof(float) * B * O) == 0);
+    kernels::refresh_gemm_weight(w);
+    kernels::linear_forward(x, w, nullptr, kernels::Activation::kRelu, stale, stream);
+    CHECK(std::memcmp(per_call.data<float>(), stale.data<float>(), sizeof(float) * B * O) != 0);
+    // Switching the math drops every copy: back in bf16 the changed weight is rounded afresh.
+    w.data<float>()[1] += 1.0f;
+    Tensor fresh = per_call.clone(), again = per_call.clone();
+    kernels::set_gemm_math(kernels::GemmMath::kBf16);
+    kernels::linear_forward(x, w, nullptr, kernels::Activation::kRelu, fresh, stream);
+    kernels::refresh_gemm_weight(w);
+    kernels::linear_forward(x, w, nullptr, kernels::Activation::kRelu, again, stream);
+    CHECK(std::memcmp(fresh.data<float>(), again.data<float>(), sizeof(float) * B * O) == 0);
+    CHECK(std::memcmp(fresh.data<float>(), stale.data<float>(), sizeof(float) * B * O) != 0);
 }
