@@ -44,7 +44,7 @@ void ShardingConfig::Table::visit(FieldVisitor& v) {
                 .default_doc("sharding.sharding_type"),
             sharding_type);
     v.field(Field("compute_kernel",
-                  "fused, key_value, or dense: data_parallel's "
+                  "fused, key_value, fused_uvm, or dense: data_parallel's "
                   "kernel (sharded tables train with the fused optimizer only), refused with any "
                   "other sharding_type; with the auto planner and no sharding_type, dense makes "
                   "the table data_parallel")
@@ -68,7 +68,8 @@ void ShardingConfig::visit(FieldVisitor& v) {
             sharding_type);
     v.field(Field("compute_kernel",
                   "kernel of the tables without one: fused (rows in memory); key_value (CPU: "
-                  "rows on disk under storage.path, a cache in DRAM); dense (data_parallel's "
+                  "rows on disk under storage.path, a cache in DRAM); fused_uvm (CUDA: rows in "
+                  "pinned host memory the GPU reads in place); dense (data_parallel's "
                   "kernel: manual planner only with "
                   "sharding_type data_parallel; auto planner: those tables become data_parallel)")
                 .one_of(compute_kernel_names()),
@@ -183,12 +184,22 @@ void check_shape(const ShardingConfig::Table& t,
     }
 }
 
-// The kernel's tier against the device: key_value is the CPU's (its cache lives in DRAM).
+// The kernel's tier against the device: key_value is the CPU's (its cache lives in DRAM),
+// fused_uvm the GPU's (host memory mapped into the device's address space).
 std::string kernel_device_problem(const std::string& kernel, const std::string& device) {
-    if (device.rfind("cuda", 0) == 0 && kernel == "key_value") {
+    const bool cuda = device.rfind("cuda", 0) == 0;
+    if (cuda && kernel == "key_value") {
         return fmt::format(
             "key_value is the CPU's disk tier with a DRAM cache, and runtime.device is {}: on a "
-            "GPU, tables train with fused (rows in device memory)",
+            "GPU, tables train with fused (rows in device memory) or fused_uvm (rows in host "
+            "memory)",
+            device);
+    }
+    if (!cuda && kernel == "fused_uvm") {
+        return fmt::format(
+            "fused_uvm keeps a GPU's rows in host memory, and runtime.device is {}: on the CPU, "
+            "tables train with fused (rows in memory) or key_value (rows on disk, a cache in "
+            "memory)",
             device);
     }
     return "";

@@ -60,6 +60,7 @@ constexpr KernelName kKernelNames[] = {
     {EmbeddingComputeKernel::kDense, "dense"},
     {EmbeddingComputeKernel::kFused, "fused"},
     {EmbeddingComputeKernel::kKeyValue, "key_value"},
+    {EmbeddingComputeKernel::kFusedUvm, "fused_uvm"},
 };
 
 }  // namespace

@@ -20,6 +20,10 @@ enum class EmbeddingComputeKernel {
     // Fused, with the rows and their optimizer state in a file per shard on local disk and a
     // cache of them in DRAM where the kernels run (TorchRec's KEY_VALUE; the CPU's tier).
     kKeyValue,
+    // Fused, with the rows and their optimizer state in pinned host memory mapped into the GPU's
+    // address space, read and updated in place by the same kernels over PCIe (TorchRec's
+    // FUSED_UVM; CUDA only).
+    kFusedUvm,
 };
 
 // How a cache picks the row it evicts (TorchRec CacheAlgorithm).
@@ -49,7 +53,7 @@ std::optional<ShardingType> parse_sharding_type(const std::string& name);
 // The five canonical names in the enum's order (for one_of lists and did-you-mean).
 const std::vector<std::string>& sharding_type_names();
 
-// "dense", "fused", "key_value".
+// "dense", "fused", "key_value", "fused_uvm".
 const char* compute_kernel_name(EmbeddingComputeKernel kernel);
 std::optional<EmbeddingComputeKernel> parse_compute_kernel(const std::string& name);
 const std::vector<std::string>& compute_kernel_names();

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -43,6 +44,7 @@ Counters& counters(DeviceType type) {
 constexpr size_t kHugePageMinBytes = size_t{32} << 20;
 
 thread_local std::string t_label;
+thread_local int t_host_mapped = 0;  // depth of with_host_mapped_allocations scopes
 
 // " for LABEL" or "" for the messages.
 std::string label_suffix() {
@@ -123,6 +125,40 @@ void pinned_free(void* ptr, size_t bytes) {
         return;
     cuda::host_free_pinned(ptr);
     counters(DeviceType::kCpu).remove(bytes);
+}
+
+void* mapped_host_alloc(size_t bytes, void** device_ptr) {
+    void* p = nullptr;
+    try {
+        p = cuda::host_alloc_mapped(std::max<size_t>(bytes, 1), device_ptr);
+    } catch (const Error& e) {
+        throw Error(fmt::format("{} (allocating {} of mapped host memory{})", e.what(),
+                                format_bytes(static_cast<double>(bytes)), label_suffix()));
+    }
+    counters(DeviceType::kCpu).add(bytes);
+    return p;
+}
+
+void mapped_host_free(void* host_ptr, size_t bytes) {
+    if (host_ptr == nullptr)
+        return;
+    cuda::host_free_pinned(host_ptr);
+    counters(DeviceType::kCpu).remove(bytes);
+}
+
+void with_host_mapped_allocations(const std::function<void()>& fn) {
+    ++t_host_mapped;
+    try {
+        fn();
+    } catch (...) {
+        --t_host_mapped;
+        throw;
+    }
+    --t_host_mapped;
+}
+
+bool host_mapped_allocations() {
+    return t_host_mapped > 0;
 }
 
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {

@@ -23,6 +23,18 @@ void device_free(Device device, void* ptr, size_t bytes);
 void* pinned_alloc(size_t bytes);
 void pinned_free(void* ptr, size_t bytes);
 
+// Page-locked host memory mapped into the GPUs' address space (fused_uvm rows; CUDA builds
+// only), counted as the host's: returns the host pointer, *device_ptr the address kernels use.
+void* mapped_host_alloc(size_t bytes, void** device_ptr);
+void mapped_host_free(void* host_ptr, size_t bytes);
+
+// Runs fn with this thread's CUDA tensors (Tensor::empty, zeros on a CUDA device) allocated by
+// mapped_host_alloc: they stay CUDA tensors whose data pointer is the device address of host
+// memory, so the same kernels read and update them in place over the host link (TorchRec's
+// FUSED_UVM), and they are freed by mapped_host_free. Scopes nest.
+void with_host_mapped_allocations(const std::function<void()>& fn);
+bool host_mapped_allocations();  // inside such a scope on this thread
+
 // Copies bytes between any two devices (synchronously with respect to the host).
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void device_memset_zero(void* dst, Device device, size_t bytes);

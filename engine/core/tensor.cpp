@@ -14,6 +14,13 @@ public:
         : device_(device), bytes_(bytes), owned_(owned), data_(data) {}
 
     static std::shared_ptr<Storage> allocate(Device device, size_t bytes) {
+        if (device.is_cuda() && host_mapped_allocations()) {
+            void* device_ptr = nullptr;
+            void* host = mapped_host_alloc(bytes, &device_ptr);
+            auto storage = std::make_shared<Storage>(device, bytes, true, device_ptr);
+            storage->mapped_host_ = host;
+            return storage;
+        }
         return std::make_shared<Storage>(device, bytes, true, device_alloc(device, bytes));
     }
 
@@ -21,7 +28,9 @@ public:
     Storage& operator=(const Storage&) = delete;
 
     ~Storage() {
-        if (owned_)
+        if (mapped_host_ != nullptr)
+            mapped_host_free(mapped_host_, bytes_);
+        else if (owned_)
             device_free(device_, data_, bytes_);
     }
 
@@ -34,6 +43,7 @@ private:
     size_t bytes_;
     bool owned_;
     void* data_;
+    void* mapped_host_ = nullptr;  // host memory mapped for the device (data_ is its address)
 };
 
 std::string shape_str(const Shape& shape) {

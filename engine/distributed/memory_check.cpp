@@ -48,8 +48,11 @@ void add_cost(std::vector<RankMemory>& ranks,
     }
     for (size_t i = 0; i < cost.shards.size(); ++i) {
         RankMemory& r = ranks[static_cast<size_t>(shard_ranks[i])];
+        // fused_uvm rows live in host memory (RankCost::host_bytes), not on the device.
         const double storage =
-            model.shard_storage_bytes(table, kernel, shard_sizes[i][0], shard_sizes[i][1]);
+            kernel == EmbeddingComputeKernel::kFusedUvm
+                ? 0.0
+                : model.shard_storage_bytes(table, kernel, shard_sizes[i][0], shard_sizes[i][1]);
         add_table(r, table.name, storage);
         r.buffers_bytes +=
             std::max(0.0, static_cast<double>(cost.shards[i].memory_bytes) - storage);
@@ -70,8 +73,9 @@ std::vector<RankMemory> plan_rank_memory(const Config& config, int world_size, i
         for (const ModelConfig::Table& table : config.model.tables) {
             const std::vector<std::array<int64_t, 2>> whole{
                 {table.num_embeddings, table.embedding_dim}};
-            const auto kernel = config.sharding.kernel_of(table.name) == "key_value"
-                                    ? EmbeddingComputeKernel::kKeyValue
+            const auto named = parse_compute_kernel(config.sharding.kernel_of(table.name));
+            const auto kernel = named && *named != EmbeddingComputeKernel::kDense
+                                    ? *named
                                     : EmbeddingComputeKernel::kFused;
             add_cost(ranks, model, table,
                      model.table_cost(table, ShardingType::kTableWise, kernel, whole), {0}, whole,

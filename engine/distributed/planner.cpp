@@ -28,18 +28,27 @@ struct TableOptions {
     double share = 0;  // dominant share, for the order
 };
 
-// Per-rank load while partitioning.
+// Per-rank load while partitioning: time and each tier's bytes (topology.h).
 struct Loads {
     std::vector<double> time;
-    std::vector<int64_t> memory;
+    std::vector<int64_t> memory, host, disk;
     int64_t limit = 0;
+    int64_t host_limit = 0, disk_limit = 0;  // 0: not checked (host: cpu, DDR is `memory`)
     // The fallback pass when memory is tight: balance memory first, time second.
     bool memory_first = false;
 
-    bool fits(int rank, int64_t bytes) const {
-        return memory[static_cast<size_t>(rank)] + bytes <= limit;
+    bool fits(int rank, const RankCost& add) const {
+        const auto r = static_cast<size_t>(rank);
+        return memory[r] + add.memory_bytes <= limit &&
+               (host_limit == 0 || host[r] + add.host_bytes <= host_limit) &&
+               (disk_limit == 0 || disk[r] + add.disk_bytes <= disk_limit);
     }
 };
+
+RankCost plus(RankCost a, const RankCost& b) {
+    a += b;
+    return a;
+}
 
 std::vector<int> to_int(const std::vector<int64_t>& v) {
     return std::vector<int>(v.begin(), v.end());
@@ -200,7 +209,7 @@ std::vector<int> ranks_by_load(const Loads& loads) {
 // The ranks each shard of `o` would take now (planner.h step 3), before checking the result.
 std::vector<int> choose_ranks(const Option& o, const Loads& loads, const PlacementEnv& env) {
     const ShardingType type = o.sharding.sharding_type;
-    const int64_t every = o.cost.every_rank.memory_bytes;
+    const RankCost& every = o.cost.every_rank;
     if (o.pinned || type == ShardingType::kRowWise || type == ShardingType::kDataParallel) {
         return o.sharding.ranks;
     }
@@ -217,7 +226,7 @@ std::vector<int> choose_ranks(const Option& o, const Loads& loads, const Placeme
                 t = std::max(t, loads.memory_first
                                     ? m
                                     : loads.time[static_cast<size_t>(r)] + shard.total_s());
-                fit = fit && loads.fits(r, shard.memory_bytes + every);
+                fit = fit && loads.fits(r, plus(shard, every));
             }
             if (fit && (best < 0 || t < best_time)) {
                 best = n;
@@ -231,7 +240,7 @@ std::vector<int> choose_ranks(const Option& o, const Loads& loads, const Placeme
     const std::vector<int> order = ranks_by_load(loads);
     size_t next = 0;
     for (const RankCost& shard : o.cost.shards) {
-        while (next < order.size() && !loads.fits(order[next], shard.memory_bytes + every)) {
+        while (next < order.size() && !loads.fits(order[next], plus(shard, every))) {
             ++next;
         }
         if (next == order.size()) {
@@ -242,6 +251,20 @@ std::vector<int> choose_ranks(const Option& o, const Loads& loads, const Placeme
     return ranks;
 }
 
+void add_load(const RankCost& c, size_t r, Loads& loads) {
+    loads.time[r] += c.total_s();
+    loads.memory[r] += c.memory_bytes;
+    loads.host[r] += c.host_bytes;
+    loads.disk[r] += c.disk_bytes;
+}
+
+void commit(const Option& o, const Placement& p, Loads& loads) {
+    for (size_t r = 0; r < loads.time.size(); ++r)
+        add_load(o.cost.every_rank, r, loads);
+    for (size_t i = 0; i < p.ranks.size(); ++i)
+        add_load(o.cost.shards[i], static_cast<size_t>(p.ranks[i]), loads);
+}
+
 // `remaining`: the least work the tables still to place will add.
 Placement place(const Option& o, const Loads& loads, const PlacementEnv& env, double remaining) {
     Placement p;
@@ -249,37 +272,20 @@ Placement place(const Option& o, const Loads& loads, const PlacementEnv& env, do
     if (p.ranks.size() != o.cost.shards.size()) {
         return p;
     }
-    const RankCost& every = o.cost.every_rank;
-    std::vector<double> time = loads.time;
-    std::vector<int64_t> memory = loads.memory;
-    for (size_t r = 0; r < time.size(); ++r) {
-        time[r] += every.total_s();
-        memory[r] += every.memory_bytes;
-    }
-    for (size_t i = 0; i < p.ranks.size(); ++i) {
-        const auto r = static_cast<size_t>(p.ranks[i]);
-        time[r] += o.cost.shards[i].total_s();
-        memory[r] += o.cost.shards[i].memory_bytes;
-    }
-    p.peak_memory = *std::max_element(memory.begin(), memory.end());
+    Loads after = loads;
+    commit(o, p, after);
+    const std::vector<double>& time = after.time;
+    p.peak_memory = *std::max_element(after.memory.begin(), after.memory.end());
     p.ok = p.peak_memory <= loads.limit;
+    for (size_t r = 0; r < time.size(); ++r) {
+        p.ok = p.ok && (loads.host_limit == 0 || after.host[r] <= loads.host_limit) &&
+               (loads.disk_limit == 0 || after.disk[r] <= loads.disk_limit);
+    }
     p.makespan = *std::max_element(time.begin(), time.end());
     p.work = o.cost.total_s(env.world_size);
     const double all = std::accumulate(time.begin(), time.end(), 0.0) + remaining;
     p.score = std::max(p.makespan, all / static_cast<double>(env.world_size));
     return p;
-}
-
-void commit(const Option& o, const Placement& p, Loads& loads) {
-    for (size_t r = 0; r < loads.time.size(); ++r) {
-        loads.time[r] += o.cost.every_rank.total_s();
-        loads.memory[r] += o.cost.every_rank.memory_bytes;
-    }
-    for (size_t i = 0; i < p.ranks.size(); ++i) {
-        const auto r = static_cast<size_t>(p.ranks[i]);
-        loads.time[r] += o.cost.shards[i].total_s();
-        loads.memory[r] += o.cost.shards[i].memory_bytes;
-    }
 }
 
 std::string gib(int64_t bytes) {
@@ -288,13 +294,15 @@ std::string gib(int64_t bytes) {
                     : fmt::format("{:.1f} GiB", b / kGiB);
 }
 
-// Most memory one rank needs for the option: its largest shard plus what every rank holds.
-int64_t peak_shard_memory(const Option& o) {
-    int64_t m = 0;
+// Most of each tier one rank needs for the option: its largest shard plus what every rank holds.
+RankCost peak_shard(const Option& o) {
+    RankCost m;
     for (const RankCost& s : o.cost.shards) {
-        m = std::max(m, s.memory_bytes);
+        m.memory_bytes = std::max(m.memory_bytes, s.memory_bytes);
+        m.host_bytes = std::max(m.host_bytes, s.host_bytes);
+        m.disk_bytes = std::max(m.disk_bytes, s.disk_bytes);
     }
-    return m + o.cost.every_rank.memory_bytes;
+    return plus(m, o.cost.every_rank);
 }
 
 int64_t total_memory(const Option& o, int world_size) {
@@ -305,21 +313,45 @@ int64_t total_memory(const Option& o, int world_size) {
     return m;
 }
 
+// The most free bytes of a tier on any rank, "X of the Y limit per rank", and that rank.
+std::string most_free(const std::vector<int64_t>& used, int64_t limit) {
+    const auto least = std::min_element(used.begin(), used.end());
+    return fmt::format("{} of the {} limit per rank (rank {})", gib(limit - *least), gib(limit),
+                       least - used.begin());
+}
+
 [[noreturn]] void fail_to_place(const TableOptions& t, const Loads& loads, const Topology& topo) {
     std::vector<std::string> needs;
+    bool host = false, disk = false;
     for (const Option& o : t.options) {
-        needs.push_back(fmt::format(
-            "{} ({} shard{}) needs {} on a rank", sharding_type_name(o.sharding.sharding_type),
-            o.cost.shards.size(), o.cost.shards.size() == 1 ? "" : "s", gib(peak_shard_memory(o))));
+        const RankCost peak = peak_shard(o);
+        std::string tiers;
+        if (peak.host_bytes > 0) {
+            tiers += fmt::format(" and {} of DDR", gib(peak.host_bytes));
+            host = true;
+        }
+        if (peak.disk_bytes > 0) {
+            tiers += fmt::format(" and {} of disk", gib(peak.disk_bytes));
+            disk = true;
+        }
+        needs.push_back(fmt::format("{} ({} shard{}) needs {}{} on a rank",
+                                    sharding_type_name(o.sharding.sharding_type),
+                                    o.cost.shards.size(), o.cost.shards.size() == 1 ? "" : "s",
+                                    gib(peak.memory_bytes), tiers));
     }
     const int64_t least = *std::min_element(loads.memory.begin(), loads.memory.end());
+    std::string free = fmt::format("the most free {} on any rank is {} of the {} limit per rank",
+                                   topo.memory_kind(), gib(loads.limit - least), gib(loads.limit));
+    if (host && loads.host_limit > 0)
+        free += "; the most free DDR is " + most_free(loads.host, loads.host_limit);
+    if (disk && loads.disk_limit > 0)
+        free += "; the most free disk (disk_gib) is " + most_free(loads.disk, loads.disk_limit);
     throw Error(fmt::format(
-        "{}: cannot place table '{}' [{}, {}] on {} rank{}: {}; the most free {} on any rank is {} "
-        "of the {} limit per rank. Use more ranks, a topology with more memory, smaller tables or "
-        "an optimizer with less state (rowwise_adagrad)",
+        "{}: cannot place table '{}' [{}, {}] on {} rank{}: {}; {}. Use more ranks, a topology "
+        "with more memory{}, smaller tables or an optimizer with less state (rowwise_adagrad)",
         error_context(), t.table->name, t.table->num_embeddings, t.table->embedding_dim,
-        topo.world_size, topo.world_size == 1 ? "" : "s", fmt::join(needs, ", "),
-        topo.memory_kind(), gib(loads.limit - least), gib(loads.limit)));
+        topo.world_size, topo.world_size == 1 ? "" : "s", fmt::join(needs, ", "), free,
+        disk ? " or disk" : ""));
 }
 
 // Even a perfect packing cannot fit: say so with the totals and the biggest tables.
@@ -443,6 +475,10 @@ ShardingPlan partition(const std::vector<TableOptions>& tables,
     }
     Loads loads;
     loads.limit = topology.memory_limit_bytes();
+    loads.host_limit = topology.host_limit_bytes();
+    loads.disk_limit = topology.disk_limit_bytes();
+    loads.host.assign(static_cast<size_t>(env.world_size), 0);
+    loads.disk.assign(static_cast<size_t>(env.world_size), 0);
     loads.memory_first = memory_first;
     loads.time.assign(static_cast<size_t>(env.world_size), model.dense_cost().total_s());
     loads.memory.assign(static_cast<size_t>(env.world_size), model.dense_cost().memory_bytes);
@@ -494,6 +530,47 @@ ShardingPlan EmbeddingShardingPlanner::plan(const Config& config) const {
     return plan;
 }
 
+void check_tier_budgets(const ShardingPlan& plan, const Config& config, const Topology& topology) {
+    const int64_t host_limit = topology.host_limit_bytes();
+    const int64_t disk_limit = topology.disk_limit_bytes();
+    if (host_limit == 0 && disk_limit == 0)
+        return;
+    const CostModel model(config, topology);
+    const auto w = static_cast<size_t>(topology.world_size);
+    std::vector<int64_t> host(w, 0), disk(w, 0);
+    std::vector<std::vector<std::string>> host_tables(w), disk_tables(w);
+    for (const ModelConfig::Table& table : config.model.tables) {
+        const ParameterSharding& ps = plan.at(table.name);
+        const OptionCost cost = model.table_cost(table, ps);
+        for (size_t i = 0; i < cost.shards.size(); ++i) {
+            const auto r = static_cast<size_t>(ps.sharding_type == ShardingType::kDataParallel
+                                                   ? static_cast<int>(i)
+                                                   : ps.sharding_spec[i].rank);
+            const RankCost& c = cost.shards[i];
+            host[r] += c.host_bytes;
+            disk[r] += c.disk_bytes;
+            if (c.host_bytes > 0)
+                host_tables[r].push_back(fmt::format("'{}' {}", table.name, gib(c.host_bytes)));
+            if (c.disk_bytes > 0)
+                disk_tables[r].push_back(fmt::format("'{}' {}", table.name, gib(c.disk_bytes)));
+        }
+    }
+    for (size_t r = 0; r < w; ++r) {
+        SR_CHECK(disk_limit == 0 || disk[r] <= disk_limit,
+                 "{}: rank {} needs {} of disk for its key_value rows once all are written ({}), "
+                 "the topology gives {} (disk_gib {}); use more ranks, a topology with more disk "
+                 "or smaller key_value tables",
+                 error_context(), r, gib(disk[r]), fmt::join(disk_tables[r], ", "), gib(disk_limit),
+                 topology.disk_gib);
+        SR_CHECK(host_limit == 0 || host[r] <= host_limit,
+                 "{}: rank {} needs {} of DDR for its fused_uvm rows ({}), the topology gives {} "
+                 "(host_memory_gib {} less reserved_fraction {}); use more ranks or keep some "
+                 "tables fused",
+                 error_context(), r, gib(host[r]), fmt::join(host_tables[r], ", "), gib(host_limit),
+                 topology.host_memory_gib, topology.reserved_fraction);
+    }
+}
+
 ShardingPlan make_sharding_plan(const Config& config, const Topology& topology) {
     const ShardingConfig& sharding = config.sharding;
     ShardingPlan plan;
@@ -505,6 +582,7 @@ ShardingPlan make_sharding_plan(const Config& config, const Topology& topology) 
         plan = manual_plan(config.model, sharding, topology.placement());
     }
     check_plan(plan, config.model.tables);
+    check_tier_budgets(plan, config, topology);
     return plan;
 }
 

@@ -47,8 +47,14 @@ private:
 };
 
 // The plan a run uses: sharding.plan_file when set (checked against the model and the world),
-// the auto planner when sharding.planner is auto, else manual_plan. Always passes check_plan.
+// the auto planner when sharding.planner is auto, else manual_plan. Always passes check_plan
+// and check_tier_budgets.
 ShardingPlan make_sharding_plan(const Config& config, const Topology& topology);
+
+// Each rank's key_value rows (all written) against the topology's disk_gib and, on cuda, its
+// fused_uvm rows against its DDR. Throws Error naming the rank, its tables there with their
+// sizes and the budget; nothing is checked for a budget of 0 (disk_gib not given).
+void check_tier_budgets(const ShardingPlan& plan, const Config& config, const Topology& topology);
 
 // sharding.replica_groups R (2D parallelism, TorchRec DMPCollection): the size G = world / R of
 // a sharding group, the ranks [g*G, (g+1)*G) that one plan for G ranks is made for; the planner

@@ -15,6 +15,7 @@ constexpr double kLengthBytes = 8.0;      // one length per bag
 constexpr double kWeightBytes = 4.0;      // per id of a weighted feature
 constexpr double kSortBytesPerId = 32.0;  // backward radix sort of (id, position), 2 passes r+w
 constexpr double kGB = 1e9;
+constexpr double kPageBytes = 4096.0;       // the unit of disk_bw_gbps's random reads
 constexpr double kMaxMemoryBytes = 4.0e18;  // below INT64_MAX with room to sum a few
 
 double element_bytes(const std::string& data_type) {
@@ -97,7 +98,10 @@ double dense_activations_per_sample(const ModelConfig& model) {
 
 RankCost& RankCost::operator+=(const RankCost& other) {
     memory_bytes += other.memory_bytes;
+    host_bytes += other.host_bytes;
+    disk_bytes += other.disk_bytes;
     lookup_s += other.lookup_s;
+    disk_s += other.disk_s;
     comm_s += other.comm_s;
     dense_s += other.dense_s;
     return *this;
@@ -153,6 +157,58 @@ SparseTraffic CostModel::sparse_traffic(const Config& config, const KeyedJaggedT
     return t;
 }
 
+CacheUse predicted_cache_use(int64_t rows, int64_t slots, double alpha, double ids) {
+    if (slots >= rows)
+        return {};
+    // The generator's continuous law on [1, E + 1): rank r has mass F(r + 2) - F(r + 1).
+    const double e = static_cast<double>(rows);
+    const auto cdf = [&](double x) {
+        return std::fabs(alpha - 1.0) < 1e-12
+                   ? std::log(x) / std::log(e + 1.0)
+                   : (std::pow(x, 1.0 - alpha) - 1.0) / (std::pow(e + 1.0, 1.0 - alpha) - 1.0);
+    };
+    // Ranks one by one while a row is likely in a batch, then in blocks growing by 1 %, where
+    // 1 - (1 - p)^n ~ n p is summed as n times the block's mass.
+    double hits = 0, distinct = 0;
+    double r = 0;
+    while (r < e) {
+        const double step = r < 1e5 ? 1.0 : std::max(1.0, std::floor(r * 0.01));
+        const double end = std::min(e, r + step);
+        const double mass = cdf(end + 1.0) - cdf(r + 1.0);
+        const double seen = step == 1.0 ? 1.0 - std::pow(1.0 - mass, ids) : ids * mass;
+        distinct += seen;
+        if (end <= static_cast<double>(slots))
+            hits += seen;
+        else if (r < static_cast<double>(slots))
+            hits += seen * (static_cast<double>(slots) - r) / (end - r);
+        r = end;
+    }
+    return {distinct, hits};
+}
+
+double CostModel::record_bytes(const ModelConfig::Table& table,
+                               int64_t cols,
+                               const std::string& sparse_optimizer) {
+    const double c = static_cast<double>(cols);
+    const double payload = c * element_bytes(table.data_type) +
+                           state_bytes_per_element(sparse_optimizer) * c +
+                           state_bytes_per_row(sparse_optimizer);
+    return std::ceil((std::max(payload, 1.0) + 8.0) / 8.0) * 8.0;
+}
+
+double CostModel::miss_s(const ModelConfig::Table& table,
+                         double rows,
+                         double cols,
+                         double ids) const {
+    const auto r = static_cast<int64_t>(rows);
+    const auto slots = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(load_factor_.at(table.name) * std::max(rows, 1.0))));
+    const CacheUse use = predicted_cache_use(r, slots, zipf_alpha_, ids);
+    const double record = record_bytes(table, static_cast<int64_t>(cols), sparse_optimizer_);
+    const double io = std::ceil(record / kPageBytes) * kPageBytes;  // a random read costs pages
+    return (use.distinct - use.hits) * 2.0 * io / (topology_.disk_bw_gbps * kGB);
+}
+
 double CostModel::state_bytes_per_element(const std::string& sparse_optimizer) {
     return sparse_optimizer == "adagrad" ? 4.0 : sparse_optimizer == "adam" ? 8.0 : 0.0;
 }
@@ -166,6 +222,8 @@ CostModel::CostModel(const Config& config, const Topology& topology)
     for (const ModelConfig::Table& t : config.model.tables)
         load_factor_[t.name] = config.sharding.cache_of(t.name).load_factor;
     const std::string& sparse = config.optimizer.sparse.type;
+    sparse_optimizer_ = sparse;
+    zipf_alpha_ = config.data.type == "synthetic" ? config.data.synthetic.zipf_alpha : 0.0;
     state_bytes_per_element_ = state_bytes_per_element(sparse);
     state_bytes_per_row_ = state_bytes_per_row(sparse);
     const std::string& dense = config.optimizer.dense.type;
@@ -246,9 +304,27 @@ RankCost CostModel::shard_cost(const ModelConfig::Table& table,
         bwd = bags * c * 4.0 + ids * c * 8.0 +
               r * c * (4.0 + 2.0 * s + 2.0 * state_bytes_per_element_);
     }
-    cost.lookup_s = (fwd + bwd) / (topology_.device_memory_bw_gbps * kGB);
     // Saturated: the conversion of a larger double is undefined, and such a table fits nowhere.
-    cost.memory_bytes = static_cast<int64_t>(std::min(memory, kMaxMemoryBytes));
+    const auto saturate = [](double b) {
+        return static_cast<int64_t>(std::min(b, kMaxMemoryBytes));
+    };
+    if (kernel == EmbeddingComputeKernel::kFusedUvm && topology_.compute_device == "cuda") {
+        // The rows and their state cross the host link (forward reads, backward r+w); the
+        // pooled rows, ids and sort stay in HBM.
+        const double host = ids * (c * s + 2.0 * (c * s + state_row));
+        cost.lookup_s = (fwd + bwd - host) / (topology_.device_memory_bw_gbps * kGB) +
+                        host / (topology_.host_to_device_bw_gbps * kGB);
+        const double storage = shard_storage_bytes(table, kernel, rows, cols);
+        cost.host_bytes = saturate(storage);
+        cost.memory_bytes = saturate(memory - storage);
+    } else {
+        cost.lookup_s = (fwd + bwd) / (topology_.device_memory_bw_gbps * kGB);
+        cost.memory_bytes = saturate(memory);
+    }
+    if (is_cached_kernel(kernel)) {
+        cost.disk_bytes = saturate(r * record_bytes(table, cols, sparse_optimizer_));
+        cost.disk_s = miss_s(table, r, c, ids);
+    }
 
     const double out_bytes = bags * c * 4.0;  // pooled rows of this shard, one direction
     const double in_bytes = ids * id_bytes + bags * kLengthBytes;
@@ -321,6 +397,20 @@ int64_t PlanEstimate::max_memory_bytes() const {
     return m;
 }
 
+int64_t PlanEstimate::max_host_bytes() const {
+    int64_t m = 0;
+    for (const RankCost& r : ranks)
+        m = std::max(m, r.host_bytes);
+    return m;
+}
+
+int64_t PlanEstimate::max_disk_bytes() const {
+    int64_t m = 0;
+    for (const RankCost& r : ranks)
+        m = std::max(m, r.disk_bytes);
+    return m;
+}
+
 PlanEstimate estimate_plan(const ShardingPlan& plan,
                            const Config& config,
                            const Topology& topology) {
@@ -330,6 +420,8 @@ PlanEstimate estimate_plan(const ShardingPlan& plan,
     const CostModel model(config, topology);
     PlanEstimate estimate;
     estimate.memory_limit_bytes = topology.memory_limit_bytes();
+    estimate.host_limit_bytes = topology.host_limit_bytes();
+    estimate.disk_limit_bytes = topology.disk_limit_bytes();
     estimate.ranks.assign(static_cast<size_t>(topology.world_size), model.dense_cost());
     for (const ModelConfig::Table& table : config.model.tables) {
         const ParameterSharding& ps = plan.at(table.name);

@@ -26,6 +26,14 @@
 //   data_parallel: a hierarchical all-reduce of the E * D * 4 gradient on every rank.
 //   dense part: the same all-reduce of the dense parameters' gradients.
 //
+// Tiers: fused_uvm rows (cuda) are read and written over the host link
+// (host_to_device_bw) and their storage counts in DDR, not HBM. A key_value shard's misses
+// per step, (1 - hit rate) x the distinct rows of its ids (the hit rate of an ideal cache of
+// its slots on the synthetic data's Zipf law, uniform ids for other data), each read from disk
+// and, being updated by the step, written back when evicted: 2 x a record rounded up to 4 KiB
+// pages over disk_bw. The page cache is ignored (the store drops its pages, and a table worth a
+// disk tier does not fit it anyway), so this is the miss path's cost on a cold cache.
+//
 // Memory per shard: rows, optimizer state (sgd none, adagrad one float per element, rowwise
 // adagrad one per row, adam two per element), received ids and the pooled output and its gradient.
 // data_parallel adds the dense gradient buffer. Dense: parameters, gradients, optimizer state
@@ -45,13 +53,18 @@
 
 namespace shardrec {
 
+// Memory per tier (topology.h): the compute tier (HBM on cuda, DDR on cpu), DDR beside HBM on
+// cuda, the disk.
 struct RankCost {
-    int64_t memory_bytes = 0;
-    double lookup_s = 0;  // embedding lookups, forward + backward with the optimizer
-    double comm_s = 0;    // all-to-alls, reduce-scatters, all-reduces
-    double dense_s = 0;   // MLPs, interaction, cross layers
+    int64_t memory_bytes = 0;  // the compute tier
+    int64_t host_bytes = 0;    // cuda: fused_uvm rows and their state in DDR
+    int64_t disk_bytes = 0;    // key_value rows once all are written (the stores' full size)
+    double lookup_s = 0;       // embedding lookups, forward + backward with the optimizer
+    double disk_s = 0;         // key_value cache misses: records read and written back
+    double comm_s = 0;         // all-to-alls, reduce-scatters, all-reduces
+    double dense_s = 0;        // MLPs, interaction, cross layers
 
-    double total_s() const { return lookup_s + comm_s + dense_s; }
+    double total_s() const { return lookup_s + disk_s + comm_s + dense_s; }
 
     RankCost& operator+=(const RankCost& other);
 };
@@ -67,6 +80,17 @@ struct SparseTraffic {
 
     double total_bytes() const { return lookup_bytes + update_bytes; }
 };
+
+// What a cache holding `slots` of a table's E rows sees in a batch of `ids` ids drawn from the
+// synthetic data's Zipf law (alpha; 0: uniform): the expected distinct rows, each row r there
+// with probability 1 - (1 - p_r)^ids, and those of them among the `slots` most popular (an
+// ideal, frequency-ordered cache's hits; LRU gets fewer). Zero and zero when slots >= rows.
+struct CacheUse {
+    double distinct = 0;
+    double hits = 0;
+};
+
+CacheUse predicted_cache_use(int64_t rows, int64_t slots, double alpha, double ids);
 
 // One option for one table: what each shard adds to the rank it lands on, and what every rank
 // pays wherever the shards go.
@@ -112,6 +136,14 @@ public:
     // tables under config's sparse optimizer, unsharded.
     static SparseTraffic sparse_traffic(const Config& config, const KeyedJaggedTensor& features);
 
+    // A row's record in a key_value store: the row in the table's dtype, its state, a CRC-32 and
+    // a magic word, 8-byte aligned (engine/modules/key_value_store.h).
+    static double record_bytes(const ModelConfig::Table& table,
+                               int64_t cols,
+                               const std::string& sparse_optimizer);
+    // The disk time per step of a key_value shard of `rows` rows receiving `ids` ids a step.
+    double miss_s(const ModelConfig::Table& table, double rows, double cols, double ids) const;
+
     // Optimizer state bytes per element and per row of a table under the sparse optimizer.
     static double state_bytes_per_element(const std::string& sparse_optimizer);
     static double state_bytes_per_row(const std::string& sparse_optimizer);
@@ -132,15 +164,21 @@ private:
     double dense_state_factor_;
     RankCost dense_;
     std::map<std::string, double> load_factor_;  // per table: its cache's load factor
+    std::string sparse_optimizer_;
+    double zipf_alpha_ = 0;  // the ids' law for the hit rate (0: uniform)
 };
 
 // Per-rank cost of a whole plan (tables plus the dense part).
 struct PlanEstimate {
     std::vector<RankCost> ranks;
     int64_t memory_limit_bytes = 0;
+    int64_t host_limit_bytes = 0;  // cuda: DDR for fused_uvm rows (0 on cpu)
+    int64_t disk_limit_bytes = 0;  // 0: not checked
 
     double step_time_s() const;  // the slowest rank: collectives make every rank wait for it
     int64_t max_memory_bytes() const;
+    int64_t max_host_bytes() const;
+    int64_t max_disk_bytes() const;
 };
 
 PlanEstimate estimate_plan(const ShardingPlan& plan,

@@ -16,15 +16,18 @@ constexpr double kGiB = 1073741824.0;
 
 constexpr double kMiB = 1048576.0;
 
-// Memory is shown in GiB, or in MiB when every rank holds less than 1 GiB.
-std::string rank_row(const std::string& label, const RankCost& c, double total_s, double unit) {
-    return fmt::format("{:>8} | {:>10.2f} | {:>9.3f} | {:>9.3f} | {:>9.3f} | {:>9.3f}", label,
-                       static_cast<double>(c.memory_bytes) / unit, c.lookup_s * 1e3, c.comm_s * 1e3,
+// Memory is shown in GiB, or in MiB when every rank holds less than 1 GiB. The disk column
+// (key_value misses) only when a plan has one.
+std::string rank_row(
+    const std::string& label, const RankCost& c, double total_s, double unit, bool disk) {
+    return fmt::format("{:>8} | {:>10.2f} | {:>9.3f} | {}{:>9.3f} | {:>9.3f} | {:>9.3f}", label,
+                       static_cast<double>(c.memory_bytes) / unit, c.lookup_s * 1e3,
+                       disk ? fmt::format("{:>9.3f} | ", c.disk_s * 1e3) : "", c.comm_s * 1e3,
                        c.dense_s * 1e3, total_s * 1e3);
 }
 
-std::string rank_row(const std::string& label, const RankCost& c, double unit) {
-    return rank_row(label, c, c.total_s(), unit);
+std::string rank_row(const std::string& label, const RankCost& c, double unit, bool disk) {
+    return rank_row(label, c, c.total_s(), unit, disk);
 }
 
 // An order statistic of each column, the total's included: each column sorted on its own, so
@@ -32,7 +35,8 @@ std::string rank_row(const std::string& label, const RankCost& c, double unit) {
 std::string stat_row(const std::string& label,
                      const std::vector<RankCost>& ranks,
                      double quantile,
-                     double unit) {
+                     double unit,
+                     bool disk) {
     const auto pick = [&](auto get) {
         std::vector<double> v;
         v.reserve(ranks.size());
@@ -46,19 +50,21 @@ std::string stat_row(const std::string& label,
     c.memory_bytes =
         static_cast<int64_t>(pick([](const RankCost& r) { return double(r.memory_bytes); }));
     c.lookup_s = pick([](const RankCost& r) { return r.lookup_s; });
+    c.disk_s = pick([](const RankCost& r) { return r.disk_s; });
     c.comm_s = pick([](const RankCost& r) { return r.comm_s; });
     c.dense_s = pick([](const RankCost& r) { return r.dense_s; });
-    return rank_row(label, c, pick([](const RankCost& r) { return r.total_s(); }), unit);
+    return rank_row(label, c, pick([](const RankCost& r) { return r.total_s(); }), unit, disk);
 }
 
 std::vector<std::string> rank_rows(const PlanEstimate& estimate,
                                    size_t max_rank_rows,
-                                   double unit) {
+                                   double unit,
+                                   bool disk) {
     const auto& ranks = estimate.ranks;
     std::vector<std::string> rows;
     if (ranks.size() <= max_rank_rows) {
         for (size_t r = 0; r < ranks.size(); ++r) {
-            rows.push_back(rank_row(std::to_string(r), ranks[r], unit));
+            rows.push_back(rank_row(std::to_string(r), ranks[r], unit, disk));
         }
         return rows;
     }
@@ -67,14 +73,58 @@ std::vector<std::string> rank_rows(const PlanEstimate& estimate,
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return ranks[a].total_s() > ranks[b].total_s(); });
     for (size_t i = 0; i < 3; ++i) {
-        rows.push_back(rank_row(std::to_string(order[i]), ranks[order[i]], unit));
+        rows.push_back(rank_row(std::to_string(order[i]), ranks[order[i]], unit, disk));
     }
     rows.push_back(fmt::format("{:>8} | ({} ranks between)", "...", ranks.size() - 4));
-    rows.push_back(rank_row(std::to_string(order.back()), ranks[order.back()], unit));
-    rows.push_back(stat_row("min", ranks, 0.0, unit));
-    rows.push_back(stat_row("median", ranks, 0.5, unit));
-    rows.push_back(stat_row("max", ranks, 1.0, unit));
+    rows.push_back(rank_row(std::to_string(order.back()), ranks[order.back()], unit, disk));
+    rows.push_back(stat_row("min", ranks, 0.0, unit, disk));
+    rows.push_back(stat_row("median", ranks, 0.5, unit, disk));
+    rows.push_back(stat_row("max", ranks, 1.0, unit, disk));
     return rows;
+}
+
+std::string bytes_text(double bytes) {
+    return bytes < kGiB ? fmt::format("{:.1f} MiB", bytes / kMiB)
+                        : fmt::format("{:.2f} GiB", bytes / kGiB);
+}
+
+// Each rank's bytes in each tier against its budget ("-": not checked): the compute tier, DDR
+// beside HBM on cuda, the disk. Ranks beyond max_rank_rows: the fullest in each column.
+std::string tier_report(const PlanEstimate& estimate,
+                        const Topology& topology,
+                        size_t max_rank_rows) {
+    const bool cuda = topology.compute_device == "cuda";
+    const auto budget = [](int64_t limit) {
+        return limit > 0 ? bytes_text(static_cast<double>(limit)) : std::string("-");
+    };
+    const auto row = [&](const std::string& label, const RankCost& c) {
+        return fmt::format("{:>8} | {:>12} | {}{:>12}\n", label,
+                           bytes_text(static_cast<double>(c.memory_bytes)),
+                           cuda ? fmt::format("{:>12} | ", bytes_text(double(c.host_bytes))) : "",
+                           bytes_text(static_cast<double>(c.disk_bytes)));
+    };
+    std::string out = fmt::format(
+        "\nstorage per rank: {} (budget {}){}, disk (budget {}{})\n", topology.memory_kind(),
+        budget(estimate.memory_limit_bytes),
+        cuda
+            ? fmt::format(", DDR for fused_uvm rows (budget {})", budget(estimate.host_limit_bytes))
+            : "",
+        budget(estimate.disk_limit_bytes),
+        estimate.disk_limit_bytes > 0 ? "" : ": disk_gib not given, not checked");
+    out += fmt::format("{:>8} | {:>12} | {}{:>12}\n", "rank", topology.memory_kind(),
+                       cuda ? fmt::format("{:>12} | ", "DDR") : "", "disk");
+    out += fmt::format("{:->8} | {:->12} | {}{:->12}\n", "", "", cuda ? "------------ | " : "", "");
+    const auto& ranks = estimate.ranks;
+    if (ranks.size() <= max_rank_rows) {
+        for (size_t r = 0; r < ranks.size(); ++r)
+            out += row(std::to_string(r), ranks[r]);
+        return out;
+    }
+    RankCost most;
+    most.memory_bytes = estimate.max_memory_bytes();
+    most.host_bytes = estimate.max_host_bytes();
+    most.disk_bytes = estimate.max_disk_bytes();
+    return out + row("max", most);
 }
 
 }  // namespace
@@ -96,12 +146,14 @@ std::string estimate_report(const PlanEstimate& estimate,
                        config.optimizer.sparse.type);
     const bool small = estimate.max_memory_bytes() < static_cast<int64_t>(kGiB);
     const double unit = small ? kMiB : kGiB;
-    out += fmt::format("{:>8} | {:>10} | {:>9} | {:>9} | {:>9} | {:>9}\n", "rank",
-                       small ? "memory MiB" : "memory GiB", "lookup ms", "comm ms", "dense ms",
+    const bool disk = estimate.max_disk_bytes() > 0;
+    out += fmt::format("{:>8} | {:>10} | {:>9} | {}{:>9} | {:>9} | {:>9}\n", "rank",
+                       small ? "memory MiB" : "memory GiB", "lookup ms",
+                       disk ? fmt::format("{:>9} | ", "disk ms") : "", "comm ms", "dense ms",
                        "total ms");
-    out += fmt::format("{:->8} | {:->10} | {:->9} | {:->9} | {:->9} | {:->9}\n", "", "", "", "", "",
-                       "");
-    for (const std::string& row : rank_rows(estimate, max_rank_rows, unit)) {
+    out += fmt::format("{:->8} | {:->10} | {:->9} | {}{:->9} | {:->9} | {:->9}\n", "", "", "",
+                       disk ? "--------- | " : "", "", "", "");
+    for (const std::string& row : rank_rows(estimate, max_rank_rows, unit, disk)) {
         out += row + "\n";
     }
     const auto slowest =
@@ -112,43 +164,23 @@ std::string estimate_report(const PlanEstimate& estimate,
                             estimate.ranks.begin());
     const RankCost& s = estimate.ranks[slowest];
     const double step = estimate.step_time_s();
+    // The disk's share: key_value misses read from disk and written back, page cache ignored.
     out += fmt::format(
-        "\npredicted step: {:.3f} ms (slowest rank {}: lookup {:.3f} | comm {:.3f} | dense {:.3f} "
-        "ms), {:.0f} samples/s; peak memory {:.2f} {} of {:.1f} GiB per rank\n",
-        step * 1e3, slowest, s.lookup_s * 1e3, s.comm_s * 1e3, s.dense_s * 1e3,
-        step > 0 ? static_cast<double>(config.data.batch_size) * w / step : 0.0,
+        "\npredicted step: {:.3f} ms (slowest rank {}: lookup {:.3f} | {}comm {:.3f} | dense "
+        "{:.3f} ms), {:.0f} samples/s; peak memory {:.2f} {} of {:.1f} GiB per rank\n",
+        step * 1e3, slowest, s.lookup_s * 1e3,
+        disk ? fmt::format("disk misses {:.3f} | ", s.disk_s * 1e3) : "", s.comm_s * 1e3,
+        s.dense_s * 1e3, step > 0 ? static_cast<double>(config.data.batch_size) * w / step : 0.0,
         static_cast<double>(estimate.max_memory_bytes()) / unit, small ? "MiB" : "GiB",
         static_cast<double>(estimate.memory_limit_bytes) / kGiB);
+    if (disk || estimate.max_host_bytes() > 0)
+        out += tier_report(estimate, topology, max_rank_rows);
     return out;
 }
 
 double predicted_hit_rate(int64_t rows, int64_t slots, double alpha, double ids) {
-    if (slots >= rows)
-        return 1.0;
-    // The generator's continuous law on [1, E + 1): rank r has mass F(r + 2) - F(r + 1).
-    const double e = static_cast<double>(rows);
-    const auto cdf = [&](double x) {
-        return std::fabs(alpha - 1.0) < 1e-12
-                   ? std::log(x) / std::log(e + 1.0)
-                   : (std::pow(x, 1.0 - alpha) - 1.0) / (std::pow(e + 1.0, 1.0 - alpha) - 1.0);
-    };
-    // Ranks one by one while a row is likely in a batch, then in blocks growing by 1 %, where
-    // 1 - (1 - p)^n ~ n p is summed as n times the block's mass.
-    double hits = 0, distinct = 0;
-    double r = 0;
-    while (r < e) {
-        const double step = r < 1e5 ? 1.0 : std::max(1.0, std::floor(r * 0.01));
-        const double end = std::min(e, r + step);
-        const double mass = cdf(end + 1.0) - cdf(r + 1.0);
-        const double seen = step == 1.0 ? 1.0 - std::pow(1.0 - mass, ids) : ids * mass;
-        distinct += seen;
-        if (end <= static_cast<double>(slots))
-            hits += seen;
-        else if (r < static_cast<double>(slots))
-            hits += seen * (static_cast<double>(slots) - r) / (end - r);
-        r = end;
-    }
-    return distinct > 0 ? hits / distinct : 1.0;
+    const CacheUse use = predicted_cache_use(rows, slots, alpha, ids);
+    return use.distinct > 0 ? use.hits / use.distinct : 1.0;
 }
 
 std::string cache_report(const ShardingPlan& plan,

@@ -69,16 +69,24 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
         s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32, device);
         return;
     }
+    const bool uvm = ps.compute_kernel == EmbeddingComputeKernel::kFusedUvm;
+    SR_CHECK(!uvm || device.is_cuda(),
+             "table '{}': fused_uvm keeps a GPU's rows in host memory, and this rank runs on {}: "
+             "use fused (rows in memory) or key_value (rows on disk, a cache in memory)",
+             table.name, device.str());
     const std::string label = fmt::format(
         "the shard of table '{}' at rows {}, columns {} of shape [{}, {}] with its "
-        "optimizer state",
-        table.name, s.row_offset, s.col_offset, s.rows, s.cols);
-    with_allocation_label(label, [&] {
+        "optimizer state{}",
+        table.name, s.row_offset, s.col_offset, s.rows, s.cols, uvm ? " (fused_uvm)" : "");
+    const auto make_rows = [&] {
         s.weights = Tensor::empty({s.rows, s.cols}, table.data_type, device);
         init_embedding_rows(s.weights, seed, s.table, s.row_offset, s.col_offset,
                             table.num_embeddings);
         kernels::make_optimizer_states(optim, s.rows, s.cols, s.state1, s.state2, device);
-    });
+    };
+    // fused_uvm: the same CUDA tensors and kernels, the bytes in mapped host memory.
+    with_allocation_label(label,
+                          [&] { uvm ? with_host_mapped_allocations(make_rows) : make_rows(); });
     s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows}).to(device);
     s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32, device);
 }

@@ -31,6 +31,17 @@ void Topology::visit(FieldVisitor& v) {
                 .at_least(0)
                 .less_than(1),
             reserved_fraction);
+    v.field(Field("host_to_device_bw_gbps",
+                  "what a GPU reads host memory at (fused_uvm lookups, PCIe), GB/s")
+                .greater_than(0)
+                .only_if(compute_device == "cuda", "compute_device is cuda"),
+            host_to_device_bw_gbps);
+    v.field(Field("disk_gib", "local disk per rank for key_value rows, GiB; 0: not checked")
+                .at_least(0),
+            disk_gib);
+    v.field(Field("disk_bw_gbps", "random 4 KiB reads of the local disk, GB/s (key_value misses)")
+                .greater_than(0),
+            disk_bw_gbps);
 }
 
 PlacementEnv Topology::placement() const {
@@ -44,6 +55,16 @@ PlacementEnv Topology::placement() const {
 int64_t Topology::memory_limit_bytes() const {
     const double gib = compute_device == "cuda" ? device_memory_gib : host_memory_gib;
     return static_cast<int64_t>(gib * (1.0 - reserved_fraction) * 1073741824.0);
+}
+
+int64_t Topology::host_limit_bytes() const {
+    if (compute_device != "cuda")
+        return 0;
+    return static_cast<int64_t>(host_memory_gib * (1.0 - reserved_fraction) * 1073741824.0);
+}
+
+int64_t Topology::disk_limit_bytes() const {
+    return static_cast<int64_t>(disk_gib * 1073741824.0);
 }
 
 namespace {
@@ -102,6 +123,11 @@ Topology default_topology(const std::string& compute_device, int world_size) {
         t.cross_node_bw_gbps = 50.0;
         t.device_gflops = 50000.0;
         t.reserved_fraction = 0.15;
+        // Gen5 x16 host links (~64 GB/s peak); one 3.84 TB NVMe drive per GPU (DGX H100's 8),
+        // ~1.5 M random 4 KiB reads/s.
+        t.host_to_device_bw_gbps = 50.0;
+        t.disk_gib = 3576.0;
+        t.disk_bw_gbps = 6.0;
     } else {
         SR_CHECK(compute_device == "cpu", "no default topology for device '{}'", compute_device);
     }

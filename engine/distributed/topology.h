@@ -13,6 +13,13 @@
 //   cross_node_bw_gbps: 50        # per rank, between nodes (400 Gb/s InfiniBand per GPU)
 //   device_gflops: 50000          # dense fp32 rate per rank, GFLOP/s
 //   reserved_fraction: 0.15       # memory kept out of the plan (activations, buffers, allocator)
+//   host_to_device_bw_gbps: 50    # cuda: what fused_uvm lookups read host memory at (PCIe Gen5)
+//   disk_gib: 3576                # local disk per rank for key_value rows; 0: not checked
+//   disk_bw_gbps: 6.0             # random 4 KiB reads of that disk, GB/s (key_value misses)
+//
+// The tiers a plan fills per rank: the compute tier (HBM on cuda, DDR on cpu: fused rows, caches,
+// buffers), DDR on cuda (fused_uvm rows, host_memory_gib less the reserve) and the disk
+// (key_value rows once all are written, disk_gib whole).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +42,9 @@ struct Topology {
     double cross_node_bw_gbps = 1.25;
     double device_gflops = 50.0;
     double reserved_fraction = 0.1;
+    double host_to_device_bw_gbps = 50.0;  // cuda only
+    double disk_gib = 0.0;                 // 0: the disk is not checked
+    double disk_bw_gbps = 0.4;
 
     void visit(FieldVisitor& v);
 
@@ -43,6 +53,11 @@ struct Topology {
     PlacementEnv placement() const;
     // The memory the planner may fill on each rank: HBM on cuda, DDR on cpu, less the reserve.
     int64_t memory_limit_bytes() const;
+    // DDR the planner may fill on a cuda rank (fused_uvm rows), less the reserve; 0 on cpu,
+    // where DDR is the compute tier above.
+    int64_t host_limit_bytes() const;
+    // The disk the planner may fill on each rank; 0 when disk_gib is not given (not checked).
+    int64_t disk_limit_bytes() const;
 
     // "HBM" or "DDR" (TorchRec ParameterStorage), for messages.
     const char* memory_kind() const { return compute_device == "cuda" ? "HBM" : "DDR"; }

@@ -108,8 +108,10 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     const auto optimizer = sparse_optimizer_params(config.optimizer.sparse);
     const auto seed = static_cast<uint64_t>(config.train.seed);
     bool tiered = false;  // a kernel only the sharded collection has
-    for (const ModelConfig::Table& t : config.model.tables)
-        tiered = tiered || config.sharding.kernel_of(t.name) == "key_value";
+    for (const ModelConfig::Table& t : config.model.tables) {
+        const std::string kernel = config.sharding.kernel_of(t.name);
+        tiered = tiered || kernel == "key_value" || kernel == "fused_uvm";
+    }
     if (pg == nullptr && !tiered)
         return make_embedding_bag_collection(config.model, seed, optimizer, device);
     std::shared_ptr<comm::ProcessGroup> group = pg ? pg : comm::world_process_group();

@@ -114,6 +114,11 @@ TEST_CASE("shardrec plan: key_value tables' cache, disk and hit rates", "[cli]")
                Contains("      big0 |     4000000 |      200000 |      49.6 |     1.01 "));
     CHECK_THAT(r.output, Contains("|   0.6125"));  // the last window's
     CHECK_THAT(r.output, Contains("    small3 |      100000 |        5000 |"));
+    // The misses' disk time beside the step, and each rank's tiers against their budgets.
+    CHECK_THAT(r.output, Contains("| disk misses "));
+    CHECK_THAT(r.output, Contains("storage per rank: DDR (budget 9.00 GiB), disk (budget -: "
+                                  "disk_gib not given, not checked)"));
+    CHECK_THAT(r.output, Contains("       0 |    144.6 MiB |     2.08 GiB"));
     fs::remove_all(run);
 }
 

@@ -334,3 +334,107 @@ TEST_CASE("predicted_hit_rate: the Zipf law's distinct rows in the cache", "[pla
     CHECK(predicted_hit_rate(2000000, 20000, 1.05, 4096) <
           predicted_hit_rate(2000000, 200000, 1.05, 4096));
 }
+
+namespace {
+
+// Four key_value tables of 100000 x 16 f32 rows (SGD: a 72-byte record each, 6.9 MiB per table
+// once every row is written) with a cache of `load_factor` of each shard's rows.
+Config key_value_tables(double load_factor, const std::string& planner = "manual") {
+    return parse_config(equal_tables(4),
+                        {"sharding.planner=" + planner, "sharding.compute_kernel=key_value",
+                         "sharding.storage.path=/tmp/kv",
+                         fmt::format("sharding.cache.load_factor={}", load_factor)},
+                        "t.yaml");
+}
+
+Topology cpu_disk_topology(int world_size, double disk_gib) {
+    return parse_topology(fmt::format("compute_device: cpu\nlocal_size: 2\nhost_memory_gib: 10\n"
+                                      "reserved_fraction: 0.0\ndisk_gib: {}\ndisk_bw_gbps: 0.5\n",
+                                      disk_gib),
+                          world_size, "disk.yaml");
+}
+
+}  // namespace
+
+// The miss path: (1 - hit rate) of a batch's distinct rows read from disk and written back, so
+// a smaller cache predicts a longer step; a cache of every row misses nothing.
+TEST_CASE("Planner tiers: a smaller load_factor predicts more disk miss time", "[planner]") {
+    const Topology topo = cpu_disk_topology(2, 100.0);
+    std::vector<double> miss_s, step_s;
+    for (const double lf : {1.0, 0.5, 0.05}) {
+        const Config c = key_value_tables(lf);
+        const PlanEstimate e = estimate_plan(make_sharding_plan(c, topo), c, topo);
+        double disk = 0;
+        for (const RankCost& r : e.ranks) {
+            disk += r.disk_s;
+            CHECK(r.disk_bytes == 2 * 7200000);  // two tables a rank, 100000 records of 72 B
+        }
+        miss_s.push_back(disk);
+        step_s.push_back(e.step_time_s());
+        if (lf == 0.05) {
+            const std::string report = estimate_report(e, c, topo);
+            CHECK_THAT(report, Contains("| disk misses "));
+            CHECK_THAT(report, Contains("storage per rank: DDR (budget 10.00 GiB), disk (budget "
+                                        "100.00 GiB)"));
+            CHECK_THAT(report, Contains("       0 |      1.5 MiB |     13.7 MiB"));
+        }
+    }
+    CHECK(miss_s[0] == 0.0);
+    CHECK(miss_s[1] > 0.0);
+    CHECK(miss_s[2] > miss_s[1]);
+    CHECK(step_s[2] > step_s[1]);
+    CHECK(step_s[1] > step_s[0]);
+}
+
+// disk_gib is each rank's budget for its key_value rows once all are written: the auto planner
+// spreads the tables to fit it or names the table and the most free disk; any other plan is
+// refused naming the rank, its tables and their sizes.
+TEST_CASE("Planner tiers: a too small disk_gib fails with the tables and sizes", "[planner]") {
+    // 13.7 MiB of rows a rank (two tables) against 10 MiB.
+    const Topology small = cpu_disk_topology(2, 10.0 / 1024);
+    const std::string manual = error_of([&] { make_sharding_plan(key_value_tables(0.1), small); });
+    CHECK_THAT(manual, Contains("rank 0 needs 13.7 MiB of disk for its key_value rows once all "
+                                "are written ('t0' 6.9 MiB, 't2' 6.9 MiB), the topology gives "
+                                "10.0 MiB (disk_gib"));
+    const std::string planned =
+        error_of([&] { EmbeddingShardingPlanner(small).plan(key_value_tables(0.1, "auto")); });
+    CHECK_THAT(planned, Contains("table_wise (1 shard) needs"));
+    CHECK_THAT(planned, Contains("and 6.9 MiB of disk on a rank"));
+    CHECK_THAT(planned, Contains("the most free disk (disk_gib) is"));
+    // Not given (0): not checked; enough: the auto planner fits the rows on the disks.
+    CHECK_NOTHROW(make_sharding_plan(key_value_tables(0.1), cpu_disk_topology(2, 0.0)));
+    const Topology enough = cpu_disk_topology(2, 15.0 / 1024);
+    const ShardingPlan plan = EmbeddingShardingPlanner(enough).plan(key_value_tables(0.1, "auto"));
+    const Config c = key_value_tables(0.1, "auto");
+    CHECK(estimate_plan(plan, c, enough).max_disk_bytes() <= enough.disk_limit_bytes());
+}
+
+// fused_uvm on a GPU: the rows and their state count in DDR, not HBM, and their lookups cross
+// the host link, slower than HBM.
+TEST_CASE("Planner tiers: fused_uvm rows in DDR, read over the host link", "[planner]") {
+    const Topology topo = default_topology("cuda", 8);
+    const ModelConfig::Table table = [] {
+        ModelConfig::Table t;
+        t.name = "t";
+        t.num_embeddings = 1000000;
+        t.embedding_dim = 64;
+        t.feature_names = {"f"};
+        return t;
+    }();
+    Config c = parse_config(equal_tables(1), {"runtime.device=cuda"}, "t.yaml");
+    c.model.tables = {table};
+    const CostModel model(c, topo);
+    const std::vector<std::array<int64_t, 2>> whole{{1000000, 64}};
+    const OptionCost fused =
+        model.table_cost(table, ShardingType::kTableWise, EmbeddingComputeKernel::kFused, whole);
+    const OptionCost uvm =
+        model.table_cost(table, ShardingType::kTableWise, EmbeddingComputeKernel::kFusedUvm, whole);
+    const double storage =
+        model.shard_storage_bytes(table, EmbeddingComputeKernel::kFusedUvm, 1000000, 64);
+    CHECK(storage == 256000000.0);  // f32 rows, SGD
+    CHECK(uvm.shards[0].host_bytes == 256000000);
+    CHECK(fused.shards[0].host_bytes == 0);
+    CHECK(fused.shards[0].memory_bytes - uvm.shards[0].memory_bytes == 256000000);
+    CHECK(uvm.shards[0].lookup_s > fused.shards[0].lookup_s);
+    CHECK(uvm.shards[0].disk_bytes == 0);
+}

@@ -62,7 +62,8 @@ TEST_CASE("ShardingType: TorchRec names, informal names, round trip", "[distribu
     CHECK_FALSE(parse_sharding_type("row-wise"));
     CHECK(parse_compute_kernel("fused") == EmbeddingComputeKernel::kFused);
     CHECK(std::string(compute_kernel_name(EmbeddingComputeKernel::kDense)) == "dense");
-    CHECK_FALSE(parse_compute_kernel("fused_uvm"));
+    CHECK(parse_compute_kernel("fused_uvm") == EmbeddingComputeKernel::kFusedUvm);
+    CHECK_FALSE(parse_compute_kernel("fused_uvm_caching"));
 }
 
 TEST_CASE("ShardMetadata: placement strings as TorchRec writes them", "[distributed]") {

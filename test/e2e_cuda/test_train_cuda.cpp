@@ -2,12 +2,14 @@
 // parameters, position weights, table rows and eval metrics to float tolerance (the GPU kernels
 // sum in another order), for one process and for the ranks of mpirun sharing the node's GPUs,
 // with every dist path in one plan, on both pipelines; steps after warm-up allocate nothing on the
-// device or the host; and a checkpoint written from the GPU loads into a CPU trainer bitwise. Its
-// main exits 77 (not run) without a GPU.
+// device or the host; a checkpoint written from the GPU loads into a CPU trainer bitwise; and
+// compute_kernel fused_uvm (rows in mapped host memory) trains bitwise like fused. Its main exits
+// 77 (not run) without a GPU.
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 
 #include "comm/process_group.h"
 #include "engine/core/allocator.h"
@@ -192,4 +194,34 @@ TEST_CASE("a checkpoint written on cuda loads into a cpu trainer bitwise", "[cud
     pg->barrier().wait();
     if (pg->rank() == 0)
         std::filesystem::remove_all(dir);
+}
+
+// fused_uvm: the same kernels on the same rows, only in pinned host memory the GPU maps, so the
+// losses and tables are bitwise fused's; the rows and optimizer state count in host memory.
+TEST_CASE("cuda fused_uvm trains bitwise like fused, its rows in host memory", "[cuda][e2e]") {
+    auto pg = comm::world_process_group();
+    const auto built = [&](const std::vector<std::string>& sets) {
+        const AllocStats device0 = alloc_stats(DeviceType::kCuda);
+        const AllocStats host0 = alloc_stats(DeviceType::kCpu);
+        auto trainer = std::make_unique<train::Trainer>(parse_config(kConfig, sets), pg);
+        const std::array<int64_t, 2> grew{
+            alloc_stats(DeviceType::kCuda).current_bytes - device0.current_bytes,
+            alloc_stats(DeviceType::kCpu).current_bytes - host0.current_bytes};
+        return std::make_pair(std::move(trainer), grew);
+    };
+    auto [fused, fused_bytes] = built({"runtime.device=cuda", "train.steps=4"});
+    auto [uvm, uvm_bytes] =
+        built({"runtime.device=cuda", "train.steps=4", "sharding.compute_kernel=fused_uvm"});
+    REQUIRE(uvm->device().is_cuda());
+    // 'big' alone (301 x 8 f32 rows, a row-wise accumulator) moves 10836 bytes, split over ranks.
+    INFO("device bytes: fused " << fused_bytes[0] << ", fused_uvm " << uvm_bytes[0]
+                                << "; host bytes: fused " << fused_bytes[1] << ", fused_uvm "
+                                << uvm_bytes[1]);
+    CHECK(uvm_bytes[1] - fused_bytes[1] >= 10836 / pg->size());
+    CHECK(fused_bytes[0] - uvm_bytes[0] >= 10836 / pg->size());
+    CHECK(train_all(*uvm) == train_all(*fused));
+    for (int64_t t = 0; t < 4; ++t) {
+        INFO("table " << t);
+        CHECK(table(*uvm, t) == table(*fused, t));
+    }
 }

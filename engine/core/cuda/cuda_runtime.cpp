@@ -181,6 +181,13 @@ void* host_alloc_pinned(size_t bytes) {
     return p;
 }
 
+void* host_alloc_mapped(size_t bytes, void** device_ptr) {
+    void* p = nullptr;
+    SR_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    SR_CUDA_CHECK(cudaHostGetDevicePointer(device_ptr, p, 0));
+    return p;
+}
+
 void host_free_pinned(void* ptr) {
     SR_CUDA_WARN(cudaFreeHost(ptr));
 }

@@ -32,6 +32,10 @@ void copy_2d_async(void* dst,
 // Page-locked host memory (cudaMallocHost / cudaFreeHost).
 void* host_alloc_pinned(size_t bytes);
 void host_free_pinned(void* ptr);
+// Page-locked host memory mapped into every device's address space (cudaHostAlloc with
+// cudaHostAllocMapped | cudaHostAllocPortable): returns the host pointer and sets *device_ptr
+// to the address kernels use (cudaHostGetDevicePointer). Freed by host_free_pinned.
+void* host_alloc_mapped(size_t bytes, void** device_ptr);
 
 // Streams and events as opaque handles.
 void* stream_create(int device);

@@ -57,6 +57,10 @@ void* host_alloc_pinned(size_t) {
 
 void host_free_pinned(void*) {}
 
+void* host_alloc_mapped(size_t, void**) {
+    not_built("cuda::host_alloc_mapped");
+}
+
 void* stream_create(int) {
     not_built("cuda::stream_create");
 }
