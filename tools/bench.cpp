@@ -442,7 +442,7 @@ int bench_main(const std::vector<std::string>& args) {
             "\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
             "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
             "\"input_dist_ms\":{:.4f},\"prefetch_ahead_ms\":{:.4f},\"prefetch_ms\":{:.4f},"
-            "\"dense_gflop_per_step\":{:.3f},\"gemm_tflops\":{:.4f},"
+            "\"dense_gflop_per_step\":{:.3f},\"gemm_math\":\"{}\",\"gemm_tflops\":{:.4f},"
             "\"dense_floor_ms\":{:.4f},\"sparse_bytes_per_step\":{:.0f},"
             "\"sparse_floor_ms\":{:.4f},\"pooled_comm_forward_bytes_per_step\":{:.0f},"
             "\"pooled_comm_backward_bytes_per_step\":{:.0f},"
@@ -457,7 +457,7 @@ int bench_main(const std::vector<std::string>& args) {
             table_bytes, state_bytes, dense, model_memory.max_peak_bytes, times.host.max_peak_bytes,
             allocs_per_step, device_allocs_per_step, data_ms, device.str(), device_copy_gbps,
             per_step[0], per_step[1], per_step[2], per_step[3], per_step[4], dense_flop / 1e9,
-            gemm_tflops, dense_floor_ms, traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms,
+            config.runtime.gemm_math, gemm_tflops, dense_floor_ms, traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms,
             comm_per_step[0], comm_per_step[1], comm_per_step[2], comm_per_step[3],
             sharded != nullptr && sharded->hierarchical() ? "true" : "false",
             config.comm.qcomms.forward, config.comm.qcomms.backward,
