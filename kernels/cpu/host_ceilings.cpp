@@ -1,5 +1,5 @@
-// The host's measured ceilings (kernels/device_ceilings.h): memcpy bandwidth and cblas_sgemm
-// time, each the median of timed repetitions after a warm-up.
+// The host's measured ceilings (kernels/device_ceilings.h): memcpy bandwidth, random-row read
+// bandwidth and cblas_sgemm time, each the median of timed repetitions after a warm-up.
 #include <cblas.h>
 
 #include <algorithm>
@@ -11,6 +11,8 @@
 #include <omp.h>
 #endif
 
+#include "engine/core/allocator.h"
+#include "engine/core/error.h"
 #include "kernels/device_ceilings.h"
 
 namespace shardrec::kernels {
@@ -48,6 +50,56 @@ double host_copy_gbps(size_t bytes, int reps) {
         }
     });
     return 2.0 * static_cast<double>(bytes) / s / 1e9;
+}
+
+double host_random_row_gbps(int64_t row_bytes, size_t table_bytes, int64_t rows, int reps) {
+    SR_CHECK(row_bytes > 0 && row_bytes % 4 == 0 && table_bytes >= static_cast<size_t>(row_bytes),
+             "host_random_row_gbps: rows of {} bytes from a {}-byte table", row_bytes, table_bytes);
+    const int64_t width = row_bytes / 4;
+    const auto table_rows = static_cast<int64_t>(table_bytes / static_cast<size_t>(row_bytes));
+    const size_t bytes = static_cast<size_t>(table_rows * row_bytes);
+    auto* table = static_cast<float*>(device_alloc(Device::cpu(), bytes));
+    // Touched in parallel, as a table's initialisation does, so its pages are mapped (and, under
+    // MADV_HUGEPAGE, huge) before the timing.
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < table_rows; ++r) {
+        std::fill(table + r * width, table + (r + 1) * width, 1.f);
+    }
+    std::vector<int64_t> index(static_cast<size_t>(rows));
+    uint64_t x = 0x9e3779b97f4a7c15ull;  // splitmix64: uniform enough, and the same every run
+    for (int64_t& i : index) {
+        x += 0x9e3779b97f4a7c15ull;
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        i = static_cast<int64_t>((z ^ (z >> 31)) % static_cast<uint64_t>(table_rows));
+    }
+    constexpr int64_t kPrefetchRows = 8;  // as kernels/cpu/embedding_bag.cpp's kPrefetchIds
+    float sink = 0;
+    const double s = median_s(reps, [&] {
+#pragma omp parallel reduction(+ : sink)
+        {
+            std::vector<float> acc(static_cast<size_t>(width), 0.f);
+#pragma omp for schedule(static)
+            for (int64_t n = 0; n < rows; ++n) {
+                if (n + kPrefetchRows < rows) {
+                    const char* p =
+                        reinterpret_cast<const char*>(table + index[n + kPrefetchRows] * width);
+                    for (int64_t b = 0; b < row_bytes; b += 64) {
+                        __builtin_prefetch(p + b, 0, 0);
+                    }
+                }
+                const float* __restrict row = table + index[n] * width;
+                for (int64_t d = 0; d < width; ++d) {
+                    acc[d] += row[d];
+                }
+            }
+            sink += acc[0];  // keeps the sums live
+        }
+    });
+    device_free(Device::cpu(), table, bytes);
+    SR_CHECK(sink > 0, "host_random_row_gbps: the rows summed to {}", sink);
+    return static_cast<double>(rows) * static_cast<double>(row_bytes + 8) / s / 1e9;
 }
 
 double host_sgemm_time_us(int64_t m, int64_t n, int64_t k, int reps) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "kernels/device_ceilings.h"
 #include "test/ops/check_case.h"
 
 using namespace shardrec;
@@ -40,4 +41,13 @@ TEST_CASE("backend ops: every op has at least one case that checks it", "[ops][c
         INFO("op without a case: " << kernels::op_name(op));
         CHECK(covered.count(op) == 1);
     }
+}
+
+TEST_CASE("host ceilings: random-row reads are measured, and odd rows are refused", "[ops][cpu]") {
+    // 256-byte rows of a 4 MiB table: small enough for a test, the path of bench_ops's %rr.
+    const double gbps = kernels::host_random_row_gbps(256, size_t{4} << 20, 1 << 14, 1);
+    CHECK(gbps > 0.01);
+    CHECK(gbps < 1e5);
+    CHECK_THROWS_WITH(kernels::host_random_row_gbps(6, size_t{4} << 20),
+                      Catch::Matchers::Contains("rows of 6 bytes"));
 }
