@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -156,9 +155,6 @@ int main(int argc, char** argv) {
     }
     std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %7s %9s %7s %6s\n", "op", "vars", "med_us",
                 "p10_us", "p90_us", "GB/s", "GFLOP/s", "%bw", "%rr", "sgemm_us", "%gemm", "#wrong");
-    // Random-row ceilings by (row bytes, table bytes), each measured once, before the case's
-    // inputs exist (its table would otherwise be in memory twice).
-    std::map<std::pair<int64_t, size_t>, double> random_row_gbps;
     std::vector<std::string> rows;
     const std::string provenance = provenance_json_fields();  // commit and date of every row
     // The large cases (seconds each, for their inputs and float64 references) after all the
@@ -174,15 +170,6 @@ int main(int argc, char** argv) {
         OpCase::RandomRows rr = device.is_cuda() ? OpCase::RandomRows{} : c->random_rows();
         if (rr.row_bytes % 4 != 0 || rr.table_bytes < (size_t{32} << 20)) {
             rr = OpCase::RandomRows{};
-        }
-        const auto rr_key = std::make_pair(rr.row_bytes, rr.table_bytes);
-        if (rr.row_bytes > 0 && random_row_gbps.count(rr_key) == 0) {
-            random_row_gbps[rr_key] = kernels::host_random_row_gbps(rr.row_bytes, rr.table_bytes);
-            std::printf(
-                "# random rows of %ld B from a %.1f MiB table (read, rows + 8-byte "
-                "indices): %.2f GB/s\n",
-                static_cast<long>(rr.row_bytes), static_cast<double>(rr.table_bytes) / 1048576.0,
-                random_row_gbps[rr_key]);
         }
         // Verify first: a number is printed only for an output that was checked.
         c->make_inputs(test_seed());
@@ -215,7 +202,17 @@ int main(int argc, char** argv) {
         kernels::set_gemm_math(kernels::GemmMath::kF32);
         const double pct_bw = c->bytes() > 0 ? 100.0 * gbps / copy_gbps : 0.0;
         const double pct_gemm = sgemm_us > 0 ? 100.0 * sgemm_us / t.med_us : 0.0;
-        const double rr_gbps = rr.row_bytes > 0 ? random_row_gbps[rr_key] : 0.0;
+        // Right after the case's timing, so that both see the same machine (a shared host's
+        // bandwidth drifts by 2x within a minute); the case's table is in memory beside it.
+        const double rr_gbps =
+            rr.row_bytes > 0 ? kernels::host_random_row_gbps(rr.row_bytes, rr.table_bytes) : 0.0;
+        if (rr.row_bytes > 0) {
+            std::printf(
+                "# random rows of %ld B from a %.1f MiB table (read, rows + 8-byte "
+                "indices): %.2f GB/s\n",
+                static_cast<long>(rr.row_bytes), static_cast<double>(rr.table_bytes) / 1048576.0,
+                rr_gbps);
+        }
         const double pct_rr = rr_gbps > 0 && c->bytes() > 0 ? 100.0 * gbps / rr_gbps : 0.0;
         std::printf("%-32s %-48s %10.1f %10.1f %10.1f %9.2f %9.2f %7.1f %7.1f %9.1f %7.1f %6d\n",
                     name.c_str(), c->vars().c_str(), t.med_us, t.p10_us, t.p90_us, gbps, gflops,
