@@ -31,6 +31,66 @@ double median_s(int reps, Fn&& fn) {
     return s[s.size() / 2];
 }
 
+// acc[0:width] += the rows index[begin:end) of table, prefetching whole rows `ahead` indices
+// ahead (up to `rows`), as the lookup does.
+[[gnu::always_inline]] inline void sum_rows(const float* table,
+                                            const int64_t* index,
+                                            int64_t begin,
+                                            int64_t end,
+                                            int64_t rows,
+                                            int64_t width,
+                                            int64_t ahead,
+                                            float* __restrict acc) {
+    for (int64_t n = begin; n < end; ++n) {
+        if (n + ahead < rows) {
+            const char* p = reinterpret_cast<const char*>(table + index[n + ahead] * width);
+            for (int64_t b = 0; b < width * 4; b += 64) {
+                __builtin_prefetch(p + b, 0, 0);
+            }
+        }
+        const float* __restrict row = table + index[n] * width;
+        for (int64_t d = 0; d < width; ++d) {
+            acc[d] += row[d];
+        }
+    }
+}
+
+// The loop in the widest vectors the lookup may use (kernels/cpu/embedding_bag.cpp picks AVX-512
+// at run time too): with SSE alone the loop's own instructions, not memory, bound it.
+void sum_rows_baseline(const float* table,
+                       const int64_t* index,
+                       int64_t begin,
+                       int64_t end,
+                       int64_t rows,
+                       int64_t width,
+                       int64_t ahead,
+                       float* acc) {
+    sum_rows(table, index, begin, end, rows, width, ahead, acc);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) void sum_rows_avx512(const float* table,
+                                                        const int64_t* index,
+                                                        int64_t begin,
+                                                        int64_t end,
+                                                        int64_t rows,
+                                                        int64_t width,
+                                                        int64_t ahead,
+                                                        float* acc) {
+    sum_rows(table, index, begin, end, rows, width, ahead, acc);
+}
+
+bool cpu_has_avx512f() {
+    return __builtin_cpu_supports("avx512f");
+}
+#else
+constexpr auto sum_rows_avx512 = sum_rows_baseline;
+
+bool cpu_has_avx512f() {
+    return false;
+}
+#endif
+
 }  // namespace
 
 double host_copy_gbps(size_t bytes, int reps) {
@@ -76,6 +136,7 @@ double host_random_row_gbps(int64_t row_bytes, size_t table_bytes, int64_t rows,
     }
     // Prefetching whole rows `ahead` indices ahead, the lookup's way; the best of a few
     // distances, so that a kernel that tunes its own cannot beat its ceiling.
+    const bool avx512 = cpu_has_avx512f();
     float sink = 0;
     double best_s = 0;
     for (const int64_t ahead : {8, 16, 32}) {
@@ -83,20 +144,15 @@ double host_random_row_gbps(int64_t row_bytes, size_t table_bytes, int64_t rows,
 #pragma omp parallel reduction(+ : sink)
             {
                 std::vector<float> acc(static_cast<size_t>(width), 0.f);
-#pragma omp for schedule(static)
-                for (int64_t n = 0; n < rows; ++n) {
-                    if (n + ahead < rows) {
-                        const char* p =
-                            reinterpret_cast<const char*>(table + index[n + ahead] * width);
-                        for (int64_t b = 0; b < row_bytes; b += 64) {
-                            __builtin_prefetch(p + b, 0, 0);
-                        }
-                    }
-                    const float* __restrict row = table + index[n] * width;
-                    for (int64_t d = 0; d < width; ++d) {
-                        acc[d] += row[d];
-                    }
-                }
+#ifdef _OPENMP
+                const auto n = static_cast<int64_t>(omp_get_num_threads());
+                const auto i = static_cast<int64_t>(omp_get_thread_num());
+#else
+                const int64_t n = 1, i = 0;
+#endif
+                const int64_t begin = rows / n * i, end = i + 1 == n ? rows : rows / n * (i + 1);
+                (avx512 ? sum_rows_avx512 : sum_rows_baseline)(table, index.data(), begin, end,
+                                                               rows, width, ahead, acc.data());
                 sink += acc[0];  // keeps the sums live
             }
         });
