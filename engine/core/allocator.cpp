@@ -200,12 +200,10 @@ std::string describe_huge_pages(const HugePageUsage& u, int64_t table_bytes) {
                            u.mode.empty() ? "no /sys/kernel/mm/transparent_hugepage/enabled"
                                           : "no AnonHugePages in /proc/self/smaps_rollup or smaps");
     }
-    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     return fmt::format(
-        "huge pages: {}, {:.1f} GiB of the process on 2 MiB pages for {:.1f} GiB of tables "
-        "(AnonHugePages, {})",
-        u.mode, static_cast<double>(u.anon_huge_bytes) / kGiB,
-        static_cast<double>(table_bytes) / kGiB, u.source);
+        "huge pages: {}, {} of the process on 2 MiB pages for {} of tables (AnonHugePages, {})",
+        u.mode, format_bytes(static_cast<double>(u.anon_huge_bytes)),
+        format_bytes(static_cast<double>(table_bytes)), u.source);
 }
 
 AllocStats alloc_stats(DeviceType type) {

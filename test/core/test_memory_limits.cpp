@@ -158,6 +158,8 @@ TEST_CASE("huge pages: the THP mode and AnonHugePages are parsed and described",
     CHECK(describe_huge_pages(u, int64_t{2} << 30) ==
           "huge pages: madvise, 1.8 GiB of the process on 2 MiB pages for 2.0 GiB of tables "
           "(AnonHugePages, /proc/self/smaps_rollup)");
+    CHECK_THAT(describe_huge_pages(HugePageUsage{"never", 0, "/proc/self/smaps"}, 1258291),
+               Contains("never, 0 B of the process on 2 MiB pages for 1.2 MiB of tables"));
     CHECK_THAT(describe_huge_pages(HugePageUsage{}, 0), Contains("not available"));
 }
 
