@@ -105,13 +105,15 @@ void pool_bag(const Lookup& a,
 #define SHARDREC_AVX512_LOADS 1
 #define SR_AVX512 __attribute__((target("avx512f,f16c")))
 // GCC 12 reports the intrinsics' own _mm512_undefined pass-through operands as uninitialised.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // 16 storage values to fp32, bit for bit load_f32. vcvtph2ps quiets a signalling NaN (sets the
 // mantissa's top bit) where load_f32 keeps it: those lanes get the bit cleared again (any sum
 // quiets it anyway, but the conversion itself stays exact).
-SR_AVX512 [[gnu::always_inline]] inline __m512 load16(const Half* p) {
+[[gnu::always_inline]] SR_AVX512 inline __m512 load16(const Half* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     const __m512i wide = _mm512_cvtepu16_epi32(h);
     const __mmask16 nan_exp = _mm512_cmpeq_epi32_mask(
@@ -121,19 +123,19 @@ SR_AVX512 [[gnu::always_inline]] inline __m512 load16(const Half* p) {
     return _mm512_castsi512_ps(_mm512_mask_xor_epi32(f, snan, f, _mm512_set1_epi32(0x00400000)));
 }
 
-SR_AVX512 [[gnu::always_inline]] inline __m512 load16(const BFloat16* p) {
+[[gnu::always_inline]] SR_AVX512 inline __m512 load16(const BFloat16* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-SR_AVX512 [[gnu::always_inline]] inline __m512 load16(const float* p) {
+[[gnu::always_inline]] SR_AVX512 inline __m512 load16(const float* p) {
     return _mm512_loadu_ps(p);
 }
 
 // Columns [c0, c0 + 16V) of a bag in V registers, each element summed in id order from +0 as
 // pool_bag does (a multiply then an add when weighted: no FMA, so the same roundings).
 template <int V, typename Weight, bool kWeighted>
-SR_AVX512 [[gnu::always_inline]] inline void pool_block16(const Lookup& a,
+[[gnu::always_inline]] SR_AVX512 inline void pool_block16(const Lookup& a,
                                                           const Weight* table,
                                                           int64_t begin,
                                                           int64_t end,
@@ -195,9 +197,16 @@ SR_AVX512 void load_f32_avx512(const Weight* src, float* dst, int64_t n) {
 }
 
 bool cpu_has_avx512() {
+#if defined(__clang__)
+    // Clang 14 has no "f16c" here; every CPU with AVX-512F has F16C (Knights Landing on).
+    return __builtin_cpu_supports("avx512f");
+#else
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+#endif
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #else
 bool cpu_has_avx512() {
     return false;
