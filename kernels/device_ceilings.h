@@ -14,6 +14,18 @@ namespace shardrec::kernels {
 // threads.
 double host_copy_gbps(size_t bytes = size_t{512} << 20, int reps = 5);
 
+// Host random-row read bandwidth in GB/s: `rows` rows of `row_bytes` bytes (a multiple of 4) at
+// uniformly random indices of a `table_bytes`-byte table (allocated as the tables are, through
+// device_alloc: 2 MiB aligned, MADV_HUGEPAGE), each summed as floats into a per-thread
+// accumulator row by a plain loop, prefetching whole rows ahead as the lookup does (the best of 8,
+// 16 and 32 rows ahead), on the kernels' CPU threads. Counts the bytes read: the rows plus their
+// 8-byte indices. Median of `reps` runs after a warm-up, for each distance. The ceiling of a pooled
+// lookup, whose rows are random reads that a copy's streaming ceiling overstates.
+double host_random_row_gbps(int64_t row_bytes,
+                            size_t table_bytes,
+                            int64_t rows = int64_t{1} << 20,
+                            int reps = 5);
+
 // Median time in microseconds of one cblas_sgemm of row-major [m, k] x [k, n] fp32 matrices on
 // the kernels' CPU threads, over `reps` runs after a warm-up; in gemm_math() bf16, of oneDNN's
 // own bf16 matmul of that shape (bf16 operands, weights in its blocked layout, f32 out).

@@ -1,7 +1,9 @@
 // `shardrec bench CONFIG.yaml [--steps N] [--warmup N] [--profile] [--json FILE] [--set K=V ...]`:
 // end-to-end training throughput of a config on this machine, with its ceilings. Steps run on
 // batches made before timing, so the data generator is not measured. Reports the median step time
-// and samples/s, the host memory copy bandwidth (the ceiling of the embedding lookups), peak memory
+// and samples/s, the host memory copy bandwidth and the random-row read bandwidth on the largest
+// table's size and row width (the ceilings of the embedding lookups), how much of the process is
+// on transparent huge pages against the table bytes, peak memory
 // against the bytes the model and its optimizer state need, and the number of allocations per step
 // after warm-up (the training loop must make none). With several ranks, rank 0 reports: the
 // slowest rank's step time, the largest memory and allocation counts. On a CUDA device
@@ -164,6 +166,20 @@ int bench_main(const std::vector<std::string>& args) {
     const Config config = load_config(path, sets);
     const int threads = train::configure_threads(config);
     const double copy_gbps = kernels::host_copy_gbps();
+    // The random-row ceiling on the largest table's rows (a multiple of 4 bytes) and size, up to
+    // 2 GiB: measured before the model exists, so that its table is not in memory twice.
+    int64_t rr_row_bytes = 4;
+    size_t rr_table_bytes = 0;
+    for (const ModelConfig::Table& t : config.model.tables) {
+        const int64_t row = t.embedding_dim * dtype_size(dtype_from_name(t.data_type));
+        const auto bytes = static_cast<size_t>(t.num_embeddings * row);
+        if (bytes > rr_table_bytes) {
+            rr_table_bytes = bytes;
+            rr_row_bytes = (row + 3) / 4 * 4;
+        }
+    }
+    rr_table_bytes = std::clamp(rr_table_bytes, static_cast<size_t>(rr_row_bytes), size_t{2} << 30);
+    const double random_row_gbps = kernels::host_random_row_gbps(rr_row_bytes, rr_table_bytes);
     train::Trainer trainer(config, train::default_process_group());
     std::vector<Batch> batches;
     const auto data_t0 = Clock::now();
@@ -258,6 +274,7 @@ int bench_main(const std::vector<std::string>& args) {
     const int64_t table_bytes = ebc.parameter_bytes();
     const int64_t state_bytes = ebc.optimizer_state_bytes();
     const int64_t dense = dense_bytes(trainer.model(), trainer.dense_optimizer());
+    const HugePageUsage huge_pages = huge_page_usage();  // rank 0's, with its tables alive
     // The ranks step together, so the slowest rank's median is the job's step time; memory and
     // allocations are each rank's own, reported at their largest. Rank 0 reports for all.
     const RankTimes times = gather_rank_times(trainer.process_group().get(), step_s, before, after,
@@ -368,7 +385,12 @@ int bench_main(const std::vector<std::string>& args) {
         "data              %.3f ms per batch (data.type %s, made before timing: not in the "
         "step time)\n",
         data_ms, config.data.type.c_str());
-    std::printf("ceiling           host memcpy %.2f GB/s (read + write)\n", copy_gbps);
+    std::printf(
+        "ceiling           host memcpy %.2f GB/s (read + write); random rows of %ld B from a %.1f "
+        "MiB table %.2f GB/s (read, the largest table's rows)\n",
+        copy_gbps, static_cast<long>(rr_row_bytes), static_cast<double>(rr_table_bytes) / 1048576.0,
+        random_row_gbps);
+    std::printf("%s\n", describe_huge_pages(huge_pages, table_bytes).c_str());
     if (sharded != nullptr) {
         std::printf(
             "pooled comm       %.0f bytes per step between ranks (forward %.0f, backward %.0f; "
@@ -436,7 +458,9 @@ int bench_main(const std::vector<std::string>& args) {
             "{{{},\"config\":\"{}\",\"model\":\"{}\",\"pipeline\":\"{}\",\"batch_size\":{},"
             "\"threads\":{},"
             "\"step_ms\":{:.4f},\"step_ms_p10\":{:.4f},\"step_ms_p90\":{:.4f},"
-            "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"table_bytes\":{},"
+            "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"random_row_gbps\":{:.3f},"
+            "\"random_row_bytes\":{},\"random_row_table_bytes\":{},\"thp_mode\":\"{}\","
+            "\"anon_huge_bytes\":{},\"table_bytes\":{},"
             "\"optimizer_state_bytes\":{},\"dense_bytes\":{},\"peak_bytes\":{},"
             "\"host_peak_bytes\":{},\"allocs_per_step\":{:.3f},\"device_allocs_per_step\":{:.3f},"
             "\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
@@ -454,11 +478,14 @@ int bench_main(const std::vector<std::string>& args) {
             "\"profile_ms_per_step\":{{{}}}}}\n",
             provenance_json_fields(), path, config.model.type, config.train.pipeline,
             config.data.batch_size, threads, med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps,
-            table_bytes, state_bytes, dense, model_memory.max_peak_bytes, times.host.max_peak_bytes,
-            allocs_per_step, device_allocs_per_step, data_ms, device.str(), device_copy_gbps,
-            per_step[0], per_step[1], per_step[2], per_step[3], per_step[4], dense_flop / 1e9,
-            config.runtime.gemm_math, gemm_tflops, dense_floor_ms, traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms,
-            comm_per_step[0], comm_per_step[1], comm_per_step[2], comm_per_step[3],
+            random_row_gbps, rr_row_bytes, rr_table_bytes, huge_pages.mode,
+            huge_pages.anon_huge_bytes, table_bytes, state_bytes, dense,
+            model_memory.max_peak_bytes, times.host.max_peak_bytes, allocs_per_step,
+            device_allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
+            per_step[1], per_step[2], per_step[3], per_step[4], dense_flop / 1e9,
+            config.runtime.gemm_math, gemm_tflops, dense_floor_ms,
+            traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms, comm_per_step[0],
+            comm_per_step[1], comm_per_step[2], comm_per_step[3],
             sharded != nullptr && sharded->hierarchical() ? "true" : "false",
             config.comm.qcomms.forward, config.comm.qcomms.backward,
             cache_after.empty() ? 1.0 : cache.hit_rate(),

@@ -6,7 +6,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <new>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -179,6 +181,64 @@ void device_memset_zero(void* dst, Device device, size_t bytes) {
         return;
     }
     cuda::memset_zero(dst, bytes);
+}
+
+namespace {
+
+// The whole file, or "" when it cannot be opened.
+std::string read_text(const char* path) {
+    std::ifstream in(path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return in ? text.str() : std::string();
+}
+
+}  // namespace
+
+std::string parse_thp_mode(const std::string& enabled) {
+    const size_t open = enabled.find('[');
+    const size_t close = enabled.find(']', open);
+    return open == std::string::npos || close == std::string::npos
+               ? std::string()
+               : enabled.substr(open + 1, close - open - 1);
+}
+
+int64_t parse_anon_huge_bytes(const std::string& smaps) {
+    static const std::string key = "AnonHugePages:";
+    int64_t kib = -1;
+    std::istringstream lines(smaps);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.compare(0, key.size(), key) == 0) {
+            kib = std::max<int64_t>(kib, 0) + std::strtoll(line.c_str() + key.size(), nullptr, 10);
+        }
+    }
+    return kib < 0 ? -1 : kib * 1024;
+}
+
+HugePageUsage huge_page_usage() {
+    HugePageUsage u;
+    u.mode = parse_thp_mode(read_text("/sys/kernel/mm/transparent_hugepage/enabled"));
+    // smaps_rollup (Linux 4.14) is one summary; smaps lists every mapping, far longer.
+    for (const char* path : {"/proc/self/smaps_rollup", "/proc/self/smaps"}) {
+        u.anon_huge_bytes = parse_anon_huge_bytes(read_text(path));
+        if (u.anon_huge_bytes >= 0) {
+            u.source = path;
+            break;
+        }
+    }
+    return u;
+}
+
+std::string describe_huge_pages(const HugePageUsage& u, int64_t table_bytes) {
+    if (u.mode.empty() || u.anon_huge_bytes < 0) {
+        return fmt::format("huge pages: not available ({})",
+                           u.mode.empty() ? "no /sys/kernel/mm/transparent_hugepage/enabled"
+                                          : "no AnonHugePages in /proc/self/smaps_rollup or smaps");
+    }
+    return fmt::format(
+        "huge pages: {}, {} of the process on 2 MiB pages for {} of tables (AnonHugePages, {})",
+        u.mode, format_bytes(static_cast<double>(u.anon_huge_bytes)),
+        format_bytes(static_cast<double>(table_bytes)), u.source);
 }
 
 AllocStats alloc_stats(DeviceType type) {

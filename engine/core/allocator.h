@@ -56,4 +56,27 @@ void with_allocation_label(const std::string& what, const std::function<void()>&
 // The innermost label of this thread, "" outside with_allocation_label.
 const std::string& allocation_label();
 
+// How much of this process sits on transparent huge pages (device_alloc asks for them for
+// buffers of 32 MiB and more: the tables, their optimizer state, large workspaces).
+struct HugePageUsage {
+    std::string mode;              // "always", "madvise", "never"; "" when THP is not there
+    int64_t anon_huge_bytes = -1;  // AnonHugePages of the process; -1 when /proc does not say
+    std::string source;            // the file it was read from
+};
+
+// Reads /sys/kernel/mm/transparent_hugepage/enabled and AnonHugePages from
+// /proc/self/smaps_rollup, or the sum over /proc/self/smaps where the rollup is missing.
+HugePageUsage huge_page_usage();
+
+// The selected word of a THP "enabled" file ("always [madvise] never" -> "madvise").
+std::string parse_thp_mode(const std::string& enabled);
+
+// The sum of the "AnonHugePages: N kB" lines of an smaps or smaps_rollup text, in bytes; -1
+// when there is none.
+int64_t parse_anon_huge_bytes(const std::string& smaps);
+
+// "huge pages: madvise, 1.9 GiB of the process on 2 MiB pages for 2.0 GiB of tables
+// (AnonHugePages, /proc/self/smaps_rollup)", or "huge pages: not available (...)".
+std::string describe_huge_pages(const HugePageUsage& usage, int64_t table_bytes);
+
 }  // namespace shardrec

@@ -1,8 +1,16 @@
 // Pooled embedding lookup, forward, CPU. OpenMP over bags (dynamic chunks); one thread sums a
 // bag in id order straight into its output slice, so results do not depend on the thread count.
 // The inner loop over D vectorises; rows kPrefetchIds ids ahead are prefetched (random rows of a
-// large table are the whole cost). Letters: F features, B batch, D dim, N ids.
+// large table are the whole cost). Where the CPU has AVX-512 (and F16C) the rows are converted and
+// summed 16 columns to an instruction (pool_bag_avx512), chosen at run time; the same bits as the
+// scalar pool_bag. Letters: F features, B batch, D dim, N ids.
+#include <atomic>
+
 #include "kernels/cpu/embedding_bag_update.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace shardrec::kernels::cpu {
 namespace {
@@ -33,6 +41,31 @@ struct Lookup {
     int64_t num_features, batch, dim;
 };
 
+// Columns [c0, D) of a bag, accumulated in place in o (fewer than a register block).
+template <typename Weight, bool kWeighted>
+[[gnu::always_inline]] inline void pool_tail(const Lookup& a,
+                                             const Weight* table,
+                                             int64_t begin,
+                                             int64_t end,
+                                             int64_t prefetch_end,
+                                             int64_t c0,
+                                             float* __restrict o) {
+    const int64_t dim = a.dim;
+    for (int64_t d = c0; d < dim; ++d) {
+        o[d] = 0.f;
+    }
+    for (int64_t n = begin; n < end; ++n) {
+        if (c0 == 0 && n + kPrefetchIds < prefetch_end) {
+            prefetch_row(table + a.ids[n + kPrefetchIds] * dim, dim);
+        }
+        const Weight* __restrict row = table + a.ids[n] * dim;
+        const float w = kWeighted ? a.per_sample_weights[n] : 1.f;
+        for (int64_t d = c0; d < dim; ++d) {
+            o[d] += kWeighted ? w * load_f32(row[d]) : load_f32(row[d]);
+        }
+    }
+}
+
 // Pools bag [begin, end) of one table into o[0:D]. Columns go in blocks of kBlock accumulated in
 // registers over the whole bag (a row block is read once, an output written once); the last
 // D % kBlock columns accumulate in place. Each element still sums in id order from 0.
@@ -62,29 +95,132 @@ void pool_bag(const Lookup& a,
             o[c0 + j] = acc[j];
         }
     }
-    if (c0 == dim) {
-        return;
+    if (c0 < dim) {
+        pool_tail<Weight, kWeighted>(a, table, begin, end, prefetch_end, c0, o);
     }
-    for (int64_t d = c0; d < dim; ++d) {
-        o[d] = 0.f;
+}
+
+// ---- AVX-512 path (x86-64 with GCC or Clang; chosen at run time) ----
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SHARDREC_AVX512_LOADS 1
+#define SR_AVX512 __attribute__((target("avx512f,f16c")))
+// GCC 12 reports the intrinsics' own _mm512_undefined pass-through operands as uninitialised.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// 16 storage values to fp32, bit for bit load_f32. vcvtph2ps quiets a signalling NaN (sets the
+// mantissa's top bit) where load_f32 keeps it: those lanes get the bit cleared again (any sum
+// quiets it anyway, but the conversion itself stays exact).
+[[gnu::always_inline]] SR_AVX512 inline __m512 load16(const Half* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m512i wide = _mm512_cvtepu16_epi32(h);
+    const __mmask16 nan_exp = _mm512_cmpeq_epi32_mask(
+        _mm512_and_si512(wide, _mm512_set1_epi32(0x7e00)), _mm512_set1_epi32(0x7c00));
+    const __mmask16 snan = _mm512_mask_test_epi32_mask(nan_exp, wide, _mm512_set1_epi32(0x1ff));
+    const __m512i f = _mm512_castps_si512(_mm512_cvtph_ps(h));
+    return _mm512_castsi512_ps(_mm512_mask_xor_epi32(f, snan, f, _mm512_set1_epi32(0x00400000)));
+}
+
+[[gnu::always_inline]] SR_AVX512 inline __m512 load16(const BFloat16* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+[[gnu::always_inline]] SR_AVX512 inline __m512 load16(const float* p) {
+    return _mm512_loadu_ps(p);
+}
+
+// Columns [c0, c0 + 16V) of a bag in V registers, each element summed in id order from +0 as
+// pool_bag does (a multiply then an add when weighted: no FMA, so the same roundings).
+template <int V, typename Weight, bool kWeighted>
+[[gnu::always_inline]] SR_AVX512 inline void pool_block16(const Lookup& a,
+                                                          const Weight* table,
+                                                          int64_t begin,
+                                                          int64_t end,
+                                                          int64_t prefetch_end,
+                                                          int64_t c0,
+                                                          float* __restrict o) {
+    const int64_t dim = a.dim;
+    __m512 acc[V];
+    for (int v = 0; v < V; ++v) {
+        acc[v] = _mm512_setzero_ps();
     }
     for (int64_t n = begin; n < end; ++n) {
         if (c0 == 0 && n + kPrefetchIds < prefetch_end) {
             prefetch_row(table + a.ids[n + kPrefetchIds] * dim, dim);
         }
-        const Weight* __restrict row = table + a.ids[n] * dim;
-        const float w = scale(n);
-        for (int64_t d = c0; d < dim; ++d) {
-            o[d] += kWeighted ? w * load_f32(row[d]) : load_f32(row[d]);
+        const Weight* row = table + a.ids[n] * dim + c0;
+        if constexpr (kWeighted) {
+            const __m512 w = _mm512_set1_ps(a.per_sample_weights[n]);
+            for (int v = 0; v < V; ++v) {
+                acc[v] = _mm512_add_ps(acc[v], _mm512_mul_ps(w, load16(row + 16 * v)));
+            }
+        } else {
+            for (int v = 0; v < V; ++v) {
+                acc[v] = _mm512_add_ps(acc[v], load16(row + 16 * v));
+            }
         }
     }
+    for (int v = 0; v < V; ++v) {
+        _mm512_storeu_ps(o + c0 + 16 * v, acc[v]);
+    }
 }
+
+// pool_bag with AVX-512: blocks of 64 columns, then of 16, then pool_bag's scalar tail.
+template <typename Weight, bool kWeighted>
+SR_AVX512 void pool_bag_avx512(const Lookup& a,
+                               const Weight* table,
+                               int64_t begin,
+                               int64_t end,
+                               int64_t prefetch_end,
+                               float* __restrict o) {
+    const int64_t dim = a.dim;
+    int64_t c0 = 0;
+    for (; c0 + 64 <= dim; c0 += 64) {
+        pool_block16<4, Weight, kWeighted>(a, table, begin, end, prefetch_end, c0, o);
+    }
+    for (; c0 + 16 <= dim; c0 += 16) {
+        pool_block16<1, Weight, kWeighted>(a, table, begin, end, prefetch_end, c0, o);
+    }
+    if (c0 < dim) {
+        pool_tail<Weight, kWeighted>(a, table, begin, end, c0 == 0 ? prefetch_end : 0, c0, o);
+    }
+}
+
+template <typename Weight>
+SR_AVX512 void load_f32_avx512(const Weight* src, float* dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        _mm512_storeu_ps(dst + i, load16(src + i));
+    }
+}
+
+bool cpu_has_avx512() {
+#if defined(__clang__)
+    // Clang 14 has no "f16c" here; every CPU with AVX-512F has F16C (Knights Landing on).
+    return __builtin_cpu_supports("avx512f");
+#else
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+#endif
+}
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#else
+bool cpu_has_avx512() {
+    return false;
+}
+#endif
+
+std::atomic<bool> g_force_scalar{false};
 
 template <typename Weight, bool kWeighted, PoolingMode kMode>
 void forward_typed(const Lookup& a, const Weight* weights, float* out) {
     const int64_t num_bags = a.num_features * a.batch;
     const int64_t dim = a.dim;
     const int64_t work = a.offsets[num_bags] * dim;
+    [[maybe_unused]] const bool avx512 = detail::vector_loads();
     // Dynamic chunks: a thread the OS preempts holds up at most one chunk, not half the bags.
 #pragma omp parallel for schedule(dynamic, kBagsPerChunk) if (work >= kMinWorkForThreads)
     for (int64_t j = 0; j < num_bags; ++j) {
@@ -95,7 +231,15 @@ void forward_typed(const Lookup& a, const Weight* weights, float* out) {
         float* __restrict o = out + (b * a.num_features + f) * dim;  // out[b, f*D : (f+1)*D]
         const int64_t begin = a.offsets[j];
         const int64_t end = a.offsets[j + 1];
+#ifdef SHARDREC_AVX512_LOADS
+        if (avx512) {
+            pool_bag_avx512<Weight, kWeighted>(a, table, begin, end, feature_end, o);
+        } else {
+            pool_bag<Weight, kWeighted>(a, table, begin, end, feature_end, o);
+        }
+#else
         pool_bag<Weight, kWeighted>(a, table, begin, end, feature_end, o);
+#endif
         if constexpr (kMode == PoolingMode::kMean) {
             if (end > begin) {
                 const auto length = static_cast<float>(end - begin);
@@ -108,6 +252,40 @@ void forward_typed(const Lookup& a, const Weight* weights, float* out) {
 }
 
 }  // namespace
+
+namespace detail {
+
+bool vector_loads() {
+    static const bool supported = cpu_has_avx512();
+    return supported && !g_force_scalar.load(std::memory_order_relaxed);
+}
+
+void force_scalar_loads(bool scalar) {
+    g_force_scalar.store(scalar);
+}
+
+template <typename Weight>
+void load_f32_vector_typed(const Weight* src, float* dst, int64_t n) {
+    SR_CHECK(vector_loads() && n % 16 == 0,
+             "load_f32_vector: {} values, on a CPU {} AVX-512 and F16C", n,
+             vector_loads() ? "with" : "without");
+#ifdef SHARDREC_AVX512_LOADS
+    load_f32_avx512(src, dst, n);
+#else
+    (void)src;
+    (void)dst;
+#endif
+}
+
+void load_f32_vector(const Half* src, float* dst, int64_t n) {
+    load_f32_vector_typed(src, dst, n);
+}
+
+void load_f32_vector(const BFloat16* src, float* dst, int64_t n) {
+    load_f32_vector_typed(src, dst, n);
+}
+
+}  // namespace detail
 
 void embedding_bag_forward(const Tensor& weights,
                            const Tensor& table_offsets,

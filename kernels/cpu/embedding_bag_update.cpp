@@ -33,7 +33,10 @@ enum Slot : size_t {
 constexpr int kMaxDigitBits = 11;
 constexpr int64_t kRowsPerChunk = 64;
 constexpr int64_t kMinRowsPerThread = 64;  // below this a parallel region costs more than it saves
-constexpr int kPrefetchSegments = 4;       // rows ahead to prefetch in the update loop
+// Rows ahead to prefetch in the update loop. A touched row is read and written back, so more
+// must be in flight than in the lookup: on a 2 GiB table (bench_ops, 2 cores) 16 ahead moved
+// 3.3-3.7 GB/s against 2.8-2.9 at 4 (8: 3.3).
+constexpr int kPrefetchSegments = 16;
 
 template <typename T>
 T* slot_buffer(EmbeddingBackwardWorkspace& ws, Slot slot, int64_t count) {

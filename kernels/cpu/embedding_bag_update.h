@@ -71,6 +71,18 @@ inline float load_f32(Half x) {
     return result;
 }
 
+// Whether the lookup converts and sums rows with AVX-512 (+ F16C for f16) instructions: chosen
+// at run time from the CPU (__builtin_cpu_supports), the build stays baseline x86-64. The vector
+// and scalar paths give the same bits (the same operations on each element, in the same
+// order); force_scalar_loads(true) selects the scalar path, for the tests that compare them.
+bool vector_loads();
+void force_scalar_loads(bool scalar);
+
+// dst[0:n] = load_f32(src[0:n]) with the vector instructions of vector_loads() (which must be
+// true), n a multiple of 16: the conversion the vector lookup uses, for the tests.
+void load_f32_vector(const Half* src, float* dst, int64_t n);
+void load_f32_vector(const BFloat16* src, float* dst, int64_t n);
+
 // dot(a, b) over D in 8 independent partial sums combined pairwise: vectorisable (one running
 // sum is a serial chain of D dependent adds) and still one fixed order, so deterministic.
 template <typename T>

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <fstream>
 #include <new>
 #include <sstream>
@@ -143,4 +144,38 @@ TEST_CASE("format_bytes: binary units for messages", "[memory]") {
     CHECK(format_bytes(1536) == "1.5 KiB");
     CHECK(format_bytes(3.0 * kGiB) == "3.0 GiB");
     CHECK(format_bytes(5.12e12) == "4.7 TiB");
+}
+
+TEST_CASE("huge pages: the THP mode and AnonHugePages are parsed and described", "[memory]") {
+    CHECK(parse_thp_mode("always [madvise] never\n") == "madvise");
+    CHECK(parse_thp_mode("[always] madvise never") == "always");
+    CHECK(parse_thp_mode("") == "");
+    // smaps lists a mapping per block: the lines are summed.
+    CHECK(parse_anon_huge_bytes("Rss: 8 kB\nAnonHugePages:      2048 kB\nSwap: 0 kB\n"
+                                "AnonHugePages:  4096 kB\n") == 6144 * 1024);
+    CHECK(parse_anon_huge_bytes("Rss: 8 kB\n") == -1);
+    HugePageUsage u{"madvise", int64_t{1932735283}, "/proc/self/smaps_rollup"};
+    CHECK(describe_huge_pages(u, int64_t{2} << 30) ==
+          "huge pages: madvise, 1.8 GiB of the process on 2 MiB pages for 2.0 GiB of tables "
+          "(AnonHugePages, /proc/self/smaps_rollup)");
+    CHECK_THAT(describe_huge_pages(HugePageUsage{"never", 0, "/proc/self/smaps"}, 1258291),
+               Contains("never, 0 B of the process on 2 MiB pages for 1.2 MiB of tables"));
+    CHECK_THAT(describe_huge_pages(HugePageUsage{}, 0), Contains("not available"));
+}
+
+TEST_CASE("huge pages: a touched 64 MiB buffer of device_alloc shows in AnonHugePages",
+          "[memory]") {
+    const HugePageUsage before = huge_page_usage();
+    if (before.mode.empty() || before.mode == "never" || before.anon_huge_bytes < 0) {
+        WARN("transparent huge pages are not available here (" << before.mode << ")");
+        return;
+    }
+    constexpr size_t kBytes = size_t{64} << 20;
+    void* p = device_alloc(Device::cpu(), kBytes);
+    std::memset(p, 1, kBytes);
+    const HugePageUsage after = huge_page_usage();
+    device_free(Device::cpu(), p, kBytes);
+    CHECK(after.source == "/proc/self/smaps_rollup");
+    // The kernel may lack free 2 MiB blocks; with 64 MiB asked for, some must come.
+    CHECK(after.anon_huge_bytes > before.anon_huge_bytes);
 }

@@ -76,6 +76,10 @@ TEST_CASE("bench: one process reports the floor of the step", "[e2e]") {
     REQUIRE(r.exit_code == 0);
     CHECK(r.output.find("sparse work") != std::string::npos);
     CHECK(r.output.find("step floor        >= ") != std::string::npos);
+    // quickstart's rows: 16 f32, 64 bytes; the huge-page line says what it read or that it could
+    // not.
+    CHECK(r.output.find("random rows of 64 B") != std::string::npos);
+    CHECK(r.output.find("huge pages: ") != std::string::npos);
     std::ifstream in(json_path);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -86,5 +90,7 @@ TEST_CASE("bench: one process reports the floor of the step", "[e2e]") {
     CHECK(json_number(json, "sparse_bytes_per_step") > 256.0 * 12 * 16 * 4);
     const double floor = json_number(json, "dense_floor_ms") + json_number(json, "sparse_floor_ms");
     CHECK(json_number(json, "sparse_floor_ms") > 0);
+    CHECK(json_number(json, "random_row_gbps") > 0);
+    CHECK(json_number(json, "random_row_bytes") == 64);
     CHECK(floor < json_number(json, "step_ms"));
 }

@@ -549,3 +549,76 @@ TEST_CASE("embedding_bag kernels: the inline f16 load matches half_to_float on e
     }
     CHECK(mismatches == 0);
 }
+
+TEST_CASE("embedding_bag kernels: the vector f16 and bf16 loads match the scalar on every value",
+          "[modules][ops]") {
+    if (!kernels::cpu::detail::vector_loads()) {
+        WARN("this CPU has no AVX-512 + F16C: the lookup uses the scalar loads only");
+        return;
+    }
+    std::vector<Half> h(0x10000);
+    std::vector<BFloat16> b(0x10000);
+    for (uint32_t bits = 0; bits < 0x10000u; ++bits) {
+        h[bits] = Half{static_cast<uint16_t>(bits)};
+        b[bits] = BFloat16{static_cast<uint16_t>(bits)};
+    }
+    std::vector<float> hv(0x10000), bv(0x10000);
+    kernels::cpu::detail::load_f32_vector(h.data(), hv.data(), 0x10000);
+    kernels::cpu::detail::load_f32_vector(b.data(), bv.data(), 0x10000);
+    int64_t mismatches = 0;
+    for (uint32_t bits = 0; bits < 0x10000u; ++bits) {
+        const float hs = kernels::cpu::detail::load_f32(h[bits]);
+        const float bs = kernels::cpu::detail::load_f32(b[bits]);
+        mismatches += std::memcmp(&hs, &hv[bits], 4) != 0 ? 1 : 0;
+        mismatches += std::memcmp(&bs, &bv[bits], 4) != 0 ? 1 : 0;
+    }
+    CHECK(mismatches == 0);
+}
+
+TEST_CASE("embedding_bag kernels: the vector lookup gives the scalar lookup's bits",
+          "[modules][ops]") {
+    // D = 83: a 64-column block, a 16-column block and a 3-column tail; weighted and not.
+    constexpr int64_t kRows = 50, kDim = 83, kBatch = 9;
+    rng::Rng rng(7);
+    std::vector<int64_t> ids, offsets{0};
+    std::vector<float> psw;
+    for (int64_t bag = 0; bag < 2 * kBatch; ++bag) {
+        for (int64_t i = 0; i < bag % 7; ++i) {
+            ids.push_back(static_cast<int64_t>(rng.next_u64() % kRows));
+            psw.push_back(static_cast<float>(rng.next_u64() % 1000) / 333.f - 1.f);
+        }
+        offsets.push_back(static_cast<int64_t>(ids.size()));
+    }
+    const Tensor table_offsets = Tensor::from_vector<int64_t>({0, kRows});
+    const Tensor feature_table = Tensor::from_vector<int32_t>({0, 0});
+    const Tensor ids_t = Tensor::from_vector(ids), offsets_t = Tensor::from_vector(offsets);
+    const Tensor psw_t = Tensor::from_vector(psw);
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+        Tensor w = Tensor::empty({kRows, kDim}, dtype);
+        auto* bytes = static_cast<uint8_t*>(w.data_ptr());
+        for (size_t i = 0; i < w.nbytes(); ++i) {  // every bit pattern, NaN and Inf included
+            bytes[i] = static_cast<uint8_t>(rng.next_u64());
+        }
+        for (const Tensor* weights : {static_cast<const Tensor*>(nullptr), &psw_t}) {
+            Tensor got[2] = {Tensor::empty({kBatch, 2 * kDim}, DType::kF32),
+                             Tensor::empty({kBatch, 2 * kDim}, DType::kF32)};
+            for (int scalar = 0; scalar < 2; ++scalar) {
+                kernels::cpu::detail::force_scalar_loads(scalar == 1);
+                kernels::cpu::embedding_bag_forward(w, table_offsets, feature_table, ids_t,
+                                                    offsets_t, weights, PoolingMode::kMean,
+                                                    got[scalar]);
+            }
+            kernels::cpu::detail::force_scalar_loads(false);
+            INFO(dtype_name(dtype) << (weights ? " weighted" : ""));
+            // The same bits, but for which of two NaNs a sum keeps: x86 keeps its first operand's
+            // payload, and the order of a commutative add is the compiler's choice.
+            int64_t mismatches = 0;
+            for (int64_t i = 0; i < got[0].numel(); ++i) {
+                const float x = got[0].data<float>()[i], y = got[1].data<float>()[i];
+                const bool same = std::memcmp(&x, &y, 4) == 0 || (std::isnan(x) && std::isnan(y));
+                mismatches += same ? 0 : 1;
+            }
+            CHECK(mismatches == 0);
+        }
+    }
+}

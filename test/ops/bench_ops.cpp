@@ -2,7 +2,9 @@
 // checked against the float64 reference before it is timed; a case that fails prints #wrong and
 // no rate. Ceilings are measured at startup, never taken from spec sheets: the copy bandwidth of
 // the device (host memcpy, or a device-to-device cudaMemcpy, of a buffer far larger than the
-// caches, bytes read + written) and, for GEMM-shaped ops, the time of the BLAS's own GEMM on the
+// caches, bytes read + written), for the embedding ops on the CPU the random-row read bandwidth
+// of the op's table size and row width (%rr: kernels::host_random_row_gbps), and, for GEMM-shaped
+// ops, the time of the BLAS's own GEMM on the
 // same shapes (cblas_sgemm, or cuBLAS). On CUDA a timed run is the case's launches followed by a
 // synchronisation of its stream. --gemm-math tf32|bf16 times the cases and the BLAS's GEMM in
 // that runtime.gemm_math mode (CUDA); the outputs are still checked with f32 GEMMs first.
@@ -151,8 +153,8 @@ int main(int argc, char** argv) {
             "sgemm_us column\n",
             timed_math_name.c_str(), timed_math_name.c_str());
     }
-    std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %9s %7s %6s\n", "op", "vars", "med_us",
-                "p10_us", "p90_us", "GB/s", "GFLOP/s", "%bw", "sgemm_us", "%gemm", "#wrong");
+    std::printf("%-32s %-48s %10s %10s %10s %9s %9s %7s %7s %9s %7s %6s\n", "op", "vars", "med_us",
+                "p10_us", "p90_us", "GB/s", "GFLOP/s", "%bw", "%rr", "sgemm_us", "%gemm", "#wrong");
     std::vector<std::string> rows;
     const std::string provenance = provenance_json_fields();  // commit and date of every row
     // The large cases (seconds each, for their inputs and float64 references) after all the
@@ -163,6 +165,11 @@ int main(int argc, char** argv) {
         const std::string name = kernels::op_name(c->kind());
         if (!selected(*c)) {
             continue;
+        }
+        // Tables past the caches only: a small table's rows are cache hits whatever the order.
+        OpCase::RandomRows rr = device.is_cuda() ? OpCase::RandomRows{} : c->random_rows();
+        if (rr.row_bytes % 4 != 0 || rr.table_bytes < (size_t{32} << 20)) {
+            rr = OpCase::RandomRows{};
         }
         // Verify first: a number is printed only for an output that was checked.
         c->make_inputs(test_seed());
@@ -195,9 +202,31 @@ int main(int argc, char** argv) {
         kernels::set_gemm_math(kernels::GemmMath::kF32);
         const double pct_bw = c->bytes() > 0 ? 100.0 * gbps / copy_gbps : 0.0;
         const double pct_gemm = sgemm_us > 0 ? 100.0 * sgemm_us / t.med_us : 0.0;
-        std::printf("%-32s %-48s %10.1f %10.1f %10.1f %9.2f %9.2f %7.1f %9.1f %7.1f %6d\n",
+        // Right after the case's timing, so that both see the same machine (a shared host's
+        // bandwidth drifts by 2x within a minute); the case's table is in memory beside it.
+        const double rr_gbps =
+            rr.row_bytes > 0 ? kernels::host_random_row_gbps(rr.row_bytes, rr.table_bytes) : 0.0;
+        if (rr.row_bytes > 0) {
+            std::printf(
+                "# random rows of %ld B from a %.1f MiB table (read, rows + 8-byte "
+                "indices): %.2f GB/s\n",
+                static_cast<long>(rr.row_bytes), static_cast<double>(rr.table_bytes) / 1048576.0,
+                rr_gbps);
+        }
+        const double pct_rr = rr_gbps > 0 && c->bytes() > 0 ? 100.0 * gbps / rr_gbps : 0.0;
+        std::printf("%-32s %-48s %10.1f %10.1f %10.1f %9.2f %9.2f %7.1f %7.1f %9.1f %7.1f %6d\n",
                     name.c_str(), c->vars().c_str(), t.med_us, t.p10_us, t.p90_us, gbps, gflops,
-                    pct_bw, sgemm_us, pct_gemm, wrong);
+                    pct_bw, pct_rr, sgemm_us, pct_gemm, wrong);
+        // The large tables' pages, while the case's inputs are alive.
+        std::string huge_pages = "null";
+        if (c->large_bench() && device.is_cpu()) {
+            const HugePageUsage hp = huge_page_usage();
+            std::printf("#   %s\n",
+                        describe_huge_pages(hp, static_cast<int64_t>(rr.table_bytes)).c_str());
+            huge_pages =
+                fmt::format("{{\"mode\":\"{}\",\"anon_huge_bytes\":{},\"table_bytes\":{}}}",
+                            hp.mode, hp.anon_huge_bytes, rr.table_bytes);
+        }
         rows.push_back(fmt::format(
             "{{{},\"device\":\"{}\",\"gemm_math\":\"{}\",\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":"
             "{:."
@@ -205,11 +234,11 @@ int main(int argc, char** argv) {
             ",\"p90_us\":{:.3f}"
             ","
             "\"bytes\":{:.0f},\"flops\":{:.0f},\"gbps\":{:.4f},\"gflops\":{:.4f},"
-            "\"copy_gbps\":{:.4f},\"pct_bw\":{:.2f},\"sgemm_us\":{:.3f},\"pct_gemm\":{:.2f},"
-            "\"wrong\":{}}}",
+            "\"copy_gbps\":{:.4f},\"pct_bw\":{:.2f},\"random_row_gbps\":{:.4f},\"pct_rr\":{:.2f},"
+            "\"sgemm_us\":{:.3f},\"pct_gemm\":{:.2f},\"huge_pages\":{},\"wrong\":{}}}",
             provenance, device.str(), timed_math_name, name, c->vars(), t.med_us, t.p10_us,
-            t.p90_us, c->bytes(), c->flops(), gbps, gflops, copy_gbps, pct_bw, sgemm_us, pct_gemm,
-            wrong));
+            t.p90_us, c->bytes(), c->flops(), gbps, gflops, copy_gbps, pct_bw, rr_gbps, pct_rr,
+            sgemm_us, pct_gemm, huge_pages, wrong));
         c.reset();  // its inputs go: the large cases' 2 GiB tables together outgrow a host
     }
     if (!json_path.empty()) {

@@ -96,6 +96,15 @@ std::vector<int64_t> untouched_sample(int64_t num_rows,
 
 // ---- forward ----
 
+// The weights' rows: D * sizeof(W) bytes each, from all the tables together.
+OpCase::RandomRows table_rows(const EmbeddingInputSpec& spec) {
+    int64_t rows = 0;
+    for (int64_t e : spec.table_rows)
+        rows += e;
+    const int64_t row_bytes = spec.dim * static_cast<int64_t>(dtype_size(spec.dtype));
+    return {row_bytes, static_cast<size_t>(rows * row_bytes)};
+}
+
 class EmbeddingBagForwardCase : public OpCase {
 public:
     EmbeddingBagForwardCase(EmbeddingInputSpec spec, PoolingMode mode, bool large_bench = false)
@@ -149,6 +158,8 @@ public:
     }
 
     int64_t terms(size_t /*output*/) const override { return in_.max_length + 1; }
+
+    RandomRows random_rows() const override { return table_rows(spec_); }
 
     // Reads N rows of D * sizeof(W), 8N of ids (+4N weights), 8(F*B+1) of offsets; writes the
     // [B, F*D] f32 output.
@@ -264,6 +275,8 @@ public:
     bool bench_only() const override { return large_bench_; }
 
     bool large_bench() const override { return large_bench_; }
+
+    RandomRows random_rows() const override { return table_rows(spec_); }
 
     void make_inputs(uint64_t seed) override {
         in_ = make_embedding_inputs(spec_, seed);

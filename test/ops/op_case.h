@@ -65,6 +65,16 @@ public:
 
     virtual std::vector<Gemm> gemms() const { return {}; }
 
+    // Random rows the op reads from a table, so bench_ops can measure the host's random-row read
+    // ceiling (kernels::host_random_row_gbps) on the same table size and row width (%rr).
+    // row_bytes 0: not a table op.
+    struct RandomRows {
+        int64_t row_bytes = 0;
+        size_t table_bytes = 0;
+    };
+
+    virtual RandomRows random_rows() const { return {}; }
+
     // Large cases timed by bench_ops only; test_backend_ops skips them (they take seconds).
     virtual bool bench_only() const { return false; }
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "kernels/device_ceilings.h"
 #include "kernels/linear.h"
 #include "test/ops/check_case.h"
 
@@ -126,4 +127,13 @@ TEST_CASE("bf16 math on the CPU: a weight's refreshed copy gives the bits of rou
     kernels::linear_forward(x, w, nullptr, kernels::Activation::kRelu, again, stream);
     CHECK(std::memcmp(fresh.data<float>(), again.data<float>(), sizeof(float) * B * O) == 0);
     CHECK(std::memcmp(fresh.data<float>(), stale.data<float>(), sizeof(float) * B * O) != 0);
+}
+
+TEST_CASE("host ceilings: random-row reads are measured, and odd rows are refused", "[ops][cpu]") {
+    // 256-byte rows of a 4 MiB table: small enough for a test, the path of bench_ops's %rr.
+    const double gbps = kernels::host_random_row_gbps(256, size_t{4} << 20, 1 << 14, 1);
+    CHECK(gbps > 0.01);
+    CHECK(gbps < 1e5);
+    CHECK_THROWS_WITH(kernels::host_random_row_gbps(6, size_t{4} << 20),
+                      Catch::Matchers::Contains("rows of 6 bytes"));
 }
