@@ -39,7 +39,10 @@ namespace shardrec::kernels {
     X(kFill)                           \
     X(kEmbeddingInit)                  \
     X(kQCommEncode)                    \
-    X(kQCommDecode)
+    X(kQCommDecode)                    \
+    X(kQuantizeRows)                   \
+    X(kDequantizeRows)                 \
+    X(kQuantEmbeddingBagForward)
 
 enum class OpKind {
 #define SR_OP_ENUM(name) name,

@@ -11,6 +11,7 @@
 #include "engine/config/config.h"
 #include "engine/train/checkpoint_export.h"
 #include "engine/train/checkpoint_import.h"
+#include "engine/train/quantized_model.h"
 #include "tools/cli.h"
 
 namespace shardrec::cli {
@@ -20,6 +21,8 @@ const char* const kCkptUsage =
     "       shardrec ckpt export CHECKPOINT --format npy|safetensors --out DIR\n"
     "       shardrec ckpt init CONFIG.yaml --out DIR [--set KEY=VALUE ...]\n"
     "       shardrec ckpt import model.safetensors CONFIG.yaml --out DIR [--set KEY=VALUE ...]\n"
+    "       shardrec ckpt quantize CHECKPOINT --out MODEL_DIR --weights TYPE [--tables "
+    "T=TYPE,...]\n"
     "\n"
     "CHECKPOINT: a step-<N> directory, or the directory holding them (the newest complete one).\n"
     "\n"
@@ -33,10 +36,14 @@ const char* const kCkptUsage =
     "           exact weights `train` starts from; `train --resume DIR` continues from them\n"
     "  import   writes a TorchRec state_dict (safetensors, TorchRec names) as DIR/step-00000000\n"
     "           of CONFIG's model, with fresh optimizer state; every table and layer must be\n"
-    "           there with CONFIG's shape\n";
+    "           there with CONFIG's shape\n"
+    "  quantize writes the model for inference as MODEL_DIR: every table row-wise quantized\n"
+    "           (TYPE: int8, int4, int2 with an fp16 scale and bias per row, FBGEMM's layout;\n"
+    "           fp16; f32), --tables overriding it per table, the dense parameters in f32, a\n"
+    "           manifest.yaml with every file's CRC-32; `shardrec eval --model` evaluates it\n";
 
 int ckpt_main(const std::vector<std::string>& args) {
-    std::string format, out;
+    std::string format, out, weights, table_types;
     std::vector<std::string> positional, sets;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
@@ -47,10 +54,14 @@ int ckpt_main(const std::vector<std::string>& args) {
                 std::fputs(kCkptUsage, stdout);
             return 0;
         }
-        if (arg == "--format" || arg == "--out") {
+        if (arg == "--format" || arg == "--out" || arg == "--weights" || arg == "--tables") {
             if (i + 1 >= args.size())
                 throw UsageError(fmt::format("{} needs a value", arg), kCkptUsage);
-            (arg == "--format" ? format : out) = args[++i];
+            std::string& value = arg == "--format"    ? format
+                                 : arg == "--out"     ? out
+                                 : arg == "--weights" ? weights
+                                                      : table_types;
+            value = args[++i];
         } else if (!arg.empty() && arg[0] == '-') {
             throw UsageError(fmt::format("unknown option '{}'", arg), kCkptUsage);
         } else {
@@ -63,10 +74,11 @@ int ckpt_main(const std::vector<std::string>& args) {
         {"info", {"CHECKPOINT directory"}},
         {"export", {"CHECKPOINT directory"}},
         {"init", {"CONFIG.yaml"}},
-        {"import", {"model.safetensors file", "CONFIG.yaml"}}};
+        {"import", {"model.safetensors file", "CONFIG.yaml"}},
+        {"quantize", {"CHECKPOINT directory"}}};
     const auto operands = kOperands.find(action);
     if (operands == kOperands.end())
-        throw UsageError("ckpt needs info, export, init or import", kCkptUsage);
+        throw UsageError("ckpt needs info, export, init, import or quantize", kCkptUsage);
     if (positional.size() - 1 < operands->second.size()) {
         throw UsageError(
             fmt::format("ckpt {} needs a {}", action, operands->second[positional.size() - 1]),
@@ -88,6 +100,23 @@ int ckpt_main(const std::vector<std::string>& args) {
         throw UsageError("ckpt export needs --format npy or --format safetensors", kCkptUsage);
     if (out.empty())
         throw UsageError("ckpt " + action + " needs --out DIR", kCkptUsage);
+    if ((action == "quantize") != !weights.empty() || (!table_types.empty() && weights.empty()))
+        throw UsageError("--weights TYPE (and --tables) apply to ckpt quantize, which needs them",
+                         kCkptUsage);
+    if (action == "quantize") {
+        const train::QuantizedModel q =
+            train::quantize_checkpoint(path, out, kernels::quant_type_from_name(weights),
+                                       train::parse_table_types(table_types));
+        int64_t f32_bytes = 0;
+        for (const auto& t : q.tables)
+            f32_bytes += 4 * t.num_embeddings * t.embedding_dim;
+        fmt::print(
+            "quantized {} (step {}) to {}: {} tables, {} table bytes (f32: {}, {:.2f}x "
+            "smaller), {} dense bytes\n",
+            q.source_checkpoint, q.step, out, q.tables.size(), q.table_bytes(), f32_bytes,
+            static_cast<double>(f32_bytes) / static_cast<double>(q.table_bytes()), q.dense_bytes());
+        return 0;
+    }
     if (action == "export") {
         const auto names = train::export_checkpoint(path, format, out);
         fmt::print("exported {} tensors from {} to {} ({})\n", names.size(), path, out, format);

@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "comm/mpi_env.h"
 #include "engine/config/config.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/quantized_model.h"
 #include "engine/train/run_dir.h"
 #include "engine/train/trainer.h"
 #include "tools/cli.h"
@@ -25,6 +27,7 @@ namespace shardrec::cli {
 
 const char* const kEvalUsage =
     "usage: shardrec eval CONFIG.yaml --checkpoint DIR [--predictions FILE] [--set KEY=VALUE ...]\n"
+    "       shardrec eval CONFIG.yaml --model MODEL_DIR [--checkpoint DIR] [--set KEY=VALUE ...]\n"
     "\n"
     "Evaluates a checkpoint on the eval split of CONFIG.yaml (train.eval_samples samples, rounded\n"
     "up to whole global batches); run several ranks with mpirun -np N (any N, any plan).\n"
@@ -34,7 +37,12 @@ const char* const kEvalUsage =
     "  --checkpoint DIR    a step-<N> checkpoint, or a directory of them (the newest complete)\n"
     "  --predictions FILE  write 'label,score' per evaluated sample, in order (score: the\n"
     "                      predicted probability); written to FILE.tmp, then renamed\n"
-    "  --set KEY=VALUE     override one config key, e.g. --set train.eval_samples=100000\n";
+    "  --set KEY=VALUE     override one config key, e.g. --set train.eval_samples=100000\n"
+    "  --model MODEL_DIR   evaluate a quantized model (shardrec ckpt quantize) next to the f32\n"
+    "                      checkpoint it came from (or --checkpoint DIR) on the same samples:\n"
+    "                      prints both, then one JSON line {\"kind\":\"eval_quantized\",\n"
+    "                      \"auc\":A,\"ne\":E,\"calibration\":K,\"f32_auc\":...,\"bytes\":Q,\n"
+    "                      \"f32_bytes\":F,...}\n";
 
 namespace {
 
@@ -57,12 +65,61 @@ void write_predictions(const std::string& path, const train::MetricsAccumulator&
     std::filesystem::rename(tmp, path);
 }
 
+// `eval --model`: the quantized model and, when its f32 checkpoint is there, that checkpoint on
+// the same eval samples (the eval split is fixed by the config, so both see the same data).
+int eval_quantized(const Config& config, const std::string& model_dir, std::string checkpoint) {
+    const train::QuantizedModel model = train::read_quantized_model(model_dir);
+    if (checkpoint.empty())
+        checkpoint = model.source_checkpoint;
+    train::Trainer trainer(config, train::default_process_group());
+    std::optional<train::Metrics> f32;
+    if (train::has_checkpoint(checkpoint)) {
+        train::load_checkpoint(trainer, train::resolve_checkpoint(checkpoint));
+        f32 = trainer.evaluate();
+    } else {
+        log::root().warn("no f32 checkpoint at '{}' to compare with; pass --checkpoint DIR",
+                         checkpoint);
+    }
+    train::load_quantized_model(trainer, model);
+    const train::Metrics q = trainer.evaluate();
+    int64_t f32_bytes = model.dense_bytes();
+    std::string types;
+    for (const auto& t : model.tables) {
+        f32_bytes += 4 * t.num_embeddings * t.embedding_dim;
+        types += fmt::format("{}{}={}", types.empty() ? "" : ",", t.name,
+                             kernels::quant_type_name(t.type));
+    }
+    const int64_t bytes = model.table_bytes() + model.dense_bytes();
+    if (comm::process_info().rank != 0)
+        return 0;
+    auto num = [](double v) { return train::json_number(v); };
+    fmt::print("{:<10} {:>10} {:>10} {:>12} {:>14}\n", "model", "auc", "ne", "calibration",
+               "bytes");
+    if (f32)
+        fmt::print("{:<10} {:>10.6f} {:>10.6f} {:>12.6f} {:>14}\n", "f32", f32->auc, f32->ne,
+                   f32->calibration, f32_bytes);
+    fmt::print("{:<10} {:>10.6f} {:>10.6f} {:>12.6f} {:>14}\n",
+               kernels::quant_type_name(model.weights), q.auc, q.ne, q.calibration, bytes);
+    const double nan = std::nan("");
+    fmt::print(R"({{"kind":"eval_quantized","step":{},"auc":{},"ne":{},"calibration":{},)"
+               R"("loss":{},"count":{},"f32_auc":{},"f32_ne":{},"f32_calibration":{},)"
+               R"("bytes":{},"f32_bytes":{},"weights":"{}","tables":"{}","model":"{}"}})"
+               "\n",
+               model.step, num(q.auc), num(q.ne), num(q.calibration), num(q.loss), q.count,
+               num(f32 ? f32->auc : nan), num(f32 ? f32->ne : nan),
+               num(f32 ? f32->calibration : nan), bytes, f32_bytes,
+               kernels::quant_type_name(model.weights), types, model_dir);
+    std::fflush(stdout);
+    return 0;
+}
+
 }  // namespace
 
 int eval_main(const std::vector<std::string>& args) {
     std::string path;
     std::string checkpoint;
     std::string predictions;
+    std::string model_dir;
     std::vector<std::string> sets;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
@@ -75,11 +132,13 @@ int eval_main(const std::vector<std::string>& args) {
             }
             return 0;
         }
-        if (arg == "--checkpoint" || arg == "--predictions") {
+        if (arg == "--checkpoint" || arg == "--predictions" || arg == "--model") {
             if (i + 1 >= args.size()) {
                 throw UsageError(fmt::format("{} needs a value", arg), kEvalUsage);
             }
-            (arg == "--checkpoint" ? checkpoint : predictions) = args[++i];
+            (arg == "--checkpoint" ? checkpoint
+             : arg == "--model"    ? model_dir
+                                   : predictions) = args[++i];
         } else if (!arg.empty() && arg[0] == '-') {
             throw UsageError(fmt::format("unknown option '{}'", arg), kEvalUsage);
         } else if (path.empty()) {
@@ -91,8 +150,11 @@ int eval_main(const std::vector<std::string>& args) {
     if (path.empty()) {
         throw UsageError("eval needs a CONFIG.yaml", kEvalUsage);
     }
-    if (checkpoint.empty()) {
-        throw UsageError("eval needs --checkpoint DIR", kEvalUsage);
+    if (checkpoint.empty() && model_dir.empty()) {
+        throw UsageError("eval needs --checkpoint DIR or --model MODEL_DIR", kEvalUsage);
+    }
+    if (!model_dir.empty() && !predictions.empty()) {
+        throw UsageError("--predictions applies to a checkpoint, not to --model", kEvalUsage);
     }
 
     const Config config = load_config(path, sets);
@@ -100,6 +162,9 @@ int eval_main(const std::vector<std::string>& args) {
         log::set_level(config.runtime.log_level);
     }
     train::configure_threads(config);
+    if (!model_dir.empty()) {
+        return eval_quantized(config, model_dir, checkpoint);
+    }
     train::Trainer trainer(config, train::default_process_group());
     const std::string resolved = train::resolve_checkpoint(checkpoint);
     const int64_t step = train::load_checkpoint(trainer, resolved);

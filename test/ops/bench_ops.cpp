@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
         const bool match =
             filter.empty() || (filter[0] == '^' ? id.rfind(filter.substr(1), 0) == 0
                                                 : id.find(filter) != std::string::npos);
-        return match && !(bench_only && !c.bench_only());
+        return match && !(bench_only && !c.bench_only()) && !(c.cpu_only() && device.is_cuda());
     };
     if (once) {
         kernels::set_gemm_math(timed_math);

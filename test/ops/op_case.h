@@ -83,6 +83,9 @@ public:
     // bench_ops times them after all the others. Implies bench_only().
     virtual bool large_bench() const { return false; }
 
+    // An op with only a CPU backend so far (the quantized tables): the CUDA harness skips it.
+    virtual bool cpu_only() const { return false; }
+
     // The device of the next runs (call after make_inputs: it drops the device copies of the
     // previous inputs). CPU by default.
     void set_device(Device device);

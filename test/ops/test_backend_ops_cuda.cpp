@@ -16,7 +16,7 @@ using namespace shardrec::test;
 
 TEST_CASE("backend ops: every case matches the float64 reference on CUDA", "[ops][cuda]") {
     for (auto& c : all_op_cases()) {
-        if (c->bench_only())
+        if (c->bench_only() || c->cpu_only())
             continue;
         DYNAMIC_SECTION(kernels::op_name(c->kind()) << "(" << c->vars() << ") on cuda") {
             check_case(*c, Device::cuda(0));
@@ -43,7 +43,7 @@ TEST_CASE("backend ops: the GEMM cases within the rounding of tf32 and bf16 math
     for (const Math m :
          {Math{kernels::GemmMath::kTf32, 0x1p-11}, Math{kernels::GemmMath::kBf16, 0x1p-8}}) {
         for (auto& c : all_op_cases()) {
-            if (c->bench_only() || c->gemms().empty())
+            if (c->bench_only() || c->cpu_only() || c->gemms().empty())
                 continue;
             DYNAMIC_SECTION(kernels::op_name(c->kind())
                             << "(" << c->vars() << ") in " << kernels::gemm_math_name(m.math)
@@ -57,7 +57,7 @@ TEST_CASE("backend ops: the GEMM cases within the rounding of tf32 and bf16 math
 
 TEST_CASE("backend ops: every case is bitwise deterministic on CUDA", "[ops][cuda]") {
     for (auto& c : all_op_cases()) {
-        if (c->bench_only())
+        if (c->bench_only() || c->cpu_only())
             continue;
         DYNAMIC_SECTION(kernels::op_name(c->kind()) << "(" << c->vars() << ") twice on cuda") {
             check_case_deterministic(*c, Device::cuda(0));

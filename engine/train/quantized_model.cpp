@@ -1,0 +1,408 @@
+// The quantized model directory: written from a checkpoint's assembled tables, read back with
+// every checksum checked.
+#include "engine/train/quantized_model.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/crc32.h"
+#include "engine/core/durable_file.h"
+#include "engine/core/error.h"
+#include "engine/core/stream.h"
+#include "engine/modules/model.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/trainer.h"
+
+namespace shardrec::train {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kVersion = 1;
+constexpr const char* kChecksumKey = "manifest_crc32:";
+
+std::string crc_text(uint32_t crc) {
+    return fmt::format("0x{:08x}", crc);
+}
+
+std::string read_bytes(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    SR_CHECK(in.good(), "cannot open '{}'", path.string());
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+Tensor read_tensor(const fs::path& path, const Shape& shape, DType dtype) {
+    Tensor out = Tensor::empty(shape, dtype);
+    std::ifstream in(path, std::ios::binary);
+    in.read(static_cast<char*>(out.data_ptr()), static_cast<std::streamsize>(out.nbytes()));
+    SR_CHECK(in.gcount() == static_cast<std::streamsize>(out.nbytes()), "'{}' is shorter than {}",
+             path.string(), out.str());
+    return out;
+}
+
+// A table of the checkpoint as f32 [E, D], whatever dtype it was saved in.
+Tensor table_f32(const std::string& dir, const CheckpointManifest& m, const CheckpointTable& t) {
+    Tensor saved = Tensor::empty({t.num_embeddings, t.embedding_dim}, t.dtype);
+    read_table_region(dir, m, t, -1, 0, t.num_embeddings, 0, t.embedding_dim, saved);
+    if (t.dtype == DType::kF32)
+        return saved;
+    Tensor out = Tensor::empty(saved.shape(), DType::kF32);
+    float* o = out.data<float>();
+    for (int64_t i = 0; i < saved.numel(); ++i) {
+        o[i] = t.dtype == DType::kF16 ? half_to_float(saved.data<Half>()[i])
+                                      : bf16_to_float(saved.data<BFloat16>()[i]);
+    }
+    return out;
+}
+
+std::string manifest_text(const QuantizedModel& m) {
+    YAML::Node root;
+    root["format"] = kQuantizedModelFormat;
+    root["version"] = kVersion;
+    root["source_checkpoint"] = m.source_checkpoint;
+    root["step"] = m.step;
+    YAML::Node model;
+    model["type"] = m.model_type;
+    model.SetStyle(YAML::EmitterStyle::Flow);
+    root["model"] = model;
+    root["weights"] = kernels::quant_type_name(m.weights);
+    root["row_alignment"] = kernels::kQuantRowAlignment;
+    YAML::Node tables(YAML::NodeType::Sequence);
+    for (const QuantizedTable& t : m.tables) {
+        YAML::Node n;
+        n["name"] = t.name;
+        n["type"] = kernels::quant_type_name(t.type);
+        n["num_embeddings"] = t.num_embeddings;
+        n["embedding_dim"] = t.embedding_dim;
+        n["row_bytes"] = kernels::quant_row_bytes(t.type, t.embedding_dim);
+        n["file"] = t.file;
+        n.SetStyle(YAML::EmitterStyle::Flow);
+        tables.push_back(n);
+    }
+    root["tables"] = tables;
+    YAML::Node dense(YAML::NodeType::Sequence);
+    for (const CheckpointTensor& t : m.dense) {
+        YAML::Node n;
+        n["name"] = t.name;
+        n["dtype"] = dtype_name(t.dtype);
+        YAML::Node shape(YAML::NodeType::Sequence);
+        for (int64_t d : t.shape)
+            shape.push_back(d);
+        n["shape"] = shape;
+        n["file"] = t.file;
+        n.SetStyle(YAML::EmitterStyle::Flow);
+        dense.push_back(n);
+    }
+    root["dense"] = dense;
+    YAML::Node files(YAML::NodeType::Sequence);
+    for (const CheckpointFile& f : m.files) {
+        YAML::Node n;
+        n["path"] = f.path;
+        n["bytes"] = f.bytes;
+        n["crc32"] = crc_text(f.crc32);
+        n.SetStyle(YAML::EmitterStyle::Flow);
+        files.push_back(n);
+    }
+    root["files"] = files;
+    YAML::Emitter out;
+    out << root;
+    const std::string text = std::string(out.c_str()) + "\n";
+    return text + fmt::format("{} {}\n", kChecksumKey, crc_text(crc32(text.data(), text.size())));
+}
+
+// Typed reads of the manifest that name the file and the key.
+class Reader {
+public:
+    explicit Reader(std::string source) : source_(std::move(source)) {}
+
+    template <typename T>
+    T get(const YAML::Node& node, const std::string& key, const std::string& where) const {
+        const YAML::Node v = node[key];
+        SR_CHECK(v.IsDefined(), "{}: {}{}: missing", source_, where.empty() ? "" : where + ".",
+                 key);
+        try {
+            return v.as<T>();
+        } catch (const YAML::Exception&) {
+            SR_CHECK(false, "{}: {}{}: unreadable value", source_, where.empty() ? "" : where + ".",
+                     key);
+        }
+        return T{};
+    }
+
+    std::string file(const YAML::Node& node, const std::string& where) const {
+        const std::string name = get<std::string>(node, "file", where);
+        bool escapes = name.empty() || fs::path(name).is_absolute();
+        for (const auto& part : fs::path(name))
+            escapes = escapes || part == "..";
+        SR_CHECK(!escapes, "{}: {}.file: '{}' is not a file inside the model directory", source_,
+                 where, name);
+        return name;
+    }
+
+private:
+    std::string source_;
+};
+
+}  // namespace
+
+const QuantizedTable* QuantizedModel::table(const std::string& name) const {
+    for (const QuantizedTable& t : tables) {
+        if (t.name == name)
+            return &t;
+    }
+    return nullptr;
+}
+
+int64_t QuantizedModel::table_bytes() const {
+    int64_t total = 0;
+    for (const QuantizedTable& t : tables)
+        total += t.num_embeddings * kernels::quant_row_bytes(t.type, t.embedding_dim);
+    return total;
+}
+
+int64_t QuantizedModel::dense_bytes() const {
+    int64_t total = 0;
+    for (const CheckpointTensor& t : dense)
+        total += shape_numel(t.shape) * static_cast<int64_t>(dtype_size(t.dtype));
+    return total;
+}
+
+std::map<std::string, kernels::QuantType> parse_table_types(const std::string& spec) {
+    std::map<std::string, kernels::QuantType> out;
+    std::istringstream in(spec);
+    std::string entry;
+    while (std::getline(in, entry, ',')) {
+        const size_t eq = entry.find('=');
+        SR_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < entry.size(),
+                 "--tables: '{}' is not TABLE=TYPE (e.g. t0=int4)", entry);
+        const std::string name = entry.substr(0, eq);
+        SR_CHECK(out.count(name) == 0, "--tables: table '{}' is listed twice", name);
+        out[name] = kernels::quant_type_from_name(entry.substr(eq + 1));
+    }
+    return out;
+}
+
+QuantizedModel quantize_checkpoint(const std::string& checkpoint,
+                                   const std::string& out_dir,
+                                   kernels::QuantType weights,
+                                   const std::map<std::string, kernels::QuantType>& table_types) {
+    const std::string dir = resolve_checkpoint(checkpoint);
+    const CheckpointManifest m = read_manifest(dir);
+    const std::string problem = verify_checkpoint_files(dir, m);
+    SR_CHECK(problem.empty(), "{}", problem);
+    for (const auto& [name, type] : table_types) {
+        SR_CHECK(m.table(name) != nullptr, "--tables: checkpoint {} has no table '{}' (it has {})",
+                 dir, name, [&] {
+                     std::string names;
+                     for (const auto& t : m.tables)
+                         names += (names.empty() ? "" : ", ") + t.name;
+                     return names;
+                 }());
+    }
+    SR_CHECK(!fs::exists(out_dir),
+             "ckpt quantize: '{}' already exists; remove it or choose another --out", out_dir);
+    const fs::path tmp = out_dir + ".tmp";
+    fs::remove_all(tmp);
+    fs::create_directories(tmp / "tables");
+    fs::create_directories(tmp / "dense");
+    QuantizedModel q;
+    q.dir = out_dir;
+    q.source_checkpoint = fs::absolute(dir).lexically_normal().string();
+    q.step = m.step;
+    q.model_type = m.model_type;
+    q.weights = weights;
+    auto add_file = [&](const std::string& rel, const void* data, size_t bytes) {
+        write_file_atomically((tmp / rel).string(),
+                              std::string(static_cast<const char*>(data), bytes));
+        q.files.push_back(CheckpointFile{rel, static_cast<int64_t>(bytes), crc32(data, bytes)});
+    };
+    for (const CheckpointTable& t : m.tables) {
+        const auto it = table_types.find(t.name);
+        QuantizedTable qt;
+        qt.name = t.name;
+        qt.type = it != table_types.end() ? it->second : weights;
+        qt.num_embeddings = t.num_embeddings;
+        qt.embedding_dim = t.embedding_dim;
+        qt.file = fmt::format("tables/{}.{}.bin", t.name, kernels::quant_type_name(qt.type));
+        const Tensor rows = table_f32(dir, m, t);
+        Tensor codes = Tensor::empty(
+            {t.num_embeddings * kernels::quant_row_bytes(qt.type, t.embedding_dim)}, DType::kU8);
+        kernels::quantize_rows(rows, qt.type, codes, Stream::cpu());
+        add_file(qt.file, codes.data_ptr(), codes.nbytes());
+        q.tables.push_back(qt);
+    }
+    for (const CheckpointTensor& d : m.dense) {
+        const Tensor value = read_tensor(fs::path(dir) / d.file, d.shape, d.dtype);
+        CheckpointTensor saved = d;
+        saved.file = "dense/" + d.name + ".bin";
+        add_file(saved.file, value.data_ptr(), value.nbytes());
+        q.dense.push_back(saved);
+    }
+    write_file_atomically((tmp / "manifest.yaml").string(), manifest_text(q));
+    sync_directory(tmp.string());
+    fs::rename(tmp, out_dir);
+    sync_directory(fs::absolute(out_dir).parent_path().string());
+    return q;
+}
+
+QuantizedModel read_quantized_model(const std::string& dir) {
+    const fs::path path = fs::path(dir) / "manifest.yaml";
+    SR_CHECK(fs::exists(path), "'{}' is not a quantized model directory (no manifest.yaml)", dir);
+    const std::string source = path.string();
+    const std::string text = read_bytes(path);
+    const size_t line = text.rfind(kChecksumKey);
+    SR_CHECK(line != std::string::npos && (line == 0 || text[line - 1] == '\n'),
+             "{}: no {} line at its end", source, kChecksumKey);
+    const std::string want = crc_text(crc32(text.data(), line));
+    const std::string found = text.substr(line + std::strlen(kChecksumKey));
+    SR_CHECK(found.find(want) != std::string::npos,
+             "{}: its checksum does not match its text (edited or damaged): {} expected{}", source,
+             want, found.substr(0, found.find('\n')));
+    YAML::Node root;
+    try {
+        root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+        SR_CHECK(false, "{}: not YAML: {}", source, e.what());
+    }
+    const Reader r(source);
+    SR_CHECK(r.get<std::string>(root, "format", "") == kQuantizedModelFormat,
+             "{}: format is not {}", source, kQuantizedModelFormat);
+    const int version = r.get<int>(root, "version", "");
+    SR_CHECK(version == kVersion, "{}: version {} (this shardrec reads {})", source, version,
+             kVersion);
+    QuantizedModel q;
+    q.dir = dir;
+    q.source_checkpoint = r.get<std::string>(root, "source_checkpoint", "");
+    q.step = r.get<int64_t>(root, "step", "");
+    q.model_type = r.get<std::string>(root["model"], "type", "model");
+    q.weights = kernels::quant_type_from_name(r.get<std::string>(root, "weights", ""));
+    for (size_t i = 0; i < root["tables"].size(); ++i) {
+        const YAML::Node n = root["tables"][i];
+        const std::string where = fmt::format("tables[{}]", i);
+        QuantizedTable t;
+        t.name = r.get<std::string>(n, "name", where);
+        t.type = kernels::quant_type_from_name(r.get<std::string>(n, "type", where));
+        t.num_embeddings = r.get<int64_t>(n, "num_embeddings", where);
+        t.embedding_dim = r.get<int64_t>(n, "embedding_dim", where);
+        t.file = r.file(n, where);
+        const int64_t row_bytes = r.get<int64_t>(n, "row_bytes", where);
+        SR_CHECK(row_bytes == kernels::quant_row_bytes(t.type, t.embedding_dim),
+                 "{}: {} (table {}): row_bytes {}, but {} dim {} rows take {}", source, where,
+                 t.name, row_bytes, kernels::quant_type_name(t.type), t.embedding_dim,
+                 kernels::quant_row_bytes(t.type, t.embedding_dim));
+        q.tables.push_back(t);
+    }
+    for (size_t i = 0; i < root["dense"].size(); ++i) {
+        const YAML::Node n = root["dense"][i];
+        const std::string where = fmt::format("dense[{}]", i);
+        CheckpointTensor t;
+        t.name = r.get<std::string>(n, "name", where);
+        t.dtype = dtype_from_name(r.get<std::string>(n, "dtype", where));
+        t.shape = r.get<std::vector<int64_t>>(n, "shape", where);
+        t.file = r.file(n, where);
+        q.dense.push_back(t);
+    }
+    CheckpointManifest files;
+    for (size_t i = 0; i < root["files"].size(); ++i) {
+        const YAML::Node n = root["files"][i];
+        const std::string where = fmt::format("files[{}]", i);
+        CheckpointFile f;
+        f.path = r.get<std::string>(n, "path", where);
+        f.bytes = r.get<int64_t>(n, "bytes", where);
+        f.crc32 =
+            static_cast<uint32_t>(std::stoul(r.get<std::string>(n, "crc32", where), nullptr, 16));
+        files.files.push_back(f);
+    }
+    q.files = files.files;
+    for (const QuantizedTable& t : q.tables) {
+        const CheckpointFile& f = files.file(t.file);
+        SR_CHECK(f.bytes == t.num_embeddings * kernels::quant_row_bytes(t.type, t.embedding_dim),
+                 "{}: table {}: {} holds {} bytes, not {} rows of {}", source, t.name, t.file,
+                 f.bytes, t.num_embeddings, kernels::quant_row_bytes(t.type, t.embedding_dim));
+    }
+    for (const CheckpointTensor& t : q.dense)
+        files.file(t.file);  // listed, so its checksum is checked
+    const std::string problem = verify_checkpoint_files(dir, files);
+    SR_CHECK(problem.empty(), "quantized model {}", problem);
+    return q;
+}
+
+Tensor read_quantized_table(const QuantizedModel& model, const QuantizedTable& table) {
+    return read_tensor(
+        fs::path(model.dir) / table.file,
+        {table.num_embeddings * kernels::quant_row_bytes(table.type, table.embedding_dim)},
+        DType::kU8);
+}
+
+Tensor read_quantized_dense(const QuantizedModel& model, const CheckpointTensor& tensor) {
+    return read_tensor(fs::path(model.dir) / tensor.file, tensor.shape, tensor.dtype);
+}
+
+}  // namespace shardrec::train
+
+namespace shardrec::train {
+
+void load_quantized_model(Trainer& trainer, const QuantizedModel& model) {
+    for (Parameter* p : trainer.model().parameters()) {
+        const CheckpointTensor* saved = nullptr;
+        for (const CheckpointTensor& t : model.dense)
+            saved = t.name == p->name ? &t : saved;
+        SR_CHECK(saved != nullptr, "quantized model {}: no dense parameter '{}'", model.dir,
+                 p->name);
+        SR_CHECK(saved->shape == p->value.shape() && saved->dtype == p->value.dtype(),
+                 "quantized model {}: '{}' is {} {}, the model has {}", model.dir, saved->name,
+                 dtype_name(saved->dtype), shape_str(saved->shape), p->value.str());
+        p->value.copy_from(read_quantized_dense(model, *saved));
+    }
+    const auto configs = embedding_bag_configs(trainer.config().model);
+    std::vector<Tensor> tables(configs.size());  // dequantized when a local shard needs it
+    for (EmbeddingShardState& s : trainer.model().sparse_arch().shard_states()) {
+        const EmbeddingBagConfig& config = configs.at(static_cast<size_t>(s.table));
+        const QuantizedTable* t = model.table(config.name);
+        SR_CHECK(t != nullptr, "quantized model {}: no table '{}'", model.dir, config.name);
+        SR_CHECK(
+            t->num_embeddings == config.num_embeddings && t->embedding_dim == config.embedding_dim,
+            "quantized model {}: table '{}' is [{}, {}], the config's [{}, {}]", model.dir, t->name,
+            t->num_embeddings, t->embedding_dim, config.num_embeddings, config.embedding_dim);
+        SR_CHECK(s.cached == nullptr,
+                 "quantized model {}: table '{}' is a key_value table here; evaluate it with "
+                 "another compute_kernel",
+                 model.dir, t->name);
+        Tensor& full = tables[static_cast<size_t>(s.table)];
+        if (!full.defined()) {
+            full = Tensor::empty({t->num_embeddings, t->embedding_dim}, DType::kF32);
+            kernels::dequantize_rows(read_quantized_table(model, *t), t->type, full, Stream::cpu());
+        }
+        Tensor host = Tensor::empty({s.rows, s.cols}, s.weight.dtype());
+        for (int64_t r = 0; r < s.rows; ++r) {
+            const float* src =
+                full.data<float>() + (s.row_offset + r) * t->embedding_dim + s.col_offset;
+            for (int64_t c = 0; c < s.cols; ++c) {
+                const int64_t i = r * s.cols + c;
+                switch (host.dtype()) {
+                    case DType::kF32:
+                        host.data<float>()[i] = src[c];
+                        break;
+                    case DType::kF16:
+                        host.data<Half>()[i] = float_to_half(src[c]);
+                        break;
+                    case DType::kBF16:
+                        host.data<BFloat16>()[i] = float_to_bf16(src[c]);
+                        break;
+                    default:
+                        SR_CHECK(false, "table '{}' has dtype {}", t->name,
+                                 dtype_name(host.dtype()));
+                }
+            }
+        }
+        s.weight.copy_from(host);
+    }
+}
+
+}  // namespace shardrec::train

@@ -1,0 +1,98 @@
+// Quantized embedding tables for inference (TorchRec's QuantEmbeddingBagCollection, looked up by
+// FBGEMM's IntNBitTableBatchedEmbeddingBagsCodegen): row-wise quantize / dequantize, and the
+// pooled lookup over tables of mixed types and dims in one call.
+//
+// Row layout (FBGEMM's inference TBE, split_table_batched_embeddings_ops_inference.py: rows of
+// rounded_row_size_in_bytes(D, type, row_alignment=16), split_embedding_weights_with_scale_bias
+// taking the scale and bias from the front of each row), little-endian:
+//   int8 / int4 / int2  [fp16 scale][fp16 bias][D codes of 8 / 4 / 2 bits][zero padding]
+//                       element d is (code_d * scale + bias); int4 packs element 2i in the low
+//                       nibble of byte i and 2i+1 in the high one, int2 element 4i+k in bits
+//                       2k..2k+1 of byte i (FBGEMM's order). D * bits / 8 rounded up, so any D.
+//   fp16                [D fp16 values][zero padding]
+//   f32                 [D f32 values][zero padding]
+// and every row padded with zeros to a multiple of 16 bytes (dim 64 int8: 64 + 4 -> 80, the
+// uint8 [rows, 80] buffer of TorchRec's quantized EBC).
+//
+// Quantization (FBGEMM's FloatToFusedNBitRowwiseQuantizedSBHalf, for every n-bit type including
+// int8, so that the codes are rounded with the scale the row stores): bias = fp16(min of the
+// row), scale = fp16((max - bias) / (2^bits - 1)), 1 when that is 0 or its inverse overflows;
+// code = clamp(lrint((x - bias) / scale), 0, 2^bits - 1), lrint rounding half to even.
+// Error per element |dequantize(quantize(x)) - x| <= scale / 2, plus the fp16 rounding of the
+// scale and bias: at most 2^-11 (|min| + |max|) more. fp16 rounds to nearest even (2^-11 |x|);
+// f32 is kept bitwise. Rows are expected finite (a trained table's).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/core/pooling_mode.h"
+#include "engine/core/stream.h"
+#include "engine/core/tensor.h"
+
+namespace shardrec::kernels {
+
+// FBGEMM SparseType / TorchRec DataType of a quantized table.
+enum class QuantType : uint8_t { kF32, kF16, kInt8, kInt4, kInt2 };
+
+const char* quant_type_name(QuantType type);              // "f32", "fp16", "int8", "int4", "int2"
+QuantType quant_type_from_name(const std::string& name);  // throws naming the choices
+int quant_type_bits(QuantType type);                      // 32, 16, 8, 4, 2
+
+constexpr int64_t kQuantRowAlignment = 16;
+constexpr int64_t kQuantScaleBiasBytes = 4;  // fp16 scale + fp16 bias of the integer types
+
+// Bytes of one stored row of `dim` values, padding included.
+int64_t quant_row_bytes(QuantType type, int64_t dim);
+
+// input [rows, D] f32 -> out u8 [rows * quant_row_bytes(type, D)] (CPU). Deterministic.
+void quantize_rows(const Tensor& input, QuantType type, Tensor& out, Stream& stream);
+
+// rows u8 [rows * quant_row_bytes(type, D)] -> out [rows, D] f32, each element code * scale +
+// bias in f32 (CPU).
+void dequantize_rows(const Tensor& rows, QuantType type, Tensor& out, Stream& stream);
+
+// The pooled lookup (letters as kernels/embedding_bag.h; T tables, F features, B batch):
+//   weights            u8 [total bytes]: table t's rows start at byte weights_offsets[t]
+//   weights_offsets    i64 [T + 1], non-decreasing; table t holds (weights_offsets[t+1] -
+//                      weights_offsets[t]) / quant_row_bytes(type_t, D_t) rows, exactly
+//   weights_tys        u8 [T], QuantType of each table
+//   D_offsets          i32 [T + 1], D_offsets[0] == 0: table t's dim is D_offsets[t+1] -
+//   D_offsets[t] feature_table      i32 [F], the table of each feature (a table may serve several)
+//   ids, offsets, per_sample_weights  as embedding_bag_forward (bag j = f*B + b)
+// out [B, sum_f D_{table(f)}] f32: feature f's columns start after those of features 0..f-1;
+// out[b, col_f + d] = pool over bag f*B + b of w_i * dequantized row(id_i)[d], SUM or MEAN (/ L),
+// empty bags give zeros. Accumulation in f32 in id order, one bag per thread: bitwise
+// deterministic. Ids out of range are an Error naming feature, sample, id and rows. The CPU
+// backend only so far (a CUDA tensor is an Error).
+void quant_embedding_bag_forward(const Tensor& weights,
+                                 const Tensor& weights_offsets,
+                                 const Tensor& weights_tys,
+                                 const Tensor& D_offsets,
+                                 const Tensor& feature_table,
+                                 const Tensor& ids,
+                                 const Tensor& offsets,
+                                 const Tensor* per_sample_weights,
+                                 PoolingMode mode,
+                                 Tensor& out,
+                                 Stream& stream);
+
+namespace cpu {
+void quantize_rows(const float* input, int64_t rows, int64_t dim, QuantType type, uint8_t* out);
+void dequantize_rows(const uint8_t* in, int64_t rows, int64_t dim, QuantType type, float* out);
+void quant_embedding_bag_forward(const uint8_t* weights,
+                                 const int64_t* weights_offsets,
+                                 const uint8_t* weights_tys,
+                                 const int32_t* D_offsets,
+                                 const int32_t* feature_table,
+                                 int64_t num_features,
+                                 const int64_t* ids,
+                                 const int64_t* offsets,
+                                 const float* per_sample_weights,
+                                 int64_t batch,
+                                 PoolingMode mode,
+                                 float* out,
+                                 int64_t out_cols);
+}  // namespace cpu
+
+}  // namespace shardrec::kernels
