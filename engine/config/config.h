@@ -79,6 +79,21 @@ struct ModelConfig {
         int64_t position_weights = 0;  // > 0: position-weighted features (TorchRec
                                        // PositionWeightedModule), weights of positions [0, n)
 
+        // TorchRec MCHManagedCollisionModule (engine/modules/managed_collision.h): the table's
+        // ids are raw 64-bit values remapped to rows. zch_size 0: none.
+        struct ManagedCollision {
+            int64_t zch_size = 0;
+            std::string eviction_policy = "lfu";  // lfu | lru | distance_lfu
+            int64_t eviction_interval = 1;
+            std::string threshold = "none";  // none | average | dynamic[:N] | probabilistic[:p]
+            int64_t input_hash_size = 0;     // 0: 2^63 (TorchRec's default)
+            int64_t mch_size = 0;
+
+            void visit(FieldVisitor& v);
+        };
+
+        ManagedCollision managed_collision;
+
         void visit(FieldVisitor& v);
     };
 

@@ -2,6 +2,7 @@
 // that tie them together (one embedding dim for the interaction, the logit at the end).
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <map>
 
 #include "engine/config/config.h"
@@ -29,6 +30,41 @@ void ModelConfig::Table::visit(FieldVisitor& v) {
                   "error. 0: none")
                 .at_least(0),
             position_weights);
+    v.section(Field("managed_collision",
+                    "raw 64-bit ids remapped to rows without hashing collisions (TorchRec "
+                    "MCHManagedCollisionModule); absent: ids are rows"),
+              [this](FieldVisitor& s) { managed_collision.visit(s); });
+}
+
+void ModelConfig::Table::ManagedCollision::visit(FieldVisitor& v) {
+    v.field(Field("zch_size",
+                  "slots that each hold one id (zero collision); num_embeddings must be "
+                  "zch_size + mch_size; with mch_size 0 the last slot is the row of ids without "
+                  "a slot. 0: no managed collision")
+                .at_least(0),
+            zch_size);
+    v.field(Field("eviction_policy",
+                  "which slots new ids take at an eviction: lfu (fewest uses), lru (least "
+                  "recently used), distance_lfu (uses / steps since the last use)")
+                .one_of({"lfu", "lru", "distance_lfu"}),
+            eviction_policy);
+    v.field(Field("eviction_interval", "steps between evictions").at_least(1), eviction_interval);
+    v.field(Field("threshold",
+                  "which new ids may take an evicted slot: none; average (count > the mean "
+                  "count of the interval's ids); dynamic:N (count > N * the mean, N an integer, "
+                  "default 10); probabilistic:p (with probability 1 - (1 - p)^count, drawn "
+                  "from (train.seed, id, step); default p 0.01)"),
+            threshold);
+    v.field(Field("input_hash_size",
+                  "raw ids are taken modulo this (as unsigned 64-bit); 0: 2^63 (TorchRec's "
+                  "default)")
+                .at_least(0),
+            input_hash_size);
+    v.field(Field("mch_size",
+                  "residual rows after the zch slots: an id without a slot goes to row "
+                  "zch_size + hash(id) mod mch_size")
+                .at_least(0),
+            mch_size);
 }
 
 void ModelConfig::Dcn::visit(FieldVisitor& v) {
@@ -101,6 +137,61 @@ void fill_table_defaults(ModelConfig& model, ConfigNode& tables_node) {
     }
 }
 
+// The grammar of managed_collision.threshold (engine/modules/managed_collision.cpp
+// parse_threshold_filter reads it; the config layer sits below the modules, so it is checked
+// here as well).
+std::string check_threshold(const std::string& text) {
+    const size_t colon = text.find(':');
+    const std::string kind = text.substr(0, colon);
+    const std::string arg = colon == std::string::npos ? "" : text.substr(colon + 1);
+    const bool has_arg = colon != std::string::npos;
+    char* end = nullptr;
+    if ((kind == "none" || kind == "average") && !has_arg) {
+        return "";
+    }
+    if (kind == "dynamic") {
+        const long long m = has_arg ? std::strtoll(arg.c_str(), &end, 10) : 10;
+        if (!has_arg || (!arg.empty() && *end == '\0' && m >= 1)) {
+            return "";
+        }
+        return fmt::format("dynamic:N needs an integer N >= 1, not '{}'", arg);
+    }
+    if (kind == "probabilistic") {
+        const double p = has_arg ? std::strtod(arg.c_str(), &end) : 0.01;
+        if (!has_arg || (!arg.empty() && *end == '\0' && p > 0.0 && p <= 1.0)) {
+            return "";
+        }
+        return fmt::format("probabilistic:p needs a probability 0 < p <= 1, not '{}'", arg);
+    }
+    return fmt::format("unknown threshold '{}': none, average, dynamic[:N] or probabilistic[:p]",
+                       text);
+}
+
+// TorchRec asserts that a managed-collision module's output_size() (zch_size + mch_size) is the
+// table's num_embeddings.
+void check_managed_collision(const ModelConfig::Table& table, ConfigNode& node) {
+    const ModelConfig::Table::ManagedCollision& mc = table.managed_collision;
+    if (mc.zch_size == 0) {  // none (the written config carries the section on every table)
+        return;
+    }
+    ConfigNode mc_node = node.child("managed_collision");
+    if (mc.mch_size == 0 && mc.zch_size < 2) {
+        mc_node.error_at("zch_size",
+                         "must be >= 2 with mch_size 0 (the last slot is the row of "
+                         "ids without a slot)");
+    }
+    if (mc.zch_size + mc.mch_size != table.num_embeddings) {
+        mc_node.error_at("zch_size",
+                         fmt::format("table '{}': zch_size {} + mch_size {} must equal "
+                                     "num_embeddings {}",
+                                     table.name, mc.zch_size, mc.mch_size, table.num_embeddings));
+    }
+    const std::string bad = check_threshold(mc.threshold);
+    if (!bad.empty()) {
+        mc_node.error_at("threshold", bad);
+    }
+}
+
 // Table names are unique, each feature is looked up in exactly one table (TorchRec), and a
 // table's features are weighted by the data or by position, not both.
 void check_names(const ModelConfig& model, ConfigNode& tables_node) {
@@ -120,6 +211,7 @@ void check_names(const ModelConfig& model, ConfigNode& tables_node) {
                                       "the data or position weights, not both",
                                       table.name));
         }
+        check_managed_collision(table, node);
         for (const std::string& feature : table.feature_names) {
             const auto [f_it, f_fresh] = table_of_feature.emplace(feature, i);
             if (!f_fresh && f_it->second != i) {

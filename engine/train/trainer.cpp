@@ -109,6 +109,13 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     const auto seed = static_cast<uint64_t>(config.train.seed);
     bool tiered = false;  // a kernel only the sharded collection has
     for (const ModelConfig::Table& t : config.model.tables) {
+        // The remap (MCHManagedCollisionModule) is built and tested on its own; the trainer does
+        // not route a table's raw ids through it yet, at any world size.
+        SR_CHECK(t.managed_collision.zch_size == 0,
+                 "table '{}': model.tables[].managed_collision (zch_size {}) is not supported "
+                 "in training yet, neither single-process nor sharded; remove the section and "
+                 "give ids in [0, num_embeddings)",
+                 t.name, t.managed_collision.zch_size);
         const std::string kernel = config.sharding.kernel_of(t.name);
         tiered = tiered || kernel == "key_value" || kernel == "fused_uvm";
     }

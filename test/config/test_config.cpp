@@ -100,6 +100,33 @@ TEST_CASE("Config: model rules name the offending path", "[config]") {
                Contains("model.tables: needs at least one element"));
 }
 
+TEST_CASE("Config: a table's managed_collision section is checked", "[config]") {
+    const std::string head = kModelHead;
+    const std::string mc = "model.tables[0].managed_collision=";
+    CHECK(
+        errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, threshold: dynamic:3}"}).empty());
+    CHECK(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 6, mch_size: 4, eviction_policy: "
+                                                   "distance_lfu, threshold: probabilistic:0.1}"})
+              .empty());
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 8}"}),
+               Contains("model.tables[0].managed_collision.zch_size: table 'a': zch_size 8 + "
+                        "mch_size 0 must equal num_embeddings 10"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, threshold: dynamic:0}"}),
+               Contains("model.tables[0].managed_collision.threshold: dynamic:N needs an integer "
+                        "N >= 1, not '0'"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, threshold: rare}"}),
+               Contains("unknown threshold 'rare'"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, threshold: "
+                                                        "probabilistic:1.5}"}),
+               Contains("0 < p <= 1, not '1.5'"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, eviction_policy: fifo}"}),
+               Contains("model.tables[0].managed_collision.eviction_policy"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, eviction_interval: 0}"}),
+               Contains("model.tables[0].managed_collision.eviction_interval"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, zch: 3}"}),
+               Contains("model.tables[0].managed_collision.zch"));
+}
+
 TEST_CASE("Config: type-specific sections are only valid for their type", "[config]") {
     const std::string head = kModelHead;
     CHECK_THAT(errors_of(head, {"model.type=dlrm", "model.dcn={num_layers: 2}"}),

@@ -148,6 +148,9 @@ const std::map<std::string, Variant>& run_effects() {
          {{"sharding.tables=[{name: a, cache: {algorithm: lfu}}]"},
           {"sharding.compute_kernel=key_value", "sharding.storage.path={tmp}/kv",
            "sharding.cache.load_factor=0.5", "train.steps=4"}}},
+        // The remap is not in the trainer yet: a managed-collision table is refused.
+        {"model.tables[].managed_collision.zch_size",
+         {{"model.tables[1].managed_collision.zch_size=30"}, {}, true}},
         // Scratch files removed at the run's end: a path that cannot hold them shows.
         {"sharding.storage.path",
          {{"sharding.storage.path=/proc/shardrec-kv"},
@@ -173,6 +176,13 @@ const std::map<std::string, std::string>& no_run_effect() {
         {"runtime.device",
          "where the same computation runs; the GPU is checked against the CPU by test_train_cuda"},
         {"runtime.log_level", "logging only"},
+        {"model.tables[].managed_collision.eviction_policy",
+         "acts only with zch_size > 0, which training refuses for now; the remap is checked "
+         "against its reference by test_modules [mc]"},
+        {"model.tables[].managed_collision.eviction_interval", "as eviction_policy ([mc])"},
+        {"model.tables[].managed_collision.threshold", "as eviction_policy ([mc])"},
+        {"model.tables[].managed_collision.input_hash_size", "as eviction_policy ([mc])"},
+        {"model.tables[].managed_collision.mch_size", "as eviction_policy ([mc])"},
         {"runtime.threads",
          "speed only: results are the same whatever the thread count (test_trainer)"},
         {"runtime.bounds_check",

@@ -1,0 +1,390 @@
+#include "engine/modules/managed_collision.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "engine/core/error.h"
+#include "engine/core/rng.h"
+
+namespace shardrec {
+
+namespace {
+
+__extension__ typedef unsigned __int128 u128;
+
+// A slot's or a candidate's metadata, for the policy's score.
+struct Scored {
+    int64_t count = 0;
+    int64_t last = 0;
+    uint64_t id = 0;
+    int64_t slot = -1;  // incumbents only
+};
+
+// Whether a's eviction score is strictly greater than b's (higher scores are kept). TorchRec:
+// lfu count; lru -(step - last + 1)^decay, ordered as last; distance_lfu count / (step - last +
+// 1), compared exactly by cross-multiplication instead of in floating point.
+bool scores_above(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
+    switch (policy) {
+        case EvictionPolicy::kLfu:
+            return a.count > b.count;
+        case EvictionPolicy::kLru:
+            return a.last > b.last;
+        case EvictionPolicy::kDistanceLfu: {
+            const u128 da = static_cast<u128>(step - a.last + 1);
+            const u128 db = static_cast<u128>(step - b.last + 1);
+            return static_cast<u128>(a.count) * db > static_cast<u128>(b.count) * da;
+        }
+    }
+    return false;
+}
+
+// (1 - p)^count by binary powering: IEEE products only, so the same bits on every machine.
+double keep_out_probability(double p, int64_t count) {
+    double base = 1.0 - p;
+    double result = 1.0;
+    for (uint64_t e = static_cast<uint64_t>(count); e != 0; e >>= 1) {
+        if (e & 1) {
+            result *= base;
+        }
+        base *= base;
+    }
+    return result;
+}
+
+}  // namespace
+
+bool parse_eviction_policy(const std::string& name, EvictionPolicy* out) {
+    if (name == "lfu") {
+        *out = EvictionPolicy::kLfu;
+    } else if (name == "lru") {
+        *out = EvictionPolicy::kLru;
+    } else if (name == "distance_lfu") {
+        *out = EvictionPolicy::kDistanceLfu;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+const char* eviction_policy_name(EvictionPolicy policy) {
+    switch (policy) {
+        case EvictionPolicy::kLfu:
+            return "lfu";
+        case EvictionPolicy::kLru:
+            return "lru";
+        case EvictionPolicy::kDistanceLfu:
+            return "distance_lfu";
+    }
+    return "?";
+}
+
+std::string parse_threshold_filter(const std::string& text, ThresholdFilter* out) {
+    const size_t colon = text.find(':');
+    const std::string kind = text.substr(0, colon);
+    const bool has_arg = colon != std::string::npos;
+    const std::string arg = has_arg ? text.substr(colon + 1) : "";
+    ThresholdFilter f;
+    if (kind == "none" || kind == "average") {
+        if (has_arg) {
+            return "'" + kind + "' takes no argument";
+        }
+        f.kind = kind == "none" ? ThresholdKind::kNone : ThresholdKind::kAverage;
+    } else if (kind == "dynamic") {
+        f.kind = ThresholdKind::kDynamic;
+        if (has_arg) {
+            char* end = nullptr;
+            const long long m = std::strtoll(arg.c_str(), &end, 10);
+            if (arg.empty() || *end != '\0' || m < 1) {
+                return "dynamic:N needs an integer multiplier N >= 1, not '" + arg + "'";
+            }
+            f.multiplier = m;
+        }
+    } else if (kind == "probabilistic") {
+        f.kind = ThresholdKind::kProbabilistic;
+        if (has_arg) {
+            char* end = nullptr;
+            const double p = std::strtod(arg.c_str(), &end);
+            if (arg.empty() || *end != '\0' || !(p > 0.0 && p <= 1.0)) {
+                return "probabilistic:p needs a probability 0 < p <= 1, not '" + arg + "'";
+            }
+            f.probability = p;
+        }
+    } else {
+        return "unknown threshold '" + text + "' (none, average, dynamic[:N], probabilistic[:p])";
+    }
+    *out = f;
+    return "";
+}
+
+std::string threshold_filter_name(const ThresholdFilter& filter) {
+    switch (filter.kind) {
+        case ThresholdKind::kNone:
+            return "none";
+        case ThresholdKind::kAverage:
+            return "average";
+        case ThresholdKind::kDynamic:
+            return "dynamic:" + std::to_string(filter.multiplier);
+        case ThresholdKind::kProbabilistic:
+            return fmt::format("probabilistic:{}", filter.probability);
+    }
+    return "?";
+}
+
+MCHManagedCollisionModule::MCHManagedCollisionModule(std::string name,
+                                                     const ManagedCollisionOptions& options)
+    : name_(std::move(name)), options_(options) {
+    const ManagedCollisionOptions& o = options_;
+    SR_CHECK(o.mch_size >= 0, "table {}: managed_collision.mch_size must be >= 0, not {}", name_,
+             o.mch_size);
+    // TorchRec keeps the last zch slot out of every eviction and sends unmapped ids to it; we do
+    // so only without a residual range, where it is the fallback row.
+    const int64_t min_zch = o.mch_size == 0 ? 2 : 1;
+    SR_CHECK(o.zch_size >= min_zch,
+             "table {}: managed_collision.zch_size must be >= {} (with mch_size {}), not {}", name_,
+             min_zch, o.mch_size, o.zch_size);
+    SR_CHECK(o.eviction_interval >= 1,
+             "table {}: managed_collision.eviction_interval must be >= 1, not {}", name_,
+             o.eviction_interval);
+    SR_CHECK(o.input_hash_size >= 1 && o.input_hash_size <= (uint64_t{1} << 63),
+             "table {}: managed_collision.input_hash_size must be in [1, 2^63], not {}", name_,
+             o.input_hash_size);
+    SR_CHECK(o.output_global_offset >= 0,
+             "table {}: managed_collision output_global_offset must be >= 0", name_);
+    usable_ = o.mch_size == 0 ? o.zch_size - 1 : o.zch_size;
+}
+
+uint64_t MCHManagedCollisionModule::hash_input(int64_t raw_id) const {
+    return static_cast<uint64_t>(raw_id) % options_.input_hash_size;
+}
+
+int64_t MCHManagedCollisionModule::unmapped_row(uint64_t id) const {
+    const ManagedCollisionOptions& o = options_;
+    if (o.mch_size == 0) {
+        return o.output_global_offset + o.zch_size - 1;
+    }
+    // mch_hash_func: a fixed 64-bit mix, then modulo the residual range.
+    const uint64_t h = rng::mix64(id) % static_cast<uint64_t>(o.mch_size);
+    return o.output_global_offset + o.zch_size + static_cast<int64_t>(h);
+}
+
+int64_t MCHManagedCollisionModule::slot_of(int64_t raw_id) const {
+    const auto it = slot_of_.find(hash_input(raw_id));
+    return it == slot_of_.end() ? -1 : it->second;
+}
+
+void MCHManagedCollisionModule::forward(const int64_t* ids, int64_t n, int64_t* out) {
+    profile(ids, n);
+    remap(ids, n, out);
+}
+
+void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
+    ++step_;
+    fresh_.clear();
+    for (int64_t i = 0; i < n; ++i) {
+        const uint64_t id = hash_input(ids[i]);
+        Seen& seen = window_[id];
+        ++seen.count;
+        seen.last = step_;
+        const auto it = slot_of_.find(id);
+        if (it != slot_of_.end()) {
+            ++slot_counts_[static_cast<size_t>(it->second)];
+            slot_lasts_[static_cast<size_t>(it->second)] = step_;
+        } else {
+            fresh_.push_back(id);
+        }
+    }
+    // New ids take the free slots at once, in ascending id order so the slots do not depend on
+    // the order of ids within the batch. TorchRec admits them only at the next eviction pass
+    // (free slots score lowest, so they fill then); admitting now gives a table with zch_size >=
+    // distinct ids its one row per id from the first step.
+    std::sort(fresh_.begin(), fresh_.end());
+    for (size_t i = 0; i < fresh_.size() && occupancy() < usable_;) {
+        size_t j = i;
+        while (j < fresh_.size() && fresh_[j] == fresh_[i]) {
+            ++j;
+        }
+        slot_of_.emplace(fresh_[i], occupancy());
+        slot_ids_.push_back(fresh_[i]);
+        slot_counts_.push_back(static_cast<int64_t>(j - i));
+        slot_lasts_.push_back(step_);
+        ++admissions_total_;
+        i = j;
+    }
+    if (step_ % options_.eviction_interval == 0) {
+        eviction_pass();
+        window_.clear();
+    }
+}
+
+bool MCHManagedCollisionModule::admitted(uint64_t id,
+                                         int64_t count,
+                                         uint64_t num_ids,
+                                         uint64_t total) const {
+    const ThresholdFilter& f = options_.threshold;
+    const u128 c = static_cast<u128>(count);
+    switch (f.kind) {
+        case ThresholdKind::kNone:
+            return true;
+        case ThresholdKind::kAverage:  // count > total / num_ids
+            return c * num_ids > static_cast<u128>(total);
+        case ThresholdKind::kDynamic:  // count > total / num_ids * multiplier
+            return c * num_ids > static_cast<u128>(total) * static_cast<uint64_t>(f.multiplier);
+        case ThresholdKind::kProbabilistic: {
+            // TorchRec draws torch.rand; we draw from (seed, id, step) so any rank agrees.
+            const double r = rng::uniform(options_.seed, id, static_cast<uint64_t>(step_));
+            return 1.0 - keep_out_probability(f.probability, count) > r;
+        }
+    }
+    return false;
+}
+
+// TorchRec's _coalesce_history + update_metadata_and_generate_eviction_scores: the incumbent
+// slots and the admitted new ids of the window are ranked together by score (ties: incumbents
+// first, by id ascending; then new ids by count descending, id ascending, TorchRec's stable
+// argsort order); the usable_ best keep or get a slot. The filter's statistics cover every id
+// of the window, mapped or not, as TorchRec's (which filters the mapped ids' metadata update as
+// well; ours is updated at every step).
+void MCHManagedCollisionModule::eviction_pass() {
+    std::vector<std::pair<uint64_t, Seen>> window(window_.begin(), window_.end());
+    std::sort(window.begin(), window.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    uint64_t total = 0;
+    for (const auto& w : window) {
+        total += static_cast<uint64_t>(w.second.count);
+    }
+    std::vector<Scored> candidates;
+    for (const auto& w : window) {
+        if (slot_of_.count(w.first) == 0 &&
+            admitted(w.first, w.second.count, window.size(), total)) {
+            candidates.push_back({w.second.count, w.second.last, w.first, -1});
+        }
+    }
+    if (candidates.empty()) {
+        return;
+    }
+    const EvictionPolicy policy = options_.eviction_policy;
+    const int64_t step = step_;
+    // Best first, in the merged order's tie rule.
+    std::sort(candidates.begin(), candidates.end(), [&](const Scored& a, const Scored& b) {
+        if (scores_above(policy, step, a, b) || scores_above(policy, step, b, a)) {
+            return scores_above(policy, step, a, b);
+        }
+        return a.count != b.count ? a.count > b.count : a.id < b.id;
+    });
+    // Worst first: free slots (none after the first fill, but kept general), then by score
+    // ascending, ties by id descending (the last in the merged order drops first).
+    std::vector<Scored> worst;
+    for (int64_t s = occupancy(); s < usable_; ++s) {
+        worst.push_back({0, 0, 0, s});
+    }
+    const size_t free_slots = worst.size();
+    for (int64_t s = 0; s < occupancy(); ++s) {
+        const size_t i = static_cast<size_t>(s);
+        worst.push_back({slot_counts_[i], slot_lasts_[i], slot_ids_[i], s});
+    }
+    std::sort(worst.begin() + static_cast<std::ptrdiff_t>(free_slots), worst.end(),
+              [&](const Scored& a, const Scored& b) {
+                  if (scores_above(policy, step, a, b) || scores_above(policy, step, b, a)) {
+                      return scores_above(policy, step, b, a);
+                  }
+                  return a.id > b.id;
+              });
+    // Candidate i enters the best usable_ iff it ranks above the i-th worst incumbent.
+    size_t m = 0;
+    while (m < candidates.size() && m < worst.size() &&
+           (m < free_slots || scores_above(policy, step, candidates[m], worst[m]))) {
+        ++m;
+    }
+    std::vector<Scored> in(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(m));
+    std::vector<Scored> out(worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(m));
+    // Lowest admitted id to the lowest freed slot, whatever the scores: order-free and simple.
+    std::sort(in.begin(), in.end(), [](const Scored& a, const Scored& b) { return a.id < b.id; });
+    std::sort(out.begin(), out.end(),
+              [](const Scored& a, const Scored& b) { return a.slot < b.slot; });
+    const int64_t occupied = occupancy();
+    for (size_t k = 0; k < m; ++k) {
+        const int64_t slot = out[k].slot;
+        if (slot >= occupied) {  // free slots are taken from the lowest, so they stay a suffix
+            slot_ids_.push_back(0);
+            slot_counts_.push_back(0);
+            slot_lasts_.push_back(0);
+        } else {
+            slot_of_.erase(slot_ids_[static_cast<size_t>(slot)]);
+            pending_evictions_.push_back(options_.output_global_offset + slot);
+            ++evictions_total_;
+        }
+        const size_t i = static_cast<size_t>(slot);
+        slot_ids_[i] = in[k].id;
+        slot_counts_[i] = in[k].count;
+        slot_lasts_[i] = in[k].last;
+        slot_of_[in[k].id] = slot;
+        ++admissions_total_;
+    }
+}
+
+void MCHManagedCollisionModule::remap(const int64_t* ids, int64_t n, int64_t* out) const {
+    for (int64_t i = 0; i < n; ++i) {
+        const uint64_t id = hash_input(ids[i]);
+        const auto it = slot_of_.find(id);
+        out[i] =
+            it != slot_of_.end() ? options_.output_global_offset + it->second : unmapped_row(id);
+    }
+}
+
+std::vector<int64_t> MCHManagedCollisionModule::evict() {
+    std::vector<int64_t> rows;
+    rows.swap(pending_evictions_);
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    return rows;
+}
+
+ManagedCollisionState MCHManagedCollisionModule::state() const {
+    ManagedCollisionState s;
+    s.step = step_;
+    s.slot_ids = slot_ids_;
+    s.slot_counts = slot_counts_;
+    s.slot_lasts = slot_lasts_;
+    std::vector<std::pair<uint64_t, Seen>> window(window_.begin(), window_.end());
+    std::sort(window.begin(), window.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& w : window) {
+        s.window_ids.push_back(w.first);
+        s.window_counts.push_back(w.second.count);
+        s.window_lasts.push_back(w.second.last);
+    }
+    s.pending_evictions = pending_evictions_;
+    s.evictions_total = evictions_total_;
+    s.admissions_total = admissions_total_;
+    return s;
+}
+
+void MCHManagedCollisionModule::load_state(const ManagedCollisionState& s) {
+    const size_t n = s.slot_ids.size();
+    SR_CHECK(
+        static_cast<int64_t>(n) <= usable_ && s.slot_counts.size() == n && s.slot_lasts.size() == n,
+        "table {}: the managed-collision state holds {} slots, the table {} usable ones", name_, n,
+        usable_);
+    SR_CHECK(s.window_counts.size() == s.window_ids.size() &&
+                 s.window_lasts.size() == s.window_ids.size(),
+             "table {}: the managed-collision state's window lists differ in length", name_);
+    std::unordered_map<uint64_t, int64_t> slot_of;
+    for (size_t i = 0; i < n; ++i) {
+        SR_CHECK(slot_of.emplace(s.slot_ids[i], static_cast<int64_t>(i)).second,
+                 "table {}: the managed-collision state maps id {} twice", name_, s.slot_ids[i]);
+    }
+    step_ = s.step;
+    slot_ids_ = s.slot_ids;
+    slot_counts_ = s.slot_counts;
+    slot_lasts_ = s.slot_lasts;
+    slot_of_ = std::move(slot_of);
+    window_.clear();
+    for (size_t i = 0; i < s.window_ids.size(); ++i) {
+        window_[s.window_ids[i]] = Seen{s.window_counts[i], s.window_lasts[i]};
+    }
+    pending_evictions_ = s.pending_evictions;
+    evictions_total_ = s.evictions_total;
+    admissions_total_ = s.admissions_total;
+}
+
+}  // namespace shardrec

@@ -1,0 +1,138 @@
+// Managed collision (TorchRec mc_modules): MCHManagedCollisionModule maps raw 64-bit ids of one
+// table to rows without hashing collisions. zch_size slots hold one id each ("zero collision");
+// the per-slot metadata (count, last access step) decides, every eviction_interval steps, which
+// slots the eviction policy (lfu, lru, distance_lfu) gives to new ids that the threshold filter
+// admits. Ids without a slot go to the residual range (mch_size) or, with mch_size 0, to the
+// fallback row. Evicted rows are reported by evict() so the caller resets them.
+//
+// Deterministic: every decision is a function of the multiset of ids of each step, never of their
+// order within a step, of hash-map iteration order or of a global RNG (probabilistic admission
+// draws from hash(seed, id, step)).
+//
+// Step semantics, as TorchRec's profile()/remap(): a training forward counts a step (the first is
+// step 1), records its ids, runs the eviction pass when step % eviction_interval == 0, then remaps
+// the same ids; so the new ids of an eviction step can get a slot in that step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace shardrec {
+
+// TorchRec LFU_EvictionPolicy, LRU_EvictionPolicy, DistanceLFU_EvictionPolicy (decay_exponent 1,
+// TorchRec's default; LRU's order does not depend on the exponent).
+enum class EvictionPolicy { kLfu, kLru, kDistanceLfu };
+
+// TorchRec threshold_filtering_func: none, average_threshold_filter,
+// dynamic_threshold_filter(threshold_skew_multiplier), probabilistic_threshold_filter(p).
+enum class ThresholdKind { kNone, kAverage, kDynamic, kProbabilistic };
+
+struct ThresholdFilter {
+    ThresholdKind kind = ThresholdKind::kNone;
+    int64_t multiplier = 10;    // dynamic: admit when count > total / num_ids * multiplier
+    double probability = 0.01;  // probabilistic: admit with probability 1 - (1 - p)^count
+};
+
+struct ManagedCollisionOptions {
+    int64_t zch_size = 0;
+    EvictionPolicy eviction_policy = EvictionPolicy::kLfu;
+    int64_t eviction_interval = 1;
+    ThresholdFilter threshold;
+    // Raw ids are taken modulo input_hash_size (our input_hash_func), as uint64; in [1, 2^63].
+    uint64_t input_hash_size = uint64_t{1} << 63;
+    int64_t mch_size = 0;              // residual rows after the zch slots
+    int64_t output_global_offset = 0;  // first row of slot 0 (row-wise shards)
+    uint64_t seed = 0;                 // probabilistic admission
+};
+
+// "lfu" -> kLfu ...; returns false on an unknown name.
+bool parse_eviction_policy(const std::string& name, EvictionPolicy* out);
+const char* eviction_policy_name(EvictionPolicy policy);
+// "none", "average", "dynamic" (multiplier 10), "dynamic:N" (integer N >= 1), "probabilistic"
+// (p 0.01), "probabilistic:p" (0 < p <= 1). Returns an empty string, or what is wrong.
+std::string parse_threshold_filter(const std::string& text, ThresholdFilter* out);
+std::string threshold_filter_name(const ThresholdFilter& filter);
+
+// Everything that an exact resume needs, in plain vectors (checkpoints store them as they are).
+struct ManagedCollisionState {
+    int64_t step = 0;
+    std::vector<uint64_t> slot_ids;    // [occupied slots]: slots 0..n-1 are occupied
+    std::vector<int64_t> slot_counts;  // [occupied slots]
+    std::vector<int64_t> slot_lasts;   // [occupied slots]
+    std::vector<uint64_t> window_ids;  // ids seen since the last eviction pass, ascending
+    std::vector<int64_t> window_counts;
+    std::vector<int64_t> window_lasts;
+    std::vector<int64_t> pending_evictions;  // rows not yet returned by evict()
+    int64_t evictions_total = 0;
+    int64_t admissions_total = 0;
+};
+
+class MCHManagedCollisionModule {
+public:
+    // name: the table, for errors. Throws on options out of range.
+    MCHManagedCollisionModule(std::string name, const ManagedCollisionOptions& options);
+
+    // Training forward: profile (count a step, record the ids, evict every eviction_interval
+    // steps) then remap. ids [n] raw, out [n] rows in [offset, offset + output_size()).
+    void forward(const int64_t* ids, int64_t n, int64_t* out);
+    void profile(const int64_t* ids, int64_t n);
+    // Read-only (eval, predict): mapped ids to their row, others to the residual or fallback.
+    void remap(const int64_t* ids, int64_t n, int64_t* out) const;
+
+    // Rows (with the offset) whose slot changed owner since the last call, ascending and unique;
+    // the caller resets their weights to the initial values and their optimizer state to zero.
+    std::vector<int64_t> evict();
+
+    int64_t output_size() const { return options_.zch_size + options_.mch_size; }
+
+    uint64_t input_size() const { return options_.input_hash_size; }
+
+    // Slots ids can own: zch_size, less the fallback slot when mch_size is 0.
+    int64_t usable_slots() const { return usable_; }
+
+    int64_t occupancy() const { return static_cast<int64_t>(slot_ids_.size()); }
+
+    int64_t step() const { return step_; }
+
+    int64_t evictions_total() const { return evictions_total_; }
+
+    int64_t admissions_total() const { return admissions_total_; }
+
+    // The slot of an id (after input hashing), or -1.
+    int64_t slot_of(int64_t raw_id) const;
+
+    const ManagedCollisionOptions& options() const { return options_; }
+
+    ManagedCollisionState state() const;
+    // Throws when the state does not fit these options (sizes, order).
+    void load_state(const ManagedCollisionState& state);
+
+private:
+    struct Seen {
+        int64_t count = 0;
+        int64_t last = 0;
+    };
+
+    uint64_t hash_input(int64_t raw_id) const;
+    int64_t unmapped_row(uint64_t id) const;
+    bool admitted(uint64_t id, int64_t count, uint64_t num_ids, uint64_t total) const;
+    void eviction_pass();
+
+    std::string name_;
+    ManagedCollisionOptions options_;
+    int64_t usable_ = 0;
+    int64_t step_ = 0;
+    // Slots fill in order 0, 1, ... and never empty again, so the occupied slots are a prefix.
+    std::vector<uint64_t> slot_ids_;
+    std::vector<int64_t> slot_counts_, slot_lasts_;
+    std::unordered_map<uint64_t, int64_t> slot_of_;  // looked up only, never iterated
+    std::unordered_map<uint64_t, Seen> window_;      // iterated only after sorting by id
+    std::vector<int64_t> pending_evictions_;
+    int64_t evictions_total_ = 0;
+    int64_t admissions_total_ = 0;
+    std::vector<uint64_t> fresh_;  // scratch: a step's unmapped ids
+};
+
+}  // namespace shardrec

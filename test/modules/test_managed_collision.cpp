@@ -1,0 +1,259 @@
+// MCHManagedCollisionModule against the std::map reference (test/reference/managed_collision.h)
+// on id streams with a planted frequency shift, for every eviction policy and threshold filter;
+// order-free slot assignment; one slot per id forever when the table is big enough; exact resume
+// from state(); the option parsers.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+
+#include "engine/core/error.h"
+#include "engine/core/rng.h"
+#include "engine/modules/managed_collision.h"
+#include "test/reference/managed_collision.h"
+
+using namespace shardrec;
+
+namespace {
+
+// Raw 64-bit ids (some above 2^63): a skewed draw from an old vocabulary, then from a new one
+// (the planted shift at step `shift`), with a few old ids still seen.
+std::vector<std::vector<int64_t>> shifting_stream(
+    uint64_t seed, int64_t steps, int64_t batch, int64_t vocab, int64_t shift) {
+    rng::Rng r(seed);
+    std::vector<std::vector<int64_t>> out;
+    for (int64_t t = 0; t < steps; ++t) {
+        std::vector<int64_t> ids;
+        for (int64_t i = 0; i < batch; ++i) {
+            const double u = r.uniform();
+            const int64_t rank = static_cast<int64_t>(static_cast<double>(vocab) * u * u * u);
+            const bool fresh = t >= shift && r.uniform() < 0.8;
+            ids.push_back(static_cast<int64_t>(
+                rng::mix64(static_cast<uint64_t>(rank) + (fresh ? 1000000u : 0u))));
+        }
+        out.push_back(ids);
+    }
+    return out;
+}
+
+ref::McPolicy to_ref(EvictionPolicy p) {
+    return p == EvictionPolicy::kLfu   ? ref::McPolicy::kLfu
+           : p == EvictionPolicy::kLru ? ref::McPolicy::kLru
+                                       : ref::McPolicy::kDistanceLfu;
+}
+
+ref::McOptions to_ref(const ManagedCollisionOptions& o) {
+    ref::McOptions r;
+    r.zch_size = o.zch_size;
+    r.policy = to_ref(o.eviction_policy);
+    r.eviction_interval = o.eviction_interval;
+    r.threshold = static_cast<ref::McThreshold>(static_cast<int>(o.threshold.kind));
+    r.multiplier = o.threshold.multiplier;
+    r.probability = o.threshold.probability;
+    r.input_hash_size = o.input_hash_size;
+    r.mch_size = o.mch_size;
+    r.offset = o.output_global_offset;
+    const uint64_t seed = o.seed;
+    r.draw = [seed](uint64_t id, int64_t step) {
+        return rng::uniform(seed, id, static_cast<uint64_t>(step));
+    };
+    const int64_t mch = o.mch_size;
+    r.residual = [mch](uint64_t id) {
+        return static_cast<int64_t>(rng::mix64(id) % static_cast<uint64_t>(mch));
+    };
+    return r;
+}
+
+std::vector<int64_t> forward(MCHManagedCollisionModule& m, const std::vector<int64_t>& ids) {
+    std::vector<int64_t> out(ids.size());
+    m.forward(ids.data(), static_cast<int64_t>(ids.size()), out.data());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("managed collision matches the reference for every policy and filter", "[mc]") {
+    const std::vector<EvictionPolicy> policies = {EvictionPolicy::kLfu, EvictionPolicy::kLru,
+                                                  EvictionPolicy::kDistanceLfu};
+    const std::vector<std::string> filters = {"none",    "average",           "dynamic:2",
+                                              "dynamic", "probabilistic:0.2", "probabilistic"};
+    for (EvictionPolicy policy : policies) {
+        for (const std::string& filter : filters) {
+            for (int64_t mch : {int64_t{0}, int64_t{7}}) {
+                for (int64_t interval : {int64_t{1}, int64_t{3}}) {
+                    ManagedCollisionOptions o;
+                    o.zch_size = 40;
+                    o.eviction_policy = policy;
+                    o.eviction_interval = interval;
+                    REQUIRE(parse_threshold_filter(filter, &o.threshold).empty());
+                    o.mch_size = mch;
+                    o.output_global_offset = 100;
+                    o.seed = 11;
+                    o.input_hash_size = (uint64_t{1} << 63) - 25;
+                    INFO("policy " << eviction_policy_name(policy) << " threshold " << filter
+                                   << " mch_size " << mch << " interval " << interval);
+                    MCHManagedCollisionModule m("t", o);
+                    ref::ManagedCollisionRef r(to_ref(o));
+                    const auto stream = shifting_stream(5, 40, 30, 200, 20);
+                    int64_t evicted = 0;
+                    for (size_t t = 0; t < stream.size(); ++t) {
+                        INFO("step " << t + 1);
+                        REQUIRE(forward(m, stream[t]) == r.forward(stream[t]));
+                        const std::vector<int64_t> rows = m.evict();
+                        REQUIRE(rows == r.evict());
+                        evicted += static_cast<int64_t>(rows.size());
+                    }
+                    for (const auto& [id, slot] : r.id_to_slot()) {
+                        REQUIRE(m.slot_of(static_cast<int64_t>(id)) == slot);
+                    }
+                    REQUIRE(m.occupancy() == static_cast<int64_t>(r.id_to_slot().size()));
+                    REQUIRE(m.evictions_total() == evicted);
+                    if (filter == "none") {
+                        REQUIRE(evicted > 0);  // the shift has something to evict
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("managed collision: slots do not depend on the order of ids in a batch", "[mc]") {
+    for (const char* policy : {"lfu", "lru", "distance_lfu"}) {
+        ManagedCollisionOptions o;
+        o.zch_size = 50;
+        REQUIRE(parse_eviction_policy(policy, &o.eviction_policy));
+        o.eviction_interval = 2;
+        MCHManagedCollisionModule a("t", o), b("t", o);
+        rng::Rng r(3);
+        for (auto batch : shifting_stream(9, 30, 40, 300, 15)) {
+            const std::vector<int64_t> rows_a = forward(a, batch);
+            std::vector<size_t> perm(batch.size());
+            for (size_t i = 0; i < perm.size(); ++i) {
+                perm[i] = i;
+            }
+            for (size_t i = perm.size() - 1; i > 0; --i) {
+                std::swap(perm[i], perm[static_cast<size_t>(r.randint(0, int64_t(i) + 1))]);
+            }
+            std::vector<int64_t> shuffled;
+            for (size_t i : perm) {
+                shuffled.push_back(batch[i]);
+            }
+            const std::vector<int64_t> rows_b = forward(b, shuffled);
+            for (size_t i = 0; i < perm.size(); ++i) {
+                REQUIRE(rows_b[i] == rows_a[perm[i]]);
+            }
+            REQUIRE(a.evict() == b.evict());
+        }
+        REQUIRE(a.state().slot_ids == b.state().slot_ids);
+        REQUIRE(a.evictions_total() > 0);
+    }
+}
+
+TEST_CASE("managed collision: with room for every id, each id keeps one slot forever", "[mc]") {
+    for (const char* policy : {"lfu", "lru", "distance_lfu"}) {
+        ManagedCollisionOptions o;
+        o.zch_size = 301;  // 300 distinct ids plus the fallback slot
+        REQUIRE(parse_eviction_policy(policy, &o.eviction_policy));
+        o.eviction_interval = 1;
+        MCHManagedCollisionModule m("t", o);
+        std::map<int64_t, int64_t> first;
+        std::set<int64_t> rows;
+        for (const auto& batch : shifting_stream(4, 60, 50, 300, 60)) {  // no shift
+            const std::vector<int64_t> out = forward(m, batch);
+            REQUIRE(m.evict().empty());
+            for (size_t i = 0; i < batch.size(); ++i) {
+                const auto it = first.emplace(batch[i], out[i]).first;
+                REQUIRE(it->second == out[i]);
+                REQUIRE(out[i] < o.zch_size - 1);  // never the fallback row
+                rows.insert(out[i]);
+            }
+        }
+        REQUIRE(rows.size() == first.size());  // one row per id
+    }
+}
+
+TEST_CASE("managed collision: after a shift lru and distance_lfu admit the new ids", "[mc]") {
+    // Old ids 0..19 hot for 20 steps, then only new ids 100..119: with 20 usable slots, lru and
+    // distance_lfu hand the slots to the new ids; lfu keeps the old ids (their counts are higher).
+    for (const char* policy : {"lfu", "lru", "distance_lfu"}) {
+        ManagedCollisionOptions o;
+        o.zch_size = 21;
+        REQUIRE(parse_eviction_policy(policy, &o.eviction_policy));
+        o.eviction_interval = 5;
+        MCHManagedCollisionModule m("t", o);
+        std::vector<int64_t> out(20);
+        for (int64_t t = 0; t < 40; ++t) {
+            std::vector<int64_t> ids;
+            for (int64_t i = 0; i < 20; ++i) {
+                ids.push_back(t < 20 ? i : 100 + i);
+            }
+            m.forward(ids.data(), 20, out.data());
+        }
+        const bool lfu = std::string(policy) == "lfu";
+        INFO(policy);
+        REQUIRE((m.slot_of(105) >= 0) == !lfu);
+        REQUIRE((m.slot_of(5) >= 0) == lfu);
+    }
+}
+
+TEST_CASE("managed collision: state() and load_state() resume exactly", "[mc]") {
+    ManagedCollisionOptions o;
+    o.zch_size = 30;
+    o.eviction_policy = EvictionPolicy::kDistanceLfu;
+    o.eviction_interval = 4;
+    o.mch_size = 5;
+    REQUIRE(parse_threshold_filter("probabilistic:0.3", &o.threshold).empty());
+    const auto stream = shifting_stream(8, 40, 25, 150, 18);
+    MCHManagedCollisionModule straight("t", o), first("t", o);
+    std::vector<std::vector<int64_t>> expect;
+    for (const auto& batch : stream) {
+        expect.push_back(forward(straight, batch));
+        const auto rows = straight.evict();
+        expect.back().insert(expect.back().end(), rows.begin(), rows.end());
+    }
+    for (size_t t = 0; t < 21; ++t) {  // stops mid-interval, with evictions not yet returned
+        forward(first, stream[t]);
+        if (t != 20) {
+            first.evict();
+        }
+    }
+    MCHManagedCollisionModule resumed("t", o);
+    resumed.load_state(first.state());
+    for (size_t t = 21; t < stream.size(); ++t) {
+        std::vector<int64_t> got = forward(resumed, stream[t]);
+        if (t == 21) {
+            REQUIRE(resumed.step() == 22);
+        }
+        const auto rows = resumed.evict();
+        got.insert(got.end(), rows.begin(), rows.end());
+        if (t > 21) {
+            REQUIRE(got == expect[t]);
+        }
+    }
+    REQUIRE(resumed.evictions_total() == straight.evictions_total());
+    REQUIRE(resumed.state().window_ids == straight.state().window_ids);
+}
+
+TEST_CASE("managed collision: option parsing and checks", "[mc]") {
+    ThresholdFilter f;
+    REQUIRE(parse_threshold_filter("dynamic:10", &f).empty());
+    REQUIRE(f.kind == ThresholdKind::kDynamic);
+    REQUIRE(f.multiplier == 10);
+    REQUIRE(threshold_filter_name(f) == "dynamic:10");
+    REQUIRE(parse_threshold_filter("probabilistic:0.01", &f).empty());
+    REQUIRE(f.probability == 0.01);
+    REQUIRE_THAT(parse_threshold_filter("dynamic:0", &f), Catch::Contains("N >= 1"));
+    REQUIRE_THAT(parse_threshold_filter("probabilistic:2", &f), Catch::Contains("0 < p <= 1"));
+    REQUIRE_THAT(parse_threshold_filter("avg", &f), Catch::Contains("unknown threshold 'avg'"));
+    REQUIRE_THAT(parse_threshold_filter("average:3", &f), Catch::Contains("no argument"));
+    EvictionPolicy p;
+    REQUIRE_FALSE(parse_eviction_policy("fifo", &p));
+    ManagedCollisionOptions o;
+    o.zch_size = 1;
+    REQUIRE_THROWS_WITH(MCHManagedCollisionModule("user", o),
+                        Catch::Contains("table user: managed_collision.zch_size must be >= 2"));
+    o.zch_size = 8;
+    o.eviction_interval = 0;
+    REQUIRE_THROWS_WITH(MCHManagedCollisionModule("user", o),
+                        Catch::Contains("eviction_interval must be >= 1"));
+}
