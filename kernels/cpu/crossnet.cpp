@@ -86,6 +86,7 @@ void crossnet_backward(const Tensor& x0,
     } else {
         std::memcpy(gxl, gop, static_cast<size_t>(B * N) * sizeof(float));
     }
+    const Bf16OperandScope gu_once(gu, B, N, N);  // bf16 math: read by two GEMMs
     if (v == nullptr) {
         // grad_w [N, N] = gu^T xl;  grad_xl += gu W
         sgemm(Trans::kYes, Trans::kNo, N, N, B, gu, N, xlp, N, 0.0f, grad_w.data<float>(), N);
@@ -95,6 +96,7 @@ void crossnet_backward(const Tensor& x0,
     float* gv = gu + B * N;
     // gv [B, r] = gu W;  grad_w [N, r] = gu^T vx;  grad_v [r, N] = gv^T xl;  grad_xl += gv V
     sgemm(Trans::kNo, Trans::kNo, B, r, N, gu, N, w.data<float>(), r, 0.0f, gv, r);
+    const Bf16OperandScope gv_once(gv, B, r, r);
     sgemm(Trans::kYes, Trans::kNo, N, r, B, gu, N, vx->data<float>(), r, 0.0f, grad_w.data<float>(),
           r);
     sgemm(Trans::kYes, Trans::kNo, r, N, B, gv, r, xlp, N, 0.0f, grad_v->data<float>(), N);

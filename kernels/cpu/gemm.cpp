@@ -88,27 +88,29 @@ const dnnl::matmul& bf16_primitive(Trans ta,
     return o.primitives.emplace(key, dnnl::matmul(pd)).first->second;
 }
 
-// out[r * cols + c] = bf16(x[r * ld + c]), rounded to nearest even as float_to_bf16. Built for
+// out[r * out_ld + c] = bf16(x[r * ld + c]), rounded to nearest even as float_to_bf16. Built for
 // AVX-512 too, picked at run time: the loop is integer arithmetic GCC vectorises either way.
 __attribute__((target_clones("arch=skylake-avx512", "default"))) void round_rows_to_bf16(
-    const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* out) {
+    const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* out, int64_t out_ld) {
     // Across the kernels' threads when large: rounding is memory-bound, one core cannot draw the
     // bandwidth (oneDNN's matmul runs on the same OpenMP threads, so they are not contended).
 #pragma omp parallel for schedule(static) if (rows * cols >= (int64_t{1} << 16))
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * ld;
-        uint16_t* orow = out + r * cols;
+        uint16_t* orow = out + r * out_ld;
         for (int64_t c = 0; c < cols; ++c) {
             orow[c] = float_to_bf16(xr[c]).bits;
         }
     }
 }
 
-// bf16 copies of weights, refreshed by their modules' forwards (refresh_gemm_weight). Keyed by
-// the f32 buffer; an entry whose storage is gone is dropped, so a new buffer at a freed one's
-// address never finds its copy. A GEMM operand inside an entry's buffer (a slice of a weight, as
-// the mixture cross net's experts) reads the copy at the same offset, with the same strides.
-class WeightCopies {
+// bf16 copies of weights, refreshed by their modules' forwards (refresh_gemm_weight), and of
+// operands shared by the GEMMs of one kernel (Bf16OperandScope). Keyed by the f32 buffer; an
+// entry whose storage (or scope) is gone is dropped, so a new buffer at a freed one's address
+// never finds its copy. A copy holds each value at its position in the f32 buffer, so a GEMM
+// operand inside an entry's buffer (a slice of a weight, as the mixture cross net's experts)
+// reads the copy at the same offset, with the same strides.
+class Bf16Copies {
 public:
     void refresh(const Tensor& w) {
         const float* base = w.data<float>();
@@ -123,12 +125,26 @@ public:
         }
         const int64_t rows = w.dim() >= 1 ? w.size(0) : 1;
         const int64_t cols = w.numel() / std::max<int64_t>(rows, 1);
-        round_rows_to_bf16(base, rows, cols, cols, e->copy.data());
+        round_rows_to_bf16(base, rows, cols, cols, e->copy.data(), cols);
     }
 
     void clear() {
         std::lock_guard<std::mutex> lock(mutex_);
         entries_.clear();
+    }
+
+    // A copy of [rows, cols] at x (row stride ld) that lives as long as `token`.
+    void add(const float* x,
+             int64_t rows,
+             int64_t cols,
+             int64_t ld,
+             const std::shared_ptr<const void>& token) {
+        const auto n = static_cast<size_t>((rows - 1) * ld + cols);
+        Entry e{x, n, token, std::vector<uint16_t>(n)};
+        round_rows_to_bf16(x, rows, cols, ld, e.copy.data(), ld);
+        std::lock_guard<std::mutex> lock(mutex_);
+        drop_if([&](const Entry& old) { return old.base == x; });
+        entries_.push_back(std::move(e));
     }
 
     // The bf16 copy of the f32 operand at p spanning `extent` elements, or nullptr.
@@ -169,8 +185,8 @@ private:
     std::vector<Entry> entries_;
 };
 
-WeightCopies& weight_copies() {
-    static WeightCopies w;
+Bf16Copies& bf16_copies() {
+    static Bf16Copies w;
     return w;
 }
 
@@ -178,11 +194,11 @@ WeightCopies& weight_copies() {
 // copy (same ld), else a tight copy rounded now into `scratch` (ld = cols).
 const uint16_t* bf16_operand(
     const float* x, int64_t rows, int64_t cols, int64_t& ld, std::vector<uint16_t>& scratch) {
-    if (const uint16_t* copy = weight_copies().find(x, (rows - 1) * ld + cols)) {
+    if (const uint16_t* copy = bf16_copies().find(x, (rows - 1) * ld + cols)) {
         return copy;
     }
     scratch.resize(static_cast<size_t>(rows * cols));
-    round_rows_to_bf16(x, rows, cols, ld, scratch.data());
+    round_rows_to_bf16(x, rows, cols, ld, scratch.data(), cols);
     ld = cols;
     return scratch.data();
 }
@@ -219,6 +235,14 @@ void onednn_bf16_gemm(Trans ta,
 }
 
 }  // namespace
+
+Bf16OperandScope::Bf16OperandScope(const float* x, int64_t rows, int64_t cols, int64_t ld) {
+    if (gemm_math() != GemmMath::kBf16 || rows < 1 || cols < 1) {
+        return;
+    }
+    token_ = std::make_shared<int>(0);
+    bf16_copies().add(x, rows, cols, ld, token_);
+}
 
 void sgemm(Trans ta,
            Trans tb,
@@ -310,7 +334,7 @@ std::string cpu_gemm_backends() {
 namespace shardrec::kernels {
 
 void drop_gemm_weight_copies() {
-    cpu::weight_copies().clear();
+    cpu::bf16_copies().clear();
 }
 
 void refresh_gemm_weight(const Tensor& w) {
@@ -318,7 +342,7 @@ void refresh_gemm_weight(const Tensor& w) {
         return;
     }
     SR_CHECK(w.dtype() == DType::kF32, "refresh_gemm_weight: {} must be f32", w.str());
-    cpu::weight_copies().refresh(w);
+    cpu::bf16_copies().refresh(w);
 }
 
 }  // namespace shardrec::kernels

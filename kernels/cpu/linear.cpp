@@ -123,6 +123,7 @@ void linear_backward(const Tensor& x,
         }
     }
     const float* g = gs != nullptr ? gs : gy;
+    const Bf16OperandScope g_once(g, B, O, O);  // bf16 math: read by both GEMMs below
     // grad_w [O, I] = g^T [O, B] x [B, I]
     sgemm(Trans::kYes, Trans::kNo, O, I, B, g, O, x.data<float>(), I, 0.0f, grad_w.data<float>(),
           I);

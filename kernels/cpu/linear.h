@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kernels/linear.h"
@@ -61,6 +62,20 @@ void sgemm(Trans ta,
            float beta,
            float* c,
            int64_t ldc);
+
+// In bf16 math, rounds the f32 matrix [rows, cols] at x (row stride ld) once, for every GEMM
+// that reads it while the scope lives: an operand two GEMMs share (a gradient read by the input
+// and the weight gradient GEMMs) is rounded once. x must not change while the scope lives. A
+// no-op in f32 math.
+class Bf16OperandScope {
+public:
+    Bf16OperandScope(const float* x, int64_t rows, int64_t cols, int64_t ld);
+    Bf16OperandScope(const Bf16OperandScope&) = delete;
+    Bf16OperandScope& operator=(const Bf16OperandScope&) = delete;
+
+private:
+    std::shared_ptr<const void> token_;  // the copy lives while this does
+};
 
 // A thread-local buffer of at least n floats, reused by every call on the thread: it grows to
 // the largest request and never shrinks, so a steady batch shape allocates nothing. Valid until
