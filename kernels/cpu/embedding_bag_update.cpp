@@ -163,6 +163,16 @@ void apply_fused_update_typed(const RowContributions& c,
         for (int64_t s = 0; s < num_segments; ++s) {
             // Prefetch what a later segment reads: its weight and state rows and gradient rows
             // (written out here: GCC deletes calls to a helper that only loads and prefetches).
+            // Two stages: the ids' grad offsets and scales (scattered: the ids are in row order
+            // now) 2 * kPrefetchSegments ahead, so that the rows' prefetch below finds them
+            // cached (measured: 30 % of the loop's time was that load's miss).
+            if (s + 2 * kPrefetchSegments < num_segments) {
+                const int64_t ahead = s + 2 * kPrefetchSegments;
+                for (int64_t i = sg.begin[ahead]; i < sg.begin[ahead + 1]; ++i) {
+                    __builtin_prefetch(c.grad_offsets + sg.index(i), 0, 1);
+                    __builtin_prefetch(c.scales + sg.index(i), 0, 1);
+                }
+            }
             if (s + kPrefetchSegments < num_segments) {
                 const int64_t ahead = s + kPrefetchSegments;
                 const int64_t r = sg.row(sg.begin[ahead]);
