@@ -75,6 +75,13 @@ void DataConfig::Synthetic::visit(FieldVisitor& v) {
             zipf_alpha);
     v.field(Field("signal_scale", "strength of the planted signal the labels follow").at_least(0),
             signal_scale);
+    v.field(Field("raw_id_drift",
+                  "managed-collision tables only: raw 64-bit ids from a vocabulary that gains "
+                  "one id every raw_id_drift samples (sample index of the split), the newest the "
+                  "most frequent (Zipf over num_embeddings ranks), so evictions have work; 0: ids "
+                  "in [0, num_embeddings) as other tables")
+                .at_least(0),
+            raw_id_drift);
 }
 
 void DataConfig::CriteoBinary::visit(FieldVisitor& v) {

@@ -40,6 +40,7 @@ struct DataConfig {
     struct Synthetic {
         double zipf_alpha = 1.05;
         double signal_scale = 1.0;
+        int64_t raw_id_drift = 0;  // managed-collision tables: samples per new raw id; 0: none
 
         void visit(FieldVisitor& v);
     };

@@ -22,6 +22,8 @@ SyntheticSpec synthetic_spec(const Config& config) {
             t.zipf_alpha = config.data.synthetic.zipf_alpha;
             t.weighted = table.weighted;
             t.max_length = table.position_weights;
+            if (table.managed_collision.zch_size > 0)
+                t.raw_id_drift = config.data.synthetic.raw_id_drift;
             spec.tables.push_back(t);
         }
     }

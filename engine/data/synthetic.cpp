@@ -92,22 +92,33 @@ double zipf_inverse(const SyntheticTablePlan& p, double u) {
 // interpolated between its values at kZipfBins + 1 points, within 1e-5 of the value, and
 // evaluated in the bins where interpolation would be further off (tabulate_zipf): a pow per id
 // was most of the generator's time.
-int64_t draw_id(const SyntheticTablePlan& p, uint64_t bits) {
+int64_t draw_rank(const SyntheticTablePlan& p, uint64_t bits) {
     const double u = rng::uniform01(bits);
     const double t = u * kZipfBins;
     const auto k = static_cast<size_t>(t);
     const double x = p.zipf_exact_bin[k] ? zipf_inverse(p, u)
                                          : p.zipf_x[k] + (t - static_cast<double>(k)) *
                                                              (p.zipf_x[k + 1] - p.zipf_x[k]);
+    return std::clamp<int64_t>(static_cast<int64_t>(x) - 1, 0, p.num_embeddings - 1);
+}
+
+int64_t draw_id(const SyntheticTablePlan& p, uint64_t bits) {
     const auto rows = static_cast<uint64_t>(p.num_embeddings);
-    const auto rank = static_cast<uint64_t>(
-        std::clamp<int64_t>(static_cast<int64_t>(x) - 1, 0, p.num_embeddings - 1));
+    const auto rank = static_cast<uint64_t>(draw_rank(p, bits));
     if (rows <= (uint64_t{1} << 32)) {
         return static_cast<int64_t>((p.scramble_mul * rank + p.scramble_add) % rows);
     }
     const unsigned __int128 y =
         static_cast<unsigned __int128>(p.scramble_mul) * rank + p.scramble_add;
     return static_cast<int64_t>(y % rows);
+}
+
+// A raw 64-bit id (a managed-collision table's) from a vocabulary that grows by one id per
+// epoch: Zipf rank r of epoch e is vocabulary entry e - r, so the newest id is the most frequent
+// and each id cools down as newer ones come.
+int64_t draw_raw_id(const SyntheticTablePlan& p, uint64_t bits, int64_t epoch) {
+    const auto entry = static_cast<uint64_t>(epoch - draw_rank(p, bits));
+    return static_cast<int64_t>(rng::mix64(p.raw_id_key ^ entry) >> 1);
 }
 
 // Tabulates the Zipf inverse for draw_id: its value at every bin edge, and the bins where
@@ -171,6 +182,8 @@ SyntheticTablePlan make_plan(const SyntheticTable& table, uint64_t seed, uint64_
     p.poisson_normal = pf > kPoissonNormalAbove;
     p.teacher_scale = 1.0 / std::sqrt(std::max(pf, 1.0));
     p.effect_key = rng::hash(seed, kTagEffect, t);
+    p.raw_id_drift = table.raw_id_drift;
+    p.raw_id_key = rng::hash(seed, kTagSetup + 4, t);
     // Under Zipf a few hot rows dominate the mean effect, which would move the click rate from
     // seed to seed; centring on a Monte-Carlo mean over the id distribution keeps it steady.
     double sum[3] = {0, 0, 0};
@@ -222,6 +235,7 @@ struct TableOut {
     const int64_t* lengths;  // [B] this table's bag sizes
     int64_t* ids;            // this table's values
     float* weights;          // this table's weights, or nullptr
+    int64_t first_sample;    // the global index of sample 0 (raw-id drift)
     double* effect_sum;      // [B] += pooled main effect
     double* pair_p;          // [B] pooled pair effect, left side
     double* pair_q;          // [B] pooled pair effect, right side
@@ -237,7 +251,9 @@ void fill_table(const SyntheticTablePlan& p, int64_t count, const TableOut& out)
         const uint64_t key = out.keys[b];
         for (int64_t k = 0; k < out.lengths[b]; ++k, ++at) {
             const auto kk = static_cast<uint64_t>(k);
-            out.ids[at] = draw_id(p, draw(key, 1 + 2 * kk));
+            out.ids[at] = p.raw_id_drift > 0 ? draw_raw_id(p, draw(key, 1 + 2 * kk),
+                                                           (out.first_sample + b) / p.raw_id_drift)
+                                             : draw_id(p, draw(key, 1 + 2 * kk));
             if (out.weights) {
                 out.weights[at] =
                     p.weighted ? static_cast<float>(1.0 - rng::uniform01(draw(key, 2 + 2 * kk)))
@@ -278,6 +294,8 @@ void SyntheticSpec::validate() const {
                  table.feature_name);
         SR_CHECK(table.num_embeddings > 0, "synthetic: feature '{}' needs num_embeddings > 0",
                  table.feature_name);
+        SR_CHECK(table.raw_id_drift >= 0, "synthetic: feature '{}' has raw_id_drift {} (want >= 0)",
+                 table.feature_name, table.raw_id_drift);
         SR_CHECK(table.pooling_factor >= 0 && table.pooling_factor < 1e6,
                  "synthetic: feature '{}' has pooling_factor {} (want [0, 1e6))",
                  table.feature_name, table.pooling_factor);
@@ -374,6 +392,7 @@ Batch SyntheticDataset::batch(int64_t global_start,
                      len + t * count,
                      values.data<int64_t>() + table_start[t],
                      weights ? weights->data<float>() + table_start[t] : nullptr,
+                     global_start,
                      effect_sum.data(),
                      pair.data() + t * count,
                      pair.data() + (num_tables + t) * count};

@@ -24,6 +24,9 @@ struct SyntheticTable {
     double zipf_alpha = 1.05;     // P(rank k) ~ 1 / k^alpha; 0 is uniform
     bool weighted = false;        // per-id weights in (0, 1] (id_score_list feature)
     int64_t max_length = 0;       // > 0: longer bags are cut to it (position-weighted tables)
+    // > 0: raw 64-bit ids (a managed-collision table's) from a vocabulary that gains one id
+    // every raw_id_drift samples, the newest the most frequent (Zipf over num_embeddings ranks).
+    int64_t raw_id_drift = 0;
 };
 
 struct SyntheticSpec {
@@ -62,6 +65,8 @@ struct SyntheticTablePlan {
     bool weighted = false;
     uint64_t effect_key = 0;            // keys the teacher's per-id effects of this table
     double effect_mean[3] = {0, 0, 0};  // their mean over the id distribution (subtracted)
+    int64_t raw_id_drift = 0;           // SyntheticTable::raw_id_drift
+    uint64_t raw_id_key = 0;            // keys the raw ids of the vocabulary entries
 };
 
 }  // namespace detail

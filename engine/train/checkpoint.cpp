@@ -205,6 +205,11 @@ std::string write_rank_files(Trainer& trainer, const CheckpointManifest& m, cons
         for (size_t i = 0; i < state.size(); ++i)
             files.push_back(
                 write_tensor_file(dir, m.dense_optimizer_state[i].file, *state[i].second));
+        // The remap of each managed-collision table (one process only: rank 0 holds it all).
+        ManagedCollisionTables& mc = trainer.managed_collision();
+        for (size_t i = 0; i < mc.size(); ++i)
+            files.push_back(write_tensor_file(dir, managed_collision_file(mc.table_name(i)),
+                                              mc.state_tensor(i)));
     }
     return shards_to_yaml(shards, files);
 }
@@ -302,6 +307,7 @@ std::string save_checkpoint(Trainer& trainer,
             fs::create_directories(tmp / "tables");
             fs::create_directories(tmp / "dense");
             fs::create_directories(tmp / "dense_optimizer");
+            fs::create_directories(tmp / "managed_collision");
         }
     });
     CheckpointManifest m = describe_trainer(trainer, step);

@@ -100,6 +100,26 @@ void load_dense(Trainer& trainer, const CheckpointManifest& m, const std::string
         read_whole(dir, find_tensor(m.dense_optimizer_state, name, dir), *t);
 }
 
+// Each managed-collision table's remap, exactly as saved (an exact resume needs it).
+void load_managed_collision(Trainer& trainer, const CheckpointManifest& m, const std::string& dir) {
+    ManagedCollisionTables& mc = trainer.managed_collision();
+    for (size_t i = 0; i < mc.size(); ++i) {
+        const std::string file = managed_collision_file(mc.table_name(i));
+        const auto found = std::find_if(m.files.begin(), m.files.end(),
+                                        [&](const CheckpointFile& f) { return f.path == file; });
+        SR_CHECK(found != m.files.end(),
+                 "checkpoint {}: no managed-collision state of table '{}' ({}): it was saved "
+                 "without model.tables[].managed_collision",
+                 dir, mc.table_name(i), file);
+        SR_CHECK(found->bytes % 8 == 0, "checkpoint {}: {} has {} bytes, not a multiple of 8", dir,
+                 file, found->bytes);
+        Tensor state = Tensor::empty({found->bytes / 8}, DType::kI64);
+        read_whole(dir, CheckpointTensor{mc.table_name(i), DType::kI64, state.shape(), file},
+                   state);
+        mc.load_state_tensor(i, state, "checkpoint " + dir);
+    }
+}
+
 // A key_value shard: the rows any saved shard holds (all of a dense one's, the saved ones of a
 // sparse one) written into its store in chunks, so a table bigger than memory loads within the
 // cache's memory. Rows no saved shard holds stay at their initial value.
@@ -425,6 +445,7 @@ int64_t load_checkpoint(Trainer& trainer, const std::string& dir_in, const LoadO
     together(pg, [&] {
         load_dense(trainer, m, dir);
         load_shards(trainer, m, dir);
+        load_managed_collision(trainer, m, dir);
     });
     log::root().info("loaded checkpoint {}: step {}, written by {} rank(s)", dir, m.step,
                      m.world_size);

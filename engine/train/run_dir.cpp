@@ -304,6 +304,21 @@ void MetricsWriter::cache(int64_t step, const std::string& table, const CacheSta
         w.bytes_out));
 }
 
+void MetricsWriter::managed_collision(int64_t step,
+                                      const std::string& table,
+                                      int64_t occupancy,
+                                      int64_t slots,
+                                      int64_t evictions,
+                                      int64_t admissions) {
+    if (!file_) {
+        return;
+    }
+    write_line(fmt::format(
+        R"({{"kind":"managed_collision","step":{},"table":"{}","occupancy":{},"slots":{},)"
+        R"("evictions":{},"admissions":{}}})",
+        step, table, occupancy, slots, evictions, admissions));
+}
+
 void MetricsWriter::train(
     int64_t step, double loss, double lr, double samples_per_s, double loader_wait_ms) {
     if (!file_) {

@@ -91,6 +91,14 @@ public:
     void target_reached(int64_t step, double auc, double target_auc);
     // A key_value table's cache over the steps since its last record, summed over the ranks.
     void cache(int64_t step, const std::string& table, const CacheStats& window);
+    // A managed-collision table at an eviction pass: slots held, evictions and admissions over
+    // the eviction interval.
+    void managed_collision(int64_t step,
+                           const std::string& table,
+                           int64_t occupancy,
+                           int64_t slots,
+                           int64_t evictions,
+                           int64_t admissions);
     void done(int64_t steps, int64_t samples, double wall_s);
 
     bool enabled() const { return file_ != nullptr; }

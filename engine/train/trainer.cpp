@@ -109,14 +109,23 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     const auto seed = static_cast<uint64_t>(config.train.seed);
     bool tiered = false;  // a kernel only the sharded collection has
     for (const ModelConfig::Table& t : config.model.tables) {
-        // The remap (MCHManagedCollisionModule) is built and tested on its own; the trainer does
-        // not route a table's raw ids through it yet, at any world size.
-        SR_CHECK(t.managed_collision.zch_size == 0,
-                 "table '{}': model.tables[].managed_collision (zch_size {}) is not supported "
-                 "in training yet, neither single-process nor sharded; remove the section and "
-                 "give ids in [0, num_embeddings)",
-                 t.name, t.managed_collision.zch_size);
         const std::string kernel = config.sharding.kernel_of(t.name);
+        if (t.managed_collision.zch_size > 0) {
+            // The remap runs in the trainer, before the lookup (ManagedCollisionTables); sharded
+            // tables would need it per row-wise shard, after the input dist.
+            SR_CHECK(pg == nullptr || pg->size() == 1,
+                     "table '{}': model.tables[].managed_collision is not supported for sharded "
+                     "tables yet ({} ranks); train it in one process or remove the section",
+                     t.name, pg ? pg->size() : 1);
+            SR_CHECK(kernel != "key_value" && kernel != "fused_uvm",
+                     "table '{}': model.tables[].managed_collision does not run with compute "
+                     "kernel {} yet; use fused",
+                     t.name, kernel);
+            SR_CHECK(device.is_cpu(),
+                     "table '{}': model.tables[].managed_collision runs on the CPU only for now, "
+                     "not on runtime.device {}",
+                     t.name, config.runtime.device);
+        }
         tiered = tiered || kernel == "key_value" || kernel == "fused_uvm";
     }
     if (pg == nullptr && !tiered)
@@ -227,7 +236,8 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       pipeline_(*model_, *optimizer_, pg_, device_, device_pg_),
       checker_(config_.model,
                parse_bounds_check_mode(config_.runtime.bounds_check),
-               parse_nan_policy(config_.runtime.nan_policy)) {
+               parse_nan_policy(config_.runtime.nan_policy)),
+      mc_(config_.model, static_cast<uint64_t>(config_.train.seed)) {
     // An evaluation reads whole global batches (evaluate): they must fit in a finite eval split,
     // or its first rows would be read twice and weigh twice in AUC and loss.
     const int64_t eval_rows = dataset_->num_samples(data::Split::kEval);
@@ -243,7 +253,10 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
                                   NanPolicy::kSkipBatch);
     pipeline_.set_allreduce_precision(
         kernels::comm_type_from_name(config_.comm.allreduce_precision));
-    if (config_.train.pipeline != "base") {
+    // The remap of a managed-collision table (and its evictions) runs when a batch is taken, so
+    // it must not run ahead of the previous batch's backward: one process gains nothing from
+    // the sparse_dist overlap, which gives the same numbers.
+    if (config_.train.pipeline != "base" && mc_.empty()) {
         sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(
             pipeline_, *model_, config_.train.pipeline == "prefetch_sparse_dist");
     }
@@ -336,7 +349,8 @@ float Trainer::sparse_lr(int64_t step) const {
 
 StepResult Trainer::train_step(const Batch& batch, int64_t step) {
     bool finite = true;
-    const Batch& checked = checker_.check(batch, BatchOrigin{"train", step + 1, rank_}, finite);
+    const Batch remapped = mc_.empty() ? batch : mc_.remap_train(batch, model_->sparse_arch());
+    const Batch& checked = checker_.check(remapped, BatchOrigin{"train", step + 1, rank_}, finite);
     return finish_step(pipeline_.progress(checked, dense_lr(step), sparse_lr(step), finite), step);
 }
 
@@ -368,6 +382,8 @@ std::unique_ptr<DataIterator> Trainer::train_inputs(int64_t first_step,
         Batch batch = train_batch(in.step);
         if (prepare)
             prepare(in.step, batch);
+        if (!mc_.empty())
+            batch = mc_.remap_train(batch, model_->sparse_arch());
         // A handle copy: the checker's fixed batch is made anew for each batch it fixes.
         in.batch = checker_.check(batch, BatchOrigin{"train", in.step + 1, rank_}, in.input_finite);
         in.dense_lr = dense_lr(in.step);
@@ -426,7 +442,9 @@ Metrics Trainer::evaluate(MetricsAccumulator* samples) {
     const int64_t steps = (config_.train.eval_samples + global - 1) / global;
     for (int64_t i = 0; i < steps; ++i) {
         const int64_t start = i * global + rank_ * B;
-        const Batch batch = dataset_->batch(start, B, data::Split::kEval);
+        Batch batch = dataset_->batch(start, B, data::Split::kEval);
+        if (!mc_.empty())
+            batch = mc_.remap_eval(batch);
         bool finite = true;
         const Batch& checked = checker_.check(batch, BatchOrigin{"eval", i + 1, rank_}, finite);
         const Tensor& logits = pipeline_.predict(checked);  // collective: every rank runs it
@@ -526,6 +544,9 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
         }
         const int64_t step = out->step;
         done = step + 1;
+        for (const ManagedCollisionRecord& rec : trainer.managed_collision().take_records())
+            writer.managed_collision(rec.step, rec.table, rec.occupancy, rec.slots, rec.evictions,
+                                     rec.admissions);
         const StepResult& r = out->result;
         summary.skipped_batches += r.skipped ? 1 : 0;
         window_samples += trainer.global_batch_size();

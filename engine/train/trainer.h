@@ -14,6 +14,7 @@
 #include "engine/data/dataset.h"
 #include "engine/optim/lr_schedule.h"
 #include "engine/train/batch_check.h"
+#include "engine/train/managed_collision_tables.h"
 #include "engine/train/metrics.h"
 #include "engine/train/run_dir.h"
 #include "engine/train/train_pipeline_base.h"
@@ -108,6 +109,9 @@ public:
 
     const BatchChecker& batch_checker() const { return checker_; }
 
+    // The managed-collision tables' remap (empty when the model has none).
+    ManagedCollisionTables& managed_collision() { return mc_; }
+
 private:
     // Rows [samples_at(step) + rank * B, + B) of the train split.
     Batch rank_slice(int64_t step) const;
@@ -138,6 +142,7 @@ private:
     std::unique_ptr<TrainPipelineSparseDist> sparse_dist_;  // train.pipeline: sparse_dist
     MetricsAccumulator eval_acc_;
     BatchChecker checker_;
+    ManagedCollisionTables mc_;
 };
 
 struct TrainSummary {

@@ -240,3 +240,50 @@ TEST_CASE("SyntheticDataset: spec validation names the table", "[data]") {
     CHECK_THROWS_AS(ds.batch(-1, 4, Split::kTrain), Error);
     CHECK(ds.batch(5, 0, Split::kTrain).batch_size() == 0);
 }
+
+TEST_CASE(
+    "SyntheticDataset: raw_id_drift draws raw ids from a growing vocabulary, the newest "
+    "the most frequent",
+    "[data]") {
+    SyntheticSpec spec;
+    spec.seed = 7;
+    SyntheticTable table;
+    table.feature_name = "raw";
+    table.num_embeddings = 1000;
+    table.raw_id_drift = 100;  // a new id every 100 samples
+    spec.tables.push_back(table);
+    const SyntheticDataset data(spec);
+    // Ids beyond the table's rows, never negative; slices agree with the whole batch.
+    const Batch whole = data.batch(0, 400, Split::kTrain);
+    const int64_t* v = whole.sparse.values().data<int64_t>();
+    int64_t beyond = 0;
+    for (int64_t i = 0; i < whole.sparse.values().numel(); ++i) {
+        CHECK(v[i] >= 0);
+        beyond += v[i] >= 1000 ? 1 : 0;
+    }
+    CHECK(beyond > whole.sparse.values().numel() * 9 / 10);
+    const Batch slice = data.batch(100, 100, Split::kTrain);
+    const int64_t* off = whole.sparse.offsets().data<int64_t>();
+    CHECK(std::vector<int64_t>(v + off[100], v + off[200]) ==
+          slice.sparse.values().to_vector<int64_t>());
+    // The most frequent id of a window of samples is a new one each 100 samples later; the hot id
+    // of the earlier window is still seen, less often.
+    const auto hottest = [&](int64_t start) {
+        std::map<int64_t, int64_t> count;
+        const Batch b = data.batch(start, 100, Split::kTrain);
+        const int64_t* ids = b.sparse.values().data<int64_t>();
+        for (int64_t i = 0; i < b.sparse.values().numel(); ++i)
+            ++count[ids[i]];
+        return std::max_element(count.begin(), count.end(),
+                                [](const auto& x, const auto& y) { return x.second < y.second; })
+            ->first;
+    };
+    CHECK(hottest(0) != hottest(100));
+    CHECK(hottest(100) != hottest(200));
+    // Without drift the ids stay rows.
+    spec.tables[0].raw_id_drift = 0;
+    const Batch rows = SyntheticDataset(spec).batch(0, 400, Split::kTrain);
+    const int64_t* r = rows.sparse.values().data<int64_t>();
+    for (int64_t i = 0; i < rows.sparse.values().numel(); ++i)
+        CHECK((r[i] >= 0 && r[i] < 1000));
+}

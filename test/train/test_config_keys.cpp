@@ -54,6 +54,12 @@ struct Variant {
     bool refused = false;
 };
 
+// Table b managed with 10 slots and 20 residual rows, raw ids from a vocabulary that gains an id
+// every 4 samples: the managed-collision keys act on it.
+const std::vector<std::string> kMcContext = {"model.tables[1].managed_collision.zch_size=10",
+                                             "model.tables[1].managed_collision.mch_size=20",
+                                             "data.synthetic.raw_id_drift=4"};
+
 const std::map<std::string, Variant>& run_effects() {
     static const std::map<std::string, Variant> v = {
         {"train.steps", {{"train.steps=3"}}},
@@ -148,9 +154,23 @@ const std::map<std::string, Variant>& run_effects() {
          {{"sharding.tables=[{name: a, cache: {algorithm: lfu}}]"},
           {"sharding.compute_kernel=key_value", "sharding.storage.path={tmp}/kv",
            "sharding.cache.load_factor=0.5", "train.steps=4"}}},
-        // The remap is not in the trainer yet: a managed-collision table is refused.
+        // Table b (30 rows) managed: its ids go through the remap (ManagedCollisionTables);
+        // with 10 slots and a drifting raw vocabulary every step evicts.
         {"model.tables[].managed_collision.zch_size",
-         {{"model.tables[1].managed_collision.zch_size=30"}, {}, true}},
+         {{"model.tables[1].managed_collision.zch_size=30"}}},
+        {"model.tables[].managed_collision.eviction_policy",
+         {{"model.tables[1].managed_collision.eviction_policy=lru"}, kMcContext}},
+        {"model.tables[].managed_collision.eviction_interval",
+         {{"model.tables[1].managed_collision.eviction_interval=2"}, kMcContext}},
+        {"model.tables[].managed_collision.threshold",
+         {{"model.tables[1].managed_collision.threshold=probabilistic:0.5"}, kMcContext}},
+        {"model.tables[].managed_collision.input_hash_size",
+         {{"model.tables[1].managed_collision.input_hash_size=7"}, kMcContext}},
+        {"model.tables[].managed_collision.mch_size",
+         {{"model.tables[1].managed_collision.zch_size=20",
+           "model.tables[1].managed_collision.mch_size=10"},
+          kMcContext}},
+        {"data.synthetic.raw_id_drift", {{"data.synthetic.raw_id_drift=1"}, kMcContext}},
         // Scratch files removed at the run's end: a path that cannot hold them shows.
         {"sharding.storage.path",
          {{"sharding.storage.path=/proc/shardrec-kv"},
@@ -176,13 +196,6 @@ const std::map<std::string, std::string>& no_run_effect() {
         {"runtime.device",
          "where the same computation runs; the GPU is checked against the CPU by test_train_cuda"},
         {"runtime.log_level", "logging only"},
-        {"model.tables[].managed_collision.eviction_policy",
-         "acts only with zch_size > 0, which training refuses for now; the remap is checked "
-         "against its reference by test_modules [mc]"},
-        {"model.tables[].managed_collision.eviction_interval", "as eviction_policy ([mc])"},
-        {"model.tables[].managed_collision.threshold", "as eviction_policy ([mc])"},
-        {"model.tables[].managed_collision.input_hash_size", "as eviction_policy ([mc])"},
-        {"model.tables[].managed_collision.mch_size", "as eviction_policy ([mc])"},
         {"runtime.threads",
          "speed only: results are the same whatever the thread count (test_trainer)"},
         {"runtime.bounds_check",

@@ -1,0 +1,81 @@
+// The managed-collision tables of a run (model.tables[].managed_collision): one TorchRec
+// MCHManagedCollisionModule per such table, between the data and the embedding lookup. A training
+// batch's raw ids of every feature of the table go through the module's forward (one step per
+// batch), the rows whose slot changed owner at an eviction get their initial values back and
+// their fused optimizer state zeroed; evaluation remaps read-only. One process only for now.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/config/config.h"
+#include "engine/modules/embedding_bag_collection_interface.h"
+#include "engine/modules/managed_collision.h"
+#include "engine/sparse/batch.h"
+
+namespace shardrec::train {
+
+// One eviction interval of one table, for metrics.jsonl.
+struct ManagedCollisionRecord {
+    std::string table;
+    int64_t step = 0;       // the module's step of the eviction pass (1-based train step)
+    int64_t occupancy = 0;  // slots that hold an id
+    int64_t slots = 0;      // slots ids can own
+    int64_t evictions = 0;  // over the interval
+    int64_t admissions = 0;
+};
+
+// The options of table `t`'s module (the config is checked already).
+ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t, uint64_t seed);
+
+class ManagedCollisionTables {
+public:
+    // The tables of `model` with managed_collision.zch_size > 0; seed: train.seed (the initial
+    // values of reset rows, as the tables', and the probabilistic admission).
+    ManagedCollisionTables(const ModelConfig& model, uint64_t seed);
+
+    bool empty() const { return tables_.empty(); }
+
+    // A training batch: its ids of the managed tables remapped to rows (the other features as
+    // they are), after each module's step; rows evicted in this step are reset in `sparse`.
+    Batch remap_train(const Batch& batch, EmbeddingBagCollectionInterface& sparse);
+    // Evaluation and prediction: the same remap without counting or evicting.
+    Batch remap_eval(const Batch& batch) const;
+
+    // Records of the eviction passes since the last call.
+    std::vector<ManagedCollisionRecord> take_records() { return std::move(records_); }
+
+    size_t size() const { return tables_.size(); }
+
+    const std::string& table_name(size_t i) const { return tables_[i].name; }
+
+    const MCHManagedCollisionModule& module(size_t i) const { return *tables_[i].module; }
+
+    // The module's state as one i64 tensor (checkpoints), and back (throws when it does not fit).
+    Tensor state_tensor(size_t i) const;
+    void load_state_tensor(size_t i, const Tensor& t, const std::string& where);
+
+private:
+    struct Table {
+        std::string name;
+        int64_t index = 0;  // among model.tables (the init's table_index)
+        int64_t num_embeddings = 0;
+        std::vector<std::string> features;
+        std::unique_ptr<MCHManagedCollisionModule> module;
+        int64_t evictions_seen = 0, admissions_seen = 0;  // at the last record
+    };
+
+    Batch remap(const Batch& batch, bool train, EmbeddingBagCollectionInterface* sparse);
+    void reset_rows(const Table& t,
+                    const std::vector<int64_t>& rows,
+                    EmbeddingBagCollectionInterface& sparse) const;
+
+    uint64_t seed_;
+    std::vector<Table> tables_;
+    std::vector<ManagedCollisionRecord> records_;
+    std::vector<int64_t> ids_, rows_;  // scratch
+};
+
+}  // namespace shardrec::train
