@@ -24,6 +24,7 @@ const char* const kMainUsage =
     "  train CONFIG.yaml [--out DIR] [--set KEY=VALUE ...]   train a model\n"
     "        [--resume CHECKPOINT] [--overwrite]              continue a run, replace one\n"
     "  eval CONFIG.yaml --checkpoint DIR [--predictions F]   evaluate a checkpoint: AUC, NE, ...\n"
+    "  predict MODEL_DIR --data synthetic|PATH --out F.csv   score samples with a quantized model\n"
     "  validate CONFIG.yaml [--set KEY=VALUE ...]            check a config, print it resolved\n"
     "  validate --reference                                  print every config key\n"
     "  bench CONFIG.yaml [--steps N] [--json FILE]           time training steps of a config\n"
@@ -81,6 +82,9 @@ int dispatch(const std::vector<std::string>& args) {
     }
     if (command == "eval") {
         return eval_main(rest);
+    }
+    if (command == "predict") {
+        return predict_main(rest);
     }
     if (command == "validate") {
         return validate_main(rest);

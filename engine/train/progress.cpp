@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "comm/mpi_env.h"
@@ -44,11 +45,15 @@ std::string format_progress_bar(
     const std::string bar = std::string(static_cast<size_t>(filled), '#') +
                             std::string(static_cast<size_t>(width - filled), '.');
     const int digits = static_cast<int>(std::to_string(total).size());
-    return fmt::format("{:>{}}/{} [{}] {:3.0f}%  {} samples/s  loss {:.5f}", step, digits, total,
-                       bar, frac * 100.0, short_rate(samples_per_s), loss);
+    // No loss (NaN): an inference run's bar.
+    const std::string tail = std::isnan(loss) ? "" : fmt::format("  loss {:.5f}", loss);
+    return fmt::format("{:>{}}/{} [{}] {:3.0f}%  {} samples/s{}", step, digits, total, bar,
+                       frac * 100.0, short_rate(samples_per_s), tail);
 }
 
 std::string format_progress_line(int64_t step, int64_t total, double loss, double samples_per_s) {
+    if (std::isnan(loss))
+        return fmt::format("step {}/{}  {:.0f} samples/s", step, total, samples_per_s);
     return fmt::format("step {}/{}  loss {:.5f}  {:.0f} samples/s", step, total, loss,
                        samples_per_s);
 }

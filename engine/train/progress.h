@@ -47,7 +47,8 @@ private:
 // "  120/600 [#####...............]  20%  45.1k samples/s  loss 0.69315" (`width` bar cells).
 std::string format_progress_bar(
     int64_t step, int64_t total, double loss, double samples_per_s, int width);
-// "step 120/600  loss 0.69315  45123 samples/s" (the log line form).
+// "step 120/600  loss 0.69315  45123 samples/s" (the log line form). A NaN loss is left out
+// (an inference run: `shardrec predict`).
 std::string format_progress_line(int64_t step, int64_t total, double loss, double samples_per_s);
 
 }  // namespace shardrec::train

@@ -348,8 +348,8 @@ Tensor read_quantized_dense(const QuantizedModel& model, const CheckpointTensor&
 
 namespace shardrec::train {
 
-void load_quantized_model(Trainer& trainer, const QuantizedModel& model) {
-    for (Parameter* p : trainer.model().parameters()) {
+void load_quantized_dense(const std::vector<Parameter*>& parameters, const QuantizedModel& model) {
+    for (Parameter* p : parameters) {
         const CheckpointTensor* saved = nullptr;
         for (const CheckpointTensor& t : model.dense)
             saved = t.name == p->name ? &t : saved;
@@ -360,6 +360,10 @@ void load_quantized_model(Trainer& trainer, const QuantizedModel& model) {
                  dtype_name(saved->dtype), shape_str(saved->shape), p->value.str());
         p->value.copy_from(read_quantized_dense(model, *saved));
     }
+}
+
+void load_quantized_model(Trainer& trainer, const QuantizedModel& model) {
+    load_quantized_dense(trainer.model().parameters(), model);
     const auto configs = embedding_bag_configs(trainer.config().model);
     std::vector<Tensor> tables(configs.size());  // dequantized when a local shard needs it
     for (EmbeddingShardState& s : trainer.model().sparse_arch().shard_states()) {

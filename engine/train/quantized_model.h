@@ -76,9 +76,17 @@ Tensor read_quantized_dense(const QuantizedModel& model, const CheckpointTensor&
 
 }  // namespace shardrec::train
 
+namespace shardrec {
+struct Parameter;
+}
+
 namespace shardrec::train {
 
 class Trainer;
+
+// Copies the model's dense parameters into `parameters` by name; a missing name, shape or dtype
+// mismatch is an Error naming the parameter.
+void load_quantized_dense(const std::vector<Parameter*>& parameters, const QuantizedModel& model);
 
 // Puts the model's weights into `trainer` (built from a config of the same model, any world size
 // and plan): the dense parameters as stored, every table dequantized to f32 (the values the

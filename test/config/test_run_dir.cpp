@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -155,6 +156,11 @@ TEST_CASE("Progress: the bar and the log line show step, rate and loss", "[train
           "600/600 [####] 100%  12 samples/s  loss 0.50000");
     CHECK(train::format_progress_line(120, 600, 0.693147, 45123.4) ==
           "step 120/600  loss 0.69315  45123 samples/s");
+    // No loss (predict): left out of both forms.
+    CHECK(train::format_progress_bar(7, 600, std::nan(""), 2.1e6, 4) ==
+          "  7/600 [....]   1%  2.10M samples/s");
+    CHECK(train::format_progress_line(120, 600, std::nan(""), 45123.4) ==
+          "step 120/600  45123 samples/s");
     train::Progress off(10, 5, train::Progress::Mode::kOff);
     off.update(5, 0.1, 1.0);  // prints nothing, and does not fail
     CHECK(off.mode() == train::Progress::Mode::kOff);

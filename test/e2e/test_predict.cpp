@@ -1,0 +1,168 @@
+// `shardrec predict` end to end: the quickstart (one table mean-pooled, so that both pooling
+// groups of QuantEmbeddingBagCollection run) trained on 2 ranks with its mixed plan, quantized,
+// and scored at 1, 2 and 4 ranks: the same bytes at every world size; with --weights f32 the
+// same scores as `eval --predictions` of the checkpoint. Bad input fails on every rank with a
+// message naming what is wrong and leaves no output file.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "test/e2e/e2e_support.h"
+
+using namespace shardrec::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_all(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// The lines of a CSV after its header, column `col` (0-based) of each.
+std::vector<std::string> csv_column(const fs::path& path, int col) {
+    std::istringstream in(read_all(path));
+    std::string line;
+    std::getline(in, line);
+    std::vector<std::string> out;
+    while (std::getline(in, line)) {
+        for (int i = 0; i < col; ++i)
+            line = line.substr(line.find(',') + 1);
+        out.push_back(line.substr(0, line.find(',')));
+    }
+    return out;
+}
+
+std::string mpirun(int np) {
+    return "timeout -k 10 300 mpirun -np " + std::to_string(np) +
+           " --allow-run-as-root --oversubscribe";
+}
+
+}  // namespace
+
+TEST_CASE("predict: the same scores at any world size and eval's at f32", "[e2e][mpi]") {
+    const fs::path dir = fresh_dir("predict");
+    std::string yaml = read_all(repo_root() / "configs" / "quickstart.yaml");
+    const std::string t4 = "{name: t4, num_embeddings: 1000, pooling_factor: 3}";
+    REQUIRE(yaml.find(t4) != std::string::npos);
+    yaml.replace(yaml.find(t4), t4.size(),
+                 "{name: t4, num_embeddings: 1000, pooling_factor: 3, pooling: mean}");
+    const fs::path config = dir / "config.yaml";
+    std::ofstream(config) << yaml;
+    const RunResult t = run_shardrec(
+        {"train", config.string(), "--out", (dir / "run").string(), "--set", "train.steps=40",
+         "--set", "train.eval_every=0", "--set", "train.checkpoint_every=40", "--set",
+         "train.eval_samples=1000", "--set", "data.batch_size=128"},
+        mpirun(2));
+    INFO(t.output);
+    REQUIRE(t.exit_code == 0);
+    const std::string ckpt = (dir / "run" / "checkpoints").string();
+    const std::string m4 = (dir / "model_int4").string(), m32 = (dir / "model_f32").string();
+    // int4 with one int8 table: mixed types in one lookup; f32 all through.
+    for (const auto& [out, tables] : {std::pair{m4, "t0=int8"}, std::pair{m32, ""}}) {
+        std::vector<std::string> q = {
+            "ckpt", "quantize", ckpt, "--out", out, "--weights", out == m4 ? "int4" : "f32"};
+        if (*tables != '\0') {
+            q.push_back("--tables");
+            q.push_back(tables);
+        }
+        const RunResult r = run_shardrec(q, "timeout 120");
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+    }
+
+    {  // np 1, 2 and 4 write the same bytes, in input order
+        std::string first;
+        for (int np : {1, 2, 4}) {
+            const fs::path out = dir / ("scores_" + std::to_string(np) + ".bin");
+            // The run's config.yaml is found from the model's checkpoint: no --config.
+            const RunResult p = run_shardrec(
+                {"predict", m4, "--data", "synthetic", "--out", out.string()}, mpirun(np));
+            INFO(p.output);
+            REQUIRE(p.exit_code == 0);
+            CHECK_THAT(p.output, Contains("\"kind\":\"predict\",\"samples\":1000,"));
+            CHECK_THAT(p.output, Contains("\"host_copy_gbps\":"));
+            CHECK(!fs::exists(out.string() + ".tmp"));
+            const std::string bytes = read_all(out);
+            REQUIRE(bytes.size() == 1000 * sizeof(float));
+            if (np == 1)
+                first = bytes;
+            CHECK(bytes == first);
+        }
+        // --samples: the same scores for the whole chunks it shares with the full run (a last,
+        // partial chunk is a smaller GEMM, whose blocking may round differently).
+        const fs::path out = dir / "prefix.bin";
+        const RunResult p = run_shardrec(
+            {"predict", m4, "--data", "synthetic", "--out", out.string(), "--samples", "300"},
+            mpirun(2));
+        INFO(p.output);
+        REQUIRE(p.exit_code == 0);
+        const std::string prefix = read_all(out);
+        REQUIRE(prefix.size() == 300 * sizeof(float));
+        CHECK(prefix.substr(0, 256 * sizeof(float)) == first.substr(0, 256 * sizeof(float)));
+    }
+
+    {  // --weights f32 gives eval --predictions' scores, digit for digit
+        // eval on one rank reads the eval split in batches of data.batch_size, as predict's
+        // chunks are: the same samples go through the same dense layers.
+        const fs::path pred = dir / "eval.csv";
+        const RunResult e = run_shardrec({"eval", (dir / "run" / "config.yaml").string(),
+                                          "--checkpoint", ckpt, "--predictions", pred.string()},
+                                         "timeout -k 10 300");
+        INFO(e.output);
+        REQUIRE(e.exit_code == 0);
+        const fs::path out = dir / "f32.csv";
+        const RunResult p =
+            run_shardrec({"predict", m32, "--data", "synthetic", "--out", out.string(), "--config",
+                          (dir / "run" / "config.yaml").string()},
+                         mpirun(2));
+        INFO(p.output);
+        REQUIRE(p.exit_code == 0);
+        const std::vector<std::string> scores = csv_column(out, 0);
+        std::vector<std::string> expected = csv_column(pred, 1);
+        REQUIRE(expected.size() >= scores.size());  // eval rounds up to whole batches
+        expected.resize(scores.size());
+        REQUIRE(scores.size() == 1000);
+        CHECK(scores == expected);
+    }
+
+    {  // bad input: a clear error and a non-zero exit on every rank, no output
+        const fs::path out = dir / "bad.csv";
+        const RunResult missing = run_shardrec(
+            {"predict", (dir / "nope").string(), "--data", "synthetic", "--out", out.string()},
+            mpirun(2));
+        CHECK(missing.exit_code != 0);
+        CHECK_THAT(missing.output,
+                   Contains("model directory '" + (dir / "nope").string() + "' does not exist"));
+
+        const fs::path damaged = dir / "damaged";
+        fs::copy(m4, damaged, fs::copy_options::recursive);
+        {
+            std::fstream f(damaged / "tables" / "t3.int4.bin",
+                           std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(7);
+            f.put('\x5a');
+        }
+        const RunResult corrupt = run_shardrec(
+            {"predict", damaged.string(), "--data", "synthetic", "--out", out.string()}, mpirun(2));
+        CHECK(corrupt.exit_code != 0);
+        CHECK_THAT(corrupt.output, Contains("tables/t3.int4.bin is corrupt"));
+
+        std::ofstream(dir / "a_file") << "x";
+        const fs::path unwritable = dir / "a_file" / "scores.csv";
+        const RunResult nodir = run_shardrec(
+            {"predict", m4, "--data", "synthetic", "--out", unwritable.string()}, mpirun(2));
+        CHECK(nodir.exit_code != 0);
+        CHECK_THAT(nodir.output, Contains("--out '" + unwritable.string() + "'"));
+
+        const RunResult ext =
+            run_shardrec({"predict", m4, "--data", "synthetic", "--out", "scores.txt"});
+        CHECK(ext.exit_code == 2);
+        CHECK_THAT(ext.output, Contains("must end in .csv or .bin"));
+        CHECK(!fs::exists(out));
+        CHECK(!fs::exists(out.string() + ".tmp"));
+    }
+}

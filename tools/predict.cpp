@@ -1,0 +1,321 @@
+// `shardrec predict MODEL_DIR --data synthetic|PATH --out FILE`: batch scoring with a quantized
+// model directory (shardrec ckpt quantize). Every rank holds the whole model (its tables are the
+// quantized rows, looked up in place by QuantEmbeddingBagCollection) and scores its share of the
+// samples: the input is cut into chunks of data.batch_size samples and chunk c goes to rank
+// c mod N, so each chunk is computed the same way at any N and the scores are bitwise identical
+// for every world size. Rank 0 gathers the scores in input order and writes FILE.tmp, renamed to
+// FILE when whole.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "comm/mpi_env.h"
+#include "comm/process_group.h"
+#include "engine/config/config.h"
+#include "engine/core/durable_file.h"
+#include "engine/core/error.h"
+#include "engine/core/log.h"
+#include "engine/data/make_dataset.h"
+#include "engine/modules/model.h"
+#include "engine/modules/quant_embedding_bag_collection.h"
+#include "engine/train/progress.h"
+#include "engine/train/quantized_model.h"
+#include "engine/train/run_dir.h"
+#include "engine/train/trainer.h"
+#include "kernels/device_ceilings.h"
+#include "tools/cli.h"
+
+namespace shardrec::cli {
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kPredictUsage =
+    "usage: shardrec predict MODEL_DIR --data synthetic|PATH --out FILE.csv|FILE.bin\n"
+    "                        [--config CONFIG.yaml] [--samples S] [--set KEY=VALUE ...]\n"
+    "\n"
+    "Scores samples with a quantized model directory (shardrec ckpt quantize), its tables looked\n"
+    "up as stored (int8/int4/int2/fp16/f32 rows). Run several ranks with mpirun -np N: the\n"
+    "samples are split over the ranks (each holds the whole model); the scores do not depend on "
+    "N.\n"
+    "\n"
+    "  --data synthetic    the eval split of the config's synthetic data\n"
+    "  --data PATH         binary Criteo shards (shardrec data criteo-preprocess): every row\n"
+    "  --out FILE          one score (the predicted click probability) per sample, in input\n"
+    "                      order: FILE.csv as text ('score' header), FILE.bin as little-endian\n"
+    "                      f32; written to FILE.tmp by rank 0, then renamed\n"
+    "  --config CONFIG     the model's config (default: config.yaml of the run the model's\n"
+    "                      checkpoint came from)\n"
+    "  --samples S         score the first S samples (default: synthetic train.eval_samples,\n"
+    "                      PATH every row)\n"
+    "  --set KEY=VALUE     override one config key (data.batch_size: samples per chunk)\n"
+    "\n"
+    "Ends with one JSON line {\"kind\":\"predict\",\"samples\":S,\"samples_per_s\":R,\n"
+    "\"lookup_gbps\":G,\"host_copy_gbps\":C,...}.\n";
+
+struct PredictArgs {
+    std::string model_dir, data, out, config;
+    int64_t samples = -1;
+    std::vector<std::string> sets;
+};
+
+PredictArgs parse_args(const std::vector<std::string>& args) {
+    PredictArgs a;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& arg = args[i];
+        if (take_set(args, i, a.sets, kPredictUsage))
+            continue;
+        if (arg == "--data" || arg == "--out" || arg == "--config" || arg == "--samples") {
+            if (i + 1 >= args.size())
+                throw UsageError(fmt::format("{} needs a value", arg), kPredictUsage);
+            const std::string& v = args[++i];
+            if (arg == "--samples") {
+                char* end = nullptr;
+                a.samples = std::strtoll(v.c_str(), &end, 10);
+                if (v.empty() || *end != '\0' || a.samples <= 0)
+                    throw UsageError(
+                        fmt::format("--samples must be a positive integer, not '{}'", v),
+                        kPredictUsage);
+            } else {
+                (arg == "--data" ? a.data : arg == "--out" ? a.out : a.config) = v;
+            }
+        } else if (!arg.empty() && arg[0] == '-') {
+            throw UsageError(fmt::format("unknown option '{}'", arg), kPredictUsage);
+        } else if (a.model_dir.empty()) {
+            a.model_dir = arg;
+        } else {
+            throw UsageError(fmt::format("unexpected argument '{}'", arg), kPredictUsage);
+        }
+    }
+    if (a.model_dir.empty())
+        throw UsageError("predict needs a MODEL_DIR", kPredictUsage);
+    if (a.data.empty())
+        throw UsageError("predict needs --data synthetic|PATH", kPredictUsage);
+    if (a.out.empty())
+        throw UsageError("predict needs --out FILE.csv|FILE.bin", kPredictUsage);
+    const std::string ext = fs::path(a.out).extension().string();
+    if (ext != ".csv" && ext != ".bin")
+        throw UsageError(fmt::format("--out '{}' must end in .csv or .bin", a.out), kPredictUsage);
+    return a;
+}
+
+// Checked on every rank before any work, so that a bad --out fails at once, on every rank.
+void check_writable(const std::string& out) {
+    fs::path dir = fs::path(out).parent_path();
+    if (dir.empty())
+        dir = ".";
+    std::error_code ec;
+    SR_CHECK(fs::is_directory(dir, ec), "--out '{}': directory '{}' does not exist", out,
+             dir.string());
+    SR_CHECK(::access(dir.c_str(), W_OK) == 0, "--out '{}': directory '{}' is not writable: {}",
+             out, dir.string(), std::strerror(errno));
+    SR_CHECK(!fs::is_directory(out, ec), "--out '{}' is a directory", out);
+}
+
+// The model's config: --config, else config.yaml of the run whose checkpoint was quantized
+// (RUN/checkpoints/step-N -> RUN/config.yaml).
+std::string config_path(const PredictArgs& a, const train::QuantizedModel& model) {
+    if (!a.config.empty())
+        return a.config;
+    const fs::path guess =
+        fs::path(model.source_checkpoint).parent_path().parent_path() / "config.yaml";
+    SR_CHECK(fs::is_regular_file(guess),
+             "quantized model {}: no --config given and its run's config '{}' is not there; "
+             "pass --config CONFIG.yaml",
+             model.dir, guess.string());
+    return guess.string();
+}
+
+// The quantized tables of the config's model, checked against the model directory.
+std::vector<QuantTable> quant_tables(const Config& config, const train::QuantizedModel& model) {
+    std::vector<QuantTable> out;
+    for (const EmbeddingBagConfig& c : embedding_bag_configs(config.model)) {
+        const train::QuantizedTable* t = model.table(c.name);
+        SR_CHECK(t != nullptr, "quantized model {}: no table '{}' (of the config's model)",
+                 model.dir, c.name);
+        SR_CHECK(t->num_embeddings == c.num_embeddings && t->embedding_dim == c.embedding_dim,
+                 "quantized model {}: table '{}' is [{}, {}], the config's [{}, {}]", model.dir,
+                 t->name, t->num_embeddings, t->embedding_dim, c.num_embeddings, c.embedding_dim);
+        out.push_back(QuantTable{c, t->type, train::read_quantized_table(model, *t)});
+    }
+    SR_CHECK(out.size() == model.tables.size(),
+             "quantized model {} has {} tables, the config's model {}", model.dir,
+             model.tables.size(), out.size());
+    return out;
+}
+
+std::string scores_text(const std::string& out, const std::vector<float>& logits) {
+    std::string text;
+    const bool csv = fs::path(out).extension() == ".csv";
+    if (csv) {
+        text = "score\n";
+        for (float logit : logits) {
+            // As `eval --predictions` writes its scores: the same digits for the same logit.
+            const double score = 1.0 / (1.0 + std::exp(-static_cast<double>(logit)));
+            char buf[32];
+            std::snprintf(buf, sizeof(buf), "%.9g\n", score);
+            text += buf;
+        }
+        return text;
+    }
+    text.resize(logits.size() * sizeof(float));
+    for (size_t i = 0; i < logits.size(); ++i) {
+        const auto score =
+            static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits[i]))));
+        std::memcpy(&text[i * sizeof(float)], &score, sizeof(float));  // little-endian hosts
+    }
+    return text;
+}
+
+}  // namespace
+
+int predict_main(const std::vector<std::string>& args) {
+    for (const std::string& arg : args) {
+        if (arg == "--help" || arg == "-h") {
+            if (comm::process_info().rank == 0)
+                std::fputs(kPredictUsage, stdout);
+            return 0;
+        }
+    }
+    const PredictArgs a = parse_args(args);
+    const int rank = comm::process_info().rank;
+    const int world = comm::process_info().world_size;
+    check_writable(a.out);
+    SR_CHECK(fs::is_directory(a.model_dir), "model directory '{}' does not exist", a.model_dir);
+    const train::QuantizedModel model = train::read_quantized_model(a.model_dir);
+
+    Config config = load_config(config_path(a, model), a.sets);
+    if (std::getenv("SHARDREC_LOG_LEVEL") == nullptr)
+        log::set_level(config.runtime.log_level);
+    SR_CHECK(config.model.type == model.model_type,
+             "quantized model {} is a '{}' model, the config's is '{}'", a.model_dir,
+             model.model_type, config.model.type);
+    data::Split split = data::Split::kEval;
+    if (a.data != "synthetic") {
+        // Every row of the shards: no eval split is held out.
+        config.data.type = "criteo_binary";
+        config.data.criteo_binary.path = a.data;
+        config.data.criteo_binary.eval_days = 0;
+        config.data.criteo_binary.eval_fraction = 0.0;
+        config.train.eval_samples = 0;
+        split = data::Split::kTrain;
+    } else {
+        SR_CHECK(config.data.type == "synthetic",
+                 "--data synthetic, but the config's data.type is '{}'; pass --data PATH",
+                 config.data.type);
+    }
+    const int threads = train::configure_threads(config);
+    const std::unique_ptr<data::Dataset> dataset = data::make_dataset(config);
+    const int64_t rows = dataset->num_samples(split);
+    int64_t total = a.samples;
+    if (total < 0)
+        total = rows >= 0 ? rows : config.train.eval_samples;
+    SR_CHECK(total > 0,
+             "nothing to score: train.eval_samples is 0 and no --samples S was given (or '{}' "
+             "holds no rows)",
+             a.data);
+    SR_CHECK(rows < 0 || total <= rows, "--samples {} but '{}' holds only {} rows", total, a.data,
+             rows);
+
+    auto sparse = std::make_unique<QuantEmbeddingBagCollection>(quant_tables(config, model),
+                                                                is_weighted(config.model));
+    QuantEmbeddingBagCollection* qebc = sparse.get();
+    const std::unique_ptr<RecModel> rec =
+        make_model(config.model, static_cast<uint64_t>(config.train.seed), std::move(sparse));
+    train::load_quantized_dense(rec->parameters(), model);
+
+    // Chunk c = samples [c*B, min((c+1)*B, total)) on rank c mod world.
+    const int64_t B = config.data.batch_size;
+    const int64_t chunks = (total + B - 1) / B;
+    const int64_t my_chunks = chunks > rank ? (chunks - rank + world - 1) / world : 0;
+    log::root().info(
+        "predict: {} samples of '{}' in {} chunks of {} on {} rank(s), {} thread(s) "
+        "each; model {} ({} tables, {:.2f} MB)",
+        total, a.data, chunks, B, world, threads, a.model_dir, model.tables.size(),
+        static_cast<double>(model.table_bytes()) / 1e6);
+    std::vector<float> logits;
+    logits.reserve(static_cast<size_t>(my_chunks * B));
+    train::Progress progress(my_chunks, std::max<int64_t>(1, my_chunks / 10));
+    const auto start = std::chrono::steady_clock::now();
+    int64_t done = 0;
+    for (int64_t c = rank, k = 0; c < chunks; c += world, ++k) {
+        const int64_t count = std::min(B, total - c * B);
+        const Batch batch = dataset->batch(c * B, count, split);
+        const Tensor& out = rec->forward(batch, Stream::cpu());
+        logits.insert(logits.end(), out.data<float>(), out.data<float>() + count);
+        done += count;
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        progress.update(k + 1, std::nan(""), static_cast<double>(done * world) / std::max(s, 1e-9));
+    }
+    progress.finish();
+    const double local_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    // Gather: rank r's k-th chunk is chunk r + k*world.
+    std::shared_ptr<comm::ProcessGroup> pg = train::default_process_group();
+    std::vector<float> all(static_cast<size_t>(total));
+    std::vector<int64_t> counts(static_cast<size_t>(world), 0);
+    for (int64_t c = 0; c < chunks; ++c)
+        counts[static_cast<size_t>(c % world)] += std::min(B, total - c * B);
+    double wall_s = local_s, lookup_gbps = 0;
+    if (pg != nullptr && world > 1) {
+        Tensor gathered = Tensor::empty({total}, DType::kF32);
+        const Tensor mine = Tensor::from_vector(logits);
+        pg->all_gather_v(mine, gathered, counts).wait();
+        std::vector<int64_t> rank_begin(static_cast<size_t>(world), 0);
+        for (int r = 1; r < world; ++r)
+            rank_begin[static_cast<size_t>(r)] =
+                rank_begin[static_cast<size_t>(r - 1)] + counts[static_cast<size_t>(r - 1)];
+        std::vector<int64_t> taken(static_cast<size_t>(world), 0);
+        for (int64_t c = 0; c < chunks; ++c) {
+            const auto r = static_cast<size_t>(c % world);
+            const int64_t count = std::min(B, total - c * B);
+            std::memcpy(all.data() + c * B, gathered.data<float>() + rank_begin[r] + taken[r],
+                        static_cast<size_t>(count) * sizeof(float));
+            taken[r] += count;
+        }
+        // f32 is enough for a time and a rate.
+        Tensor mx = Tensor::from_vector<float>({static_cast<float>(local_s)});
+        Tensor rate = Tensor::from_vector<float>({static_cast<float>(
+            static_cast<double>(qebc->bytes_read()) / std::max(qebc->lookup_seconds(), 1e-9))});
+        pg->all_reduce(mx, comm::ReduceOp::kMax).wait();
+        pg->all_reduce(rate, comm::ReduceOp::kSum).wait();
+        wall_s = mx.data<float>()[0];
+        lookup_gbps = rate.data<float>()[0] / world / 1e9;  // the ranks' mean
+    } else {
+        all = logits;
+        lookup_gbps =
+            static_cast<double>(qebc->bytes_read()) / std::max(qebc->lookup_seconds(), 1e-9) / 1e9;
+    }
+    if (rank != 0)
+        return 0;
+    write_file_atomically(a.out, scores_text(a.out, all));
+    // The ceiling: one process's memcpy over the kernels' threads (a smaller buffer than the
+    // default, still far beyond the caches, to keep the summary quick).
+    const double copy_gbps = kernels::host_copy_gbps(size_t{128} << 20, 3);
+    const double rate = static_cast<double>(total) / std::max(wall_s, 1e-9);
+    log::root().info(
+        "predict: {} samples in {:.3f} s, {:.0f} samples/s on {} rank(s); lookup {:.2f} GB/s per "
+        "rank ({:.1f}% of the host memcpy ceiling {:.2f} GB/s); wrote {}",
+        total, wall_s, rate, world, lookup_gbps, 100.0 * lookup_gbps / copy_gbps, copy_gbps, a.out);
+    fmt::print(R"({{"kind":"predict","samples":{},"seconds":{},"samples_per_s":{},"ranks":{},)"
+               R"("lookup_gbps":{},"host_copy_gbps":{},"weights":"{}","model":"{}","out":"{}"}})"
+               "\n",
+               total, train::json_number(wall_s), train::json_number(rate), world,
+               train::json_number(lookup_gbps), train::json_number(copy_gbps),
+               kernels::quant_type_name(model.weights), a.model_dir, a.out);
+    std::fflush(stdout);
+    return 0;
+}
+
+}  // namespace shardrec::cli
