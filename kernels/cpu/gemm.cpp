@@ -25,6 +25,10 @@
 #include <tuple>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "engine/core/dtype.h"
 #include "engine/core/error.h"
 #include "engine/core/tensor.h"
@@ -44,6 +48,42 @@ struct OneDnn {
     // ta, tb, m, n, k, lda, ldb, ldc (of the bf16 operands and f32 C), accumulate
     using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
     std::map<Key, dnnl::matmul> primitives;
+};
+
+// A GEMM under this many multiply-adds runs its bf16 matmul on the calling thread alone: waking
+// the other OpenMP threads costs 40-50 us a call (OMP_WAIT_POLICY=passive), more than they save
+// below about 10M (measured on 2 cores: 128 x 512 x 13 takes 12 us on one thread, 47 on two;
+// 128 x 256 x 512, 158 against 136). A choice by shape alone, so results repeat run to run.
+constexpr int64_t kMinParallelMacs = int64_t{1} << 23;
+
+// Sets the calling thread's OpenMP thread count for a scope (oneDNN reads it when it creates
+// and runs a primitive) and restores it.
+class OmpThreads {
+public:
+    explicit OmpThreads(bool single) {
+#ifdef _OPENMP
+        if (single) {
+            saved_ = omp_get_max_threads();
+            omp_set_num_threads(1);
+        }
+#else
+        (void)single;
+#endif
+    }
+
+    ~OmpThreads() {
+#ifdef _OPENMP
+        if (saved_ > 0) {
+            omp_set_num_threads(saved_);
+        }
+#endif
+    }
+
+    OmpThreads(const OmpThreads&) = delete;
+    OmpThreads& operator=(const OmpThreads&) = delete;
+
+private:
+    int saved_ = 0;
 };
 
 OneDnn& onednn() {
@@ -84,6 +124,7 @@ const dnnl::matmul& bf16_primitive(Trans ta,
         ops.append_sum(1.0f);
         attr.set_post_ops(ops);
     }
+    const OmpThreads threads(m * n * k < kMinParallelMacs);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, o.engine);
     return o.primitives.emplace(key, dnnl::matmul(pd)).first->second;
 }
@@ -94,7 +135,7 @@ __attribute__((target_clones("arch=skylake-avx512", "default"))) void round_rows
     const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* out, int64_t out_ld) {
     // Across the kernels' threads when large: rounding is memory-bound, one core cannot draw the
     // bandwidth (oneDNN's matmul runs on the same OpenMP threads, so they are not contended).
-#pragma omp parallel for schedule(static) if (rows * cols >= (int64_t{1} << 16))
+#pragma omp parallel for schedule(static) if (rows * cols >= (int64_t{1} << 18))
     for (int64_t r = 0; r < rows; ++r) {
         const float* xr = x + r * ld;
         uint16_t* orow = out + r * out_ld;
@@ -230,6 +271,7 @@ void onednn_bf16_gemm(Trans ta,
     dnnl::memory am({{m, k}, dt::bf16, op_strides(ta, lda)}, e, const_cast<uint16_t*>(a16));
     dnnl::memory bm({{k, n}, dt::bf16, op_strides(tb, ldb)}, e, const_cast<uint16_t*>(b16));
     dnnl::memory cm({{m, n}, dt::f32, dnnl::memory::dims{ldc, 1}}, e, c);
+    const OmpThreads threads(m * n * k < kMinParallelMacs);
     mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream.wait();
 }

@@ -46,14 +46,18 @@ void mixture_crossnet_forward(const Tensor& x0,
     float* a1 = saved.a1->data<float>();  // [B, K, r]
     float* a2 = saved.a2->data<float>();  // [B, K, r]
     float* e = saved.e->data<float>();    // [B, K, N]
+    // bf16 math: xl, a1 and a2 are rounded once for the GEMMs (and expert slices) that read them.
+    const Bf16OperandScope xl_once(xlp, B, N, N);
     // a1 = g(xl V^T), all experts at once: V is [K r, N].
     sgemm(Trans::kNo, Trans::kYes, B, K * r, N, xlp, N, wt.v->data<float>(), N, 0.0f, a1, K * r);
     activation_forward(act, a1, B * K * r);
+    const Bf16OperandScope a1_once(a1, B, K * r, K * r);
     for (int64_t k = 0; k < K; ++k) {  // a2_k = a1_k C_k^T, columns [k r, (k+1) r)
         sgemm(Trans::kNo, Trans::kYes, B, r, r, a1 + k * r, K * r, wt.c->data<float>() + k * r * r,
               r, 0.0f, a2 + k * r, K * r);
     }
     activation_forward(act, a2, B * K * r);
+    const Bf16OperandScope a2_once(a2, B, K * r, K * r);
     for (int64_t k = 0; k < K; ++k) {  // e_k = a2_k U_k^T (+ b below)
         sgemm(Trans::kNo, Trans::kYes, B, N, r, a2 + k * r, K * r, wt.u->data<float>() + k * N * r,
               r, 0.0f, e + k * N, K * N);
@@ -144,12 +148,14 @@ void expert_backward(const BackwardView& v, int64_t k) {
             v.gb[n] += v.ge[b * N + n];
         }
     }
+    const Bf16OperandScope ge_once(v.ge, B, N, N);  // bf16 math: read by two GEMMs
     sgemm(Trans::kYes, Trans::kNo, N, r, B, v.ge, N, v.a2 + k * r, K * r, 0.0f,
           v.grad_u + k * N * r, r);
     sgemm(Trans::kNo, Trans::kNo, B, r, N, v.ge, N, v.u + k * N * r, r, 0.0f, v.gq, r);
     for (int64_t b = 0; b < B; ++b) {
         activation_backward(v.act, v.gq + b * r, v.a2 + (b * K + k) * r, v.gq + b * r, r);
     }
+    const Bf16OperandScope gq_once(v.gq, B, r, r);
     sgemm(Trans::kYes, Trans::kNo, r, r, B, v.gq, r, v.a1 + k * r, K * r, 0.0f,
           v.grad_c + k * r * r, r);
     sgemm(Trans::kNo, Trans::kNo, B, r, r, v.gq, r, v.c + k * r * r, r, 0.0f, v.gp + k * r, K * r);
@@ -201,10 +207,16 @@ void mixture_crossnet_backward(const Tensor& x0,
         gate_backward(v.gop, v.x0, xlp, v.e, v.probs, wt.gates->data<float>(), B, N, K, gz,
                       grads.gates->data<float>(), gxl);
     }
-    for (int64_t k = 0; k < K; ++k) {
-        expert_backward(v, k);
+    {
+        // bf16 math: the saved activations are rounded once for every expert's slices.
+        const Bf16OperandScope a1_once(v.a1, B, K * r, K * r);
+        const Bf16OperandScope a2_once(v.a2, B, K * r, K * r);
+        for (int64_t k = 0; k < K; ++k) {
+            expert_backward(v, k);
+        }
     }
     activation_backward(act, v.gp, v.a1, v.gp, B * K * r);
+    const Bf16OperandScope gp_once(v.gp, B, K * r, K * r);
     // grad_V = gp^T xl [K r, N]; grad_xl += gp V
     sgemm(Trans::kYes, Trans::kNo, K * r, N, B, v.gp, K * r, xlp, N, 0.0f, grads.v->data<float>(),
           N);
