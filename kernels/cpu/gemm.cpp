@@ -3,7 +3,7 @@
 // CPU has them, AVX512-BF16 dot products where it has those, oneDNN's own choice otherwise).
 //
 // Why OpenBLAS stays the f32 backend: measured on the MLP / DCN shapes at B = 2048 and 256
-// (bench/results/cpu-20261126-gemm), oneDNN 2.6's f32 matmul is within 10 % of OpenBLAS on the
+// (bench/results/cpu-20261126-onednn), oneDNN 2.6's f32 matmul is within 10 % of OpenBLAS on the
 // large shapes and 2.6x slower on the narrow ones (2048 x 512 -> 256), so one backend per math
 // keeps f32 results what they were, bit for bit, with nothing to choose per shape.
 //
@@ -14,7 +14,7 @@
 // pass. Same math as CUDA's CUBLAS_COMPUTE_32F_FAST_16BF: bf16 products, f32 accumulation, f32
 // in and out. The weights' copies are in plain row-major layout, shared by the forward (w^T) and
 // the backward (w) GEMMs; oneDNN's blocked layout would need one copy per use (measured gain in
-// bench/results/cpu-20261126-gemm).
+// bench/results/cpu-20261126-onednn: 2-11 %).
 #include <cblas.h>
 
 #include <algorithm>
