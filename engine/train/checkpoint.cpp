@@ -205,7 +205,7 @@ std::string write_rank_files(Trainer& trainer, const CheckpointManifest& m, cons
         for (size_t i = 0; i < state.size(); ++i)
             files.push_back(
                 write_tensor_file(dir, m.dense_optimizer_state[i].file, *state[i].second));
-        // The remap of each managed-collision table (one process only: rank 0 holds it all).
+        // The remap of each managed-collision table (the same on every rank: rank 0 writes it).
         ManagedCollisionTables& mc = trainer.managed_collision();
         for (size_t i = 0; i < mc.size(); ++i)
             files.push_back(write_tensor_file(dir, managed_collision_file(mc.table_name(i)),

@@ -26,8 +26,10 @@ ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t, u
     return o;
 }
 
-ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model, uint64_t seed)
-    : seed_(seed) {
+ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model,
+                                               uint64_t seed,
+                                               std::shared_ptr<comm::ProcessGroup> pg)
+    : seed_(seed), pg_(std::move(pg)) {
     for (size_t i = 0; i < model.tables.size(); ++i) {
         const ModelConfig::Table& t = model.tables[i];
         if (t.managed_collision.zch_size == 0)
@@ -44,6 +46,22 @@ ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model, uint64_
 }
 
 namespace {
+
+bool is_managed(const std::vector<std::string>& features, const std::string& key) {
+    return std::find(features.begin(), features.end(), key) != features.end();
+}
+
+// The batch with `values` in place of its KJT's ids.
+Batch with_values(const Batch& batch, const Tensor& values) {
+    const KeyedJaggedTensor& kjt = batch.sparse;
+    KeyedJaggedTensor sparse =
+        kjt.variable_stride_per_key()
+            ? KeyedJaggedTensor::from_lengths_variable_stride(
+                  kjt.keys(), values, kjt.lengths(), kjt.stride_per_key(), kjt.weights_or_none())
+            : KeyedJaggedTensor::from_offsets_sync(kjt.keys(), values, kjt.offsets(),
+                                                   kjt.weights_or_none(), kjt.stride());
+    return Batch{batch.dense, std::move(sparse), batch.labels};
+}
 
 // Calls map(ids, n, out) once per managed table with the ids of all its features (in KJT order),
 // writing the rows into a copy of the values; the other features keep their ids.
@@ -62,7 +80,7 @@ Batch remap_batch(const Batch& batch,
         ids.clear();
         std::vector<int64_t> keys;  // positions of the table's features in the KJT
         for (int64_t f = 0; f < kjt.num_keys(); ++f) {
-            if (std::find(t.features.begin(), t.features.end(), kjt.keys()[f]) == t.features.end())
+            if (!is_managed(t.features, kjt.keys()[f]))
                 continue;
             keys.push_back(f);
             ids.insert(ids.end(), v + kjt.offset_per_key()[f], v + kjt.offset_per_key()[f + 1]);
@@ -75,32 +93,110 @@ Batch remap_batch(const Batch& batch,
                 v[n] = rows[k++];
         }
     }
-    KeyedJaggedTensor sparse =
-        kjt.variable_stride_per_key()
-            ? KeyedJaggedTensor::from_lengths_variable_stride(
-                  kjt.keys(), values, kjt.lengths(), kjt.stride_per_key(), kjt.weights_or_none())
-            : KeyedJaggedTensor::from_offsets_sync(kjt.keys(), values, kjt.offsets(),
-                                                   kjt.weights_or_none(), kjt.stride());
-    return Batch{batch.dense, std::move(sparse), batch.labels};
+    return with_values(batch, values);
+}
+
+// Several ranks: the module steps on the ids of the global batch, so that every rank's remap
+// state stays the one of a single process reading that batch. The managed features' bags of all
+// ranks are gathered (key, then rank 0's samples, rank 1's, ...: one process's order, the ids of a
+// table in the same order as remap_batch gives them), map(ids, n, out) runs once per table on the
+// global ids, and each rank writes the rows of its own bags into a copy of its values.
+template <typename Tables, typename Map>
+Batch remap_global_batch(const Batch& batch,
+                         comm::ProcessGroup& pg,
+                         Tables& tables,
+                         KJTAllGatherBuffers& buf,
+                         std::vector<int64_t>& ids,
+                         std::vector<int64_t>& rows,
+                         Map&& map) {
+    const KeyedJaggedTensor& kjt = batch.sparse;
+    SR_CHECK(kjt.values().device().is_cpu(),
+             "managed collision: the batch's ids must be on the host before the remap");
+    SR_CHECK(!kjt.variable_stride_per_key(),
+             "managed collision: rank {}'s training batch has a batch size per feature; the "
+             "global remap needs one batch size for every feature",
+             pg.rank());
+    const int64_t B = kjt.stride();
+    const int64_t* lengths = kjt.lengths().data<int64_t>();
+    const int64_t* v_in = kjt.values().data<int64_t>();
+    std::vector<std::string> keys;  // the managed features, in KJT order
+    std::vector<int64_t> at;        // their positions in the KJT
+    std::vector<int64_t> my_lengths, my_values;
+    for (int64_t f = 0; f < kjt.num_keys(); ++f) {
+        const auto& key = kjt.keys()[static_cast<size_t>(f)];
+        if (std::none_of(tables.begin(), tables.end(),
+                         [&](const auto& t) { return is_managed(t.features, key); }))
+            continue;
+        keys.push_back(key);
+        at.push_back(f);
+        my_lengths.insert(my_lengths.end(), lengths + f * B, lengths + (f + 1) * B);
+        my_values.insert(my_values.end(), v_in + kjt.offset_per_key()[f],
+                         v_in + kjt.offset_per_key()[f + 1]);
+    }
+    const auto from = [](const std::vector<int64_t>& a) {
+        Tensor t = Tensor::empty({static_cast<int64_t>(a.size())}, DType::kI64);
+        if (!a.empty())
+            std::memcpy(t.data_ptr(), a.data(), a.size() * sizeof(int64_t));
+        return t;
+    };
+    const KeyedJaggedTensor mine =
+        KeyedJaggedTensor::from_lengths_sync(keys, from(my_values), from(my_lengths), {}, B);
+    const GatheredKJT g = all_gather_kjt(pg, mine, nullptr, buf);
+    const int64_t Bg = g.stride;
+    int64_t first_bag = 0;  // this rank's first sample in the global batch
+    for (int r = 0; r < pg.rank(); ++r)
+        first_bag += g.batch_size_per_rank[static_cast<size_t>(r)];
+    const int64_t* go = g.offsets.data<int64_t>();
+    const int64_t* gv = g.values.data<int64_t>();
+
+    Tensor values = kjt.values().clone();
+    int64_t* v = values.data<int64_t>();
+    for (auto& t : tables) {
+        ids.clear();
+        std::vector<int64_t> ks;  // indices into keys of the table's features
+        for (size_t k = 0; k < keys.size(); ++k) {
+            if (!is_managed(t.features, keys[k]))
+                continue;
+            ks.push_back(static_cast<int64_t>(k));
+            ids.insert(ids.end(), gv + go[k * Bg], gv + go[(k + 1) * Bg]);
+        }
+        rows.resize(ids.size());
+        map(t, ids.data(), static_cast<int64_t>(ids.size()), rows.data());
+        int64_t base = 0;  // the key's first id in `ids`
+        for (int64_t k : ks) {
+            const int64_t f = at[static_cast<size_t>(k)];
+            const int64_t lo = go[k * Bg + first_bag], hi = go[k * Bg + first_bag + B];
+            SR_CHECK(hi - lo == kjt.offset_per_key()[f + 1] - kjt.offset_per_key()[f],
+                     "managed collision: rank {} gathered {} ids of feature '{}', it has {}",
+                     pg.rank(), hi - lo, keys[static_cast<size_t>(k)],
+                     kjt.offset_per_key()[f + 1] - kjt.offset_per_key()[f]);
+            std::copy(rows.begin() + base + (lo - go[k * Bg]),
+                      rows.begin() + base + (hi - go[k * Bg]), v + kjt.offset_per_key()[f]);
+            base += go[(k + 1) * Bg] - go[k * Bg];
+        }
+    }
+    return with_values(batch, values);
 }
 
 }  // namespace
 
 Batch ManagedCollisionTables::remap_train(const Batch& batch,
                                           EmbeddingBagCollectionInterface& sparse) {
-    return remap_batch(batch, tables_, ids_, rows_,
-                       [&](Table& t, const int64_t* ids, int64_t n, int64_t* out) {
-                           MCHManagedCollisionModule& m = *t.module;
-                           m.forward(ids, n, out);
-                           reset_rows(t, m.evict(), sparse);
-                           if (m.step() % m.options().eviction_interval != 0)
-                               return;
-                           records_.push_back({t.name, m.step(), m.occupancy(), m.usable_slots(),
-                                               m.evictions_total() - t.evictions_seen,
-                                               m.admissions_total() - t.admissions_seen});
-                           t.evictions_seen = m.evictions_total();
-                           t.admissions_seen = m.admissions_total();
-                       });
+    const auto step = [&](Table& t, const int64_t* ids, int64_t n, int64_t* out) {
+        MCHManagedCollisionModule& m = *t.module;
+        m.forward(ids, n, out);
+        reset_rows(t, m.evict(), sparse);
+        if (m.step() % m.options().eviction_interval != 0)
+            return;
+        records_.push_back({t.name, m.step(), m.occupancy(), m.usable_slots(),
+                            m.evictions_total() - t.evictions_seen,
+                            m.admissions_total() - t.admissions_seen});
+        t.evictions_seen = m.evictions_total();
+        t.admissions_seen = m.admissions_total();
+    };
+    if (pg_ != nullptr && pg_->size() > 1)
+        return remap_global_batch(batch, *pg_, tables_, gather_, ids_, rows_, step);
+    return remap_batch(batch, tables_, ids_, rows_, step);
 }
 
 Batch ManagedCollisionTables::remap_eval(const Batch& batch) const {

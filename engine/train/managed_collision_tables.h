@@ -2,7 +2,11 @@
 // MCHManagedCollisionModule per such table, between the data and the embedding lookup. A training
 // batch's raw ids of every feature of the table go through the module's forward (one step per
 // batch), the rows whose slot changed owner at an eviction get their initial values back and
-// their fused optimizer state zeroed; evaluation remaps read-only. One process only for now.
+// their fused optimizer state zeroed; evaluation remaps read-only. With several ranks the remap
+// state is replicated: every rank runs each step on the ids of the global batch (all ranks' ids of
+// the managed tables gathered in the order one process reads them), so the slots are those of one
+// process fed the global batch, for any world size and plan; each rank keeps the rows of its own
+// ids and resets the evicted rows of the shards it holds.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "comm/process_group.h"
 #include "engine/config/config.h"
+#include "engine/distributed/kjt_all_gather.h"
 #include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/managed_collision.h"
 #include "engine/sparse/batch.h"
@@ -33,13 +39,17 @@ ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t, u
 class ManagedCollisionTables {
 public:
     // The tables of `model` with managed_collision.zch_size > 0; seed: train.seed (the initial
-    // values of reset rows, as the tables', and the probabilistic admission).
-    ManagedCollisionTables(const ModelConfig& model, uint64_t seed);
+    // values of reset rows, as the tables', and the probabilistic admission). pg: the ranks whose
+    // batches make the global batch (null: one process).
+    ManagedCollisionTables(const ModelConfig& model,
+                           uint64_t seed,
+                           std::shared_ptr<comm::ProcessGroup> pg = nullptr);
 
     bool empty() const { return tables_.empty(); }
 
     // A training batch: its ids of the managed tables remapped to rows (the other features as
     // they are), after each module's step; rows evicted in this step are reset in `sparse`.
+    // Collective over pg (every rank calls it once per training step).
     Batch remap_train(const Batch& batch, EmbeddingBagCollectionInterface& sparse);
     // Evaluation and prediction: the same remap without counting or evicting.
     Batch remap_eval(const Batch& batch) const;
@@ -73,9 +83,11 @@ private:
                     EmbeddingBagCollectionInterface& sparse) const;
 
     uint64_t seed_;
+    std::shared_ptr<comm::ProcessGroup> pg_;
     std::vector<Table> tables_;
     std::vector<ManagedCollisionRecord> records_;
     std::vector<int64_t> ids_, rows_;  // scratch
+    KJTAllGatherBuffers gather_;
 };
 
 }  // namespace shardrec::train

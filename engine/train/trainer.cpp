@@ -111,12 +111,8 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     for (const ModelConfig::Table& t : config.model.tables) {
         const std::string kernel = config.sharding.kernel_of(t.name);
         if (t.managed_collision.zch_size > 0) {
-            // The remap runs in the trainer, before the lookup (ManagedCollisionTables); sharded
-            // tables would need it per row-wise shard, after the input dist.
-            SR_CHECK(pg == nullptr || pg->size() == 1,
-                     "table '{}': model.tables[].managed_collision is not supported for sharded "
-                     "tables yet ({} ranks); train it in one process or remove the section",
-                     t.name, pg ? pg->size() : 1);
+            // The remap runs in the trainer, before the lookup and the input dist, on the global
+            // batch's ids (ManagedCollisionTables): any plan sees rows.
             SR_CHECK(kernel != "key_value" && kernel != "fused_uvm",
                      "table '{}': model.tables[].managed_collision does not run with compute "
                      "kernel {} yet; use fused",
@@ -237,7 +233,7 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       checker_(config_.model,
                parse_bounds_check_mode(config_.runtime.bounds_check),
                parse_nan_policy(config_.runtime.nan_policy)),
-      mc_(config_.model, static_cast<uint64_t>(config_.train.seed)) {
+      mc_(config_.model, static_cast<uint64_t>(config_.train.seed), pg_) {
     // An evaluation reads whole global batches (evaluate): they must fit in a finite eval split,
     // or its first rows would be read twice and weigh twice in AUC and loss.
     const int64_t eval_rows = dataset_->num_samples(data::Split::kEval);
@@ -254,8 +250,8 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
     pipeline_.set_allreduce_precision(
         kernels::comm_type_from_name(config_.comm.allreduce_precision));
     // The remap of a managed-collision table (and its evictions) runs when a batch is taken, so
-    // it must not run ahead of the previous batch's backward: one process gains nothing from
-    // the sparse_dist overlap, which gives the same numbers.
+    // it must not run ahead of the previous batch's backward: such runs use the base pipeline,
+    // which gives the same numbers as sparse_dist.
     if (config_.train.pipeline != "base" && mc_.empty()) {
         sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(
             pipeline_, *model_, config_.train.pipeline == "prefetch_sparse_dist");
