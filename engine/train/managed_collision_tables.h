@@ -77,7 +77,6 @@ private:
         int64_t evictions_seen = 0, admissions_seen = 0;  // at the last record
     };
 
-    Batch remap(const Batch& batch, bool train, EmbeddingBagCollectionInterface* sparse);
     void reset_rows(const Table& t,
                     const std::vector<int64_t>& rows,
                     EmbeddingBagCollectionInterface& sparse) const;
