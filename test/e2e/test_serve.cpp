@@ -169,6 +169,12 @@ TEST_CASE("serve: predict's scores over HTTP, batching, bad input, metrics", "[e
         WARN("curl is not installed: skipped");
         return;
     }
+    const RunResult help = run_shardrec({"serve", "--help"});
+    if (help.exit_code != 0 && help.output.find("without cpp-httplib") != std::string::npos) {
+        WARN("shardrec was built without cpp-httplib: skipped");
+        return;
+    }
+    REQUIRE(help.exit_code == 0);
     const fs::path dir = fresh_dir("serve");
     std::string yaml = read_all(repo_root() / "configs" / "quickstart.yaml");
     for (const auto& [from, to] :
