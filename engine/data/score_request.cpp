@@ -44,9 +44,9 @@ public:
                 if (!expect(':'))
                     return false;
                 if (key != "examples")
-                    return fail("unknown_field", key, -1,
-                                fmt::format("{}: unknown field (the body has only 'examples')",
-                                            json_quote(key)));
+                    return fail(
+                        "unknown_field", key, -1,
+                        fmt::format("{}: unknown field (the body has only 'examples')", key));
                 if (seen_examples)
                     return fail("bad_value", "examples", -1, "examples: given twice");
                 seen_examples = true;
