@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <unordered_map>
 
@@ -207,15 +208,18 @@ private:
         if (peek(']'))
             return true;
         do {
-            const std::string at = fmt::format("{}[{}]", field, out.size());
+            // The element's name is built only for an error (a request holds thousands of them).
+            const auto at = [&] { return fmt::format("{}[{}]", field, out.size()); };
             std::string_view tok;
-            if (!number(tok, at))
+            if (!number(tok, field, out.size()))
                 return false;
-            const std::string text(tok);
-            const float v = std::strtof(text.c_str(), nullptr);
+            char text[72];  // number() bounds a token to 64 characters
+            std::memcpy(text, tok.data(), tok.size());
+            text[tok.size()] = '\0';
+            const float v = std::strtof(text, nullptr);
             if (!std::isfinite(v))
-                return fail("bad_value", at, i,
-                            fmt::format("{}: {} is not a finite f32 (example {})", at, text, i));
+                return fail("bad_value", at(), i,
+                            fmt::format("{}: {} is not a finite f32 (example {})", at(), text, i));
             out.push_back(v);
         } while (comma_or(']'));
         return !failed_;
@@ -227,28 +231,31 @@ private:
         if (peek(']'))
             return true;
         do {
-            const std::string at = fmt::format("{}[{}]", field, out.size());
+            const auto at = [&] { return fmt::format("{}[{}]", field, out.size()); };
             std::string_view tok;
-            if (!number(tok, at))
+            if (!number(tok, field, out.size()))
                 return false;
-            const std::string text(tok);
-            if (text.find_first_of(".eE") != std::string::npos)
-                return fail("bad_value", at, i,
-                            fmt::format("{}: {} is not an integer id (example {})", at, text, i));
+            if (tok.find_first_of(".eE") != std::string_view::npos)
+                return fail("bad_value", at(), i,
+                            fmt::format("{}: {} is not an integer id (example {})", at(), tok, i));
+            char text[72];
+            std::memcpy(text, tok.data(), tok.size());
+            text[tok.size()] = '\0';
             errno = 0;
-            const long long v = std::strtoll(text.c_str(), nullptr, 10);
+            const long long v = std::strtoll(text, nullptr, 10);
             if (errno == ERANGE || v < 0 || v >= rows)
                 return fail(
-                    "id_out_of_range", at, i,
-                    fmt::format("{}: id {} is outside the table's rows [0, {}) (example {})", at,
-                                text, rows, i));
+                    "id_out_of_range", at(), i,
+                    fmt::format("{}: id {} is outside the table's rows [0, {}) (example {})", at(),
+                                tok, rows, i));
             out.push_back(static_cast<int64_t>(v));
         } while (comma_or(']'));
         return !failed_;
     }
 
     // A JSON number token: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
-    bool number(std::string_view& tok, const std::string& field) {
+    bool number(std::string_view& tok, const std::string& array, size_t index) {
+        const auto field = [&] { return fmt::format("{}[{}]", array, index); };
         ws();
         const size_t start = pos_;
         if (at('-'))
@@ -259,12 +266,12 @@ private:
             while (pos_ < s_.size() && is_digit(s_[pos_]))
                 ++pos_;
         } else {
-            return malformed(fmt::format("expected a number for {}", field));
+            return malformed(fmt::format("expected a number for {}", field()));
         }
         if (at('.')) {
             ++pos_;
             if (!(pos_ < s_.size() && is_digit(s_[pos_])))
-                return malformed(fmt::format("expected a digit after '.' in {}", field));
+                return malformed(fmt::format("expected a digit after '.' in {}", field()));
             while (pos_ < s_.size() && is_digit(s_[pos_]))
                 ++pos_;
         }
@@ -273,12 +280,12 @@ private:
             if (at('+') || at('-'))
                 ++pos_;
             if (!(pos_ < s_.size() && is_digit(s_[pos_])))
-                return malformed(fmt::format("expected an exponent in {}", field));
+                return malformed(fmt::format("expected an exponent in {}", field()));
             while (pos_ < s_.size() && is_digit(s_[pos_]))
                 ++pos_;
         }
         if (pos_ - start > 64)
-            return malformed(fmt::format("a number of more than 64 characters in {}", field));
+            return malformed(fmt::format("a number of more than 64 characters in {}", field()));
         tok = s_.substr(start, pos_ - start);
         return true;
     }
