@@ -34,7 +34,7 @@ if(NOT SHARDREC_FUZZ STREQUAL "OFF")
                  COMMAND ${CMAKE_COMMAND} -E env CXX=${SHARDREC_FUZZ_CXX} sh -c
                          "${CMAKE_COMMAND} -S ${PROJECT_SOURCE_DIR}/fuzz -B ${fuzz_bin} -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=${SHARDREC_FUZZ_CXX} > ${fuzz_bin}.configure.log && ${CMAKE_COMMAND} --build ${fuzz_bin} -j2")
         set_tests_properties(fuzz_build PROPERTIES LABELS "cpu;fuzz" FIXTURES_SETUP fuzz)
-        foreach(target config criteo_tsv criteo_shard checkpoint_manifest plan)
+        foreach(target config criteo_tsv criteo_shard checkpoint_manifest plan score_request)
             add_test(NAME fuzz_${target}
                      COMMAND sh -c
                              "mkdir -p ${fuzz_bin}/found_${target} && ${fuzz_bin}/fuzz_${target} -max_total_time=${SHARDREC_FUZZ_SECONDS} -timeout=10 -rss_limit_mb=2048 -artifact_prefix=${fuzz_bin}/crash_${target}_ ${fuzz_bin}/found_${target} ${PROJECT_SOURCE_DIR}/fuzz/corpus/${target}")

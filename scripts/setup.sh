@@ -8,6 +8,9 @@ packages=(build-essential cmake pkg-config
           libyaml-cpp-dev libspdlog-dev libfmt-dev catch2
           libopenblas-dev
           libdnnl-dev ocl-icd-opencl-dev  # oneDNN; its CMake config asks for OpenCL
+          # `shardrec serve`: cpp-httplib, a well-kept single-header HTTP/1.1 server in Debian
+          # (built there as a library); curl for its end-to-end test
+          libcpp-httplib-dev curl
           clang-14 libclang-rt-14-dev)  # the libFuzzer tests (fuzz/); skipped without them
 
 missing=()

@@ -39,6 +39,7 @@ int ckpt_main(const std::vector<std::string>& args);
 int data_main(const std::vector<std::string>& args);
 int eval_main(const std::vector<std::string>& args);
 int predict_main(const std::vector<std::string>& args);
+int serve_main(const std::vector<std::string>& args);
 
 // `--set K=V` and `--set=K=V`: true (and the value appended) when args[i] is one; advances i
 // past its value. Throws UsageError when the value is missing.

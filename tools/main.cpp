@@ -25,6 +25,7 @@ const char* const kMainUsage =
     "        [--resume CHECKPOINT] [--overwrite]              continue a run, replace one\n"
     "  eval CONFIG.yaml --checkpoint DIR [--predictions F]   evaluate a checkpoint: AUC, NE, ...\n"
     "  predict MODEL_DIR --data synthetic|PATH --out F.csv   score samples with a quantized model\n"
+    "  serve MODEL_DIR --port P [--threads T]                score requests over HTTP\n"
     "  validate CONFIG.yaml [--set KEY=VALUE ...]            check a config, print it resolved\n"
     "  validate --reference                                  print every config key\n"
     "  bench CONFIG.yaml [--steps N] [--json FILE]           time training steps of a config\n"
@@ -85,6 +86,9 @@ int dispatch(const std::vector<std::string>& args) {
     }
     if (command == "predict") {
         return predict_main(rest);
+    }
+    if (command == "serve") {
+        return serve_main(rest);
     }
     if (command == "validate") {
         return validate_main(rest);

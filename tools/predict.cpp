@@ -33,6 +33,7 @@
 #include "engine/train/trainer.h"
 #include "kernels/device_ceilings.h"
 #include "tools/cli.h"
+#include "tools/scoring.h"
 
 namespace shardrec::cli {
 namespace fs = std::filesystem;
@@ -50,6 +51,7 @@ const char* const kPredictUsage =
     "\n"
     "  --data synthetic    the eval split of the config's synthetic data\n"
     "  --data PATH         binary Criteo shards (shardrec data criteo-preprocess): every row\n"
+    "  --data FILE.json    the examples of a `shardrec serve` request body, in order\n"
     "  --out FILE          one score (the predicted click probability) per sample, in input\n"
     "                      order: FILE.csv as text ('score' header), FILE.bin as little-endian\n"
     "                      f32; written to FILE.tmp by rank 0, then renamed\n"
@@ -121,38 +123,6 @@ void check_writable(const std::string& out) {
     SR_CHECK(!fs::is_directory(out, ec), "--out '{}' is a directory", out);
 }
 
-// The model's config: --config, else config.yaml of the run whose checkpoint was quantized
-// (RUN/checkpoints/step-N -> RUN/config.yaml).
-std::string config_path(const PredictArgs& a, const train::QuantizedModel& model) {
-    if (!a.config.empty())
-        return a.config;
-    const fs::path guess =
-        fs::path(model.source_checkpoint).parent_path().parent_path() / "config.yaml";
-    SR_CHECK(fs::is_regular_file(guess),
-             "quantized model {}: no --config given and its run's config '{}' is not there; "
-             "pass --config CONFIG.yaml",
-             model.dir, guess.string());
-    return guess.string();
-}
-
-// The quantized tables of the config's model, checked against the model directory.
-std::vector<QuantTable> quant_tables(const Config& config, const train::QuantizedModel& model) {
-    std::vector<QuantTable> out;
-    for (const EmbeddingBagConfig& c : embedding_bag_configs(config.model)) {
-        const train::QuantizedTable* t = model.table(c.name);
-        SR_CHECK(t != nullptr, "quantized model {}: no table '{}' (of the config's model)",
-                 model.dir, c.name);
-        SR_CHECK(t->num_embeddings == c.num_embeddings && t->embedding_dim == c.embedding_dim,
-                 "quantized model {}: table '{}' is [{}, {}], the config's [{}, {}]", model.dir,
-                 t->name, t->num_embeddings, t->embedding_dim, c.num_embeddings, c.embedding_dim);
-        out.push_back(QuantTable{c, t->type, train::read_quantized_table(model, *t)});
-    }
-    SR_CHECK(out.size() == model.tables.size(),
-             "quantized model {} has {} tables, the config's model {}", model.dir,
-             model.tables.size(), out.size());
-    return out;
-}
-
 std::string scores_text(const std::string& out, const std::vector<float>& logits) {
     std::string text;
     const bool csv = fs::path(out).extension() == ".csv";
@@ -169,8 +139,7 @@ std::string scores_text(const std::string& out, const std::vector<float>& logits
     }
     text.resize(logits.size() * sizeof(float));
     for (size_t i = 0; i < logits.size(); ++i) {
-        const auto score =
-            static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits[i]))));
+        const float score = score_of(logits[i]);
         std::memcpy(&text[i * sizeof(float)], &score, sizeof(float));  // little-endian hosts
     }
     return text;
@@ -193,14 +162,17 @@ int predict_main(const std::vector<std::string>& args) {
     SR_CHECK(fs::is_directory(a.model_dir), "model directory '{}' does not exist", a.model_dir);
     const train::QuantizedModel model = train::read_quantized_model(a.model_dir);
 
-    Config config = load_config(config_path(a, model), a.sets);
+    Config config = load_config(model_config_path(a.config, model), a.sets);
     if (std::getenv("SHARDREC_LOG_LEVEL") == nullptr)
         log::set_level(config.runtime.log_level);
     SR_CHECK(config.model.type == model.model_type,
              "quantized model {} is a '{}' model, the config's is '{}'", a.model_dir,
              model.model_type, config.model.type);
     data::Split split = data::Split::kEval;
-    if (a.data != "synthetic") {
+    const bool json = fs::path(a.data).extension() == ".json";
+    if (json) {
+        split = data::Split::kTrain;
+    } else if (a.data != "synthetic") {
         // Every row of the shards: no eval split is held out.
         config.data.type = "criteo_binary";
         config.data.criteo_binary.path = a.data;
@@ -214,7 +186,8 @@ int predict_main(const std::vector<std::string>& args) {
                  config.data.type);
     }
     const int threads = train::configure_threads(config);
-    const std::unique_ptr<data::Dataset> dataset = data::make_dataset(config);
+    const std::unique_ptr<data::Dataset> dataset =
+        json ? examples_dataset(a.data, score_schema(config)) : data::make_dataset(config);
     const int64_t rows = dataset->num_samples(split);
     int64_t total = a.samples;
     if (total < 0)
