@@ -9,6 +9,7 @@
 
 #include "engine/core/log.h"
 #include "engine/train/checkpoint.h"
+#include "engine/train/managed_collision_tables.h"
 #include "engine/train/torchrec_interop.h"
 
 namespace shardrec::train {
@@ -216,6 +217,21 @@ std::vector<std::string> export_checkpoint(const std::string& dir_in,
                          torchrec_model_class(m.model_type), shape_problem);
     }
     std::vector<std::string> names;
+    // Managed-collision tables: the raw id -> row map beside the tables, in its own .npy (the
+    // model file stays exactly a TorchRec state_dict).
+    for (const CheckpointFile& f : m.files) {
+        const std::string prefix = "managed_collision/", suffix = ".bin";
+        if (f.path.rfind(prefix, 0) != 0 || f.path.size() <= prefix.size() + suffix.size())
+            continue;
+        const std::string table =
+            f.path.substr(prefix.size(), f.path.size() - prefix.size() - suffix.size());
+        const Tensor state = read_dense(dir, {table, DType::kI64, {f.bytes / 8}, f.path});
+        const std::string name = "managed_collision/" + table + ".id_to_row";
+        fs::create_directories(fs::path(out_dir) / "managed_collision");
+        write_npy((fs::path(out_dir) / (name + ".npy")).string(),
+                  ManagedCollisionTables::id_to_row(state, dir + "/" + f.path));
+        names.push_back(name);
+    }
     if (format == "safetensors") {
         write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
     }

@@ -8,6 +8,8 @@
 // Formats: npy (one NAME.npy per tensor, NumPy format 1.0; bf16 tables are written as f32, NumPy
 // has no bfloat16) and safetensors (one model.safetensors: u64 header size, JSON header with
 // dtype, shape and data_offsets per tensor, then the data). Optimizer state is not exported.
+// A managed-collision table's map goes beside the tables, in either format, as
+// managed_collision/<table>.id_to_row.npy: i64 [slots, 2], (raw id, row) per occupied slot.
 #pragma once
 
 #include <string>

@@ -262,6 +262,22 @@ Tensor ManagedCollisionTables::state_tensor(size_t i) const {
     return t;
 }
 
+Tensor ManagedCollisionTables::id_to_row(const Tensor& state, const std::string& where) {
+    const int64_t* p = state.data<int64_t>();
+    const int64_t n = state.numel();
+    SR_CHECK(n >= 6 && p[1] >= 0 && 6 + p[1] <= n,
+             "{}: not a managed-collision state ({} values, {} slots in its header)", where, n,
+             n >= 2 ? p[1] : -1);
+    const int64_t slots = p[1];
+    Tensor out = Tensor::empty({slots, 2}, DType::kI64);
+    int64_t* o = out.data<int64_t>();
+    for (int64_t s = 0; s < slots; ++s) {
+        o[2 * s] = p[6 + s];  // slot_ids come right after the header (state_tensor)
+        o[2 * s + 1] = s;
+    }
+    return out;
+}
+
 void ManagedCollisionTables::load_state_tensor(size_t i,
                                                const Tensor& t,
                                                const std::string& where) {

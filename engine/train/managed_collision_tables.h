@@ -67,6 +67,10 @@ public:
     Tensor state_tensor(size_t i) const;
     void load_state_tensor(size_t i, const Tensor& t, const std::string& where);
 
+    // The map a saved state holds: i64 [slots, 2], one (raw id, row) per occupied slot, rows in
+    // slot order (slot s is row s of the table). For `ckpt export`; `where` names the file.
+    static Tensor id_to_row(const Tensor& state, const std::string& where);
+
 private:
     struct Table {
         std::string name;

@@ -4,8 +4,10 @@
 // resume included. 1, 2 and 4 ranks give the same slots and training.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 #include "engine/train/checkpoint.h"
@@ -120,6 +122,35 @@ TEST_CASE("managed collision e2e: a table trains on raw ids, evicts, and resumes
     CHECK(numbers(dir / "resumed", 0) == want);
     CHECK(crcs(dir / "resumed" / "checkpoints" / "step-00000008") ==
           crcs(dir / "straight" / "checkpoints" / "step-00000008"));
+
+    // ckpt export writes the raw id -> row map beside the tables: (id, row) per occupied slot,
+    // rows 0.. in slot order, distinct ids; as many as the last record's occupancy.
+    int64_t occupancy = -1;
+    for (const auto& r : read_metrics(dir / "straight")) {
+        if (r.at("kind") == "managed_collision")
+            occupancy = std::stoll(r.at("occupancy"));
+    }
+    const fs::path out = dir / "export";
+    const RunResult ex =
+        run_shardrec({"ckpt", "export", (dir / "straight" / "checkpoints").string(), "--format",
+                      "safetensors", "--out", out.string()});
+    INFO(ex.output);
+    REQUIRE(ex.exit_code == 0);
+    std::ifstream in(out / "managed_collision" / "t4.id_to_row.npy", std::ios::binary);
+    const std::string npy((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(npy.size() > 128);
+    CHECK_THAT(npy.substr(0, 128), Contains("'descr': '<i8'"));
+    CHECK_THAT(npy.substr(0, 128), Contains("'shape': (" + std::to_string(occupancy) + ", 2)"));
+    REQUIRE(npy.size() == 128 + static_cast<size_t>(occupancy) * 16);
+    std::vector<int64_t> map(static_cast<size_t>(occupancy) * 2);
+    std::memcpy(map.data(), npy.data() + 128, map.size() * 8);
+    std::set<int64_t> ids;
+    for (int64_t s = 0; s < occupancy; ++s) {
+        CHECK(map[2 * s + 1] == s);
+        ids.insert(map[2 * s]);
+    }
+    CHECK(static_cast<int64_t>(ids.size()) == occupancy);
+    CHECK(occupancy > 0);
 }
 
 TEST_CASE("managed collision e2e: a checkpoint without its remap state is refused, naming the file",
