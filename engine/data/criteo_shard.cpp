@@ -9,6 +9,7 @@
 #include "engine/core/crc32.h"
 #include "engine/core/error.h"
 #include "engine/core/input_file.h"
+#include "engine/data/score_request.h"
 
 namespace shardrec::data {
 namespace {
@@ -41,22 +42,6 @@ uint64_t get64(const uint8_t* p) {
         v |= static_cast<uint64_t>(p[i]) << (8 * i);
     }
     return v;
-}
-
-// A JSON string literal: quotes, backslashes and control bytes escaped.
-std::string json_quote(const std::string& text) {
-    std::string out = "\"";
-    for (const char c : text) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
 }
 
 }  // namespace
