@@ -9,7 +9,7 @@
 #include "engine/core/crc32.h"
 #include "engine/core/error.h"
 #include "engine/core/input_file.h"
-#include "engine/data/score_request.h"
+#include "engine/core/json_text.h"
 
 namespace shardrec::data {
 namespace {

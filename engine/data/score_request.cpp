@@ -10,6 +10,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "engine/core/json_text.h"
+
 namespace shardrec::data {
 
 namespace {
@@ -433,21 +435,6 @@ bool parse_score_request(std::string_view body,
                          ScoreRequest& out,
                          ScoreError& error) {
     return Parser(body, schema, out, error).parse();
-}
-
-std::string json_quote(std::string_view s) {
-    std::string out = "\"";
-    for (const char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
 }
 
 std::string score_error_json(const ScoreError& error) {

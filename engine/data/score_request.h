@@ -52,7 +52,4 @@ bool parse_score_request(std::string_view body,
 // The error as the JSON body of a 400: {"error":{"kind":..,"field":..,"example":..,"message":..}}.
 std::string score_error_json(const ScoreError& error);
 
-// A string as a JSON string literal (quotes, escapes).
-std::string json_quote(std::string_view s);
-
 }  // namespace shardrec::data
