@@ -44,7 +44,9 @@ std::string preprocess_fixture_data() {
     return out.string();
 }
 
-const Tensor& find(const train::NamedTensors& all, const std::string& name) {
+// By value (a Tensor is a handle): a reference bound through a temporary name trips GCC 13's
+// -Wdangling-reference.
+Tensor find(const train::NamedTensors& all, const std::string& name) {
     const Tensor* t = train::find_tensor(all, name);
     if (t == nullptr)
         FAIL("no tensor " << name);
