@@ -53,7 +53,8 @@ double measure_gather_gbps(int device,
                            int reps = 10);
 
 // Median time in microseconds of one cuBLAS GEMM of row-major [m, k] x [k, n] fp32 matrices
-// (in the math mode of kernels::gemm_math()), timed with CUDA events over `reps` runs.
+// (in the math mode of kernels::gemm_math(); in bf16, of bf16 matrices: cuBLAS's own bf16 rate,
+// with no rounding pass), timed with CUDA events over `reps` runs.
 double sgemm_time_us(int device, int64_t m, int64_t n, int64_t k, int reps);
 
 }  // namespace shardrec::kernels::cuda

@@ -47,9 +47,10 @@ void linear_backward(const Tensor& x,
                      Stream& stream);
 
 // Math of the GEMMs (linear and the cross nets): fp32 by default; TF32 or bf16 tensor cores
-// (cuBLAS compute types 32F_FAST_TF32 / 32F_FAST_16BF: fp32 in and out, products rounded to 10
-// or 7 mantissa bits) trade precision for speed. Process-wide. The CPU backend runs bf16 through
-// oneDNN (operands rounded to bf16, f32 accumulation: the same math) and tf32 as f32.
+// trade precision for speed. Process-wide. tf32 (CUDA only): cuBLAS's 32F_FAST_TF32 on the fp32
+// operands. bf16: each operand rounded to bf16 (nearest even), products accumulated in fp32,
+// fp32 out; CUDA rounds into scratch and runs cuBLAS on bf16 operands, the CPU runs oneDNN's
+// matmul on bf16 operands: the same math on both.
 enum class GemmMath { kF32, kTf32, kBf16 };
 
 const char* gemm_math_name(GemmMath math);              // "f32", "tf32", "bf16"

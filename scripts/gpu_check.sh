@@ -21,7 +21,7 @@
 # bench_ops). The output is at most 8 files (all the tool brings back).
 #
 # Steps run in the order build, test, memcheck, train, profile, bench, racecheck, kernels,
-# baseline, within BUDGET_S seconds in all (default 560, inside the tool's 600 s per command):
+# baseline (memcheck and racecheck share sanitizer.log), within BUDGET_S seconds in all (default 560, inside the tool's 600 s per command):
 # each step's time limit is cut to what is left, and a step with no time left is reported as
 # skipped. The step `kernels` runs one repetition of each of the MLPerf step's main ops
 # (bench_ops --once: embedding forward and fused backward at the config's pooling, the cross
@@ -201,9 +201,9 @@ sanitizer=$(command -v compute-sanitizer ||
         /opt/nvidia/*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
 sanitizer=${sanitizer:-compute-sanitizer}
 if has_step memcheck; then
-    run_step memcheck memcheck.log 200 "$sanitizer" --tool memcheck --leak-check no \
+    run_step memcheck sanitizer.log 200 "$sanitizer" --tool memcheck --leak-check no \
         --error-exitcode 99 "$tests" "$match_case"
-    tail -3 "$out/memcheck.log" | sed 's/^/  /' | tee -a "$summary"
+    tail -3 "$out/sanitizer.log" | sed 's/^/  /' | tee -a "$summary"
 fi
 # ---- a training step: MLPerf DLRM-DCNv2 shapes on this GPU (its five 40M-row tables cut to 2M
 # rows so rows and Adagrad state fit), batch 6912, with each runtime.gemm_math (the dense layers'
@@ -255,9 +255,19 @@ if has_step profile && [ "$kernels_only" = OFF ]; then
 fi
 
 # ---- benchmarks ----
+# Every case in f32 (rows in bench_ops.json), then the GEMM-shaped cases again in bf16 math
+# against cuBLAS's own bf16 GEMM on the same shapes (rows in the text only).
+bench_all() {
+    limited "$build_dir/test/bench_ops" --device cuda --bench-only --reps 20 \
+        --json "$out/bench_ops.json" || return
+    local filter
+    for filter in Linear CrossNet; do
+        limited "$build_dir/test/bench_ops" --device cuda --bench-only --reps 20 \
+            --gemm-math bf16 --filter "$filter" || return
+    done
+}
 if has_step bench; then
-    run_step bench bench_ops.txt 240 "$build_dir/test/bench_ops" --device cuda --bench-only --reps 20 \
-        --json "$out/bench_ops.json"
+    run_step bench bench_ops.txt 300 bench_all
     grep -E "^# |EmbeddingBag|Linear|CrossNet" "$out/bench_ops.txt" | cut -c1-200 | sed 's/^/  /' |
         tee -a "$summary"
 fi
@@ -266,6 +276,8 @@ if has_step racecheck; then
     run_step racecheck racecheck.log 150 "$sanitizer" --tool racecheck --error-exitcode 99 \
         "$tests" "$match_case"
     tail -3 "$out/racecheck.log" | sed 's/^/  /' | tee -a "$summary"
+    # the tool brings 8 files: both sanitizers' logs in one
+    cat "$out/racecheck.log" >> "$out/sanitizer.log" && rm -f "$out/racecheck.log"
 fi
 
 # ---- where an op's time goes, kernel by kernel: Nsight Compute's duration of each kernel of one

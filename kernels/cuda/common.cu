@@ -1,8 +1,10 @@
 // The host side of kernels/cuda/common.cuh: scratch memory from the stream-ordered pool, one
 // cuBLAS handle per thread and device, row-major GEMMs, strided copies and column sums.
+#include <algorithm>
 #include <climits>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "kernels/cuda/common.cuh"
 
@@ -76,18 +78,133 @@ __global__ void column_partial_sums_kernel(const float* x,
     partial[p * cols + c] = sum;
 }
 
+// out[(b * rows + r) * out_ld + c] = bf16(x[b * stride + r * ld + c]): x's columns across
+// threads (coalesced), its (matrix, row) pairs across blockIdx.y and a loop.
+__global__ void round_to_bf16_kernel(const float* x,
+                                     int64_t ld,
+                                     int64_t stride,
+                                     int64_t rows,
+                                     int64_t cols,
+                                     int64_t batch,
+                                     __nv_bfloat16* out,
+                                     int64_t out_ld) {
+    const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (c >= cols) {
+        return;
+    }
+    for (int64_t br = blockIdx.y; br < batch * rows; br += gridDim.y) {
+        const int64_t b = br / rows;
+        const int64_t r = br - b * rows;
+        out[br * out_ld + c] = __float2bfloat16_rn(x[b * stride + r * ld + c]);
+    }
+}
+
 }  // namespace
 
 cublasComputeType_t gemm_compute_type() {
-    switch (gemm_math()) {
-        case GemmMath::kTf32:
-            return CUBLAS_COMPUTE_32F_FAST_TF32;
-        case GemmMath::kBf16:
-            return CUBLAS_COMPUTE_32F_FAST_16BF;
-        case GemmMath::kF32:
-            break;
+    return gemm_math() == GemmMath::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+Bf16Operand::Bf16Operand(Stream& stream,
+                         const float* x,
+                         int64_t rows,
+                         int64_t cols,
+                         int64_t ld_in,
+                         int64_t batch,
+                         int64_t stride_in)
+    : ld(ceil_div(cols, 8) * 8),
+      stride(rows * ld),
+      mem(stream, static_cast<size_t>(batch * rows * ld) * sizeof(__nv_bfloat16)) {
+    if (batch * rows * cols == 0) {
+        return;
     }
-    return CUBLAS_COMPUTE_32F;
+    const cudaStream_t s = cuda_stream(stream);
+    const auto row_blocks = static_cast<unsigned>(std::min<int64_t>(batch * rows, 65535));
+    round_to_bf16_kernel<<<dim3(blocks_for(cols), row_blocks), kBlockSize, 0, s>>>(
+        x, ld_in, stride_in, rows, cols, batch, mem.as<__nv_bfloat16>(), ld);
+    SR_CUDA_LAUNCH_CHECK(s);
+}
+
+namespace {
+thread_local std::vector<const Bf16OperandScope*> g_bf16_scopes;
+
+// A bf16 view of the stored fp32 operand x [rows, cols] (row stride ld): a scope's copy, else
+// one rounded now into `own`.
+const Bf16Operand& bf16_view(Stream& stream,
+                             const float* x,
+                             int64_t rows,
+                             int64_t cols,
+                             int64_t ld,
+                             std::unique_ptr<Bf16Operand>& own) {
+    if (const Bf16Operand* copy = Bf16OperandScope::find(cuda_stream(stream), x, rows, cols, ld)) {
+        return *copy;
+    }
+    own = std::make_unique<Bf16Operand>(stream, x, rows, cols, ld);
+    return *own;
+}
+}  // namespace
+
+Bf16OperandScope::Bf16OperandScope(
+    Stream& stream, const float* x, int64_t rows, int64_t cols, int64_t ld) {
+    if (gemm_math() != GemmMath::kBf16) {
+        return;
+    }
+    stream_ = cuda_stream(stream);
+    x_ = x;
+    rows_ = rows;
+    cols_ = cols;
+    ld_ = ld;
+    copy_ = std::make_unique<Bf16Operand>(stream, x, rows, cols, ld);
+    g_bf16_scopes.push_back(this);
+}
+
+Bf16OperandScope::~Bf16OperandScope() {
+    if (copy_ != nullptr) {
+        g_bf16_scopes.erase(std::find(g_bf16_scopes.begin(), g_bf16_scopes.end(), this));
+    }
+}
+
+const Bf16Operand* Bf16OperandScope::find(
+    cudaStream_t stream, const float* x, int64_t rows, int64_t cols, int64_t ld) {
+    for (const Bf16OperandScope* s : g_bf16_scopes) {
+        if (s->stream_ == stream && s->x_ == x && s->rows_ == rows && s->cols_ == cols &&
+            s->ld_ == ld) {
+            return s->copy_.get();
+        }
+    }
+    return nullptr;
+}
+
+void gemm_bf16(Stream& stream,
+               Trans ta,
+               Trans tb,
+               int64_t m,
+               int64_t n,
+               int64_t k,
+               const __nv_bfloat16* a,
+               int64_t lda,
+               int64_t stride_a,
+               const __nv_bfloat16* b,
+               int64_t ldb,
+               int64_t stride_b,
+               float beta,
+               float* c,
+               int64_t ldc,
+               int64_t stride_c,
+               int64_t batch,
+               float alpha) {
+    // Row-major to column-major as in sgemm below.
+    if (batch == 1) {
+        SR_CUBLAS_CHECK(cublasGemmEx(cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m),
+                                     to_int(k), &alpha, b, CUDA_R_16BF, to_int(ldb), a, CUDA_R_16BF,
+                                     to_int(lda), &beta, c, CUDA_R_32F, to_int(ldc),
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
+    SR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m), to_int(k), &alpha, b,
+        CUDA_R_16BF, to_int(ldb), stride_b, a, CUDA_R_16BF, to_int(lda), stride_a, &beta, c,
+        CUDA_R_32F, to_int(ldc), stride_c, to_int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 DeviceScratch::DeviceScratch(Stream& stream, size_t bytes) : stream_(cuda_stream(stream)) {
@@ -117,6 +234,15 @@ void sgemm(Stream& stream,
            float* c,
            int64_t ldc,
            float alpha) {
+    if (gemm_math() == GemmMath::kBf16) {
+        // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
+        const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
+        std::unique_ptr<Bf16Operand> a_own, b_own;
+        const Bf16Operand& a16 = bf16_view(stream, a, at ? k : m, at ? m : k, lda, a_own);
+        const Bf16Operand& b16 = bf16_view(stream, b, bt ? n : k, bt ? k : n, ldb, b_own);
+        return gemm_bf16(stream, ta, tb, m, n, k, a16.data(), a16.ld, 0, b16.data(), b16.ld, 0,
+                         beta, c, ldc, 0, 1, alpha);
+    }
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands and
     // m, n; a row-major matrix with row stride ld is its column-major transpose with that ld.
     SR_CUBLAS_CHECK(cublasGemmEx(cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m),
@@ -142,6 +268,13 @@ void sgemm_strided_batched(Stream& stream,
                            int64_t ldc,
                            int64_t stride_c,
                            int64_t batch) {
+    if (gemm_math() == GemmMath::kBf16) {
+        const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
+        const Bf16Operand a16(stream, a, at ? k : m, at ? m : k, lda, batch, stride_a);
+        const Bf16Operand b16(stream, b, bt ? n : k, bt ? k : n, ldb, batch, stride_b);
+        return gemm_bf16(stream, ta, tb, m, n, k, a16.data(), a16.ld, a16.stride, b16.data(),
+                         b16.ld, b16.stride, beta, c, ldc, stride_c, batch);
+    }
     const float alpha = 1.f;
     SR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m), to_int(k), &alpha, b,

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "engine/core/cuda/cuda_check.h"
 #include "engine/core/dtype.h"
@@ -157,13 +158,79 @@ private:
 
 enum class Trans { kNo, kYes };
 
-// The cuBLAS (and cuBLASLt) compute type of gemm_math(): fp32, or TF32 / bf16 tensor cores on
-// fp32 storage.
+// The cuBLAS (and cuBLASLt) compute type of a GEMM on fp32 operands: fp32, or TF32 tensor cores
+// in gemm_math() tf32. bf16 math never multiplies fp32 operands (Bf16Operand below).
 cublasComputeType_t gemm_compute_type();
 
+// bf16 math: a bf16 copy of the stored fp32 [rows, cols] matrix at x (row stride ld), or of
+// `batch` such matrices `stride` floats apart, each value rounded to nearest even (the CPU's
+// float_to_bf16), in scratch ordered on `stream`. Its row stride is cols rounded up to 8 (16-byte
+// rows, as cuBLAS's tensor-core kernels want) and matrix i starts at i * this->stride. cuBLAS
+// picks TF32 kernels for fp32 operands even under CUBLAS_COMPUTE_32F_FAST_16BF (measured,
+// bench/results/gpu-20261123d), so bf16 math rounds its operands itself: one pass that reads 4
+// and writes 2 bytes a value, against a GEMM at twice the TF32 rate.
+struct Bf16Operand {
+    Bf16Operand(Stream& stream,
+                const float* x,
+                int64_t rows,
+                int64_t cols,
+                int64_t ld,
+                int64_t batch = 1,
+                int64_t stride = 0);
+
+    const __nv_bfloat16* data() const { return mem.as<__nv_bfloat16>(); }
+
+    int64_t ld;
+    int64_t stride;
+    DeviceScratch mem;
+};
+
+// bf16 math: an operand that several GEMMs of one kernel read, rounded once for all of them.
+// While the scope lives, sgemm on the same stream reads its copy for an operand at exactly x
+// with the same rows, cols and ld. Nothing in other maths. Scopes are per thread.
+class Bf16OperandScope {
+public:
+    Bf16OperandScope(Stream& stream, const float* x, int64_t rows, int64_t cols, int64_t ld);
+    ~Bf16OperandScope();
+    Bf16OperandScope(const Bf16OperandScope&) = delete;
+    Bf16OperandScope& operator=(const Bf16OperandScope&) = delete;
+
+    // The live copy of that operand on that stream, or nullptr.
+    static const Bf16Operand* find(
+        cudaStream_t stream, const float* x, int64_t rows, int64_t cols, int64_t ld);
+
+private:
+    cudaStream_t stream_ = nullptr;
+    const float* x_ = nullptr;
+    int64_t rows_ = 0, cols_ = 0, ld_ = 0;
+    std::unique_ptr<Bf16Operand> copy_;
+};
+
+// Row-major C[m, n] = alpha op(A) op(B) + beta C on bf16 operands, fp32 accumulation and C (one
+// cuBLAS call, CUBLAS_COMPUTE_32F), `batch` matrices stride_a/b/c elements apart.
+void gemm_bf16(Stream& stream,
+               Trans ta,
+               Trans tb,
+               int64_t m,
+               int64_t n,
+               int64_t k,
+               const __nv_bfloat16* a,
+               int64_t lda,
+               int64_t stride_a,
+               const __nv_bfloat16* b,
+               int64_t ldb,
+               int64_t stride_b,
+               float beta,
+               float* c,
+               int64_t ldc,
+               int64_t stride_c,
+               int64_t batch,
+               float alpha = 1.f);
+
 // Row-major C[m, n] = alpha op(A) op(B) + beta C on `stream`, as kernels/cpu/linear.h's sgemm:
-// lda/ldb/ldc are the row strides of the stored matrices. One cuBLAS call, in the math mode of
-// gemm_math() (fp32 by default; TF32 or bf16 tensor cores when asked for).
+// lda/ldb/ldc are the row strides of the stored matrices. One cuBLAS call in the math mode of
+// gemm_math(): fp32 by default, TF32 tensor cores on the fp32 operands in tf32, and in bf16 the
+// operands rounded to bf16 first (Bf16Operand) and multiplied by bf16 tensor cores.
 void sgemm(Stream& stream,
            Trans ta,
            Trans tb,

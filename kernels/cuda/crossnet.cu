@@ -125,6 +125,7 @@ void crossnet_backward(const Tensor& x0,
     SR_CUDA_LAUNCH_CHECK(s);
     column_sums(stream, partial, num_partials, n, grad_b.data<float>());
     const float* xlp = xl.data<float>();
+    const Bf16OperandScope gu_once(stream, gu, batch, n, n);  // bf16 math: read by two GEMMs
     if (v == nullptr) {
         // grad_w [N, N] = gu^T xl;  grad_xl += gu W
         sgemm(stream, Trans::kYes, Trans::kNo, n, n, batch, gu, n, xlp, n, 0.f,
@@ -136,6 +137,7 @@ void crossnet_backward(const Tensor& x0,
     sgemm(stream, Trans::kNo, Trans::kNo, batch, r, n, gu, n, w.data<float>(), r, 0.f, gv, r);
     sgemm(stream, Trans::kYes, Trans::kNo, n, r, batch, gu, n, vx->data<float>(), r, 0.f,
           grad_w.data<float>(), r);
+    const Bf16OperandScope gv_once(stream, gv, batch, r, r);
     sgemm(stream, Trans::kYes, Trans::kNo, r, n, batch, gv, r, xlp, n, 0.f, grad_v->data<float>(),
           n);
     sgemm(stream, Trans::kNo, Trans::kNo, batch, n, r, gv, r, v->data<float>(), n, 1.f, gxl, n);

@@ -2,11 +2,13 @@
 // (CUBLASLT_EPILOGUE_BIAS / RELU / RELU_BIAS), so y is written once; sigmoid has no cuBLASLt
 // epilogue and takes one elementwise pass after the biased GEMM. Backward: one pass forms
 // g = grad_y * act'(y) (skipped for identity), grad_b is a fixed-order column sum of g, and
-// grad_w, grad_x are two cuBLAS GEMMs. Letters: B rows, I inputs, O outputs.
+// grad_w, grad_x are two cuBLAS GEMMs. In bf16 math every GEMM reads bf16 copies of its operands
+// (common.cuh: Bf16Operand). Letters: B rows, I inputs, O outputs.
 #include <cublasLt.h>
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -69,6 +71,10 @@ LtPlan& lt_plan(int device, int64_t batch, int64_t in, int64_t out, bool bias, b
         return *plan;
     plan = std::make_unique<LtPlan>();
     LtMatmul& m = plan->m;
+    // bf16 math: x and w come as Bf16Operand copies (row stride rounded up to 8); y stays fp32.
+    const bool bf16 = gemm_math() == GemmMath::kBf16;
+    const cudaDataType_t operand = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    const int64_t ld = bf16 ? ceil_div(in, 8) * 8 : in;
     SR_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&m.op, gemm_compute_type(), CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     SR_CUBLASLT_CHECK(
@@ -83,8 +89,8 @@ LtPlan& lt_plan(int device, int64_t batch, int64_t in, int64_t out, bool bias, b
     }
     SR_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                      sizeof(epilogue)));
-    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.a, CUDA_R_32F, in, out, in));
-    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.b, CUDA_R_32F, in, batch, in));
+    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.a, operand, in, out, ld));
+    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.b, operand, in, batch, ld));
     SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.c, CUDA_R_32F, out, batch, out));
     SR_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&m.pref));
     SR_CUBLASLT_CHECK(
@@ -116,7 +122,14 @@ void lt_linear(Stream& stream,
     }
     DeviceScratch workspace(stream, kLtWorkspaceBytes);
     const float alpha = 1.f, beta = 0.f;
-    SR_CUBLASLT_CHECK(cublasLtMatmul(lt_handle(device), plan.m.op, &alpha, w, plan.m.a, x, plan.m.b,
+    const void* a = w;
+    const void* b = x;
+    std::optional<Bf16Operand> w16, x16;
+    if (gemm_math() == GemmMath::kBf16) {
+        a = w16.emplace(stream, w, out, in, in).data();
+        b = x16.emplace(stream, x, batch, in, in).data();
+    }
+    SR_CUBLASLT_CHECK(cublasLtMatmul(lt_handle(device), plan.m.op, &alpha, a, plan.m.a, b, plan.m.b,
                                      &beta, y, plan.m.c, y, plan.m.c, &plan.result.algo,
                                      workspace.data(), kLtWorkspaceBytes, cuda_stream(stream)));
 }
@@ -179,6 +192,7 @@ void linear_backward(const Tensor& x,
     if (grad_b != nullptr) {
         column_sums(stream, g, batch, out, grad_b->data<float>());
     }
+    const Bf16OperandScope g_once(stream, g, batch, out, out);  // bf16 math: read by both GEMMs
     // grad_w [O, I] = g^T [O, B] x [B, I]
     sgemm(stream, Trans::kYes, Trans::kNo, out, in, batch, g, out, x.data<float>(), in, 0.f,
           grad_w.data<float>(), in);

@@ -66,26 +66,7 @@ TEST_CASE("backend ops: the GEMM cases within the rounding of bf16 math on the C
 
 TEST_CASE("linear in bf16 math on the CPU rounds each operand to bf16 and accumulates in f32",
           "[ops][cpu]") {
-    struct Restore {
-        ~Restore() { kernels::set_gemm_math(kernels::GemmMath::kF32); }
-    } restore;
-
-    // x = 1 + 2^-10 rounds to 1 in bf16 (7 mantissa bits); w = 3 is exact. Over I = 300 inputs
-    // the f32 sum 900 + 300 * 3 * 2^-10 needs f32 accumulation to hold the 2^-8 steps of 300.
-    const int64_t I = 300;
-    const Tensor x = Tensor::from_vector(std::vector<float>(I, 1.0f + 0x1p-10f), {1, I});
-    const Tensor w = Tensor::from_vector(std::vector<float>(I, 3.0f), {1, I});
-    Tensor y = Tensor::empty({1, 1}, DType::kF32);
-    Stream& stream = Stream::cpu();
-    kernels::linear_forward(x, w, nullptr, kernels::Activation::kIdentity, y, stream);
-    CHECK(y.data<float>()[0] == 900.0f + 300.0f * 3.0f * 0x1p-10f);
-    kernels::set_gemm_math(kernels::GemmMath::kBf16);
-    kernels::linear_forward(x, w, nullptr, kernels::Activation::kIdentity, y, stream);
-    CHECK(y.data<float>()[0] == 900.0f);
-    // 1 + 2^-7 is a bf16 value: kept, and the 300 products sum exactly in f32.
-    const Tensor x2 = Tensor::from_vector(std::vector<float>(I, 1.0f + 0x1p-7f), {1, I});
-    kernels::linear_forward(x2, w, nullptr, kernels::Activation::kIdentity, y, stream);
-    CHECK(y.data<float>()[0] == 900.0f + 900.0f * 0x1p-7f);
+    check_bf16_operand_rounding(Device::cpu());
 }
 
 TEST_CASE("bf16 math on the CPU: a weight's refreshed copy gives the bits of rounding per GEMM",

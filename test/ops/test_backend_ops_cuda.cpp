@@ -55,6 +55,11 @@ TEST_CASE("backend ops: the GEMM cases within the rounding of tf32 and bf16 math
     }
 }
 
+TEST_CASE("linear in bf16 math on CUDA rounds each operand to bf16 and accumulates in f32",
+          "[ops][cuda]") {
+    check_bf16_operand_rounding(Device::cuda(0));
+}
+
 TEST_CASE("backend ops: every case is bitwise deterministic on CUDA", "[ops][cuda]") {
     for (auto& c : all_op_cases()) {
         if (c->bench_only() || c->cpu_only())
