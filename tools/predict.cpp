@@ -205,6 +205,9 @@ int predict_main(const std::vector<std::string>& args) {
     const std::unique_ptr<RecModel> rec =
         make_model(config.model, static_cast<uint64_t>(config.train.seed), std::move(sparse));
     train::load_quantized_dense(rec->parameters(), model);
+    // Managed-collision tables: raw ids to rows through the trained remap, read-only.
+    train::ManagedCollisionTables mc(config.model, static_cast<uint64_t>(config.train.seed));
+    train::load_quantized_remap(mc, model);
 
     // Chunk c = samples [c*B, min((c+1)*B, total)) on rank c mod world.
     const int64_t B = config.data.batch_size;
@@ -222,7 +225,9 @@ int predict_main(const std::vector<std::string>& args) {
     int64_t done = 0;
     for (int64_t c = rank, k = 0; c < chunks; c += world, ++k) {
         const int64_t count = std::min(B, total - c * B);
-        const Batch batch = dataset->batch(c * B, count, split);
+        Batch batch = dataset->batch(c * B, count, split);
+        if (!mc.empty())
+            batch = mc.remap_eval(batch);
         const Tensor& out = rec->forward(batch, Stream::cpu());
         logits.insert(logits.end(), out.data<float>(), out.data<float>() + count);
         done += count;

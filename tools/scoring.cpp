@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -45,9 +46,14 @@ data::ScoreSchema score_schema(const Config& config) {
     data::ScoreSchema s;
     s.num_dense = config.model.dense_in_features;
     for (const EmbeddingBagConfig& c : embedding_bag_configs(config.model)) {
+        // A managed-collision table takes raw ids (any id >= 0), remapped to rows before the
+        // lookup.
+        bool managed = false;
+        for (const ModelConfig::Table& t : config.model.tables)
+            managed = managed || (t.name == c.name && t.managed_collision.zch_size > 0);
         for (const std::string& f : c.feature_names) {
             s.features.push_back(f);
-            s.rows.push_back(c.num_embeddings);
+            s.rows.push_back(managed ? std::numeric_limits<int64_t>::max() : c.num_embeddings);
         }
     }
     s.weighted = is_weighted(config.model);

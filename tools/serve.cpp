@@ -176,11 +176,13 @@ private:
 class Batcher {
 public:
     Batcher(RecModel& model,
+            const train::ManagedCollisionTables& mc,
             data::ScoreSchema schema,
             Metrics& metrics,
             int64_t max_batch,
             int64_t max_wait_ms)
         : model_(model),
+          mc_(mc),
           schema_(std::move(schema)),
           metrics_(metrics),
           max_batch_(max_batch),
@@ -253,7 +255,9 @@ private:
             std::string error;
             std::vector<float> logits;
             try {
-                const Batch batch = examples_batch(parts, schema_);
+                Batch batch = examples_batch(parts, schema_);
+                if (!mc_.empty())
+                    batch = mc_.remap_eval(batch);
                 const Tensor& out = model_.forward(batch, Stream::cpu());
                 logits.assign(out.data<float>(), out.data<float>() + n);
             } catch (const std::exception& e) {
@@ -275,6 +279,7 @@ private:
     }
 
     RecModel& model_;
+    const train::ManagedCollisionTables& mc_;
     const data::ScoreSchema schema_;
     Metrics& metrics_;
     const int64_t max_batch_;
@@ -324,11 +329,13 @@ int serve_main(const std::vector<std::string>& args) {
                    std::make_unique<QuantEmbeddingBagCollection>(quant_tables(config, model),
                                                                  is_weighted(config.model)));
     train::load_quantized_dense(rec->parameters(), model);
+    train::ManagedCollisionTables mc(config.model, static_cast<uint64_t>(config.train.seed));
+    train::load_quantized_remap(mc, model);
     data::ScoreSchema schema = score_schema(config);
     schema.max_examples = a.max_batch;
 
     Metrics metrics;
-    Batcher batcher(*rec, schema, metrics, a.max_batch, a.max_wait_ms);
+    Batcher batcher(*rec, mc, schema, metrics, a.max_batch, a.max_wait_ms);
     httplib::Server server;
     const auto pool_size = static_cast<size_t>(a.threads);
     server.new_task_queue = [pool_size] { return new httplib::ThreadPool(pool_size); };

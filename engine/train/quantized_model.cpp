@@ -100,6 +100,18 @@ std::string manifest_text(const QuantizedModel& m) {
         dense.push_back(n);
     }
     root["dense"] = dense;
+    if (!m.managed_collision.empty()) {
+        YAML::Node mc(YAML::NodeType::Sequence);
+        for (const QuantizedRemapState& r : m.managed_collision) {
+            YAML::Node n;
+            n["table"] = r.table;
+            n["elements"] = r.elements;
+            n["file"] = r.file;
+            n.SetStyle(YAML::EmitterStyle::Flow);
+            mc.push_back(n);
+        }
+        root["managed_collision"] = mc;
+    }
     YAML::Node files(YAML::NodeType::Sequence);
     for (const CheckpointFile& f : m.files) {
         YAML::Node n;
@@ -244,6 +256,19 @@ QuantizedModel quantize_checkpoint(const std::string& checkpoint,
         add_file(saved.file, value.data_ptr(), value.nbytes());
         q.dense.push_back(saved);
     }
+    for (const CheckpointTable& t : m.tables) {
+        const std::string file = managed_collision_file(t.name);
+        const CheckpointFile* f = nullptr;
+        for (const CheckpointFile& c : m.files)
+            f = c.path == file ? &c : f;
+        if (f == nullptr)
+            continue;
+        if (q.managed_collision.empty())
+            fs::create_directories(tmp / "managed_collision");
+        const Tensor state = read_tensor(fs::path(dir) / file, {f->bytes / 8}, DType::kI64);
+        add_file(file, state.data_ptr(), state.nbytes());
+        q.managed_collision.push_back(QuantizedRemapState{t.name, state.numel(), file});
+    }
     write_file_atomically((tmp / "manifest.yaml").string(), manifest_text(q));
     sync_directory(tmp.string());
     fs::rename(tmp, out_dir);
@@ -308,6 +333,15 @@ QuantizedModel read_quantized_model(const std::string& dir) {
         t.file = r.file(n, where);
         q.dense.push_back(t);
     }
+    for (size_t i = 0; i < root["managed_collision"].size(); ++i) {
+        const YAML::Node n = root["managed_collision"][i];
+        const std::string where = fmt::format("managed_collision[{}]", i);
+        QuantizedRemapState m;
+        m.table = r.get<std::string>(n, "table", where);
+        m.elements = r.get<int64_t>(n, "elements", where);
+        m.file = r.file(n, where);
+        q.managed_collision.push_back(m);
+    }
     CheckpointManifest files;
     for (size_t i = 0; i < root["files"].size(); ++i) {
         const YAML::Node n = root["files"][i];
@@ -328,6 +362,12 @@ QuantizedModel read_quantized_model(const std::string& dir) {
     }
     for (const CheckpointTensor& t : q.dense)
         files.file(t.file);  // listed, so its checksum is checked
+    for (const QuantizedRemapState& m : q.managed_collision) {
+        const CheckpointFile& f = files.file(m.file);
+        SR_CHECK(f.bytes == m.elements * 8,
+                 "{}: managed_collision {}: {} holds {} bytes, not {} i64", source, m.table, m.file,
+                 f.bytes, m.elements);
+    }
     const std::string problem = verify_checkpoint_files(dir, files);
     SR_CHECK(problem.empty(), "quantized model {}", problem);
     return q;
@@ -362,8 +402,32 @@ void load_quantized_dense(const std::vector<Parameter*>& parameters, const Quant
     }
 }
 
+void load_quantized_remap(ManagedCollisionTables& mc, const QuantizedModel& model) {
+    for (const QuantizedRemapState& r : model.managed_collision) {
+        bool managed = false;
+        for (size_t i = 0; i < mc.size(); ++i)
+            managed = managed || mc.table_name(i) == r.table;
+        SR_CHECK(managed,
+                 "quantized model {}: table '{}' has a managed-collision remap state, but the "
+                 "config's table has no model.tables[].managed_collision (use the model's config)",
+                 model.dir, r.table);
+    }
+    for (size_t i = 0; i < mc.size(); ++i) {
+        const QuantizedRemapState* state = nullptr;
+        for (const QuantizedRemapState& r : model.managed_collision)
+            state = r.table == mc.table_name(i) ? &r : state;
+        SR_CHECK(state != nullptr,
+                 "quantized model {}: managed-collision table '{}' has no remap state (quantize a "
+                 "checkpoint trained with model.tables[].managed_collision)",
+                 model.dir, mc.table_name(i));
+        const fs::path file = fs::path(model.dir) / state->file;
+        mc.load_state_tensor(i, read_tensor(file, {state->elements}, DType::kI64), file.string());
+    }
+}
+
 void load_quantized_model(Trainer& trainer, const QuantizedModel& model) {
     load_quantized_dense(trainer.model().parameters(), model);
+    load_quantized_remap(trainer.managed_collision(), model);
     const auto configs = embedding_bag_configs(trainer.config().model);
     std::vector<Tensor> tables(configs.size());  // dequantized when a local shard needs it
     for (EmbeddingShardState& s : trainer.model().sparse_arch().shard_states()) {

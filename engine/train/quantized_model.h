@@ -13,6 +13,8 @@
 //       - {name: t0, type: int8, num_embeddings: 20000, embedding_dim: 16, row_bytes: 32,
 //          file: tables/t0.int8.bin}               # [num_embeddings, row_bytes] u8
 //     dense: [{name: dense_arch..., dtype: f32, shape: [64, 13], file: dense/....bin}, ...]
+//     managed_collision:                           # only for managed-collision tables
+//       - {table: t4, elements: 1234, file: managed_collision/t4.bin}   # the remap state, i64
 //     files: [{path: tables/t0.int8.bin, bytes: 640000, crc32: 0x...}, ...]
 //     manifest_crc32: 0x...                        # the last line: CRC-32 of every byte before it
 // The directory is written as OUT.tmp (every file fsync'ed, engine/core/durable_file.h) and
@@ -39,6 +41,15 @@ struct QuantizedTable {
     std::string file;
 };
 
+// The remap state of a managed-collision table (the checkpoint's managed_collision/<table>.bin,
+// ManagedCollisionTables::state_tensor), copied as is: predict, serve and eval map raw ids
+// through it as the trained model did.
+struct QuantizedRemapState {
+    std::string table;
+    int64_t elements = 0;  // i64 values
+    std::string file;
+};
+
 struct QuantizedModel {
     std::string dir;
     std::string source_checkpoint;
@@ -47,6 +58,7 @@ struct QuantizedModel {
     kernels::QuantType weights = kernels::QuantType::kInt8;
     std::vector<QuantizedTable> tables;
     std::vector<CheckpointTensor> dense;
+    std::vector<QuantizedRemapState> managed_collision;
     std::vector<CheckpointFile> files;
 
     const QuantizedTable* table(const std::string& name) const;
@@ -83,6 +95,12 @@ struct Parameter;
 namespace shardrec::train {
 
 class Trainer;
+class ManagedCollisionTables;
+
+// Loads the model's remap states into `mc` (the config's managed-collision tables): a table of
+// `mc` without a state in the model, or a state for a table `mc` does not manage, is an Error
+// naming the table and the directory.
+void load_quantized_remap(ManagedCollisionTables& mc, const QuantizedModel& model);
 
 // Copies the model's dense parameters into `parameters` by name; a missing name, shape or dtype
 // mismatch is an Error naming the parameter.
@@ -91,7 +109,7 @@ void load_quantized_dense(const std::vector<Parameter*>& parameters, const Quant
 // Puts the model's weights into `trainer` (built from a config of the same model, any world size
 // and plan): the dense parameters as stored, every table dequantized to f32 (the values the
 // quantized lookup pools) and converted to the table's dtype into each local shard. key_value
-// tables are refused.
+// tables are refused. The remap states go into its managed-collision tables.
 void load_quantized_model(Trainer& trainer, const QuantizedModel& model);
 
 }  // namespace shardrec::train

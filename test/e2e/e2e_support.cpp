@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include "engine/core/error.h"
 
@@ -21,6 +22,26 @@ std::filesystem::path fresh_dir(const std::string& name) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+std::vector<std::string> csv_column(const std::filesystem::path& path, int col) {
+    std::istringstream in(read_file(path));
+    std::string line;
+    std::getline(in, line);
+    std::vector<std::string> out;
+    while (std::getline(in, line)) {
+        for (int i = 0; i < col; ++i)
+            line = line.substr(line.find(',') + 1);
+        out.push_back(line.substr(0, line.find(',')));
+    }
+    return out;
 }
 
 std::vector<std::string> small_train_args(const std::filesystem::path& run,

@@ -28,6 +28,12 @@ std::vector<std::string> small_train_args(const std::filesystem::path& run,
 // Runs `prefix shardrec args...` (prefix: e.g. "mpirun -np 2 ..." or empty).
 RunResult run_shardrec(const std::vector<std::string>& args, const std::string& prefix = "");
 
+// The bytes of a file (empty when it cannot be read).
+std::string read_file(const std::filesystem::path& path);
+
+// Column `col` (0-based) of each line of a CSV after its header.
+std::vector<std::string> csv_column(const std::filesystem::path& path, int col);
+
 // One metrics.jsonl line as key -> raw value text (numbers unparsed, strings unquoted).
 using JsonRecord = std::map<std::string, std::string>;
 std::vector<JsonRecord> read_metrics(const std::filesystem::path& run_dir);

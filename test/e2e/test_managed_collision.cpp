@@ -278,3 +278,75 @@ TEST_CASE(
     rows_close("np4_to_np2", "step-00000008");
     CHECK(state("np4_to_np2", "step-00000008") == state("np1", "step-00000008"));
 }
+
+// A quantized model keeps the remap state: predict maps raw ids as the trained model does (f32
+// rows: the scores of eval --predictions on the checkpoint, digit for digit), so does eval
+// --model (the same AUC), and a config without the table's managed_collision is refused.
+TEST_CASE("managed collision e2e: a quantized model maps raw ids through the trained remap",
+          "[e2e][mc]") {
+    const auto dir = fresh_dir("mc_quantized");
+    const RunResult t = run_shardrec(mc_args(dir / "run", 8));
+    INFO(t.output);
+    REQUIRE(t.exit_code == 0);
+    const std::string ckpt = (dir / "run" / "checkpoints").string();
+    const std::string config = (dir / "run" / "config.yaml").string();
+    const std::string model = (dir / "model").string();
+    const RunResult q =
+        run_shardrec({"ckpt", "quantize", ckpt, "--out", model, "--weights", "f32"});
+    INFO(q.output);
+    REQUIRE(q.exit_code == 0);
+    CHECK(
+        read_file(fs::path(model) / "managed_collision" / "t4.bin") ==
+        read_file(dir / "run" / "checkpoints" / "step-00000008" / "managed_collision" / "t4.bin"));
+
+    const fs::path want = dir / "eval.csv", got = dir / "predict.csv";
+    const RunResult e =
+        run_shardrec({"eval", config, "--checkpoint", ckpt, "--predictions", want.string()});
+    INFO(e.output);
+    REQUIRE(e.exit_code == 0);
+    const RunResult p =
+        run_shardrec({"predict", model, "--data", "synthetic", "--out", got.string()});
+    INFO(p.output);
+    REQUIRE(p.exit_code == 0);
+    std::vector<std::string> expected = csv_column(want, 1);
+    const std::vector<std::string> scores = csv_column(got, 0);
+    REQUIRE(scores.size() == 256);
+    REQUIRE(expected.size() >= scores.size());
+    expected.resize(scores.size());
+    CHECK(scores == expected);
+
+    // eval --model: the checkpoint's AUC.
+    const auto auc = [](const std::string& output) {
+        const auto at = output.find("\"auc\":");
+        return at == std::string::npos ? std::string() : output.substr(at, 16);
+    };
+    const RunResult em = run_shardrec({"eval", config, "--model", model});
+    INFO(em.output);
+    REQUIRE(em.exit_code == 0);
+    CHECK(!auc(e.output).empty());
+    CHECK(auc(em.output) == auc(e.output));
+
+    // A request's raw ids of the managed table are not held to its 1000 rows (the remap maps
+    // them), the other tables' ids are.
+    const fs::path examples = dir / "examples.json";
+    const std::string dense = "\"dense\":[1,2,3,4,5,6,7,8,9,10,11,12,13]";
+    std::ofstream(examples) << "{\"examples\":[{" + dense +
+                                   ",\"sparse\":{\"f_t4\":[5000000,7]}}]}\n";
+    const RunResult raw = run_shardrec(
+        {"predict", model, "--data", examples.string(), "--out", (dir / "raw.csv").string()});
+    INFO(raw.output);
+    CHECK(raw.exit_code == 0);
+    CHECK(csv_column(dir / "raw.csv", 0).size() == 1);
+    std::ofstream(examples) << "{\"examples\":[{" + dense + ",\"sparse\":{\"f_t1\":[10000]}}]}\n";
+    const RunResult bad = run_shardrec(
+        {"predict", model, "--data", examples.string(), "--out", (dir / "bad.csv").string()});
+    CHECK(bad.exit_code != 0);
+    CHECK_THAT(bad.output, Contains("outside the table's rows [0, 10000)"));
+
+    // The quickstart's config has no managed_collision on t4: refused, naming table and model.
+    const RunResult wrong =
+        run_shardrec({"predict", model, "--data", "synthetic", "--out", got.string(), "--config",
+                      (repo_root() / "configs" / "quickstart.yaml").string()});
+    CHECK(wrong.exit_code != 0);
+    CHECK_THAT(wrong.output, Contains("table 't4' has a managed-collision remap state"));
+}

@@ -15,27 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-// The lines of a CSV after its header, column `col` (0-based) of each.
-std::vector<std::string> csv_column(const fs::path& path, int col) {
-    std::istringstream in(read_all(path));
-    std::string line;
-    std::getline(in, line);
-    std::vector<std::string> out;
-    while (std::getline(in, line)) {
-        for (int i = 0; i < col; ++i)
-            line = line.substr(line.find(',') + 1);
-        out.push_back(line.substr(0, line.find(',')));
-    }
-    return out;
-}
-
 std::string mpirun(int np) {
     return "timeout -k 10 300 mpirun -np " + std::to_string(np) +
            " --allow-run-as-root --oversubscribe";
@@ -45,7 +24,7 @@ std::string mpirun(int np) {
 
 TEST_CASE("predict: the same scores at any world size and eval's at f32", "[e2e][mpi]") {
     const fs::path dir = fresh_dir("predict");
-    std::string yaml = read_all(repo_root() / "configs" / "quickstart.yaml");
+    std::string yaml = read_file(repo_root() / "configs" / "quickstart.yaml");
     const std::string t4 = "{name: t4, num_embeddings: 1000, pooling_factor: 3}";
     REQUIRE(yaml.find(t4) != std::string::npos);
     yaml.replace(yaml.find(t4), t4.size(),
@@ -86,7 +65,7 @@ TEST_CASE("predict: the same scores at any world size and eval's at f32", "[e2e]
             CHECK_THAT(p.output, Contains("\"kind\":\"predict\",\"samples\":1000,"));
             CHECK_THAT(p.output, Contains("\"host_copy_gbps\":"));
             CHECK(!fs::exists(out.string() + ".tmp"));
-            const std::string bytes = read_all(out);
+            const std::string bytes = read_file(out);
             REQUIRE(bytes.size() == 1000 * sizeof(float));
             if (np == 1)
                 first = bytes;
@@ -100,7 +79,7 @@ TEST_CASE("predict: the same scores at any world size and eval's at f32", "[e2e]
             mpirun(2));
         INFO(p.output);
         REQUIRE(p.exit_code == 0);
-        const std::string prefix = read_all(out);
+        const std::string prefix = read_file(out);
         REQUIRE(prefix.size() == 300 * sizeof(float));
         CHECK(prefix.substr(0, 256 * sizeof(float)) == first.substr(0, 256 * sizeof(float)));
     }

@@ -22,13 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_all(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 // stdout of a shell command.
 std::string sh(const std::string& cmd) {
     std::string out;
@@ -55,7 +48,7 @@ Reply http(const fs::path& dir, int port, const std::string& path, const fs::pat
     if (!body.empty())
         cmd += "-H 'Content-Type: application/json' --data-binary @" + body.string() + " ";
     const std::string code = sh(cmd + "http://127.0.0.1:" + std::to_string(port) + path);
-    return Reply{std::atoi(code.c_str()), read_all(out)};
+    return Reply{std::atoi(code.c_str()), read_file(out)};
 }
 
 // The numbers of {"scores":[...]} as f32, parsed as the writer's %.9g round-trips.
@@ -126,15 +119,15 @@ struct Server {
         REQUIRE(std::system(cmd.c_str()) == 0);
         for (int i = 0; i < 600 && port == 0; ++i) {  // 60 s at most
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
-            const std::string log = read_all(dir / "serve.log");
+            const std::string log = read_file(dir / "serve.log");
             const size_t at = log.find("\"port\":");
             if (at != std::string::npos)
                 port = std::atoi(log.c_str() + at + 7);
             REQUIRE(!fs::exists(dir / "serve.rc"));  // it did not die while starting
         }
-        INFO(read_all(dir / "serve.log"));
+        INFO(read_file(dir / "serve.log"));
         REQUIRE(port > 0);
-        pid = std::atoi(read_all(dir / "serve.pid").c_str());
+        pid = std::atoi(read_file(dir / "serve.pid").c_str());
         REQUIRE(pid > 0);
     }
 
@@ -152,7 +145,7 @@ struct Server {
         stopped = true;
         sh("kill -TERM " + std::to_string(pid));
         for (int i = 0; i < 300; ++i) {
-            const std::string rc = read_all(dir / "serve.rc");
+            const std::string rc = read_file(dir / "serve.rc");
             if (!rc.empty())
                 return std::atoi(rc.c_str());
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -176,7 +169,7 @@ TEST_CASE("serve: predict's scores over HTTP, batching, bad input, metrics", "[e
     }
     REQUIRE(help.exit_code == 0);
     const fs::path dir = fresh_dir("serve");
-    std::string yaml = read_all(repo_root() / "configs" / "quickstart.yaml");
+    std::string yaml = read_file(repo_root() / "configs" / "quickstart.yaml");
     for (const auto& [from, to] :
          {std::pair<std::string, std::string>{"{name: t3, num_embeddings: 2000}",
                                               "{name: t3, num_embeddings: 2000, weighted: true}"},
@@ -210,12 +203,12 @@ TEST_CASE("serve: predict's scores over HTTP, batching, bad input, metrics", "[e
                      "timeout -k 10 120");
     INFO(p.output);
     REQUIRE(p.exit_code == 0);
-    const std::string want = read_all(predicted);
+    const std::string want = read_file(predicted);
     REQUIRE(want.size() == 48 * sizeof(float));
 
     Server server(dir, {model, "--port", "0", "--threads", "8", "--max-batch", "64",
                         "--max-wait-ms", "300", "--max-body-mb", "1"});
-    INFO(read_all(dir / "serve.log"));
+    INFO(read_file(dir / "serve.log"));
     int ok_requests = 0, ok_examples = 0;
 
     {
@@ -286,12 +279,12 @@ TEST_CASE("serve: predict's scores over HTTP, batching, bad input, metrics", "[e
                        "/v1/score > " + (dir / ("code" + std::to_string(k))).string() + " & ";
             }
             sh(cmd + "wait");
-            CHECK(read_all(dir / "code3") == "400\n");
-            CHECK_THAT(read_all(dir / "out3"), Contains("id_out_of_range"));
+            CHECK(read_file(dir / "code3") == "400\n");
+            CHECK_THAT(read_file(dir / "out3"), Contains("id_out_of_range"));
             for (int k = 0; k < 3; ++k) {
                 INFO("part " << k);
-                REQUIRE(read_all(dir / ("code" + std::to_string(k))) == "200\n");
-                const std::vector<float> got = scores(read_all(dir / ("out" + std::to_string(k))));
+                REQUIRE(read_file(dir / ("code" + std::to_string(k))) == "200\n");
+                const std::vector<float> got = scores(read_file(dir / ("out" + std::to_string(k))));
                 REQUIRE(got.size() == 16);
                 // Another batch (other rows beside them): equal up to the GEMM's rounding.
                 for (int b = 0; b < 16; ++b) {
@@ -325,5 +318,5 @@ TEST_CASE("serve: predict's scores over HTTP, batching, bad input, metrics", "[e
         CHECK(std::atoi(m.body.c_str() + at + 29) < ok_requests);
     }
     CHECK(server.stop() == 0);
-    CHECK_THAT(read_all(dir / "serve.log"), Contains("stopped by signal 15"));
+    CHECK_THAT(read_file(dir / "serve.log"), Contains("stopped by signal 15"));
 }
