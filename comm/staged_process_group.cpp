@@ -1,5 +1,6 @@
 #include "comm/staged_process_group.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace shardrec::comm {
@@ -34,16 +35,6 @@ private:
     bool copied_ = false;
 };
 
-// A host copy of a device tensor (the tensor itself when it is on the host).
-Tensor on_host(const Tensor& t) {
-    return t.device().is_cpu() ? t : t.to(Device::cpu());
-}
-
-// A host buffer for a device output (the output itself when it is on the host).
-Tensor host_buffer(const Tensor& t) {
-    return t.device().is_cpu() ? t : Tensor::empty(t.shape(), t.dtype());
-}
-
 Work staged(Work host, const Tensor& host_out, const Tensor& out) {
     if (out.device().is_cpu())
         return host;
@@ -55,11 +46,34 @@ Work staged(Work host, const Tensor& host_out, const Tensor& out) {
 StagedProcessGroup::StagedProcessGroup(std::shared_ptr<ProcessGroup> host)
     : ProcessGroup(host->rank(), host->size(), host->name()), host_(std::move(host)) {}
 
+Tensor StagedProcessGroup::host_buffer(const Shape& shape, DType dtype) {
+    const int64_t n = shape_numel(shape);
+    std::lock_guard<std::mutex> lock(buffers_mutex_);
+    for (const Tensor& b : buffers_) {
+        if (b.dtype() == dtype && b.numel() >= n && !b.shares_storage())
+            return b.slice(0, n).view(shape);
+    }
+    buffers_.push_back(Tensor::empty({std::max<int64_t>(n, 1)}, dtype));
+    return buffers_.back().slice(0, n).view(shape);
+}
+
+Tensor StagedProcessGroup::on_host(const Tensor& t) {
+    if (t.device().is_cpu())
+        return t;
+    Tensor h = host_buffer(t.shape(), t.dtype());
+    h.copy_from(t);
+    return h;
+}
+
+Tensor StagedProcessGroup::host_out(const Tensor& t) {
+    return t.device().is_cpu() ? t : host_buffer(t.shape(), t.dtype());
+}
+
 Work StagedProcessGroup::all_to_all_v(const Tensor& input,
                                       const std::vector<int64_t>& input_splits,
                                       Tensor& output,
                                       const std::vector<int64_t>& output_splits) {
-    Tensor out = host_buffer(output);
+    Tensor out = host_out(output);
     Work w = host_->all_to_all_v(on_host(input), input_splits, out, output_splits);
     return staged(std::move(w), out, output);
 }
@@ -74,7 +88,7 @@ Work StagedProcessGroup::reduce_scatter_v(const Tensor& input,
                                           const std::vector<int64_t>& input_splits,
                                           Tensor& output,
                                           ReduceOp op) {
-    Tensor out = host_buffer(output);
+    Tensor out = host_out(output);
     Work w = host_->reduce_scatter_v(on_host(input), input_splits, out, op);
     return staged(std::move(w), out, output);
 }
@@ -82,7 +96,7 @@ Work StagedProcessGroup::reduce_scatter_v(const Tensor& input,
 Work StagedProcessGroup::all_gather_v(const Tensor& input,
                                       Tensor& output,
                                       const std::vector<int64_t>& output_splits) {
-    Tensor out = host_buffer(output);
+    Tensor out = host_out(output);
     Work w = host_->all_gather_v(on_host(input), out, output_splits);
     return staged(std::move(w), out, output);
 }

@@ -5,20 +5,6 @@
 #include <algorithm>
 
 namespace shardrec {
-namespace {
-
-// `features` with its weights replaced by `weights`.
-KeyedJaggedTensor with_weights(const KeyedJaggedTensor& features, const Tensor& weights) {
-    if (features.variable_stride_per_key()) {
-        return KeyedJaggedTensor::from_lengths_variable_stride(features.keys(), features.values(),
-                                                               features.lengths(),
-                                                               features.stride_per_key(), weights);
-    }
-    return KeyedJaggedTensor::from_offsets_sync(features.keys(), features.values(),
-                                                features.offsets(), weights, features.stride());
-}
-
-}  // namespace
 
 PositionWeightedModule::PositionWeightedModule(
     std::vector<std::pair<std::string, int64_t>> max_feature_lengths) {
@@ -77,7 +63,7 @@ KeyedJaggedTensor PositionWeightedModule::with_positions(const KeyedJaggedTensor
             }
         }
     }
-    return with_weights(features, weights);
+    return features.with_weights(weights);
 }
 
 void PositionWeightedModule::weights_at(int64_t p,
@@ -120,7 +106,7 @@ KeyedJaggedTensor PositionWeightedModule::forward(const KeyedJaggedTensor& featu
             weights_at(p, positions + v0, v1 - v0, out + v0);
         }
     }
-    return with_weights(features, weights);
+    return features.with_weights(weights);
 }
 
 void PositionWeightedModule::backward(const Tensor& grad_weights) {

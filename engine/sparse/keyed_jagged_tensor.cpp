@@ -383,6 +383,16 @@ KeyedJaggedTensor KeyedJaggedTensor::concat(const std::vector<KeyedJaggedTensor>
     return out;
 }
 
+KeyedJaggedTensor KeyedJaggedTensor::with_weights(Tensor weights) const {
+    SR_CHECK(weights.dtype() == DType::kF32 && weights.shape() == Shape({values_.numel()}) &&
+                 weights.device() == values_.device(),
+             "KeyedJaggedTensor::with_weights: weights must be f32[{}] on {}, got {}",
+             values_.numel(), values_.device().str(), weights.str());
+    KeyedJaggedTensor out = *this;
+    out.weights_ = std::move(weights);
+    return out;
+}
+
 KeyedJaggedTensor KeyedJaggedTensor::to(Device device) const {
     KeyedJaggedTensor out = *this;
     out.values_ = values_.to(device);

@@ -95,10 +95,8 @@ TEST_CASE("NcclProcessGroup: intra- and cross-node groups from ncclCommSplit", "
 }
 
 TEST_CASE("NcclProcessGroup: a collective a peer never joins fails at the deadline",
-          "[cuda][comm]") {
+          "[cuda][comm][multirank]") {
     const auto& info = comm::process_info();
-    if (info.world_size < 2)
-        return;
     const Device device = Device::cuda(info.local_rank % cuda::device_count());
     auto group = comm::device_process_group(comm::world_process_group(), device, 2.0);
     if (info.rank == 0) {

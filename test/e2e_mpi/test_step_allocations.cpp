@@ -69,6 +69,7 @@ TEST_CASE("sharded training steps: no allocation per step after warm-up", "[mpi]
          "data_parallel}]"},
         {"sharding.sharding_type=row_wise", "model.tables[0].weighted=true",
          "model.tables[1].weighted=true", "model.tables[2].weighted=true"},
+        {"sharding.sharding_type=table_wise", "model.tables[2].position_weights=4"},
     };
     // Each pooled buffer set grows until it has held the largest batch of the cycle.
     const int64_t warmup = 12, measured = 4;

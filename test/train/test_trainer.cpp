@@ -44,12 +44,15 @@ std::vector<float> losses(const Config& config, int steps) {
 }  // namespace
 
 TEST_CASE("Trainer: no allocation per step after warm-up", "[train]") {
-    for (const char* type : {"dlrm", "dlrm_dcn", "deepfm"}) {
-        std::vector<std::string> sets = {std::string("model.type=") + type};
-        if (std::string(type) == "dlrm_dcn")
-            sets.push_back("model.dcn.low_rank=4");
-        if (std::string(type) == "deepfm")
-            sets.push_back("model.deepfm.hidden=[16, 8]");
+    const std::vector<std::vector<std::string>> variants = {
+        {"model.type=dlrm"},
+        {"model.type=dlrm_dcn", "model.dcn.low_rank=4"},
+        {"model.type=deepfm", "model.deepfm.hidden=[16, 8]"},
+        // Weighted and position-weighted features (PositionWeightedModule's KJTs).
+        {"model.type=dlrm", "model.tables[0].weighted=true", "model.tables[1].position_weights=4"},
+    };
+    for (const std::vector<std::string>& sets : variants) {
+        const std::string type = sets.back();
         const Config config = parse_config(kSmallConfig, sets);
         train::Trainer trainer(config, nullptr);
         std::vector<Batch> batches;
