@@ -45,7 +45,7 @@ struct EmbeddingInputSpec {
             sum_lengths += l;
         const std::string l = lengths.empty() ? fmt::format("{}..{}", min_length, max_length)
                                               : fmt::format("per-feature(sum {})", sum_lengths);
-        return fmt::format("T={},F={}{},E={},B={},D={},L={},w={},{}{}{}", table_rows.size(),
+        return fmt::format("T={},F={}{},E={},B={},D={},L={},w={},{}{}{}{}", table_rows.size(),
                            feature_table.size(), shared ? "(shared)" : "", table_rows[0], batch,
                            dim, l, weighted ? 1 : 0, dtype_name(dtype), hot_row ? ",hot" : "",
                            exact ? ",exact" : "",
