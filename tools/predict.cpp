@@ -1,10 +1,15 @@
 // `shardrec predict MODEL_DIR --data synthetic|PATH --out FILE`: batch scoring with a quantized
-// model directory (shardrec ckpt quantize). Every rank holds the whole model (its tables are the
-// quantized rows, looked up in place by QuantEmbeddingBagCollection) and scores its share of the
-// samples: the input is cut into chunks of data.batch_size samples and chunk c goes to rank
-// c mod N, so each chunk is computed the same way at any N and the scores are bitwise identical
-// for every world size. Rank 0 gathers the scores in input order and writes FILE.tmp, renamed to
-// FILE when whole.
+// model directory (shardrec ckpt quantize). The input is cut into chunks of data.batch_size
+// samples and chunk c goes to rank c mod N, so each chunk goes through the dense layers the same
+// way at any N. The tables are sharded over the ranks by the config's plan (TorchRec
+// ShardedQuantEmbeddingBagCollection: input all-to-all, lookups on the shards' quantized rows,
+// output all-to-all or reduce-scatter), each rank holding only its shards; every rank runs the
+// same number of rounds (one without a chunk of its own in the last round scores chunk 0 again
+// and drops it), since the lookups are collective. With --replicated, or one rank, every rank
+// holds the whole model (QuantEmbeddingBagCollection) and nothing is exchanged until the end.
+// Table-wise and data-parallel tables give the scores of one process bit for bit; row-sharded
+// ones add partial sums in another order (last bits). Rank 0 gathers the scores in input order
+// and writes FILE.tmp, renamed to FILE when whole.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -25,6 +30,9 @@
 #include "engine/core/error.h"
 #include "engine/core/log.h"
 #include "engine/data/make_dataset.h"
+#include "engine/distributed/planner.h"
+#include "engine/distributed/sharded_embedding_bag_collection.h"
+#include "engine/distributed/topology.h"
 #include "engine/modules/model.h"
 #include "engine/modules/quant_embedding_bag_collection.h"
 #include "engine/train/progress.h"
@@ -42,12 +50,14 @@ namespace {
 
 const char* const kPredictUsage =
     "usage: shardrec predict MODEL_DIR --data synthetic|PATH --out FILE.csv|FILE.bin\n"
-    "                        [--config CONFIG.yaml] [--samples S] [--set KEY=VALUE ...]\n"
+    "                        [--config CONFIG.yaml] [--samples S] [--replicated]\n"
+    "                        [--set KEY=VALUE ...]\n"
     "\n"
     "Scores samples with a quantized model directory (shardrec ckpt quantize), its tables looked\n"
     "up as stored (int8/int4/int2/fp16/f32 rows). Run several ranks with mpirun -np N: the\n"
-    "samples are split over the ranks (each holds the whole model); the scores do not depend on "
-    "N.\n"
+    "samples are split over the ranks and the tables sharded by the config's plan (each rank\n"
+    "holds its shards); table-wise and data-parallel tables give the same scores at any N,\n"
+    "row-sharded ones the same up to the last bits.\n"
     "\n"
     "  --data synthetic    the eval split of the config's synthetic data\n"
     "  --data PATH         binary Criteo shards (shardrec data criteo-preprocess): every row\n"
@@ -59,7 +69,10 @@ const char* const kPredictUsage =
     "                      checkpoint came from)\n"
     "  --samples S         score the first S samples (default: synthetic train.eval_samples,\n"
     "                      PATH every row)\n"
-    "  --set KEY=VALUE     override one config key (data.batch_size: samples per chunk)\n"
+    "  --replicated        every rank holds the whole model (no exchange in the lookups; the\n"
+    "                      same scores bit for bit at any N)\n"
+    "  --set KEY=VALUE     override one config key (data.batch_size: samples per chunk;\n"
+    "                      sharding.*: the plan)\n"
     "\n"
     "Ends with one JSON line {\"kind\":\"predict\",\"samples\":S,\"samples_per_s\":R,\n"
     "\"lookup_gbps\":G,\"host_copy_gbps\":C,...}.\n";
@@ -67,6 +80,7 @@ const char* const kPredictUsage =
 struct PredictArgs {
     std::string model_dir, data, out, config;
     int64_t samples = -1;
+    bool replicated = false;
     std::vector<std::string> sets;
 };
 
@@ -76,6 +90,10 @@ PredictArgs parse_args(const std::vector<std::string>& args) {
         const std::string& arg = args[i];
         if (take_set(args, i, a.sets, kPredictUsage))
             continue;
+        if (arg == "--replicated") {
+            a.replicated = true;
+            continue;
+        }
         if (arg == "--data" || arg == "--out" || arg == "--config" || arg == "--samples") {
             if (i + 1 >= args.size())
                 throw UsageError(fmt::format("{} needs a value", arg), kPredictUsage);
@@ -145,6 +163,38 @@ std::string scores_text(const std::string& out, const std::vector<float>& logits
     return text;
 }
 
+// The tables sharded over pg's ranks by the config's plan, each shard's rows read from the
+// model directory alone.
+std::unique_ptr<ShardedEmbeddingBagCollection> sharded_model(
+    const Config& config,
+    const train::QuantizedModel& model,
+    const std::shared_ptr<comm::ProcessGroup>& pg) {
+    const std::vector<const train::QuantizedTable*> tables = model_tables(config, model);
+    Topology topology = resolve_topology(config.sharding.topology, "cpu", pg->size());
+    topology.local_size = std::min(comm::process_info().local_size, pg->size());
+    const ShardingPlan plan = make_sharding_plan(config, topology);
+    log::root().info("sharding plan for {} ranks:\n{}", pg->size(),
+                     plan_table(plan, config.model.tables, PlanTableOptions{}));
+    QuantizedShardRows rows;
+    rows.type = [tables](int64_t t) { return tables.at(static_cast<size_t>(t))->type; };
+    rows.rows = [tables, &model](int64_t t, int64_t row_offset, int64_t n) {
+        return train::read_quantized_rows(model, *tables.at(static_cast<size_t>(t)), row_offset, n);
+    };
+    return std::make_unique<ShardedEmbeddingBagCollection>(
+        embedding_bag_configs(config.model), is_weighted(config.model), plan, pg,
+        static_cast<uint64_t>(config.train.seed), kernels::FusedOptimizerParams{}, Device::cpu(),
+        nullptr, QCommsConfig{}, "", nullptr, HierarchicalMode::kOff, std::move(rows));
+}
+
+// Bytes of stored rows the lookups read per second of lookup.
+double lookup_rate(const QuantEmbeddingBagCollection* qebc,
+                   const ShardedEmbeddingBagCollection* sharded) {
+    const double bytes =
+        static_cast<double>(qebc ? qebc->bytes_read() : sharded->quant_bytes_read());
+    const double seconds = qebc ? qebc->lookup_seconds() : sharded->quant_lookup_seconds();
+    return bytes / std::max(seconds, 1e-9);
+}
+
 }  // namespace
 
 int predict_main(const std::vector<std::string>& args) {
@@ -199,9 +249,20 @@ int predict_main(const std::vector<std::string>& args) {
     SR_CHECK(rows < 0 || total <= rows, "--samples {} but '{}' holds only {} rows", total, a.data,
              rows);
 
-    auto sparse = std::make_unique<QuantEmbeddingBagCollection>(quant_tables(config, model),
-                                                                is_weighted(config.model));
-    QuantEmbeddingBagCollection* qebc = sparse.get();
+    std::shared_ptr<comm::ProcessGroup> pg = train::default_process_group();
+    std::unique_ptr<EmbeddingBagCollectionInterface> sparse;
+    QuantEmbeddingBagCollection* qebc = nullptr;
+    ShardedEmbeddingBagCollection* sharded = nullptr;
+    if (world > 1 && !a.replicated) {
+        auto s = sharded_model(config, model, pg);
+        sharded = s.get();
+        sparse = std::move(s);
+    } else {
+        auto q = std::make_unique<QuantEmbeddingBagCollection>(quant_tables(config, model),
+                                                               is_weighted(config.model));
+        qebc = q.get();
+        sparse = std::move(q);
+    }
     const std::unique_ptr<RecModel> rec =
         make_model(config.model, static_cast<uint64_t>(config.train.seed), std::move(sparse));
     train::load_quantized_dense(rec->parameters(), model);
@@ -223,12 +284,19 @@ int predict_main(const std::vector<std::string>& args) {
     train::Progress progress(my_chunks, std::max<int64_t>(1, my_chunks / 10));
     const auto start = std::chrono::steady_clock::now();
     int64_t done = 0;
-    for (int64_t c = rank, k = 0; c < chunks; c += world, ++k) {
-        const int64_t count = std::min(B, total - c * B);
-        Batch batch = dataset->batch(c * B, count, split);
+    const int64_t rounds = (chunks + world - 1) / world;
+    for (int64_t k = 0; k < rounds; ++k) {
+        const int64_t c = k * world + rank;
+        if (c >= chunks && sharded == nullptr)
+            break;
+        const int64_t scored = c < chunks ? c : 0;  // a sharded lookup needs every rank
+        const int64_t count = std::min(B, total - scored * B);
+        Batch batch = dataset->batch(scored * B, count, split);
         if (!mc.empty())
             batch = mc.remap_eval(batch);
         const Tensor& out = rec->forward(batch, Stream::cpu());
+        if (c >= chunks)
+            continue;
         logits.insert(logits.end(), out.data<float>(), out.data<float>() + count);
         done += count;
         const double s =
@@ -240,12 +308,13 @@ int predict_main(const std::vector<std::string>& args) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     // Gather: rank r's k-th chunk is chunk r + k*world.
-    std::shared_ptr<comm::ProcessGroup> pg = train::default_process_group();
     std::vector<float> all(static_cast<size_t>(total));
     std::vector<int64_t> counts(static_cast<size_t>(world), 0);
     for (int64_t c = 0; c < chunks; ++c)
         counts[static_cast<size_t>(c % world)] += std::min(B, total - c * B);
     double wall_s = local_s, lookup_gbps = 0;
+    // The stored table bytes a rank holds (the largest rank's): all of them unless sharded.
+    double held_mb = static_cast<double>(rec->sparse_arch().parameter_bytes()) / 1e6;
     if (pg != nullptr && world > 1) {
         Tensor gathered = Tensor::empty({total}, DType::kF32);
         const Tensor mine = Tensor::from_vector(logits);
@@ -264,16 +333,17 @@ int predict_main(const std::vector<std::string>& args) {
         }
         // f32 is enough for a time and a rate.
         Tensor mx = Tensor::from_vector<float>({static_cast<float>(local_s)});
-        Tensor rate = Tensor::from_vector<float>({static_cast<float>(
-            static_cast<double>(qebc->bytes_read()) / std::max(qebc->lookup_seconds(), 1e-9))});
+        Tensor rate = Tensor::from_vector<float>({static_cast<float>(lookup_rate(qebc, sharded))});
+        Tensor held = Tensor::from_vector<float>({static_cast<float>(held_mb)});
         pg->all_reduce(mx, comm::ReduceOp::kMax).wait();
         pg->all_reduce(rate, comm::ReduceOp::kSum).wait();
+        pg->all_reduce(held, comm::ReduceOp::kMax).wait();
         wall_s = mx.data<float>()[0];
+        held_mb = held.data<float>()[0];
         lookup_gbps = rate.data<float>()[0] / world / 1e9;  // the ranks' mean
     } else {
         all = logits;
-        lookup_gbps =
-            static_cast<double>(qebc->bytes_read()) / std::max(qebc->lookup_seconds(), 1e-9) / 1e9;
+        lookup_gbps = lookup_rate(qebc, sharded) / 1e9;
     }
     if (rank != 0)
         return 0;
@@ -283,13 +353,19 @@ int predict_main(const std::vector<std::string>& args) {
     const double copy_gbps = kernels::host_copy_gbps(size_t{128} << 20, 3);
     const double rate = static_cast<double>(total) / std::max(wall_s, 1e-9);
     log::root().info(
-        "predict: {} samples in {:.3f} s, {:.0f} samples/s on {} rank(s); lookup {:.2f} GB/s per "
-        "rank ({:.1f}% of the host memcpy ceiling {:.2f} GB/s); wrote {}",
-        total, wall_s, rate, world, lookup_gbps, 100.0 * lookup_gbps / copy_gbps, copy_gbps, a.out);
+        "predict: {} samples in {:.3f} s, {:.0f} samples/s on {} rank(s) ({}); tables {:.2f} "
+        "MB on the largest rank of {:.2f} MB; lookup {:.2f} GB/s per rank ({:.1f}% of the host "
+        "memcpy ceiling {:.2f} GB/s); wrote {}",
+        total, wall_s, rate, world, sharded ? "tables sharded" : "tables replicated", held_mb,
+        static_cast<double>(model.table_bytes()) / 1e6, lookup_gbps,
+        100.0 * lookup_gbps / copy_gbps, copy_gbps, a.out);
     fmt::print(R"({{"kind":"predict","samples":{},"seconds":{},"samples_per_s":{},"ranks":{},)"
+               R"("sharded":{},"table_mb_per_rank":{},"table_mb":{},)"
                R"("lookup_gbps":{},"host_copy_gbps":{},"weights":"{}","model":"{}","out":"{}"}})"
                "\n",
                total, train::json_number(wall_s), train::json_number(rate), world,
+               sharded ? "true" : "false", train::json_number(held_mb),
+               train::json_number(static_cast<double>(model.table_bytes()) / 1e6),
                train::json_number(lookup_gbps), train::json_number(copy_gbps),
                kernels::quant_type_name(model.weights), a.model_dir, a.out);
     std::fflush(stdout);

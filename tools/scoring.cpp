@@ -13,8 +13,9 @@
 
 namespace shardrec::cli {
 
-std::vector<QuantTable> quant_tables(const Config& config, const train::QuantizedModel& model) {
-    std::vector<QuantTable> out;
+std::vector<const train::QuantizedTable*> model_tables(const Config& config,
+                                                       const train::QuantizedModel& model) {
+    std::vector<const train::QuantizedTable*> out;
     for (const EmbeddingBagConfig& c : embedding_bag_configs(config.model)) {
         const train::QuantizedTable* t = model.table(c.name);
         SR_CHECK(t != nullptr, "quantized model {}: no table '{}' (of the config's model)",
@@ -22,11 +23,21 @@ std::vector<QuantTable> quant_tables(const Config& config, const train::Quantize
         SR_CHECK(t->num_embeddings == c.num_embeddings && t->embedding_dim == c.embedding_dim,
                  "quantized model {}: table '{}' is [{}, {}], the config's [{}, {}]", model.dir,
                  t->name, t->num_embeddings, t->embedding_dim, c.num_embeddings, c.embedding_dim);
-        out.push_back(QuantTable{c, t->type, train::read_quantized_table(model, *t)});
+        out.push_back(t);
     }
     SR_CHECK(out.size() == model.tables.size(),
              "quantized model {} has {} tables, the config's model {}", model.dir,
              model.tables.size(), out.size());
+    return out;
+}
+
+std::vector<QuantTable> quant_tables(const Config& config, const train::QuantizedModel& model) {
+    const std::vector<const train::QuantizedTable*> tables = model_tables(config, model);
+    const std::vector<EmbeddingBagConfig> configs = embedding_bag_configs(config.model);
+    std::vector<QuantTable> out;
+    for (size_t i = 0; i < tables.size(); ++i)
+        out.push_back(QuantTable{configs[i], tables[i]->type,
+                                 train::read_quantized_table(model, *tables[i])});
     return out;
 }
 

@@ -16,6 +16,10 @@ namespace shardrec::cli {
 
 // The quantized tables of the config's model, checked against the model directory.
 std::vector<QuantTable> quant_tables(const Config& config, const train::QuantizedModel& model);
+// The model directory's table of each of the config's tables, in the config's order; an Error
+// names a table that is missing or of another shape.
+std::vector<const train::QuantizedTable*> model_tables(const Config& config,
+                                                       const train::QuantizedModel& model);
 
 // The model's config: `config_arg` if given, else config.yaml of the run whose checkpoint was
 // quantized (RUN/checkpoints/step-N -> RUN/config.yaml).

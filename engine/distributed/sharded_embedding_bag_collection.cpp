@@ -4,6 +4,7 @@
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "comm/staged_process_group.h"
 #include "engine/core/profile.h"
@@ -97,6 +98,17 @@ void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s,
     if (!s.position_weights.empty())
         apply_position_weights(s, *pw);
     place_bags(s, stream);
+    if (s.quant_rows.defined()) {  // inference: the rows as quantized
+        init::reuse_or_allocate(s.out, {kjt.stride(), s.num_keys * s.cols}, Device::cpu());
+        const auto t0 = std::chrono::steady_clock::now();
+        kernels::quant_embedding_bag_forward(
+            s.quant_rows, s.quant_offsets, s.quant_types, s.quant_dims, s.feature_table, s.k_ids,
+            s.k_offsets, s.k_psw.defined() ? &s.k_psw : nullptr, s.mode, s.out, stream);
+        s.quant_seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        s.quant_bytes += s.k_ids.numel() * (s.quant_rows.numel() / std::max<int64_t>(s.rows, 1));
+        return;
+    }
     init::reuse_or_allocate(s.out, {kjt.stride(), s.num_keys * s.cols}, s.weights.device());
     kernels::embedding_bag_forward(s.weights, s.table_offsets, s.feature_table, s.k_ids,
                                    s.k_offsets, s.k_psw.defined() ? &s.k_psw : nullptr, s.mode,
@@ -243,7 +255,8 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
     QCommsConfig qcomms,
     std::string storage_dir,
     std::shared_ptr<comm::ProcessGroup> replica_pg,
-    HierarchicalMode hierarchical)
+    HierarchicalMode hierarchical,
+    QuantizedShardRows quantized)
     : tables_(std::move(tables)),
       is_weighted_(is_weighted),
       position_weighted_(make_position_weighted_module(tables_)),
@@ -256,7 +269,10 @@ ShardedEmbeddingBagCollection::ShardedEmbeddingBagCollection(
                                                                   : nullptr),
       hierarchical_(hierarchical),
       optimizer_(optimizer),
-      storage_dir_(storage_dir.empty() ? "" : own_storage_dir(storage_dir)) {
+      storage_dir_(storage_dir.empty() ? "" : own_storage_dir(storage_dir)),
+      quantized_(std::move(quantized)) {
+    SR_CHECK(!quantized_.enabled() || device_.is_cpu(),
+             "quantized tables are looked up on the CPU only for now, not on {}", device_.str());
     SR_CHECK(plan.env.world_size == pg_->size(),
              "the sharding plan is for {} ranks, but {} ranks are running", plan.env.world_size,
              pg_->size());
@@ -683,6 +699,9 @@ void ShardedEmbeddingBagCollection::gather_grad(Group& g,
 }
 
 void ShardedEmbeddingBagCollection::backward(const Tensor& grad_in, Stream& stream) {
+    SR_CHECK(
+        !quantized_.enabled(),
+        "ShardedEmbeddingBagCollection: quantized tables are for inference; they do not train");
     SR_CHECK(out_.defined() && grad_in.shape() == out_.shape() && grad_in.device() == out_.device(),
              "ShardedEmbeddingBagCollection::backward: gradient {} for output {}", grad_in.str(),
              out_.str());

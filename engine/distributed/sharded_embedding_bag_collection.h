@@ -39,6 +39,7 @@
 // Letters: B local batch, Bg global batch (sum over ranks), F features, D columns.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,8 +57,22 @@
 #include "engine/modules/position_weighted.h"
 #include "kernels/embedding_bag.h"
 #include "kernels/embedding_optimizer.h"
+#include "kernels/quant_embedding_bag.h"
 
 namespace shardrec {
+
+// Inference (TorchRec ShardedQuantEmbeddingBagCollection): each local shard holds the rows
+// `shardrec ckpt quantize` wrote, looked up by quant_embedding_bag_forward, in place of rows from
+// the seed and their optimizer state; forward only, CPU. rows(table, row_offset, n) reads rows
+// [row_offset, row_offset + n) of a table as stored, u8 [n * quant_row_bytes(type(table), D)].
+// A quantized row's scale and bias cover all its columns, so a shard of some columns
+// (column_wise) keeps its columns dequantized, as f32 rows.
+struct QuantizedShardRows {
+    std::function<kernels::QuantType(int64_t table)> type;
+    std::function<Tensor(int64_t table, int64_t row_offset, int64_t rows)> rows;
+
+    bool enabled() const { return static_cast<bool>(rows); }
+};
 
 class ShardedEmbeddingBagCollection : public EmbeddingBagCollectionInterface {
 public:
@@ -72,7 +87,8 @@ public:
                                   QCommsConfig qcomms = {},
                                   std::string storage_dir = "",
                                   std::shared_ptr<comm::ProcessGroup> replica_pg = nullptr,
-                                  HierarchicalMode hierarchical = HierarchicalMode::kOff);
+                                  HierarchicalMode hierarchical = HierarchicalMode::kOff,
+                                  QuantizedShardRows quantized = {});
     ~ShardedEmbeddingBagCollection() override;
 
     // The bytes the pooled output dists (all-to-all, reduce-scatter, all-gather) sent from this
@@ -155,6 +171,11 @@ public:
     // Bytes the key_value shards of this rank hold on disk.
     int64_t storage_disk_bytes() const;
 
+    // Quantized shards (QuantizedShardRows): the bytes of stored rows their lookups read, and
+    // the seconds those lookups took, since construction.
+    int64_t quant_bytes_read() const;
+    double quant_lookup_seconds() const;
+
     int64_t parameter_bytes() const override;  // the shards on this rank
     int64_t optimizer_state_bytes() const override;
 
@@ -220,6 +241,7 @@ private:
     std::unique_ptr<InputDist> pipelined_;   // set_pipelined_input
     const InputDist* prefetched_ = nullptr;  // the dist of the latest prefetch()
     std::string storage_dir_;                // key_value shards' files (own_storage_dir)
+    QuantizedShardRows quantized_;           // inference: the quantized rows of the shards
 };
 
 }  // namespace shardrec

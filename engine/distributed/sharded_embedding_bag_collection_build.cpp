@@ -27,6 +27,48 @@ std::string ShardedEmbeddingBagCollection::own_storage_dir(const std::string& pa
 
 namespace {
 
+// Inference: the shard's rows as quantized (QuantizedShardRows), no optimizer state. A shard of
+// some of a table's columns keeps them dequantized, as f32 rows: a quantized row's scale and
+// bias cover the whole row (the values are those the whole-row lookup pools).
+void init_quantized_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
+                          const EmbeddingBagConfig& table,
+                          const ParameterSharding& ps,
+                          const QuantizedShardRows& quantized) {
+    SR_CHECK(ps.compute_kernel != EmbeddingComputeKernel::kKeyValue,
+             "table '{}' is key_value: quantized tables are looked up in memory (compute_kernel "
+             "fused)",
+             table.name);
+    const kernels::QuantType stored = quantized.type(s.table);
+    const bool whole_rows = s.col_offset == 0 && s.cols == table.embedding_dim;
+    const kernels::QuantType type = whole_rows ? stored : kernels::QuantType::kF32;
+    const int64_t row_bytes = kernels::quant_row_bytes(type, s.cols);
+    with_allocation_label(
+        fmt::format("the quantized shard of table '{}' at rows {}, columns {} ({} rows)",
+                    table.name, s.row_offset, s.col_offset, s.rows),
+        [&] {
+            s.quant_rows = quantized.rows(s.table, s.row_offset, s.rows);
+            if (whole_rows)
+                return;
+            Tensor full = Tensor::empty({s.rows, table.embedding_dim}, DType::kF32);
+            kernels::dequantize_rows(s.quant_rows, stored, full, Stream::cpu());
+            Tensor mine = Tensor::empty({s.rows, s.cols}, DType::kF32);
+            for (int64_t r = 0; r < s.rows; ++r) {
+                std::copy_n(full.data<float>() + r * table.embedding_dim + s.col_offset, s.cols,
+                            mine.data<float>() + r * s.cols);
+            }
+            s.quant_rows = Tensor::empty({s.rows * row_bytes}, DType::kU8);
+            kernels::quantize_rows(mine, type, s.quant_rows, Stream::cpu());
+        });
+    SR_CHECK(s.quant_rows.dtype() == DType::kU8 && s.quant_rows.numel() == s.rows * row_bytes,
+             "table '{}': the quantized rows of the shard at row {} are {}, not u8[{}]", table.name,
+             s.row_offset, s.quant_rows.str(), s.rows * row_bytes);
+    s.quant_offsets = Tensor::from_vector<int64_t>({0, s.rows * row_bytes});
+    s.quant_types = Tensor::from_vector<uint8_t>({static_cast<uint8_t>(type)});
+    s.quant_dims = Tensor::from_vector<int32_t>({0, static_cast<int32_t>(s.cols)});
+    s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows});
+    s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32);
+}
+
 void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
                 const EmbeddingBagConfig& table,
                 uint64_t seed,
@@ -249,7 +291,11 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
                      "table '{}' is key_value: sharding.replica_groups {} (replicated shardings) "
                      "supports rows in memory only for now; use compute_kernel fused",
                      table.name, replica_pg_ ? replica_pg_->size() : 1);
-            init_shard(s, table, seed, optimizer_, device_, plan.at(table.name), storage_dir_, me);
+            if (quantized_.enabled())
+                init_quantized_shard(s, table, plan.at(table.name), quantized_);
+            else
+                init_shard(s, table, seed, optimizer_, device_, plan.at(table.name), storage_dir_,
+                           me);
         }
     }
     // The position weights of each received key of a position-weighted shard.

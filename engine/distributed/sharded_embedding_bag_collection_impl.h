@@ -33,7 +33,12 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
     int64_t first_key = 0, num_keys = 0;  // contiguous keys of the received KJT
     // [rows, cols] and optimizer state; a cached shard: its cache's slots, {0, capacity}.
     Tensor weights, state1, state2;
-    Tensor table_offsets;  // [2] i64: {0, rows}
+    // Inference (QuantizedShardRows): the shard's rows as quantized, u8 [rows * row bytes], in
+    // place of weights and state, and the one-table arguments of quant_embedding_bag_forward.
+    Tensor quant_rows, quant_offsets, quant_types, quant_dims;
+    int64_t quant_bytes = 0;   // stored row bytes the lookups read
+    double quant_seconds = 0;  // and their time
+    Tensor table_offsets;      // [2] i64: {0, rows}
     // key_value: the rows on disk and their cache; the kernels see the cache slots, and the
     // bags' ids translated into them (slot_ids).
     std::unique_ptr<CachedEmbeddingShard> cached;

@@ -99,10 +99,31 @@ int64_t ShardedEmbeddingBagCollection::storage_disk_bytes() const {
 int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
     int64_t n = 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
-        for (const ShardLookup& s : g->local)
-            n += s.cached ? s.cached->cache_bytes() : static_cast<int64_t>(s.weights.nbytes());
+        for (const ShardLookup& s : g->local) {
+            n += s.cached                 ? s.cached->cache_bytes()
+                 : s.quant_rows.defined() ? static_cast<int64_t>(s.quant_rows.nbytes())
+                                          : static_cast<int64_t>(s.weights.nbytes());
+        }
     }
     return n;
+}
+
+int64_t ShardedEmbeddingBagCollection::quant_bytes_read() const {
+    int64_t n = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
+        for (const ShardLookup& s : g->local)
+            n += s.quant_bytes;
+    }
+    return n;
+}
+
+double ShardedEmbeddingBagCollection::quant_lookup_seconds() const {
+    double t = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
+        for (const ShardLookup& s : g->local)
+            t += s.quant_seconds;
+    }
+    return t;
 }
 
 int64_t ShardedEmbeddingBagCollection::optimizer_state_bytes() const {

@@ -374,10 +374,26 @@ QuantizedModel read_quantized_model(const std::string& dir) {
 }
 
 Tensor read_quantized_table(const QuantizedModel& model, const QuantizedTable& table) {
-    return read_tensor(
-        fs::path(model.dir) / table.file,
-        {table.num_embeddings * kernels::quant_row_bytes(table.type, table.embedding_dim)},
-        DType::kU8);
+    return read_quantized_rows(model, table, 0, table.num_embeddings);
+}
+
+Tensor read_quantized_rows(const QuantizedModel& model,
+                           const QuantizedTable& table,
+                           int64_t row_offset,
+                           int64_t rows) {
+    SR_CHECK(row_offset >= 0 && rows >= 0 && row_offset + rows <= table.num_embeddings,
+             "quantized model {}: rows [{}, {}) of table '{}', which has {}", model.dir, row_offset,
+             row_offset + rows, table.name, table.num_embeddings);
+    const int64_t row_bytes = kernels::quant_row_bytes(table.type, table.embedding_dim);
+    const fs::path path = fs::path(model.dir) / table.file;
+    Tensor out = Tensor::empty({rows * row_bytes}, DType::kU8);
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(row_offset * row_bytes));
+    in.read(static_cast<char*>(out.data_ptr()), static_cast<std::streamsize>(out.nbytes()));
+    SR_CHECK(in.gcount() == static_cast<std::streamsize>(out.nbytes()),
+             "'{}' is shorter than rows [{}, {}) of {} bytes", path.string(), row_offset,
+             row_offset + rows, row_bytes);
+    return out;
 }
 
 Tensor read_quantized_dense(const QuantizedModel& model, const CheckpointTensor& tensor) {

@@ -83,6 +83,11 @@ QuantizedModel read_quantized_model(const std::string& dir);
 
 // Table `table` as stored: u8 [num_embeddings * quant_row_bytes(type, dim)].
 Tensor read_quantized_table(const QuantizedModel& model, const QuantizedTable& table);
+// Rows [row_offset, row_offset + rows) of it, read alone (a shard's part of the file).
+Tensor read_quantized_rows(const QuantizedModel& model,
+                           const QuantizedTable& table,
+                           int64_t row_offset,
+                           int64_t rows);
 // A dense parameter as stored.
 Tensor read_quantized_dense(const QuantizedModel& model, const CheckpointTensor& tensor);
 

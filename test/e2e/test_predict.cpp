@@ -1,9 +1,12 @@
 // `shardrec predict` end to end: the quickstart (one table mean-pooled, so that both pooling
 // groups of QuantEmbeddingBagCollection run) trained on 2 ranks with its mixed plan, quantized,
-// and scored at 1, 2 and 4 ranks: the same bytes at every world size; with --weights f32 the
-// same scores as `eval --predictions` of the checkpoint. Bad input fails on every rank with a
+// and scored at 1 to 4 ranks with the tables sharded by that plan (ShardedQuantEmbeddingBag-
+// Collection) or replicated: the same scores at every world size; with --weights f32 the same
+// scores as `eval --predictions` of the checkpoint. Bad input fails on every rank with a
 // message naming what is wrong and leaves no output file.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -53,23 +56,53 @@ TEST_CASE("predict: the same scores at any world size and eval's at f32", "[e2e]
         REQUIRE(r.exit_code == 0);
     }
 
-    {  // np 1, 2 and 4 write the same bytes, in input order
+    {  // np 1, 2, 3 and 4: the quickstart's plan (row_wise, column_wise, data_parallel and
+       // table_wise tables) shards the model over the ranks; the 8 chunks of 128 leave a rank
+       // without a chunk in the last round at np 3, and the last chunk is partial. Table-wise
+       // tables, and --replicated (the whole model on every rank), give the bytes of one process;
+       // row-sharded tables add partial sums in another order (the last bits).
         std::string first;
-        for (int np : {1, 2, 4}) {
-            const fs::path out = dir / ("scores_" + std::to_string(np) + ".bin");
+        const std::string table_wise = "sharding.sharding_type=table_wise";
+        for (const auto& [np, mode] :
+             {std::pair{1, ""}, std::pair{2, ""}, std::pair{3, ""}, std::pair{4, ""},
+              std::pair{2, "--replicated"}, std::pair{3, "table_wise"}}) {
+            const fs::path out = dir / ("scores_" + std::to_string(np) + mode + ".bin");
             // The run's config.yaml is found from the model's checkpoint: no --config.
-            const RunResult p = run_shardrec(
-                {"predict", m4, "--data", "synthetic", "--out", out.string()}, mpirun(np));
+            std::vector<std::string> args = {"predict",   m4,      "--data",
+                                             "synthetic", "--out", out.string()};
+            const std::string m = mode;
+            if (m == "--replicated")
+                args.push_back(m);
+            if (m == "table_wise")
+                args.insert(args.end(), {"--set", table_wise, "--set", "sharding.tables=[]"});
+            const RunResult p = run_shardrec(args, mpirun(np));
             INFO(p.output);
             REQUIRE(p.exit_code == 0);
             CHECK_THAT(p.output, Contains("\"kind\":\"predict\",\"samples\":1000,"));
             CHECK_THAT(p.output, Contains("\"host_copy_gbps\":"));
+            const bool sharded = np > 1 && m != "--replicated";
+            CHECK_THAT(p.output, Contains(sharded ? "\"sharded\":true" : "\"sharded\":false"));
+            if (np == 4) {  // each rank holds its shards: about half of the 1.36 MB at most
+                const auto at = p.output.find("\"table_mb_per_rank\":");
+                REQUIRE(at != std::string::npos);
+                CHECK(std::stod(p.output.substr(at + 20)) < 1.0);
+            }
             CHECK(!fs::exists(out.string() + ".tmp"));
             const std::string bytes = read_file(out);
             REQUIRE(bytes.size() == 1000 * sizeof(float));
             if (np == 1)
                 first = bytes;
-            CHECK(bytes == first);
+            if (!sharded || m == "table_wise") {
+                CHECK(bytes == first);
+                continue;
+            }
+            std::vector<float> got(1000), want(1000);
+            std::memcpy(got.data(), bytes.data(), bytes.size());
+            std::memcpy(want.data(), first.data(), first.size());
+            for (size_t i = 0; i < got.size(); ++i) {
+                INFO("sample " << i);
+                CHECK(std::abs(got[i] - want[i]) <= 1e-6f);
+            }
         }
         // --samples: the same scores for the whole chunks it shares with the full run (a last,
         // partial chunk is a smaller GEMM, whose blocking may round differently).
@@ -96,7 +129,7 @@ TEST_CASE("predict: the same scores at any world size and eval's at f32", "[e2e]
         const fs::path out = dir / "f32.csv";
         const RunResult p =
             run_shardrec({"predict", m32, "--data", "synthetic", "--out", out.string(), "--config",
-                          (dir / "run" / "config.yaml").string()},
+                          (dir / "run" / "config.yaml").string(), "--replicated"},
                          mpirun(2));
         INFO(p.output);
         REQUIRE(p.exit_code == 0);
