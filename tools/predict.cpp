@@ -45,7 +45,7 @@ const char* const kPredictUsage =
     "                        [--config CONFIG.yaml] [--samples S] [--set KEY=VALUE ...]\n"
     "\n"
     "Scores samples with a quantized model directory (shardrec ckpt quantize), its tables looked\n"
-    "up as stored (int8/int4/int2/fp16/f32 rows). Run several ranks with mpirun -np N: the\n"
+    "up as stored (int8/int4/int2/fp8/fp16/f32 rows). Run several ranks with mpirun -np N: the\n"
     "samples are split over the ranks (each holds the whole model); the scores do not depend on "
     "N.\n"
     "\n"
