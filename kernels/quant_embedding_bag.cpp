@@ -10,8 +10,8 @@ namespace shardrec::kernels {
 
 namespace {
 
-constexpr QuantType kAllTypes[] = {QuantType::kF32, QuantType::kF16, QuantType::kInt8,
-                                   QuantType::kInt4, QuantType::kInt2};
+constexpr QuantType kAllTypes[] = {QuantType::kF32,  QuantType::kF16,  QuantType::kInt8,
+                                   QuantType::kInt4, QuantType::kInt2, QuantType::kFp8};
 
 void check_cpu(const Tensor& t, const char* what, const char* name) {
     SR_CHECK(t.device().is_cpu(), "{}: {} {} is on {}; quantized tables run on the CPU only so far",
@@ -38,6 +38,8 @@ const char* quant_type_name(QuantType type) {
             return "int4";
         case QuantType::kInt2:
             return "int2";
+        case QuantType::kFp8:
+            return "fp8";
     }
     return "?";
 }
@@ -47,7 +49,7 @@ QuantType quant_type_from_name(const std::string& name) {
         if (name == quant_type_name(t))
             return t;
     }
-    SR_CHECK(false, "unknown weight type '{}' (expected f32, fp16, int8, int4 or int2)", name);
+    SR_CHECK(false, "unknown weight type '{}' (expected f32, fp16, int8, int4, int2 or fp8)", name);
     return QuantType::kF32;
 }
 
@@ -63,6 +65,8 @@ int quant_type_bits(QuantType type) {
             return 4;
         case QuantType::kInt2:
             return 2;
+        case QuantType::kFp8:
+            return 8;
     }
     return 0;
 }
@@ -70,7 +74,9 @@ int quant_type_bits(QuantType type) {
 int64_t quant_row_bytes(QuantType type, int64_t dim) {
     const int bits = quant_type_bits(type);
     int64_t bytes = (dim * bits + 7) / 8;
-    if (bits <= 8)
+    if (type == QuantType::kFp8)
+        bytes += kQuantFp8ScaleBytes;
+    else if (bits <= 8)
         bytes += kQuantScaleBiasBytes;
     return (bytes + kQuantRowAlignment - 1) / kQuantRowAlignment * kQuantRowAlignment;
 }
@@ -135,7 +141,7 @@ void quant_embedding_bag_forward(const Tensor& weights,
              "{}: weights_offsets must run from 0 to the {} weight bytes and D_offsets from 0",
              what, weights.numel());
     for (int64_t t = 0; t < T; ++t) {
-        SR_CHECK(ty[t] <= static_cast<uint8_t>(QuantType::kInt2), "{}: table {} has type code {}",
+        SR_CHECK(ty[t] <= static_cast<uint8_t>(QuantType::kFp8), "{}: table {} has type code {}",
                  what, t, ty[t]);
         const int64_t dim = dof[t + 1] - dof[t];
         const int64_t row_bytes = quant_row_bytes(static_cast<QuantType>(ty[t]), dim);

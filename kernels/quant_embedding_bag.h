@@ -11,6 +11,16 @@
 //                       2k..2k+1 of byte i (FBGEMM's order). D * bits / 8 rounded up, so any D.
 //   fp16                [D fp16 values][zero padding]
 //   f32                 [D f32 values][zero padding]
+//   fp8                 [f32 scale][D OCP FP8 E4M3FN codes][zero padding]; element d is
+//                       e4m3(code_d) * scale in f32. shardrec's layout, not FBGEMM's: FBGEMM's
+//                       FP8 inference type (SparseType.FP8) stores D bytes of a configurable
+//                       exponent width and bias (fp8_exponent_bits / fp8_exponent_bias) with no
+//                       per-row scale, so its rows cannot be read as these (nor these as its).
+//                       The scale is f32, not fp16 like the integer types': amax / 448 of a
+//                       trained row is often below fp16's normal range (amax < 448 * 2^-14 =
+//                       0.027, common for tables initialised to +-1/sqrt(rows)), where an fp16
+//                       scale loses bits or flushes to 0. Row bytes are int8's (D + 4); an
+//                       fp16 scale would save 16 bytes only where D % 16 is 13 or 14.
 // and every row padded with zeros to a multiple of 16 bytes (dim 64 int8: 64 + 4 -> 80, the
 // uint8 [rows, 80] buffer of TorchRec's quantized EBC).
 //
@@ -20,7 +30,14 @@
 // code = clamp(lrint((x - bias) / scale), 0, 2^bits - 1), lrint rounding half to even.
 // Error per element |dequantize(quantize(x)) - x| <= scale / 2, plus the fp16 rounding of the
 // scale and bias: at most 2^-11 (|min| + |max|) more. fp16 rounds to nearest even (2^-11 |x|);
-// f32 is kept bitwise. Rows are expected finite (a trained table's).
+// f32 is kept bitwise. fp8 (kernels/qcomm_codec.h's E4M3FN conversions, the scale in front):
+// scale = amax / 448 of the row in f32, so that the row's max |x| maps to E4M3FN's largest
+// finite value, 1 when that is 0 or below f32's normal range (amax < 448 * 2^-126: such a row
+// decodes to zeros); code = e4m3(x / scale), rounded to nearest even, saturating at +-448.
+// Error per element <= 2^-4 |x| (half an ulp of 3 mantissa bits) + 2^-10 scale (half the
+// subnormal step 2^-9, for |x / scale| below the smallest normal 2^-6) + 2^-22 |x| (the f32
+// divide and multiply, and the saturation of amax / scale rounded above 448). Rows are expected
+// finite (a trained table's).
 #pragma once
 
 #include <cstdint>
@@ -33,14 +50,17 @@
 namespace shardrec::kernels {
 
 // FBGEMM SparseType / TorchRec DataType of a quantized table.
-enum class QuantType : uint8_t { kF32, kF16, kInt8, kInt4, kInt2 };
+// kFp8 is shardrec's own (see above); appended so that the other codes keep their values.
+enum class QuantType : uint8_t { kF32, kF16, kInt8, kInt4, kInt2, kFp8 };
 
-const char* quant_type_name(QuantType type);              // "f32", "fp16", "int8", "int4", "int2"
+// "f32", "fp16", "int8", "int4", "int2", "fp8"
+const char* quant_type_name(QuantType type);
 QuantType quant_type_from_name(const std::string& name);  // throws naming the choices
-int quant_type_bits(QuantType type);                      // 32, 16, 8, 4, 2
+int quant_type_bits(QuantType type);                      // 32, 16, 8, 4, 2, 8
 
 constexpr int64_t kQuantRowAlignment = 16;
 constexpr int64_t kQuantScaleBiasBytes = 4;  // fp16 scale + fp16 bias of the integer types
+constexpr int64_t kQuantFp8ScaleBytes = 4;   // f32 scale of fp8
 
 // Bytes of one stored row of `dim` values, padding included.
 int64_t quant_row_bytes(QuantType type, int64_t dim);
@@ -49,7 +69,7 @@ int64_t quant_row_bytes(QuantType type, int64_t dim);
 void quantize_rows(const Tensor& input, QuantType type, Tensor& out, Stream& stream);
 
 // rows u8 [rows * quant_row_bytes(type, D)] -> out [rows, D] f32, each element code * scale +
-// bias in f32 (CPU).
+// bias in f32 (fp8: e4m3(code) * scale) (CPU).
 void dequantize_rows(const Tensor& rows, QuantType type, Tensor& out, Stream& stream);
 
 // The pooled lookup (letters as kernels/embedding_bag.h; T tables, F features, B batch):

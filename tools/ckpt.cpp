@@ -39,8 +39,9 @@ const char* const kCkptUsage =
     "           there with CONFIG's shape\n"
     "  quantize writes the model for inference as MODEL_DIR: every table row-wise quantized\n"
     "           (TYPE: int8, int4, int2 with an fp16 scale and bias per row, FBGEMM's layout;\n"
-    "           fp16; f32), --tables overriding it per table, the dense parameters in f32, a\n"
-    "           manifest.yaml with every file's CRC-32; `shardrec eval --model` evaluates it\n";
+    "           fp8 E4M3FN with an f32 scale per row; fp16; f32), --tables overriding it per\n"
+    "           table, the dense parameters in f32, a manifest.yaml with every file's\n"
+    "           CRC-32; `shardrec eval --model` evaluates it\n";
 
 int ckpt_main(const std::vector<std::string>& args) {
     std::string format, out, weights, table_types;

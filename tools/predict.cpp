@@ -54,7 +54,7 @@ const char* const kPredictUsage =
     "                        [--set KEY=VALUE ...]\n"
     "\n"
     "Scores samples with a quantized model directory (shardrec ckpt quantize), its tables looked\n"
-    "up as stored (int8/int4/int2/fp16/f32 rows). Run several ranks with mpirun -np N: the\n"
+    "up as stored (int8/int4/int2/fp8/fp16/f32 rows). Run several ranks with mpirun -np N: the\n"
     "samples are split over the ranks and the tables sharded by the config's plan (each rank\n"
     "holds its shards); table-wise and data-parallel tables give the same scores at any N,\n"
     "row-sharded ones the same up to the last bits.\n"

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "engine/core/dtype.h"
+#include "kernels/qcomm_codec.h"  // the E4M3FN conversions, shared with the fp8 comm codec
 
 namespace shardrec::kernels::cpu {
 namespace {
@@ -56,6 +58,20 @@ void quantize_nbit_row(const float* x, int64_t dim, int bits, uint8_t* out) {
     }
 }
 
+// fp8 row (see the header): f32 scale in front, amax maps to 448.
+void quantize_fp8_row(const float* x, int64_t dim, uint8_t* out) {
+    float amax = 0.0f;
+    for (int64_t d = 0; d < dim; ++d)
+        amax = std::fmax(amax, std::fabs(x[d]));
+    float scale = amax / kFp8E4m3Max;
+    if (!(scale >= std::numeric_limits<float>::min()))  // 0 or subnormal: x / scale would not
+        scale = 1.0f;                                   // keep amax at 448
+    std::memcpy(out, &scale, sizeof(float));
+    uint8_t* codes = out + kQuantFp8ScaleBytes;
+    for (int64_t d = 0; d < dim; ++d)
+        codes[d] = float_to_fp8_e4m3(x[d] / scale);
+}
+
 // Element d of a stored row, in f32: what the lookup pools.
 template <QuantType kType>
 inline float row_value(const uint8_t* row, int64_t d, float scale, float bias) {
@@ -65,6 +81,8 @@ inline float row_value(const uint8_t* row, int64_t d, float scale, float bias) {
         return v;
     } else if constexpr (kType == QuantType::kF16) {
         return load_half(row + 2 * d);
+    } else if constexpr (kType == QuantType::kFp8) {
+        return fp8_e4m3_to_float(row[kQuantFp8ScaleBytes + d]) * scale;
     } else {
         constexpr int kBits = kType == QuantType::kInt8 ? 8 : kType == QuantType::kInt4 ? 4 : 2;
         constexpr int kPerByte = 8 / kBits;
@@ -75,12 +93,19 @@ inline float row_value(const uint8_t* row, int64_t d, float scale, float bias) {
 }
 
 template <QuantType kType>
-void dequantize_row(const uint8_t* row, int64_t dim, float* out) {
-    float scale = 0, bias = 0;
-    if constexpr (kType != QuantType::kF32 && kType != QuantType::kF16) {
+inline void load_scale_bias(const uint8_t* row, float& scale, float& bias) {
+    if constexpr (kType == QuantType::kFp8) {
+        std::memcpy(&scale, row, sizeof(float));
+    } else if constexpr (kType != QuantType::kF32 && kType != QuantType::kF16) {
         scale = load_half(row);
         bias = load_half(row + 2);
     }
+}
+
+template <QuantType kType>
+void dequantize_row(const uint8_t* row, int64_t dim, float* out) {
+    float scale = 0, bias = 0;
+    load_scale_bias<kType>(row, scale, bias);
     for (int64_t d = 0; d < dim; ++d)
         out[d] = row_value<kType>(row, d, scale, bias);
 }
@@ -89,10 +114,7 @@ void dequantize_row(const uint8_t* row, int64_t dim, float* out) {
 template <QuantType kType>
 void accumulate_row(const uint8_t* row, int64_t dim, float w, float* acc) {
     float scale = 0, bias = 0;
-    if constexpr (kType != QuantType::kF32 && kType != QuantType::kF16) {
-        scale = load_half(row);
-        bias = load_half(row + 2);
-    }
+    load_scale_bias<kType>(row, scale, bias);
     for (int64_t d = 0; d < dim; ++d)
         acc[d] += w * row_value<kType>(row, d, scale, bias);
 }
@@ -109,6 +131,8 @@ void accumulate(QuantType type, const uint8_t* row, int64_t dim, float w, float*
             return accumulate_row<QuantType::kInt4>(row, dim, w, acc);
         case QuantType::kInt2:
             return accumulate_row<QuantType::kInt2>(row, dim, w, acc);
+        case QuantType::kFp8:
+            return accumulate_row<QuantType::kFp8>(row, dim, w, acc);
     }
 }
 
@@ -128,6 +152,9 @@ void quantize_rows(const float* input, int64_t rows, int64_t dim, QuantType type
             case QuantType::kF16:
                 for (int64_t d = 0; d < dim; ++d)
                     store_half(o + 2 * d, x[d]);
+                break;
+            case QuantType::kFp8:
+                quantize_fp8_row(x, dim, o);
                 break;
             default:
                 if (dim > 0)
@@ -158,6 +185,9 @@ void dequantize_rows(const uint8_t* in, int64_t rows, int64_t dim, QuantType typ
                 break;
             case QuantType::kInt2:
                 dequantize_row<QuantType::kInt2>(row, dim, o);
+                break;
+            case QuantType::kFp8:
+                dequantize_row<QuantType::kFp8>(row, dim, o);
                 break;
         }
     }

@@ -1,8 +1,8 @@
 // `shardrec ckpt quantize` and `shardrec eval --model` end to end: the quickstart trained with a
-// checkpoint (2 ranks, its mixed plan), quantized to fp16, int8 and int4 (with one table
-// overridden), each evaluated next to the f32 checkpoint on the same held-out samples. Targets:
-// int8 AUC within 0.0005 of f32, int4 within 0.003, fp16 within 0.0001. A damaged table file is
-// refused naming the file.
+// checkpoint (2 ranks, its mixed plan), quantized to fp16, int8, int4 (t0 int8 and t2 fp8: three
+// types in one lookup) and fp8, each evaluated next to the f32 checkpoint on the same held-out
+// samples. Targets: int8 AUC within 0.0005 of f32, int4 and fp8 within 0.003, fp16 within
+// 0.0001. A damaged table file is refused naming the file, an unknown type naming the choices.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fstream>
@@ -31,7 +31,7 @@ JsonRecord quantized_line(const std::string& output) {
 
 }  // namespace
 
-TEST_CASE("ckpt quantize: int8, int4 and fp16 models evaluate within their AUC targets",
+TEST_CASE("ckpt quantize: int8, int4, fp8 and fp16 models evaluate within their AUC targets",
           "[e2e][mpi]") {
     const auto dir = fresh_dir("quantize");
     const std::string config = (repo_root() / "configs" / "quickstart.yaml").string();
@@ -54,8 +54,8 @@ TEST_CASE("ckpt quantize: int8, int4 and fp16 models evaluate within their AUC t
         double auc_delta;
     };
 
-    for (const Target& target :
-         {Target{"fp16", "", 1e-4}, Target{"int8", "", 5e-4}, Target{"int4", "t0=int8", 3e-3}}) {
+    for (const Target& target : {Target{"fp16", "", 1e-4}, Target{"int8", "", 5e-4},
+                                 Target{"int4", "t0=int8,t2=fp8", 3e-3}, Target{"fp8", "", 3e-3}}) {
         const std::string model = (dir / ("model_" + target.weights)).string();
         std::vector<std::string> q = {"ckpt", "quantize",  ckpt,          "--out",
                                       model,  "--weights", target.weights};
@@ -66,6 +66,14 @@ TEST_CASE("ckpt quantize: int8, int4 and fp16 models evaluate within their AUC t
         const RunResult qr = run_shardrec(q, "timeout -k 10 300");
         INFO(qr.output);
         REQUIRE(qr.exit_code == 0);
+        const std::string manifest = read_file(model + "/manifest.yaml");
+        CHECK_THAT(manifest, Contains("weights: " + target.weights));
+        if (target.weights == "fp8")  // dim 16: 16 codes + the f32 scale, padded to 32 bytes
+            CHECK_THAT(manifest, Contains("{name: t0, type: fp8, num_embeddings: 20000, "
+                                          "embedding_dim: 16, row_bytes: 32, file: "
+                                          "tables/t0.fp8.bin}"));
+        if (target.weights == "int4")
+            CHECK_THAT(manifest, Contains("file: tables/t2.fp8.bin"));
         std::vector<std::string> eval = {"eval", config, "--model", model};
         eval.insert(eval.end(), sets.begin(), sets.end());
         eval.push_back("--set");  // one rank, the same global batch: the same eval samples
@@ -85,8 +93,8 @@ TEST_CASE("ckpt quantize: int8, int4 and fp16 models evaluate within their AUC t
         CHECK(std::abs(auc - f32_auc) <= target.auc_delta);
         CHECK(std::abs(std::stod(r.at("ne")) - std::stod(r.at("f32_ne"))) <= 20 * target.auc_delta);
         CHECK(std::stod(r.at("bytes")) < std::stod(r.at("f32_bytes")));
-        if (!target.tables.empty())
-            CHECK_THAT(e.output, Contains("\"tables\":\"t0=int8,t1=int4,"));
+        if (target.weights == "int4")
+            CHECK_THAT(e.output, Contains("\"tables\":\"t0=int8,t1=int4,t2=fp8,t3=int4,"));
     }
     // The int8 model's tables are 16 + 4 bytes padded to 32 per row: 2x smaller than f32.
     const std::string int8_model = (dir / "model_int8").string();
@@ -111,4 +119,10 @@ TEST_CASE("ckpt quantize: int8, int4 and fp16 models evaluate within their AUC t
                                         "timeout 60");
     CHECK(typo.exit_code == 1);
     CHECK_THAT(typo.output, Contains("no table 't9'"));
+    const RunResult unknown =
+        run_shardrec({"ckpt", "quantize", ckpt, "--out", (dir / "m").string(), "--weights", "fp4"},
+                     "timeout 60");
+    CHECK(unknown.exit_code == 1);
+    CHECK_THAT(unknown.output, Contains("unknown weight type 'fp4'"));
+    CHECK_THAT(unknown.output, Contains("int2 or fp8"));
 }

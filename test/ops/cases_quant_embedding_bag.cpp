@@ -3,16 +3,19 @@
 //   kQuantizeRows: quantize then dequantize, against the float64 input within the format's bound
 //     per element (the mag of each element is its bound, checked with relative(1)): int8 / int4 /
 //     int2 scale / 2 + 2^-11 (|min| + |max|) of its row (the fp16 rounding of bias and scale,
-//     see the header), fp16 2^-11 |x| (+ 2^-25), f32 exact. Rows of random values in
-//     [-2^e, 2^e] (e from -6 to 3 per row), row 0 constant, row 1 with one outlier; odd dims.
+//     see the header), fp16 2^-11 |x| (+ 2^-25), f32 exact, fp8 as derived in reference().
+//     Rows of random values in [-2^e, 2^e] (e from -6 to 3 per row), row 0 constant, row 1 with
+//     one outlier, row 2 zeros, row 3 +-2^-k for k = d % 24 (fp8: codes down to the subnormals),
+//     for fp8 row 4 of values ~1e-38 (scale below f32's normal range: stored as 1); odd dims.
 //   kDequantizeRows: random codes under random finite fp16 scales and biases (raw random bytes
-//     for fp16 and f32, NaN and Inf included) against their float64 value decoded from the bytes
-//     alone (test/reference/quant_embedding_bag.h): exact for f32 and fp16, one f32 rounding of
-//     code * scale + bias for the integer types.
-//   kQuantEmbeddingBagForward: one call over tables of mixed types and dims, a table shared by
-//     two features, L = 0..5, ids at 0 and E-1, weighted or not, SUM and MEAN, against the
-//     float64 pooling of the decoded rows; f32 accumulation bound over L + 2 terms (the decode's
-//     rounding, the weight's product, the sum).
+//     for fp16 and f32, NaN and Inf included; random fp8 codes, NaN included, under finite f32
+//     scales) against their float64 value decoded from the bytes alone
+//     (test/reference/quant_embedding_bag.h): exact for f32 and fp16, one f32 rounding of
+//     code * scale + bias for the integer types and of e4m3(code) * scale for fp8.
+//   kQuantEmbeddingBagForward: one call over tables of mixed types and dims (fp8 among them), a
+//     table shared by two features, L = 0..5, ids at 0 and E-1, weighted or not, SUM and MEAN,
+//     against the float64 pooling of the decoded rows; f32 accumulation bound over L + 2 terms (the
+//     decode's rounding, the weight's product, the sum).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -31,8 +34,8 @@ namespace {
 using kernels::OpKind;
 using kernels::QuantType;
 
-constexpr QuantType kTypes[] = {QuantType::kF32, QuantType::kF16, QuantType::kInt8,
-                                QuantType::kInt4, QuantType::kInt2};
+constexpr QuantType kTypes[] = {QuantType::kF32,  QuantType::kF16,  QuantType::kInt8,
+                                QuantType::kInt4, QuantType::kInt2, QuantType::kFp8};
 
 class QuantRoundTripCase : public OpCase {
 public:
@@ -58,6 +61,12 @@ public:
                 v = row == 0 ? shift : shift + r.uniform(-range, range);
                 if (row == 1 && d == dim_ / 2)
                     v = shift + 8 * range;
+                if (row == 2)
+                    v = 0.0f;
+                if (row == 3)
+                    v = std::ldexp(d % 2 ? -1.0f : 1.0f, -static_cast<int>(d % 24));
+                if (row == 4 && type_ == QuantType::kFp8)  // int types' bound does not hold here
+                    v = r.uniform(-1e-38f, 1e-38f);
             }
         }
         x_ = Tensor::from_vector(x, {rows_, dim_});
@@ -74,9 +83,20 @@ public:
                 hi = std::fmax(hi, x[static_cast<size_t>(row * dim_ + d)]);
             }
             const double scale = (hi - lo) / ((1 << (bits % 16)) - 1);
+            // fp8: s = amax / 448 (1 below f32's normal range), v = x / s in [-448, 448]. A
+            // normal v (|v| >= 2^-6) keeps 3 mantissa bits: half an ulp is <= 2^-4 |v|; a
+            // subnormal one lies on the grid of 2^-9: half a step is 2^-10, 2^-10 s in x. The
+            // f32 divide, multiply and the rounding of s add under 2^-22 |x| (a rounded-up
+            // amax / s saturates at 448, 2^-23 off).
+            double fp8_scale = std::fmax(std::fabs(lo), std::fabs(hi)) / 448;
+            if (fp8_scale < 0x1p-126)
+                fp8_scale = 1;
             for (int64_t d = 0; d < dim_; ++d) {
                 const auto i = static_cast<size_t>(row * dim_ + d);
-                if (bits == 32)
+                if (type_ == QuantType::kFp8)
+                    bound[i] =
+                        (0x1p-4 + 0x1p-22) * std::fabs(x[i]) + 0x1p-10 * fp8_scale * (1 + 0x1p-23);
+                else if (bits == 32)
                     bound[i] = 0;
                 else if (bits == 16)
                     bound[i] = 0x1p-11 * std::fabs(x[i]) + 0x1p-25;
@@ -115,13 +135,19 @@ private:
 ref::QuantTable random_table(rng::Rng& r, QuantType type, int64_t rows, int64_t dim) {
     ref::QuantTable t;
     t.bits = kernels::quant_type_bits(type);
+    t.fp8 = type == QuantType::kFp8;
     t.dim = dim;
     t.rows = rows;
     const int64_t row_bytes = kernels::quant_row_bytes(type, dim);
     t.bytes.resize(static_cast<size_t>(rows * row_bytes));
     for (uint8_t& b : t.bytes)
         b = static_cast<uint8_t>(r.next_u64());
-    if (t.bits <= 8) {
+    if (t.fp8) {  // values up to 448 * 0.005 = 2.24
+        for (int64_t row = 0; row < rows; ++row) {
+            const float scale = r.uniform(0.0f, 0.005f);
+            std::memcpy(&t.bytes[static_cast<size_t>(row * row_bytes)], &scale, 4);
+        }
+    } else if (t.bits <= 8) {
         for (int64_t row = 0; row < rows; ++row) {
             const uint16_t scale = float_to_half(r.uniform(0.0f, 0.05f)).bits;
             const uint16_t bias = float_to_half(r.uniform(-1.0f, 1.0f)).bits;
@@ -228,8 +254,21 @@ public:
             tys.push_back(static_cast<uint8_t>(s.type));
             D_offsets.push_back(D_offsets.back() + static_cast<int32_t>(s.dim));
         }
-        // Raw random f32 / fp16 bytes may be NaN or huge: those tables get values in [-1, 1].
+        // Raw random f32 / fp16 bytes may be NaN or huge: those tables get values in [-1, 1];
+        // fp8's NaN codes (0x7f, 0xff) become 448 (0x7e, 0xfe).
         for (size_t t = 0; t < specs_.size(); ++t) {
+            if (tables_[t].fp8) {
+                const int64_t row_bytes = ref::quant_row_bytes(8, specs_[t].dim);
+                for (int64_t row = 0; row < specs_[t].rows; ++row) {
+                    for (int64_t d = 0; d < specs_[t].dim; ++d) {
+                        uint8_t& c = tables_[t].bytes[static_cast<size_t>(row * row_bytes + 4 + d)];
+                        if ((c & 0x7f) == 0x7f)
+                            c = static_cast<uint8_t>(c - 1);
+                    }
+                }
+                std::memcpy(&bytes[static_cast<size_t>(weights_offsets[t])],
+                            tables_[t].bytes.data(), tables_[t].bytes.size());
+            }
             if (tables_[t].bits >= 16) {
                 const int64_t row_bytes = ref::quant_row_bytes(tables_[t].bits, specs_[t].dim);
                 for (int64_t row = 0; row < specs_[t].rows; ++row) {
@@ -318,6 +357,7 @@ const RegisterOpCases kRegister([] {
     for (QuantType t : kTypes) {
         cases.push_back(std::make_unique<QuantRoundTripCase>(t, 64, 64));
         cases.push_back(std::make_unique<QuantRoundTripCase>(t, 33, 7));
+        cases.push_back(std::make_unique<QuantRoundTripCase>(t, 8, 30));  // fp8 rows of 48 bytes
         cases.push_back(std::make_unique<QuantRoundTripCase>(t, 5, 1));
         cases.push_back(std::make_unique<QuantRoundTripCase>(t, 0, 16));
         cases.push_back(std::make_unique<DequantizeCase>(t, 40, 13));
@@ -325,16 +365,18 @@ const RegisterOpCases kRegister([] {
     }
     const std::vector<TableSpec> mixed = {{QuantType::kInt8, 50, 16}, {QuantType::kInt4, 30, 8},
                                           {QuantType::kInt2, 20, 12}, {QuantType::kF16, 10, 4},
-                                          {QuantType::kF32, 7, 5},    {QuantType::kInt4, 9, 3}};
-    const std::vector<int32_t> features = {0, 1, 2, 3, 4, 5, 1};  // table 1 shared
+                                          {QuantType::kF32, 7, 5},    {QuantType::kInt4, 9, 3},
+                                          {QuantType::kFp8, 25, 10},  {QuantType::kFp8, 6, 17}};
+    const std::vector<int32_t> features = {0, 1, 2, 3, 4, 5, 1, 6, 7, 6};  // tables 1, 6 shared
     for (PoolingMode mode : {PoolingMode::kSum, PoolingMode::kMean}) {
         for (bool weighted : {false, true})
             cases.push_back(
                 std::make_unique<QuantEmbeddingBagCase>(mixed, features, 9, weighted, mode));
     }
-    cases.push_back(std::make_unique<QuantEmbeddingBagCase>(
-        std::vector<TableSpec>{{QuantType::kInt8, 1000, 64}}, std::vector<int32_t>{0}, 64, false,
-        PoolingMode::kSum));
+    for (QuantType t : {QuantType::kInt8, QuantType::kFp8})
+        cases.push_back(std::make_unique<QuantEmbeddingBagCase>(
+            std::vector<TableSpec>{{t, 1000, 64}}, std::vector<int32_t>{0}, 64, false,
+            PoolingMode::kSum));
     return cases;
 });
 

@@ -15,17 +15,22 @@ int64_t quant_row_bytes(int bits, int64_t dim) {
 double quant_value(const QuantTable& table, int64_t r, int64_t d, double* mag) {
     const uint8_t* row = table.bytes.data() + r * quant_row_bytes(table.bits, table.dim);
     auto u16 = [&](int64_t at) { return static_cast<uint16_t>(row[at] | (row[at + 1] << 8)); };
-    double value = 0;
-    if (table.bits == 32) {
+    auto f32 = [&](int64_t at) {  // IEEE binary32 from its bit fields
         uint32_t u = 0;
         for (int k = 3; k >= 0; --k)
-            u = (u << 8) | row[4 * d + k];
+            u = (u << 8) | row[at + k];
         const int exponent = static_cast<int>((u >> 23) & 0xff);
         const double mantissa = static_cast<double>(u & 0x7fffff);
-        value = exponent == 0     ? std::ldexp(mantissa, -149)
-                : exponent == 255 ? (mantissa == 0 ? INFINITY : NAN)
-                                  : std::ldexp(1.0 + mantissa / 8388608.0, exponent - 127);
-        value = (u >> 31) ? -value : value;
+        const double v = exponent == 0     ? std::ldexp(mantissa, -149)
+                         : exponent == 255 ? (mantissa == 0 ? INFINITY : NAN)
+                                           : std::ldexp(1.0 + mantissa / 8388608.0, exponent - 127);
+        return (u >> 31) ? -v : v;
+    };
+    double value = 0;
+    if (table.fp8) {
+        value = fp8_e4m3_value(row[4 + d]) * f32(0);
+    } else if (table.bits == 32) {
+        value = f32(4 * d);
     } else if (table.bits == 16) {
         value = fp16_value(u16(2 * d));
     } else {

@@ -1,7 +1,8 @@
 // Float64 reference of the quantized embedding tables (the judge of
 // kernels/quant_embedding_bag.h): each stored row decoded from its bytes alone (the layout
 // written out again here: fp16 scale and bias in front, codes packed low bits first, rows padded
-// to 16 bytes), and the pooled lookup over the decoded values in float64.
+// to 16 bytes; fp8: f32 scale in front of E4M3FN codes), and the pooled lookup over the decoded
+// values in float64.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +13,11 @@
 
 namespace shardrec::ref {
 
-// One stored table: `bits` 32 (f32), 16 (fp16), 8, 4 or 2 (row-wise with scale and bias).
+// One stored table: `bits` 32 (f32), 16 (fp16), 8, 4 or 2 (row-wise with scale and bias), or
+// fp8 (bits 8, an f32 scale and E4M3FN codes).
 struct QuantTable {
     int bits = 32;
+    bool fp8 = false;
     int64_t dim = 0;
     int64_t rows = 0;
     std::vector<uint8_t> bytes;  // rows * quant_row_bytes(bits, dim)
@@ -23,7 +26,7 @@ struct QuantTable {
 int64_t quant_row_bytes(int bits, int64_t dim);
 
 // Element d of row r, exactly (code * scale + bias in float64); *mag gets |code * scale| + |bias|
-// (|value| for f32 and fp16): the size of the terms the kernel rounds.
+// (|value| for f32, fp16 and fp8): the size of the terms the kernel rounds.
 double quant_value(const QuantTable& table, int64_t r, int64_t d, double* mag = nullptr);
 
 // out [B, sum_f D_f]: feature f's columns after those of the features before it;
