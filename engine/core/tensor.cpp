@@ -44,6 +44,9 @@ private:
     bool owned_;
     void* data_;
     void* mapped_host_ = nullptr;  // host memory mapped for the device (data_ is its address)
+
+public:
+    std::shared_ptr<const void> owner;  // keeps data_ alive (from_blob with an owner)
 };
 
 std::string shape_str(const Shape& shape) {
@@ -86,6 +89,15 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device dev
     t.dtype_ = dtype;
     t.device_ = device;
     t.storage_ = std::make_shared<Storage>(device, t.nbytes(), false, data);
+    return t;
+}
+
+Tensor Tensor::from_blob(void* data,
+                         const Shape& shape,
+                         DType dtype,
+                         std::shared_ptr<const void> owner) {
+    Tensor t = from_blob(data, shape, dtype, Device::cpu());
+    t.storage_->owner = std::move(owner);
     return t;
 }
 

@@ -42,6 +42,12 @@ public:
                             const Shape& shape,
                             DType dtype,
                             Device device = Device::cpu());
+    // Wraps host memory that `owner` keeps alive (a file mapping, say): the tensor and its views
+    // hold `owner` until the last of them is gone.
+    static Tensor from_blob(void* data,
+                            const Shape& shape,
+                            DType dtype,
+                            std::shared_ptr<const void> owner);
 
     template <typename T>
     static Tensor from_vector(const std::vector<T>& v, Shape shape = {}) {

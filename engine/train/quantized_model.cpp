@@ -12,6 +12,7 @@
 #include "engine/core/crc32.h"
 #include "engine/core/durable_file.h"
 #include "engine/core/error.h"
+#include "engine/core/mapped_file.h"
 #include "engine/core/stream.h"
 #include "engine/modules/model.h"
 #include "engine/train/checkpoint.h"
@@ -385,15 +386,8 @@ Tensor read_quantized_rows(const QuantizedModel& model,
              "quantized model {}: rows [{}, {}) of table '{}', which has {}", model.dir, row_offset,
              row_offset + rows, table.name, table.num_embeddings);
     const int64_t row_bytes = kernels::quant_row_bytes(table.type, table.embedding_dim);
-    const fs::path path = fs::path(model.dir) / table.file;
-    Tensor out = Tensor::empty({rows * row_bytes}, DType::kU8);
-    std::ifstream in(path, std::ios::binary);
-    in.seekg(static_cast<std::streamoff>(row_offset * row_bytes));
-    in.read(static_cast<char*>(out.data_ptr()), static_cast<std::streamsize>(out.nbytes()));
-    SR_CHECK(in.gcount() == static_cast<std::streamsize>(out.nbytes()),
-             "'{}' is shorter than rows [{}, {}) of {} bytes", path.string(), row_offset,
-             row_offset + rows, row_bytes);
-    return out;
+    return map_file_region((fs::path(model.dir) / table.file).string(), row_offset * row_bytes,
+                           rows * row_bytes);
 }
 
 Tensor read_quantized_dense(const QuantizedModel& model, const CheckpointTensor& tensor) {

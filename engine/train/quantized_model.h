@@ -81,9 +81,11 @@ QuantizedModel quantize_checkpoint(const std::string& checkpoint,
 // every file it lists; errors name the directory, the file and the key.
 QuantizedModel read_quantized_model(const std::string& dir);
 
-// Table `table` as stored: u8 [num_embeddings * quant_row_bytes(type, dim)].
+// Table `table` as stored: u8 [num_embeddings * quant_row_bytes(type, dim)], memory-mapped
+// read-only from its file (engine/core/mapped_file.h): every process that serves or scores the
+// model on a host reads the same page-cache pages.
 Tensor read_quantized_table(const QuantizedModel& model, const QuantizedTable& table);
-// Rows [row_offset, row_offset + rows) of it, read alone (a shard's part of the file).
+// Rows [row_offset, row_offset + rows) of it, mapped alone (a shard's part of the file).
 Tensor read_quantized_rows(const QuantizedModel& model,
                            const QuantizedTable& table,
                            int64_t row_offset,
