@@ -82,6 +82,22 @@ void DataConfig::Synthetic::visit(FieldVisitor& v) {
                   "in [0, num_embeddings) as other tables")
                 .at_least(0),
             raw_id_drift);
+    v.field(Field("raw_id_mod_tables",
+                  "tables without managed_collision whose ids come from the same drifting raw-id "
+                  "vocabulary (raw_id_drift > 0) as raw id mod num_embeddings: the hashing "
+                  "baseline of a managed table; the planted signal follows the raw id"),
+            raw_id_mod_tables);
+    v.field(Field("raw_id_eval_offset",
+                  "eval sample i draws raw ids from the vocabulary at sample raw_id_eval_offset "
+                  "+ i (train.steps x the global batch: the vocabulary training ended with); 0: "
+                  "the vocabulary of the first samples")
+                .at_least(0),
+            raw_id_eval_offset);
+    v.field(Field("raw_id_vocabulary",
+                  "raw-id tables: the Zipf ranks of the raw ids (the live vocabulary) whatever "
+                  "the table's rows; 0: num_embeddings")
+                .at_least(0),
+            raw_id_vocabulary);
 }
 
 void DataConfig::CriteoBinary::visit(FieldVisitor& v) {

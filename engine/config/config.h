@@ -41,6 +41,9 @@ struct DataConfig {
         double zipf_alpha = 1.05;
         double signal_scale = 1.0;
         int64_t raw_id_drift = 0;  // managed-collision tables: samples per new raw id; 0: none
+        std::vector<std::string> raw_id_mod_tables;  // plain tables fed raw id mod num_embeddings
+        int64_t raw_id_eval_offset = 0;  // eval sample i sees the vocabulary at i + this
+        int64_t raw_id_vocabulary = 0;   // Zipf ranks of the raw ids; 0: num_embeddings
 
         void visit(FieldVisitor& v);
     };

@@ -1,5 +1,7 @@
 #include "engine/data/make_dataset.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
 #include "engine/data/criteo_binary_dataset.h"
 #include "engine/data/synthetic.h"
@@ -13,7 +15,24 @@ SyntheticSpec synthetic_spec(const Config& config) {
     spec.seed = static_cast<uint64_t>(config.train.seed);
     spec.num_dense = config.model.dense_in_features;
     spec.signal_scale *= config.data.synthetic.signal_scale;
+    spec.raw_id_eval_offset = config.data.synthetic.raw_id_eval_offset;
+    const std::vector<std::string>& mod_tables = config.data.synthetic.raw_id_mod_tables;
+    for (const auto& name : mod_tables) {
+        const auto it = std::find_if(config.model.tables.begin(), config.model.tables.end(),
+                                     [&](const ModelConfig::Table& t) { return t.name == name; });
+        SR_CHECK(it != config.model.tables.end(),
+                 "data.synthetic.raw_id_mod_tables names '{}', which is not in model.tables", name);
+        SR_CHECK(it->managed_collision.zch_size == 0,
+                 "data.synthetic.raw_id_mod_tables names '{}', which has managed_collision (its "
+                 "raw ids go through the remap, not mod num_embeddings)",
+                 name);
+        SR_CHECK(config.data.synthetic.raw_id_drift > 0,
+                 "data.synthetic.raw_id_mod_tables names '{}' but data.synthetic.raw_id_drift is 0",
+                 name);
+    }
     for (const auto& table : config.model.tables) {
+        const bool mod =
+            std::find(mod_tables.begin(), mod_tables.end(), table.name) != mod_tables.end();
         for (const auto& feature : table.feature_names) {
             SyntheticTable t;
             t.feature_name = feature;
@@ -22,8 +41,11 @@ SyntheticSpec synthetic_spec(const Config& config) {
             t.zipf_alpha = config.data.synthetic.zipf_alpha;
             t.weighted = table.weighted;
             t.max_length = table.position_weights;
-            if (table.managed_collision.zch_size > 0)
+            if (table.managed_collision.zch_size > 0 || mod)
                 t.raw_id_drift = config.data.synthetic.raw_id_drift;
+            t.raw_id_mod = mod;
+            if (t.raw_id_drift > 0)
+                t.raw_id_vocabulary = config.data.synthetic.raw_id_vocabulary;
             spec.tables.push_back(t);
         }
     }

@@ -99,7 +99,7 @@ int64_t draw_rank(const SyntheticTablePlan& p, uint64_t bits) {
     const double x = p.zipf_exact_bin[k] ? zipf_inverse(p, u)
                                          : p.zipf_x[k] + (t - static_cast<double>(k)) *
                                                              (p.zipf_x[k + 1] - p.zipf_x[k]);
-    return std::clamp<int64_t>(static_cast<int64_t>(x) - 1, 0, p.num_embeddings - 1);
+    return std::clamp<int64_t>(static_cast<int64_t>(x) - 1, 0, p.zipf_ranks - 1);
 }
 
 int64_t draw_id(const SyntheticTablePlan& p, uint64_t bits) {
@@ -158,12 +158,14 @@ SyntheticTablePlan make_plan(const SyntheticTable& table, uint64_t seed, uint64_
     SyntheticTablePlan p;
     const auto rows = static_cast<uint64_t>(table.num_embeddings);
     p.num_embeddings = table.num_embeddings;
+    p.zipf_ranks = table.raw_id_drift > 0 && table.raw_id_vocabulary > 0 ? table.raw_id_vocabulary
+                                                                         : table.num_embeddings;
     p.pooling_factor = table.pooling_factor;
     p.weighted = table.weighted;
     // Continuous Zipf on [1, E+1): CDF(x) ~ (x^(1-a) - 1) / ((E+1)^(1-a) - 1), inverted.
     const double one_minus_alpha = 1.0 - table.zipf_alpha;
     p.zipf_log = std::abs(one_minus_alpha) < 1e-9;
-    const double rows_plus_one = static_cast<double>(table.num_embeddings) + 1.0;
+    const double rows_plus_one = static_cast<double>(p.zipf_ranks) + 1.0;
     p.zipf_span =
         p.zipf_log ? std::log(rows_plus_one) : std::pow(rows_plus_one, one_minus_alpha) - 1.0;
     p.zipf_inv_exponent = p.zipf_log ? 0.0 : 1.0 / one_minus_alpha;
@@ -183,6 +185,7 @@ SyntheticTablePlan make_plan(const SyntheticTable& table, uint64_t seed, uint64_
     p.teacher_scale = 1.0 / std::sqrt(std::max(pf, 1.0));
     p.effect_key = rng::hash(seed, kTagEffect, t);
     p.raw_id_drift = table.raw_id_drift;
+    p.raw_id_mod = table.raw_id_mod;
     p.raw_id_key = rng::hash(seed, kTagSetup + 4, t);
     // Under Zipf a few hot rows dominate the mean effect, which would move the click rate from
     // seed to seed; centring on a Monte-Carlo mean over the id distribution keeps it steady.
@@ -235,7 +238,8 @@ struct TableOut {
     const int64_t* lengths;  // [B] this table's bag sizes
     int64_t* ids;            // this table's values
     float* weights;          // this table's weights, or nullptr
-    int64_t first_sample;    // the global index of sample 0 (raw-id drift)
+    int64_t first_sample;    // the vocabulary epoch of sample 0 is first_sample / raw_id_drift
+    int64_t* raw_ids;        // [values] scratch for raw_id_mod tables: the raw ids, else nullptr
     double* effect_sum;      // [B] += pooled main effect
     double* pair_p;          // [B] pooled pair effect, left side
     double* pair_q;          // [B] pooled pair effect, right side
@@ -254,6 +258,10 @@ void fill_table(const SyntheticTablePlan& p, int64_t count, const TableOut& out)
             out.ids[at] = p.raw_id_drift > 0 ? draw_raw_id(p, draw(key, 1 + 2 * kk),
                                                            (out.first_sample + b) / p.raw_id_drift)
                                              : draw_id(p, draw(key, 1 + 2 * kk));
+            if (out.raw_ids) {
+                out.raw_ids[at] = out.ids[at];
+                out.ids[at] %= p.num_embeddings;
+            }
             if (out.weights) {
                 out.weights[at] =
                     p.weighted ? static_cast<float>(1.0 - rng::uniform01(draw(key, 2 + 2 * kk)))
@@ -267,7 +275,7 @@ void fill_table(const SyntheticTablePlan& p, int64_t count, const TableOut& out)
         for (int64_t k = 0; k < out.lengths[b]; ++k, ++at) {
             const double w = out.weights ? out.weights[at] : 1.0;
             double e[3];
-            raw_effects(p, out.ids[at], e);
+            raw_effects(p, out.raw_ids ? out.raw_ids[at] : out.ids[at], e);
             main += w * (e[0] - p.effect_mean[0]);
             left += w * (e[1] - p.effect_mean[1]);
             right += w * (e[2] - p.effect_mean[2]);
@@ -296,6 +304,11 @@ void SyntheticSpec::validate() const {
                  table.feature_name);
         SR_CHECK(table.raw_id_drift >= 0, "synthetic: feature '{}' has raw_id_drift {} (want >= 0)",
                  table.feature_name, table.raw_id_drift);
+        SR_CHECK(table.raw_id_vocabulary >= 0,
+                 "synthetic: feature '{}' has raw_id_vocabulary {} (want >= 0)", table.feature_name,
+                 table.raw_id_vocabulary);
+        SR_CHECK(!table.raw_id_mod || table.raw_id_drift > 0,
+                 "synthetic: feature '{}' has raw_id_mod but no raw_id_drift", table.feature_name);
         SR_CHECK(table.pooling_factor >= 0 && table.pooling_factor < 1e6,
                  "synthetic: feature '{}' has pooling_factor {} (want [0, 1e6))",
                  table.feature_name, table.pooling_factor);
@@ -387,12 +400,18 @@ Batch SyntheticDataset::batch(int64_t global_start,
     }
     std::vector<double> effect_sum(static_cast<size_t>(count), 0.0);
     std::vector<double> pair(static_cast<size_t>(2 * num_tables * count), 0.0);  // [2][T][B]
+    std::vector<int64_t> raw_ids;
+    const int64_t first_sample =
+        split == Split::kEval ? global_start + spec_.raw_id_eval_offset : global_start;
     for (int64_t t = 0; t < num_tables; ++t) {
+        if (plans_[t].raw_id_mod)
+            raw_ids.resize(static_cast<size_t>(table_start[t + 1] - table_start[t]));
         TableOut out{table_keys.data() + t * count,
                      len + t * count,
                      values.data<int64_t>() + table_start[t],
                      weights ? weights->data<float>() + table_start[t] : nullptr,
-                     global_start,
+                     first_sample,
+                     plans_[t].raw_id_mod ? raw_ids.data() : nullptr,
                      effect_sum.data(),
                      pair.data() + t * count,
                      pair.data() + (num_tables + t) * count};

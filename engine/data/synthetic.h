@@ -27,6 +27,11 @@ struct SyntheticTable {
     // > 0: raw 64-bit ids (a managed-collision table's) from a vocabulary that gains one id
     // every raw_id_drift samples, the newest the most frequent (Zipf over num_embeddings ranks).
     int64_t raw_id_drift = 0;
+    // With raw_id_drift: the ids are raw id mod num_embeddings (a plain table hashing raw ids, the
+    // baseline of a managed one); the teacher's effects still follow the raw id.
+    bool raw_id_mod = false;
+    // With raw_id_drift: > 0 draws the Zipf ranks over this many entries, not num_embeddings.
+    int64_t raw_id_vocabulary = 0;
 };
 
 struct SyntheticSpec {
@@ -37,6 +42,8 @@ struct SyntheticSpec {
     // teacher's own AUC (the Bayes optimum) near 0.875 for Criteo-like specs.
     double signal_scale = 2.2;
     double base_logit = -1.2;  // teacher bias: sets the click rate (about 1/3 by default)
+    // Raw-id drift: eval sample i draws from the vocabulary of (train) sample i + this offset.
+    int64_t raw_id_eval_offset = 0;
 
     void validate() const;  // throws on empty/duplicate names, E <= 0, negative factors
 };
@@ -49,6 +56,7 @@ constexpr size_t kZipfBins = 4096;
 // Per-table constants of SyntheticDataset, precomputed once (formulas in synthetic.cpp).
 struct SyntheticTablePlan {
     int64_t num_embeddings = 0;
+    int64_t zipf_ranks = 0;  // num_embeddings, or SyntheticTable::raw_id_vocabulary
     double pooling_factor = 0;
     bool zipf_log = false;                // alpha == 1: rank = exp(u * span) - 1
     double zipf_inv_exponent = 0;         // 1 / (1 - alpha)
@@ -66,6 +74,7 @@ struct SyntheticTablePlan {
     uint64_t effect_key = 0;            // keys the teacher's per-id effects of this table
     double effect_mean[3] = {0, 0, 0};  // their mean over the id distribution (subtracted)
     int64_t raw_id_drift = 0;           // SyntheticTable::raw_id_drift
+    bool raw_id_mod = false;            // SyntheticTable::raw_id_mod
     uint64_t raw_id_key = 0;            // keys the raw ids of the vocabulary entries
 };
 

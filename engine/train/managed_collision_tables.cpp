@@ -185,14 +185,22 @@ Batch ManagedCollisionTables::remap_train(const Batch& batch,
     const auto step = [&](Table& t, const int64_t* ids, int64_t n, int64_t* out) {
         MCHManagedCollisionModule& m = *t.module;
         m.forward(ids, n, out);
+        // Slots 0 .. usable_slots - 1 are owned by ids; the unmapped ids go above them.
+        const int64_t first = m.options().output_global_offset, owned = m.usable_slots();
+        t.ids_seen += n;
+        for (int64_t i = 0; i < n; ++i)
+            t.hits_seen += out[i] - first < owned ? 1 : 0;
         reset_rows(t, m.evict(), sparse);
         if (m.step() % m.options().eviction_interval != 0)
             return;
-        records_.push_back({t.name, m.step(), m.occupancy(), m.usable_slots(),
-                            m.evictions_total() - t.evictions_seen,
-                            m.admissions_total() - t.admissions_seen});
+        records_.push_back(
+            {t.name, m.step(), m.occupancy(), m.usable_slots(),
+             m.evictions_total() - t.evictions_seen, m.admissions_total() - t.admissions_seen,
+             t.ids_seen > 0 ? static_cast<double>(t.hits_seen) / static_cast<double>(t.ids_seen)
+                            : 0.0});
         t.evictions_seen = m.evictions_total();
         t.admissions_seen = m.admissions_total();
+        t.ids_seen = t.hits_seen = 0;
     };
     if (pg_ != nullptr && pg_->size() > 1)
         return remap_global_batch(batch, *pg_, tables_, gather_, ids_, rows_, step);

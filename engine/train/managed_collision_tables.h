@@ -31,6 +31,9 @@ struct ManagedCollisionRecord {
     int64_t slots = 0;      // slots ids can own
     int64_t evictions = 0;  // over the interval
     int64_t admissions = 0;
+    // Of the interval's ids (every feature of the table, the global batch), the fraction whose
+    // row is their own slot (not the residual rows or the fallback slot); 0 without ids.
+    double hit_fraction = 0;
 };
 
 // The options of table `t`'s module (the config is checked already).
@@ -79,6 +82,7 @@ private:
         std::vector<std::string> features;
         std::unique_ptr<MCHManagedCollisionModule> module;
         int64_t evictions_seen = 0, admissions_seen = 0;  // at the last record
+        int64_t ids_seen = 0, hits_seen = 0;              // since the last record
     };
 
     void reset_rows(const Table& t,

@@ -309,14 +309,15 @@ void MetricsWriter::managed_collision(int64_t step,
                                       int64_t occupancy,
                                       int64_t slots,
                                       int64_t evictions,
-                                      int64_t admissions) {
+                                      int64_t admissions,
+                                      double hit_fraction) {
     if (!file_) {
         return;
     }
     write_line(fmt::format(
         R"({{"kind":"managed_collision","step":{},"table":"{}","occupancy":{},"slots":{},)"
-        R"("evictions":{},"admissions":{}}})",
-        step, table, occupancy, slots, evictions, admissions));
+        R"("evictions":{},"admissions":{},"hit_fraction":{}}})",
+        step, table, occupancy, slots, evictions, admissions, json_number(hit_fraction)));
 }
 
 void MetricsWriter::train(

@@ -92,13 +92,14 @@ public:
     // A key_value table's cache over the steps since its last record, summed over the ranks.
     void cache(int64_t step, const std::string& table, const CacheStats& window);
     // A managed-collision table at an eviction pass: slots held, evictions and admissions over
-    // the eviction interval.
+    // the eviction interval, and the fraction of the interval's ids that found their own slot.
     void managed_collision(int64_t step,
                            const std::string& table,
                            int64_t occupancy,
                            int64_t slots,
                            int64_t evictions,
-                           int64_t admissions);
+                           int64_t admissions,
+                           double hit_fraction);
     void done(int64_t steps, int64_t samples, double wall_s);
 
     bool enabled() const { return file_ != nullptr; }

@@ -542,7 +542,7 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
         done = step + 1;
         for (const ManagedCollisionRecord& rec : trainer.managed_collision().take_records())
             writer.managed_collision(rec.step, rec.table, rec.occupancy, rec.slots, rec.evictions,
-                                     rec.admissions);
+                                     rec.admissions, rec.hit_fraction);
         const StepResult& r = out->result;
         summary.skipped_batches += r.skipped ? 1 : 0;
         window_samples += trainer.global_batch_size();

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "engine/data/synthetic.h"
 #include "engine/train/metrics.h"
@@ -286,4 +287,86 @@ TEST_CASE(
     const int64_t* r = rows.sparse.values().data<int64_t>();
     for (int64_t i = 0; i < rows.sparse.values().numel(); ++i)
         CHECK((r[i] >= 0 && r[i] < 1000));
+}
+
+TEST_CASE(
+    "SyntheticDataset: raw_id_mod gives a plain table the drifting raw ids mod its rows, with the "
+    "labels of the raw ids",
+    "[data]") {
+    SyntheticSpec spec;
+    spec.seed = 11;
+    SyntheticTable table;
+    table.feature_name = "raw";
+    table.num_embeddings = 500;
+    table.pooling_factor = 2;
+    table.raw_id_drift = 10;
+    spec.tables.push_back(table);
+    const SyntheticDataset raw(spec);
+    spec.tables[0].raw_id_mod = true;
+    const SyntheticDataset mod(spec);
+    std::vector<float> raw_teacher, mod_teacher;
+    const Batch a = raw.batch(300, 200, Split::kTrain, &raw_teacher);
+    const Batch b = mod.batch(300, 200, Split::kTrain, &mod_teacher);
+    const std::vector<int64_t> ids = a.sparse.values().to_vector<int64_t>();
+    const std::vector<int64_t> rows = b.sparse.values().to_vector<int64_t>();
+    REQUIRE(ids.size() == rows.size());
+    for (size_t i = 0; i < ids.size(); ++i)
+        CHECK(rows[i] == ids[i] % 500);
+    // The teacher follows the raw id, so hashing collisions cost the model, not the labels.
+    CHECK(mod_teacher == raw_teacher);
+    CHECK(b.labels.to_vector<float>() == a.labels.to_vector<float>());
+    spec.tables[0].raw_id_drift = 0;
+    CHECK_THROWS_WITH(SyntheticDataset(spec), Catch::Contains("raw_id_mod but no raw_id_drift"));
+}
+
+TEST_CASE("SyntheticDataset: raw_id_eval_offset moves the eval split's vocabulary", "[data]") {
+    SyntheticSpec spec;
+    spec.seed = 5;
+    SyntheticTable table;
+    table.feature_name = "raw";
+    table.num_embeddings = 100;
+    table.raw_id_drift = 2;
+    spec.tables.push_back(table);
+    const auto ids = [](const Batch& b) {
+        const std::vector<int64_t> v = b.sparse.values().to_vector<int64_t>();
+        return std::set<int64_t>(v.begin(), v.end());
+    };
+    const auto shared = [](const std::set<int64_t>& x, const std::set<int64_t>& y) {
+        int64_t n = 0;
+        for (int64_t id : x)
+            n += y.count(id) ? 1 : 0;
+        return static_cast<double>(n) / static_cast<double>(x.size());
+    };
+    const SyntheticDataset plain(spec);
+    spec.raw_id_eval_offset = 100000;
+    const SyntheticDataset moved(spec);
+    const std::set<int64_t> start = ids(plain.batch(0, 1000, Split::kTrain));
+    const std::set<int64_t> later = ids(plain.batch(100000, 1000, Split::kTrain));
+    const std::set<int64_t> eval0 = ids(plain.batch(0, 1000, Split::kEval));
+    const std::set<int64_t> eval1 = ids(moved.batch(0, 1000, Split::kEval));
+    // Without the offset eval draws the first samples' vocabulary, with it the later one's.
+    CHECK(shared(eval0, start) > 0.6);
+    CHECK(shared(eval1, later) > 0.6);
+    CHECK(shared(eval1, start) < 0.1);
+    // The train split and the labels' stream do not move.
+    CHECK(ids(moved.batch(0, 1000, Split::kTrain)) == start);
+}
+
+TEST_CASE("SyntheticDataset: raw_id_vocabulary sets the live raw ids whatever the rows", "[data]") {
+    SyntheticSpec spec;
+    spec.seed = 3;
+    SyntheticTable table;
+    table.feature_name = "raw";
+    table.num_embeddings = 10;
+    table.raw_id_drift = 1000000;  // no new id within the batch: the window is the vocabulary
+    spec.tables.push_back(table);
+    const auto distinct = [](const SyntheticSpec& s) {
+        const std::vector<int64_t> v =
+            SyntheticDataset(s).batch(0, 4000, Split::kTrain).sparse.values().to_vector<int64_t>();
+        return std::set<int64_t>(v.begin(), v.end()).size();
+    };
+    CHECK(distinct(spec) <= 10);
+    spec.tables[0].raw_id_vocabulary = 1000;
+    CHECK(distinct(spec) > 100);
+    CHECK(distinct(spec) <= 1000);
 }

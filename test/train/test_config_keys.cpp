@@ -171,6 +171,13 @@ const std::map<std::string, Variant>& run_effects() {
            "model.tables[1].managed_collision.mch_size=10"},
           kMcContext}},
         {"data.synthetic.raw_id_drift", {{"data.synthetic.raw_id_drift=1"}, kMcContext}},
+        // Table a (plain) fed the drifting raw ids mod its 50 rows.
+        {"data.synthetic.raw_id_mod_tables",
+         {{"data.synthetic.raw_id_mod_tables=[a]"}, {"data.synthetic.raw_id_drift=4"}}},
+        {"data.synthetic.raw_id_eval_offset",
+         {{"data.synthetic.raw_id_eval_offset=1000"}, kMcContext}},
+        {"data.synthetic.raw_id_vocabulary",
+         {{"data.synthetic.raw_id_vocabulary=1000"}, kMcContext}},
         // Scratch files removed at the run's end: a path that cannot hold them shows.
         {"sharding.storage.path",
          {{"sharding.storage.path=/proc/shardrec-kv"},

@@ -94,6 +94,31 @@ TEST_CASE("ManagedCollisionTables: evicted rows get their initial values and zer
     CHECK(first.sparse.values().data<int64_t>()[0] == slot_before[0]);
 }
 
+TEST_CASE("ManagedCollisionTables: each record's hit_fraction is the interval's ids in own slots",
+          "[train][mc]") {
+    const Config config =
+        parse_config(kConfig, {"model.tables[1].managed_collision.zch_size=4",
+                               "model.tables[1].managed_collision.mch_size=296",
+                               "model.tables[1].managed_collision.eviction_interval=2"});
+    auto ebc = make_embedding_bag_collection(config.model, 5,
+                                             sparse_optimizer_params(config.optimizer.sparse));
+    train::ManagedCollisionTables mc(config.model, 5);
+    // Step 1: 11..14 take the 4 free slots, 15 and 16 go to the residual rows (4 of 6 ids).
+    // Step 2 (an eviction pass): 11, the most used id, keeps its slot (2 of 2).
+    mc.remap_train(ids_batch({16, 15, 14, 13, 12, 11}), *ebc);
+    CHECK(mc.take_records().empty());
+    mc.remap_train(ids_batch({11, 11}), *ebc);
+    std::vector<train::ManagedCollisionRecord> records = mc.take_records();
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].hit_fraction == 0.75);
+    // The next interval counts afresh: 11 alone, always in its slot.
+    mc.remap_train(ids_batch({11}), *ebc);
+    mc.remap_train(ids_batch({11, 11, 11}), *ebc);
+    records = mc.take_records();
+    REQUIRE(records.size() == 1);
+    CHECK(records[0].hit_fraction == 1.0);
+}
+
 TEST_CASE("Trainer: a managed table that holds every id trains as the table on remapped ids",
           "[train][mc]") {
     // 299 usable slots (the last is the fallback) for the few distinct Zipf ids of 6 batches:
