@@ -206,6 +206,33 @@ TEST_CASE("criteo-preprocess: a rerun after an interruption writes identical out
     CHECK(snapshot(dir / "out") == full);
 }
 
+// The bytes of shards and manifests written without --raw-ids are pinned: the CRC-32s below were
+// taken from the writer before raw ids existed, so that layout may not change by accident.
+TEST_CASE("criteo-preprocess: without raw ids the shards and manifest keep their bytes", "[data]") {
+    const fs::path dir = fresh_dir("golden");
+    const Days days = write_days(dir, {50, 20});
+    CriteoPreprocessOptions o = options(days, dir / "out", 2);
+    o.layout.multi_hot[7] = 3;
+    (void)preprocess_criteo(o);
+    std::map<std::string, uint32_t> crcs;
+    for (auto [name, bytes] : snapshot(dir / "out")) {
+        if (name == kCriteoManifestName) {  // the inputs' paths vary with the directory
+            for (size_t at; (at = bytes.find(dir.string())) != std::string::npos;) {
+                bytes.replace(at, dir.string().size(), "DIR");
+            }
+        }
+        crcs[name] = crc32(bytes.data(), bytes.size());
+        UNSCOPED_INFO(name << " " << std::hex << crcs[name]);
+    }
+    const std::map<std::string, uint32_t> pinned = {
+        {"manifest.json", 0xd5f5aa74u},
+        {"shard_0000_00000.bin", 0x78ca6603u},
+        {"shard_0000_00001.bin", 0xe9a87744u},
+        {"shard_0001_00000.bin", 0xc3576914u},
+    };
+    CHECK(crcs == pinned);
+}
+
 TEST_CASE("criteo-preprocess: shards from other options are refused, naming the shard", "[data]") {
     const fs::path dir = fresh_dir("foreign");
     const Days days = write_days(dir, {50});
