@@ -535,6 +535,9 @@ TEST_CASE("CriteoBinaryDataset: damaged or mismatched data is an error naming th
         lo.num_embeddings[4] = 96;
         CHECK_THROWS_WITH(CriteoBinaryDataset(lo),
                           Contains("feature 'cat_4' has ids up to 96") && Contains("has 96 rows"));
+        lo.managed.assign(26, false);
+        lo.managed[4] = true;  // a managed-collision table remaps any ids to its rows
+        CHECK_NOTHROW(CriteoBinaryDataset(lo));
     }
     SECTION("a feature that is not a Criteo column") {
         lo.feature_names[2] = "f_t2";

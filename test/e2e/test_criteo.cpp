@@ -401,4 +401,8 @@ TEST_CASE("criteo e2e: --raw-ids trains managed-collision tables; checkpoint, ev
     r = run_shardrec(preprocess_args(days, dir / "bad", {"--raw-ids", "cat_0,C5"}));
     CHECK(r.exit_code != 0);
     CHECK(r.output.find("--raw-ids: 'C5' is not a categorical feature") != std::string::npos);
+    r = run_shardrec({"data", "--help"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("[--raw-ids [LIST]]") != std::string::npos);
+    CHECK(r.output.find("or v itself with --raw-ids") != std::string::npos);
 }
