@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -17,7 +18,7 @@ namespace shardrec::cli {
 const char* const kDataUsage =
     "usage: shardrec data criteo-preprocess --in FILE... --out DIR [--max-ind-range N]\n"
     "           [--table-sizes LIST|mlperf] [--multi-hot LIST|mlperf] [--threads N]\n"
-    "           [--lines-per-shard N] [--skip-bad-lines] [--no-progress]\n"
+    "           [--lines-per-shard N] [--raw-ids [LIST]] [--skip-bad-lines] [--no-progress]\n"
     "\n"
     "Converts Criteo click logs in TSV (Kaggle train.txt, or the Terabyte day_0 .. day_23,\n"
     "decompressed) into fixed-size binary records in shards plus DIR/manifest.json, for\n"
@@ -25,7 +26,8 @@ const char* const kDataUsage =
     "--threads threads and written in input order (the output does not depend on N). Rerun the\n"
     "same command after an interruption: complete shards are kept and each input continues\n"
     "after its last complete shard. Dense features become log(max(x, 0) + 1); a categorical hex\n"
-    "value v becomes the id v mod (its table's rows); empty fields are 0.\n"
+    "value v becomes the id v mod (its table's rows), or v itself with --raw-ids; empty\n"
+    "fields are 0.\n"
     "\n"
     "  --in FILE...         TSV files in day order; the last is the eval split by default\n"
     "  --out DIR            the output directory\n"
@@ -35,6 +37,10 @@ const char* const kDataUsage =
     "                       (DLRM-DCNv2's sizes and table rows); extra ids are materialised\n"
     "                       from the one-hot id as MLPerf's materialize_synthetic_multihot does\n"
     "  --multi-hot-seed N   keys the materialised ids (default 0)\n"
+    "  --raw-ids [LIST]     keep each categorical value whole (its 64 bits, as an i64 id;\n"
+    "                       records carry 8 bytes for it) instead of v mod rows, for tables\n"
+    "                       with model.tables[].managed_collision: every feature, or the\n"
+    "                       comma-separated ones (cat_3,cat_9); one-hot only\n"
     "  --threads N          parser threads (default: the cores)\n"
     "  --lines-per-shard N  input lines per shard (default 1048576)\n"
     "  --chunk-lines N      lines per parse task (default 16384; memory ~ threads x chunk)\n"
@@ -76,11 +82,40 @@ std::vector<int64_t> parse_list(const std::string& flag, const std::string& text
     return out;
 }
 
+// The columns of --raw-ids LIST (cat_<t> names), or every column for "".
+std::vector<int> raw_id_columns(const std::string& text) {
+    std::vector<int> out;
+    if (text.empty()) {
+        for (int t = 0; t < data::kCriteoNumSparse; ++t) {
+            out.push_back(t);
+        }
+        return out;
+    }
+    const auto names = data::criteo_sparse_feature_names();
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t comma = std::min(text.find(',', start), text.size());
+        const std::string name = text.substr(start, comma - start);
+        const auto it = std::find(names.begin(), names.end(), name);
+        if (it == names.end()) {
+            throw UsageError(fmt::format("--raw-ids: '{}' is not a categorical feature (cat_0 .. "
+                                         "cat_25, comma-separated)",
+                                         name),
+                             kDataUsage);
+        }
+        out.push_back(static_cast<int>(it - names.begin()));
+        start = comma + 1;
+    }
+    return out;
+}
+
 struct PreprocessArgs {
     data::CriteoPreprocessOptions options;
     int64_t max_ind_range = 0;  // 0: not given
     std::string table_sizes;
     std::string multi_hot;
+    bool raw_ids = false;
+    std::string raw_id_features;  // "": every feature
 };
 
 // Returns false when --help was asked for.
@@ -109,6 +144,13 @@ bool parse_preprocess_args(const std::vector<std::string>& args, PreprocessArgs&
         }
         if (arg == "--in") {
             in_list = true;
+            continue;
+        }
+        if (arg == "--raw-ids") {  // an optional list: no option value starts with '-'
+            a.raw_ids = true;
+            if (i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-') {
+                a.raw_id_features = args[++i];
+            }
             continue;
         }
         if (arg.empty() || arg[0] != '-') {
@@ -170,6 +212,18 @@ data::CriteoRecordLayout resolve_layout(const PreprocessArgs& a) {
         layout.multi_hot = parse_list("--multi-hot", a.multi_hot);
     } else {
         layout.multi_hot.assign(data::kCriteoNumSparse, 1);
+    }
+    if (a.raw_ids) {
+        for (const int t : raw_id_columns(a.raw_id_features)) {
+            if (layout.multi_hot[static_cast<size_t>(t)] > 1) {
+                throw UsageError(fmt::format("--raw-ids: cat_{} has multi-hot size {}, but raw "
+                                             "ids are one-hot (materialised bags are defined mod "
+                                             "the table's rows)",
+                                             t, layout.multi_hot[static_cast<size_t>(t)]),
+                                 kDataUsage);
+            }
+            layout.set_raw(t);
+        }
     }
     return layout;
 }

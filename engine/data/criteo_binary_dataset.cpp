@@ -1,6 +1,7 @@
 #include "engine/data/criteo_binary_dataset.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,13 +59,23 @@ CriteoBinaryDataset::CriteoBinaryDataset(const CriteoBinaryOptions& options)
                  "cat_25)",
                  dir, name);
         const auto c = static_cast<int>(it - columns.begin());
+        const bool managed = !options_.managed.empty() && options_.managed[f];
+        const std::string table = options_.table_names.empty()
+                                      ? std::string("its table")
+                                      : fmt::format("its table '{}'", options_.table_names[f]);
+        SR_CHECK(!layout.raw(c) || managed,
+                 "criteo data {}: feature '{}' holds raw 64-bit ids (criteo-preprocess "
+                 "--raw-ids) but {} has no managed_collision to map them to rows; add "
+                 "model.tables[].managed_collision to it, or preprocess without --raw-ids",
+                 dir, name, table);
         const int64_t data_rows = layout.num_embeddings[static_cast<size_t>(c)];
-        SR_CHECK(options_.num_embeddings[f] >= data_rows,
+        SR_CHECK(managed || options_.num_embeddings[f] >= data_rows,
                  "criteo data {}: feature '{}' has ids up to {} (preprocessed with {} rows) but "
-                 "its table has {} rows",
-                 dir, name, data_rows - 1, data_rows, options_.num_embeddings[f]);
+                 "{} has {} rows",
+                 dir, name, data_rows - 1, data_rows, table, options_.num_embeddings[f]);
         columns_.push_back(c);
         id_offsets_.push_back(layout.sparse_offset(c));
+        raw_.push_back(layout.raw(c));
     }
     // Shards, checked against the manifest.
     for (const CriteoInputInfo& input : manifest_.inputs) {
@@ -165,6 +176,10 @@ Batch CriteoBinaryDataset::batch(int64_t global_start, int64_t count, Split spli
             len[f * count + b] = bag[f];
             const uint8_t* src = rec + id_offsets_[f];
             int64_t* dst = ids + key_start[f] + b * bag[f];
+            if (raw_[static_cast<size_t>(f)]) {  // one-hot
+                std::memcpy(dst, src, 8);
+                continue;
+            }
             for (int64_t j = 0; j < bag[f]; ++j) {
                 int32_t id;
                 std::memcpy(&id, src + 4 * j, 4);

@@ -6,7 +6,10 @@
 //     round(eval_fraction * rows) rows; the train split is every row before it. Each split wraps
 //     around (epochs).
 //   - Features: each model feature must be one of cat_0..cat_25 and its table must have at least
-//     the data's num_embeddings rows. Bags have the manifest's multi-hot size (1: one-hot).
+//     the data's num_embeddings rows, unless it is a managed-collision table (its ids are raw ids
+//     the remap maps to rows). Bags have the manifest's multi-hot size (1: one-hot). A raw-id
+//     column (criteo-preprocess --raw-ids) gives its i64 values unchanged and must feed a
+//     managed-collision table: unremapped they would index rows far beyond any table.
 //   - Checks: on open, every shard's header, size and fingerprint against the manifest (a
 //     truncated or foreign shard is an error naming it); a shard's payload checksum is verified
 //     the first time a batch touches it (once, on the thread that reads it: usually the prefetch
@@ -32,6 +35,8 @@ struct CriteoBinaryOptions {
     // The model's features (in model order) and the rows of each one's table.
     std::vector<std::string> feature_names;
     std::vector<int64_t> num_embeddings;
+    std::vector<std::string> table_names;  // [F] each one's table, for messages (or empty)
+    std::vector<bool> managed;             // [F] its table has managed_collision (or empty: none)
 };
 
 class CriteoBinaryDataset : public Dataset {
@@ -69,6 +74,7 @@ private:
     std::vector<MappedShard> shards_;
     std::vector<int64_t> columns_;     // [F] the data column (cat_<c>) of each model feature
     std::vector<int64_t> id_offsets_;  // [F] byte offset of that column's ids in a record
+    std::vector<bool> raw_;            // [F] that column holds i64 raw ids
     int64_t record_bytes_ = 0;
     int64_t train_rows_ = 0;  // rows [0, train_rows_) train, [train_rows_, total) eval
     int64_t total_rows_ = 0;

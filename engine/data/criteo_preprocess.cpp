@@ -266,6 +266,11 @@ uint64_t input_fingerprint(const CriteoPreprocessOptions& o,
         h = rng::hash(h, static_cast<uint64_t>(l.num_embeddings[t]),
                       static_cast<uint64_t>(l.multi_hot[t]));
     }
+    if (l.any_raw()) {  // only then: the fingerprints of shards without raw ids stay as they were
+        for (int t = 0; t < kCriteoNumSparse; ++t) {
+            h = rng::hash(h, static_cast<uint64_t>(l.raw(t)));
+        }
+    }
     for (const char c : fs::path(path).filename().string()) {
         h = rng::hash(h, static_cast<unsigned char>(c));
     }

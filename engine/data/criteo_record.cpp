@@ -1,5 +1,6 @@
 #include "engine/data/criteo_record.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -18,6 +19,17 @@ CriteoRecordLayout CriteoRecordLayout::one_hot(int64_t rows) {
     return layout;
 }
 
+void CriteoRecordLayout::set_raw(int t) {
+    raw_ids.resize(kCriteoNumSparse, false);
+    raw_ids[static_cast<size_t>(t)] = true;
+    num_embeddings[static_cast<size_t>(t)] = 0;
+    multi_hot[static_cast<size_t>(t)] = 1;
+}
+
+bool CriteoRecordLayout::any_raw() const {
+    return std::find(raw_ids.begin(), raw_ids.end(), true) != raw_ids.end();
+}
+
 int64_t CriteoRecordLayout::ids_per_sample() const {
     int64_t n = 0;
     for (const int64_t l : multi_hot) {
@@ -27,13 +39,13 @@ int64_t CriteoRecordLayout::ids_per_sample() const {
 }
 
 int64_t CriteoRecordLayout::record_bytes() const {
-    return 4 * (1 + kCriteoNumDense + ids_per_sample());
+    return sparse_offset(kCriteoNumSparse);
 }
 
 int64_t CriteoRecordLayout::sparse_offset(int t) const {
     int64_t offset = 4 * (1 + kCriteoNumDense);
     for (int k = 0; k < t; ++k) {
-        offset += 4 * multi_hot[static_cast<size_t>(k)];
+        offset += id_bytes(k) * multi_hot[static_cast<size_t>(k)];
     }
     return offset;
 }
@@ -42,8 +54,18 @@ void CriteoRecordLayout::validate() const {
     SR_CHECK(num_embeddings.size() == kCriteoNumSparse && multi_hot.size() == kCriteoNumSparse,
              "criteo layout: need {} table sizes and multi-hot sizes, got {} and {}",
              kCriteoNumSparse, num_embeddings.size(), multi_hot.size());
+    SR_CHECK(raw_ids.empty() || raw_ids.size() == kCriteoNumSparse,
+             "criteo layout: need {} raw-id flags (or none), got {}", kCriteoNumSparse,
+             raw_ids.size());
     for (int t = 0; t < kCriteoNumSparse; ++t) {
         const auto i = static_cast<size_t>(t);
+        if (raw(t)) {
+            SR_CHECK(num_embeddings[i] == 0 && multi_hot[i] == 1,
+                     "criteo layout: cat_{} has raw ids, so it must have num_embeddings 0 and "
+                     "multi-hot size 1, not {} and {}",
+                     t, num_embeddings[i], multi_hot[i]);
+            continue;
+        }
         SR_CHECK(num_embeddings[i] >= 1 && num_embeddings[i] <= kCriteoMaxTableRows,
                  "criteo layout: cat_{} has {} rows (want 1 to 2^31)", t, num_embeddings[i]);
         SR_CHECK(multi_hot[i] >= 1 && multi_hot[i] <= 4096,
@@ -90,6 +112,11 @@ void encode_criteo_record(const CriteoLine& line, const CriteoRecordLayout& layo
     auto* ids = out + sizeof(head);
     for (int t = 0; t < kCriteoNumSparse; ++t) {
         const auto i = static_cast<size_t>(t);
+        if (layout.raw(t)) {
+            std::memcpy(ids, &line.sparse[i], 8);  // the value's 64 bits, read back as i64
+            ids += 8;
+            continue;
+        }
         const int64_t E = layout.num_embeddings[i];
         const auto id = static_cast<int64_t>(line.sparse[i] % static_cast<uint64_t>(E));
         for (int64_t j = 0; j < layout.multi_hot[i]; ++j) {

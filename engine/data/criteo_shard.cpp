@@ -142,20 +142,27 @@ int64_t CriteoManifest::total_rows() const {
 
 std::string criteo_manifest_json(const CriteoManifest& m) {
     const CriteoRecordLayout& l = m.layout;
+    const bool raw = l.any_raw();
     std::string out = "{\n  \"format\": \"shardrec-criteo-binary\",\n";
-    out += fmt::format("  \"version\": {},\n", kShardVersion);
+    out += fmt::format("  \"version\": {},\n", raw ? kManifestVersionRawIds : kShardVersion);
+    const std::string sparse =
+        raw ? fmt::format("{} ids, per feature in order: i32, or i64 where raw_ids",
+                          l.ids_per_sample())
+            : fmt::format("i32[{}], per feature in order", l.ids_per_sample());
     out += fmt::format(
         "  \"record\": {{\"bytes\": {}, \"label\": \"f32\", \"dense\": \"f32[{}] "
-        "log(max(x,0)+1)\", \"sparse\": \"i32[{}], per feature in order\"}},\n",
-        l.record_bytes(), kCriteoNumDense, l.ids_per_sample());
+        "log(max(x,0)+1)\", \"sparse\": \"{}\"}},\n",
+        l.record_bytes(), kCriteoNumDense, sparse);
     out += fmt::format("  \"multi_hot_seed\": {},\n", l.multi_hot_seed);
     out += fmt::format("  \"lines_per_shard\": {},\n", m.lines_per_shard);
     out += fmt::format("  \"total_rows\": {},\n  \"features\": [\n", m.total_rows());
     const auto names = criteo_sparse_feature_names();
     for (size_t t = 0; t < names.size(); ++t) {
+        const std::string raw_key =
+            raw ? fmt::format(", \"raw_ids\": {}", l.raw(static_cast<int>(t))) : "";
         out += fmt::format(
-            "    {{\"name\": \"{}\", \"num_embeddings\": {}, \"multi_hot\": {}}}{}\n", names[t],
-            l.num_embeddings[t], l.multi_hot[t], t + 1 < names.size() ? "," : "");
+            "    {{\"name\": \"{}\", \"num_embeddings\": {}, \"multi_hot\": {}{}}}{}\n", names[t],
+            l.num_embeddings[t], l.multi_hot[t], raw_key, t + 1 < names.size() ? "," : "");
     }
     out += "  ],\n  \"inputs\": [\n";
     for (size_t i = 0; i < m.inputs.size(); ++i) {
@@ -226,8 +233,9 @@ CriteoManifest parse_criteo_manifest(const std::string& text, const std::string&
     SR_CHECK(manifest_get<std::string>(root, "format", name) == "shardrec-criteo-binary",
              "{}: not a shardrec Criteo manifest (format '{}')", name, root["format"].Scalar());
     const auto version = manifest_get<uint32_t>(root, "version", name);
-    SR_CHECK(version == kShardVersion, "{}: format version {}, this build reads {}", name, version,
-             kShardVersion);
+    SR_CHECK(version == kShardVersion || version == kManifestVersionRawIds,
+             "{}: format version {}, this build reads {} and {} (raw ids)", name, version,
+             kShardVersion, kManifestVersionRawIds);
     CriteoManifest m;
     m.layout.multi_hot_seed = manifest_get<uint64_t>(root, "multi_hot_seed", name);
     m.lines_per_shard = manifest_get<int64_t>(root, "lines_per_shard", name);
@@ -242,7 +250,19 @@ CriteoManifest parse_criteo_manifest(const std::string& text, const std::string&
         m.layout.num_embeddings.push_back(
             manifest_get<int64_t>(features[t], "num_embeddings", where));
         m.layout.multi_hot.push_back(manifest_get<int64_t>(features[t], "multi_hot", where));
+        // Version 1 has no raw ids: a raw_ids key there is a manifest written by something else.
+        if (version == kShardVersion) {
+            SR_CHECK(!features[t]["raw_ids"].IsDefined(),
+                     "{}: has 'raw_ids' but the manifest is version {} (raw ids need version {})",
+                     where, kShardVersion, kManifestVersionRawIds);
+        } else {
+            m.layout.raw_ids.push_back(manifest_get<bool>(features[t], "raw_ids", where));
+        }
     }
+    SR_CHECK(version == kShardVersion || m.layout.any_raw(),
+             "{}: version {} but no feature has raw_ids: true (a layout without raw ids is "
+             "version {})",
+             name, kManifestVersionRawIds, kShardVersion);
     try {
         m.layout.validate();
     } catch (const Error& e) {

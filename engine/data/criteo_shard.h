@@ -20,6 +20,10 @@ namespace shardrec::data {
 
 constexpr size_t kShardHeaderBytes = 64;
 constexpr uint32_t kShardVersion = 1;
+// The manifest of a layout with raw-id features (its records hold i64 ids): a build that reads
+// only version 1 refuses it instead of reading those ids as i32. Without raw ids the manifest
+// stays version 1, byte for byte. The shard header is the same in both.
+constexpr uint32_t kManifestVersionRawIds = 2;
 
 struct ShardHeader {
     uint32_t record_bytes = 0;
@@ -71,7 +75,8 @@ struct CriteoInputInfo {
 };
 
 // <dir>/manifest.json: the record layout, table sizes, and every shard with rows and checksums,
-// per input file (day) in input order. Rows are numbered in that order across all shards.
+// per input file (day) in input order. Rows are numbered in that order across all shards. With
+// raw-id features it is version 2 and every feature has "raw_ids": true or false.
 struct CriteoManifest {
     CriteoRecordLayout layout;
     int64_t lines_per_shard = 0;

@@ -68,6 +68,8 @@ CriteoBinaryOptions criteo_binary_options(const Config& config) {
         for (const auto& feature : table.feature_names) {
             o.feature_names.push_back(feature);
             o.num_embeddings.push_back(table.num_embeddings);
+            o.table_names.push_back(table.name);
+            o.managed.push_back(table.managed_collision.zch_size > 0);
         }
     }
     return o;

@@ -305,3 +305,151 @@ TEST_CASE("Criteo manifest: JSON round trip and errors name the key", "[data]") 
     CHECK_THROWS_WITH(parse_criteo_manifest("{\"format\": \"x\"}", "m.json"),
                       Contains("not a shardrec Criteo manifest"));
 }
+
+// ---- raw ids (criteo-preprocess --raw-ids) ----
+
+namespace {
+
+// Values a 64-bit id can take: a 32-bit Criteo hash, just above 2^32, above 2^62 and 2^63 (an i64
+// below zero: the bits are kept, a managed-collision remap reads them as uint64).
+constexpr uint64_t kRawValues[] = {0xa0b1c2d3ull, 0x100000001ull, 0x4000000000000005ull,
+                                   0xfedcba9876543210ull};
+
+CriteoRecordLayout raw_layout() {
+    CriteoRecordLayout layout = CriteoRecordLayout::one_hot(1000);
+    layout.multi_hot[2] = 3;
+    for (const int t : {0, 5, 6, 25}) {
+        layout.set_raw(t);
+    }
+    return layout;
+}
+
+}  // namespace
+
+TEST_CASE("Criteo record: raw-id features hold the value's 64 bits, the others id mod E",
+          "[data]") {
+    const CriteoRecordLayout layout = raw_layout();
+    REQUIRE_NOTHROW(layout.validate());
+    CHECK(layout.any_raw());
+    CHECK(!CriteoRecordLayout::one_hot(10).any_raw());
+    // 22 features of i32 (cat_2 with 3 ids), 4 of i64.
+    CHECK(layout.record_bytes() == 4 * (1 + 13) + 4 * (21 + 3) + 8 * 4);
+    CHECK(layout.sparse_offset(5) == 56 + 8 + 4 * (3 + 1 + 1 + 1));
+    CHECK(layout.sparse_offset(6) == layout.sparse_offset(5) + 8);
+    CHECK(layout.sparse_offset(25) == layout.record_bytes() - 8);
+    std::vector<uint8_t> rec(static_cast<size_t>(layout.record_bytes()));
+    for (const uint64_t v : kRawValues) {
+        // 16 hex digits: any 64-bit id parses, in the TSV as in the record.
+        CriteoLine line;
+        const std::string hex = fmt::format("{:x}", v);
+        REQUIRE(parse_criteo_line(line_with(14 + 5, hex), line).empty());
+        REQUIRE(line.sparse[5] == v);
+        line.sparse[0] = v;
+        line.sparse[1] = v;
+        line.sparse[25] = v;
+        encode_criteo_record(line, layout, rec.data());
+        INFO(hex);
+        for (const int t : {0, 5, 25}) {
+            int64_t id;
+            std::memcpy(&id, rec.data() + layout.sparse_offset(t), 8);
+            CHECK(static_cast<uint64_t>(id) == v);
+        }
+        int32_t id1;
+        std::memcpy(&id1, rec.data() + layout.sparse_offset(1), 4);
+        CHECK(id1 == static_cast<int32_t>(v % 1000));
+        int64_t id6;  // a raw feature holding a 32-bit hash: widened
+        std::memcpy(&id6, rec.data() + layout.sparse_offset(6), 8);
+        CHECK(id6 == static_cast<int64_t>(0xa0b1c2d3ull));  // line_with's value
+    }
+}
+
+TEST_CASE("Criteo record: a raw-id feature must be one-hot with no rows", "[data]") {
+    CriteoRecordLayout layout = raw_layout();
+    layout.multi_hot[5] = 2;
+    CHECK_THROWS_WITH(layout.validate(), Contains("cat_5 has raw ids") &&
+                                             Contains("num_embeddings 0 and multi-hot size 1"));
+    layout = raw_layout();
+    layout.num_embeddings[25] = 1000;
+    CHECK_THROWS_WITH(layout.validate(), Contains("cat_25 has raw ids"));
+    layout = raw_layout();
+    layout.raw_ids.pop_back();
+    CHECK_THROWS_WITH(layout.validate(), Contains("need 26 raw-id flags"));
+}
+
+TEST_CASE("Criteo manifest: raw ids make version 2 with raw_ids per feature; round trip",
+          "[data]") {
+    CriteoManifest m;
+    m.layout = raw_layout();
+    m.lines_per_shard = 50;
+    CriteoInputInfo in;
+    in.path = "day_0";
+    in.rows = 9;
+    in.shards = {{"shard_0000_00000.bin", 9, 0xabc, 7}};
+    m.inputs = {in};
+    const std::string text = criteo_manifest_json(m);
+    CHECK_THAT(text, Contains("\"version\": 2"));
+    CHECK_THAT(text, Contains("{\"name\": \"cat_5\", \"num_embeddings\": 0, \"multi_hot\": 1, "
+                              "\"raw_ids\": true}"));
+    CHECK_THAT(text, Contains("{\"name\": \"cat_1\", \"num_embeddings\": 1000, \"multi_hot\": 1, "
+                              "\"raw_ids\": false}"));
+    CHECK_THAT(text, Contains(fmt::format("\"bytes\": {}", m.layout.record_bytes())));
+    const CriteoManifest back = parse_criteo_manifest(text, "m.json");
+    CHECK(back.layout.raw_ids == m.layout.raw_ids);
+    CHECK(back.layout.num_embeddings == m.layout.num_embeddings);
+    CHECK(back.layout.record_bytes() == m.layout.record_bytes());
+
+    SECTION("without raw ids: version 1 and no raw_ids keys, as before") {
+        CriteoManifest plain = m;
+        plain.layout = CriteoRecordLayout::one_hot(1000);
+        const std::string v1 = criteo_manifest_json(plain);
+        CHECK_THAT(v1, Contains("\"version\": 1"));
+        CHECK(v1.find("raw_ids") == std::string::npos);
+        CHECK(parse_criteo_manifest(v1, "m.json").layout.raw_ids.empty());
+    }
+    // Inconsistent manifests: the reader must not guess the record layout.
+    auto replaced = [&](const std::string& from, const std::string& to) {
+        std::string t = text;
+        const size_t at = t.find(from);
+        REQUIRE(at != std::string::npos);
+        return t.replace(at, from.size(), to);
+    };
+    SECTION("version 1 with raw_ids") {
+        CHECK_THROWS_WITH(parse_criteo_manifest(replaced("\"version\": 2", "\"version\": 1"), "m"),
+                          Contains("m: features[0]: has 'raw_ids' but the manifest is version 1"));
+    }
+    SECTION("version 2 with a feature lacking raw_ids") {
+        CHECK_THROWS_WITH(
+            parse_criteo_manifest(
+                replaced("\"multi_hot\": 1, \"raw_ids\": false}", "\"multi_hot\": 1}"), "m"),
+            Contains("m: features[1]: missing or not a scalar: 'raw_ids'"));
+    }
+    SECTION("version 2 with no raw feature") {
+        std::string t = text;
+        for (size_t at; (at = t.find("\"raw_ids\": true")) != std::string::npos;) {
+            t.replace(at, 15, "\"raw_ids\": false");
+        }
+        CHECK_THROWS_WITH(parse_criteo_manifest(t, "m"),
+                          Contains("version 2 but no feature has raw_ids: true"));
+    }
+    SECTION("a raw feature with rows") {
+        CHECK_THROWS_WITH(parse_criteo_manifest(
+                              replaced("\"num_embeddings\": 0", "\"num_embeddings\": 1000"), "m"),
+                          Contains("m: criteo layout: cat_0 has raw ids"));
+    }
+    SECTION("a raw_ids value that is not a boolean") {
+        CHECK_THROWS_WITH(
+            parse_criteo_manifest(replaced("\"raw_ids\": true", "\"raw_ids\": 7"), "m"),
+            Contains("'raw_ids' has a bad value '7'"));
+    }
+    SECTION("record bytes of the i32 layout") {
+        const std::string bytes = fmt::format("\"bytes\": {}", m.layout.record_bytes());
+        CHECK_THROWS_WITH(
+            parse_criteo_manifest(
+                replaced(bytes, fmt::format("\"bytes\": {}", m.layout.record_bytes() - 16)), "m"),
+            Contains("does not match the features' layout"));
+    }
+    SECTION("a version this build does not read") {
+        CHECK_THROWS_WITH(parse_criteo_manifest(replaced("\"version\": 2", "\"version\": 3"), "m"),
+                          Contains("format version 3, this build reads 1 and 2"));
+    }
+}

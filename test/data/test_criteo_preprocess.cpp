@@ -206,6 +206,33 @@ TEST_CASE("criteo-preprocess: a rerun after an interruption writes identical out
     CHECK(snapshot(dir / "out") == full);
 }
 
+// The bytes of shards and manifests written without --raw-ids are pinned: the CRC-32s below were
+// taken from the writer before raw ids existed, so that layout may not change by accident.
+TEST_CASE("criteo-preprocess: without raw ids the shards and manifest keep their bytes", "[data]") {
+    const fs::path dir = fresh_dir("golden");
+    const Days days = write_days(dir, {50, 20});
+    CriteoPreprocessOptions o = options(days, dir / "out", 2);
+    o.layout.multi_hot[7] = 3;
+    (void)preprocess_criteo(o);
+    std::map<std::string, uint32_t> crcs;
+    for (auto [name, bytes] : snapshot(dir / "out")) {
+        if (name == kCriteoManifestName) {  // the inputs' paths vary with the directory
+            for (size_t at; (at = bytes.find(dir.string())) != std::string::npos;) {
+                bytes.replace(at, dir.string().size(), "DIR");
+            }
+        }
+        crcs[name] = crc32(bytes.data(), bytes.size());
+        UNSCOPED_INFO(name << " " << std::hex << crcs[name]);
+    }
+    const std::map<std::string, uint32_t> pinned = {
+        {"manifest.json", 0xd5f5aa74u},
+        {"shard_0000_00000.bin", 0x78ca6603u},
+        {"shard_0000_00001.bin", 0xe9a87744u},
+        {"shard_0001_00000.bin", 0xc3576914u},
+    };
+    CHECK(crcs == pinned);
+}
+
 TEST_CASE("criteo-preprocess: shards from other options are refused, naming the shard", "[data]") {
     const fs::path dir = fresh_dir("foreign");
     const Days days = write_days(dir, {50});
@@ -335,6 +362,97 @@ TEST_CASE("CriteoBinaryDataset: batches hold the preprocessed samples; last day 
     }
 }
 
+namespace {
+
+// Days whose cat_1 values lie above 2^32, cat_5's above 2^62 and cat_9's above 2^63 (16 hex
+// digits: any 64-bit id), the other features as generated.
+Days write_wide_days(const fs::path& dir, const std::vector<uint64_t>& lines_per_day) {
+    Days d = write_days(dir, lines_per_day);
+    size_t i = 0;
+    for (size_t day = 0; day < d.paths.size(); ++day) {
+        std::ofstream f(d.paths[day], std::ios::binary);
+        for (int64_t r = 0; r < d.rows_per_day[day]; ++r, ++i) {
+            test::CriteoSample& s = d.samples[i];
+            s.sparse[1] += (uint64_t{1} << 32) * (1 + i % 5);
+            s.sparse[5] |= uint64_t{1} << 62;
+            s.sparse[9] = ~s.sparse[9];
+            std::string line = std::to_string(s.label);
+            for (size_t j = 0; j < 13; ++j) {
+                line += "\t" + std::to_string(s.dense[j]);
+            }
+            for (size_t t = 0; t < 26; ++t) {
+                line += fmt::format("\t{:x}", s.sparse[t]);
+            }
+            f << line << "\n";
+        }
+    }
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("criteo-preprocess --raw-ids: 64-bit ids round-trip through shards to the batches",
+          "[data]") {
+    const fs::path dir = fresh_dir("raw");
+    const Days days = write_wide_days(dir, {70, 25});
+    CriteoPreprocessOptions o = options(days, dir / "out", 2);
+    o.layout.multi_hot[7] = 3;
+    for (const int t : {1, 5, 9}) {
+        o.layout.set_raw(t);
+    }
+    (void)preprocess_criteo(o);
+    const CriteoManifest m = read_criteo_manifest((dir / "out").string());
+    CHECK(m.layout.raw_ids == o.layout.raw_ids);
+    CHECK(m.layout.num_embeddings[1] == 0);
+    CHECK(m.layout.record_bytes() == 4 * (1 + 13 + 22 + 3) + 8 * 3);
+    CHECK_THAT(read_bytes(dir / "out" / "manifest.json"),
+               Contains("\"version\": 2") && Contains("\"raw_ids\": true"));
+    CriteoBinaryOptions lo = loader_options(dir / "out");
+    lo.feature_names = {"cat_9", "cat_1", "cat_3", "cat_5", "cat_7"};
+    lo.num_embeddings = {10, 10, 5, 10, 97};  // managed: the rows do not bound the raw ids
+    lo.managed = {true, true, false, true, false};
+    const CriteoBinaryDataset ds(lo);
+    CHECK(ds.num_samples(Split::kTrain) == 70);
+    const Batch b = ds.batch(0, 95, Split::kTrain);  // wraps around after row 69
+    const int64_t* v = b.sparse.values().data<int64_t>();
+    int wide = 0;
+    for (int64_t i = 0; i < 95; ++i) {
+        const test::CriteoSample& s = days.samples[static_cast<size_t>(i % 70)];
+        INFO("sample " << i);
+        CHECK(static_cast<uint64_t>(v[i]) == s.sparse[9]);
+        CHECK(static_cast<uint64_t>(v[95 + i]) == s.sparse[1]);
+        CHECK(v[2 * 95 + i] == static_cast<int64_t>(s.sparse[3] % 5));
+        CHECK(static_cast<uint64_t>(v[3 * 95 + i]) == s.sparse[5]);
+        CHECK(v[4 * 95 + 3 * i] == static_cast<int64_t>(s.sparse[7] % 97));
+        wide += s.sparse[1] > (uint64_t{1} << 32) && s.sparse[5] > (uint64_t{1} << 62) &&
+                s.sparse[9] > (uint64_t{1} << 63);
+    }
+    CHECK(wide > 50);  // the test data does hold such values (an empty field is 0)
+
+    SECTION("a raw-id feature without managed_collision is refused, naming it") {
+        lo.managed[3] = false;
+        lo.table_names = {"t9", "t1", "t3", "t5", "t7"};
+        CHECK_THROWS_WITH(
+            CriteoBinaryDataset(lo),
+            Contains("feature 'cat_5' holds raw 64-bit ids (criteo-preprocess --raw-ids) but its "
+                     "table 't5' has no managed_collision") &&
+                Contains("add model.tables[].managed_collision to it, or preprocess without "
+                         "--raw-ids"));
+    }
+    SECTION("a rerun without --raw-ids does not mix its shards with these") {
+        CHECK_THROWS_WITH(preprocess_criteo(options(days, dir / "out", 1)),
+                          Contains("shard_0000_00000.bin was written for other options"));
+    }
+    SECTION("an interrupted run resumes to the same bytes") {
+        const auto full = snapshot(dir / "out");
+        fs::remove(dir / "out" / "shard_0000_00001.bin");
+        fs::remove(dir / "out" / "manifest.json");
+        const CriteoPreprocessSummary s = preprocess_criteo(o);
+        CHECK(s.shards_reused == 2);
+        CHECK(snapshot(dir / "out") == full);
+    }
+}
+
 TEST_CASE("CriteoBinaryDataset: a global batch is the concatenation of its rank slices", "[data]") {
     const fs::path dir = fresh_dir("slices");
     const Days days = write_days(dir, {60, 20});
@@ -417,6 +535,9 @@ TEST_CASE("CriteoBinaryDataset: damaged or mismatched data is an error naming th
         lo.num_embeddings[4] = 96;
         CHECK_THROWS_WITH(CriteoBinaryDataset(lo),
                           Contains("feature 'cat_4' has ids up to 96") && Contains("has 96 rows"));
+        lo.managed.assign(26, false);
+        lo.managed[4] = true;  // a managed-collision table remaps any ids to its rows
+        CHECK_NOTHROW(CriteoBinaryDataset(lo));
     }
     SECTION("a feature that is not a Criteo column") {
         lo.feature_names[2] = "f_t2";

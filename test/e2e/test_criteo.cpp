@@ -273,3 +273,136 @@ TEST_CASE("criteo e2e: preprocessing memory does not grow with the input", "[e2e
     // The chunks in flight are a few MiB at most; the rest is the process itself.
     CHECK(peak_rss_mib(b.output) - peak_rss_mib(a.output) < 8.0);
 }
+
+namespace {
+
+// Rewrites every non-empty cat_0 value v of a TSV as the 64-bit (v << 32) | v (16 hex digits,
+// most of them above 2^63), so that only a raw-id feature can keep them apart.
+void widen_cat0(const std::string& path) {
+    std::ifstream in(path);
+    std::string text, line;
+    while (std::getline(in, line)) {
+        size_t start = 0;
+        for (int column = 0; column < 14; ++column) {
+            start = line.find('\t', start) + 1;
+        }
+        const size_t end = line.find('\t', start);
+        if (end > start) {
+            const uint64_t v = std::stoull(line.substr(start, end - start), nullptr, 16);
+            line.replace(start, end - start, fmt::format("{:016x}", (v << 32) | v));
+        }
+        text += line + "\n";
+    }
+    in.close();
+    std::ofstream(path, std::ios::binary) << text;
+}
+
+// cat_0 and cat_1 (raw ids) on managed-collision tables with fewer slots than their distinct
+// ids, so that slots are evicted; cat_2 (ids mod 64) on a plain table.
+std::string raw_id_config(const fs::path& data, bool manage_cat_1) {
+    return "train: {steps: 12, seed: 3, log_every: 1, eval_every: 0, eval_samples: 64, "
+           "checkpoint_every: 6}\n"
+           "data:\n  type: criteo_binary\n  batch_size: 16\n  criteo_binary: {path: " +
+           data.string() +
+           "}\n"
+           "model:\n  type: dlrm\n  embedding_dim: 4\n  bottom_mlp: [8, 4]\n  top_mlp: [8, 1]\n"
+           "  tables:\n"
+           "    - {name: t_cat_0, num_embeddings: 32, feature_names: [cat_0],\n"
+           "       managed_collision: {zch_size: 24, mch_size: 8, eviction_interval: 2}}\n" +
+           (manage_cat_1 ? "    - {name: t_cat_1, num_embeddings: 32, feature_names: [cat_1],\n"
+                           "       managed_collision: {zch_size: 32, eviction_interval: 2}}\n"
+                         : "    - {name: t_cat_1, num_embeddings: 32, feature_names: [cat_1]}\n") +
+           "    - {name: t_cat_2, num_embeddings: 64, feature_names: [cat_2]}\n"
+           "optimizer:\n  dense: {type: sgd, learning_rate: 0.1}\n"
+           "  sparse: {type: sgd, learning_rate: 0.1}\n";
+}
+
+}  // namespace
+
+TEST_CASE("criteo e2e: --raw-ids trains managed-collision tables; checkpoint, eval, predict",
+          "[e2e][mc]") {
+    const fs::path dir = fresh_dir("criteo_raw");
+    const auto days = write_days(dir, {400, 100});
+    for (const auto& day : days) {
+        widen_cat0(day);
+    }
+    RunResult r = run_shardrec(preprocess_args(
+        days, dir / "data",
+        {"--max-ind-range", "64", "--raw-ids", "cat_0,cat_1", "--lines-per-shard", "128"}));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const std::string manifest = read_bytes(dir / "data" / "manifest.json");
+    CHECK(manifest.find("\"version\": 2") != std::string::npos);
+    CHECK(manifest.find("{\"name\": \"cat_0\", \"num_embeddings\": 0, \"multi_hot\": 1, "
+                        "\"raw_ids\": true}") != std::string::npos);
+    CHECK(manifest.find("{\"name\": \"cat_2\", \"num_embeddings\": 64, \"multi_hot\": 1, "
+                        "\"raw_ids\": false}") != std::string::npos);
+
+    const fs::path config = dir / "raw.yaml";
+    std::ofstream(config) << raw_id_config(dir / "data", true);
+    r = run_shardrec({"train", config.string(), "--out", (dir / "run").string()});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto losses = train_losses(dir / "run");
+    REQUIRE(losses.size() == 12);
+    for (const double loss : losses) {
+        CHECK(std::isfinite(loss));
+    }
+    int64_t evictions = 0;
+    for (const auto& rec : read_metrics(dir / "run")) {
+        if (rec.at("kind") == "managed_collision" && rec.at("table") == "t_cat_0") {
+            evictions += std::stoll(rec.at("evictions"));
+        }
+    }
+    CHECK(evictions > 0);
+
+    // The checkpoint holds the remap: eval reads it, and a quantized model scores every row.
+    const std::string ckpt = (dir / "run" / "checkpoints").string();
+    r = run_shardrec({"eval", config.string(), "--checkpoint", ckpt});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("\"auc\":") != std::string::npos);
+    const std::string model = (dir / "model").string();
+    r = run_shardrec({"ckpt", "quantize", ckpt, "--out", model, "--weights", "f32"});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    r = run_shardrec({"predict", model, "--data", (dir / "data").string(), "--out",
+                      (dir / "scores.csv").string()});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(csv_column(dir / "scores.csv", 0).size() == 500);
+
+    // A raw-id feature on a table without managed_collision: refused before training, by name.
+    std::ofstream(config) << raw_id_config(dir / "data", false);
+    r = run_shardrec({"train", config.string(), "--out", (dir / "unmanaged").string()});
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("feature 'cat_1' holds raw 64-bit ids (criteo-preprocess --raw-ids) but "
+                        "its table 't_cat_1' has no managed_collision") != std::string::npos);
+    CHECK(r.output.find("or preprocess without --raw-ids") != std::string::npos);
+    CHECK(!fs::exists(dir / "unmanaged" / "metrics.jsonl"));
+
+    // --raw-ids alone: every feature, so the plain table of cat_2 is refused too.
+    r = run_shardrec(preprocess_args(days, dir / "all", {"--raw-ids"}));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::ofstream(config) << raw_id_config(dir / "all", true);
+    r = run_shardrec({"train", config.string(), "--out", (dir / "all_run").string()});
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("feature 'cat_2' holds raw 64-bit ids") != std::string::npos);
+
+    // Raw ids are one-hot, and LIST names features.
+    r = run_shardrec(
+        preprocess_args(days, dir / "bad", {"--raw-ids", "cat_3", "--multi-hot", "mlperf"}));
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("--raw-ids: cat_3 has multi-hot size 2, but raw ids are one-hot") !=
+          std::string::npos);
+    r = run_shardrec(preprocess_args(days, dir / "bad", {"--raw-ids", "cat_0,C5"}));
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("--raw-ids: 'C5' is not a categorical feature") != std::string::npos);
+    r = run_shardrec({"data", "--help"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.output.find("[--raw-ids [LIST]]") != std::string::npos);
+    CHECK(r.output.find("or v itself with --raw-ids") != std::string::npos);
+}
