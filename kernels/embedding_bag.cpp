@@ -2,6 +2,7 @@
 // (STYLE.md R2). Backends assume what is checked here.
 #include "kernels/embedding_bag.h"
 
+#include <atomic>
 #include <cmath>
 
 namespace shardrec::kernels {
@@ -232,6 +233,31 @@ void embedding_bag_backward_fused(const Tensor& grad_out,
                                                       offsets, per_sample_weights, mode, optim,
                                                       weights, state1, state2, workspace, stream);
     }
+}
+
+namespace {
+std::atomic<HotRowUpdate> g_hot_row_update{HotRowUpdate::kChunked};
+}  // namespace
+
+const char* hot_row_update_name(HotRowUpdate mode) {
+    return mode == HotRowUpdate::kBlock ? "block" : "chunked";
+}
+
+HotRowUpdate hot_row_update_from_name(const std::string& name) {
+    for (HotRowUpdate m : {HotRowUpdate::kChunked, HotRowUpdate::kBlock}) {
+        if (name == hot_row_update_name(m))
+            return m;
+    }
+    SR_CHECK(false, "unknown hot-row update '{}' (chunked or block)", name);
+    return HotRowUpdate::kChunked;
+}
+
+void set_hot_row_update(HotRowUpdate mode) {
+    g_hot_row_update.store(mode);
+}
+
+HotRowUpdate hot_row_update() {
+    return g_hot_row_update.load();
 }
 
 }  // namespace shardrec::kernels

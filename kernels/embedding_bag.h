@@ -22,6 +22,7 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "engine/core/pooling_mode.h"
@@ -127,6 +128,18 @@ void embedding_bag_backward_fused(const Tensor& grad_out,
                                   Tensor* state2,
                                   EmbeddingBackwardWorkspace& workspace,
                                   Stream& stream);
+
+// How the CUDA backward sums a hot row's ids (more than 32 in a batch, as Zipf ids make them):
+// kChunked (the default) in chunks of 256 ids, each summed by a block of its own, then the
+// chunks' sums added in chunk order; kBlock, the earlier kernel, in one block per row, which
+// serialises a row of many thousands of ids. Both are deterministic (fixed slices, no atomics)
+// and differ in the last bits (the order of the partial sums). Process-wide; the CPU ignores it.
+// runtime.hot_row_update sets it.
+enum class HotRowUpdate { kChunked, kBlock };
+const char* hot_row_update_name(HotRowUpdate mode);              // "chunked", "block"
+HotRowUpdate hot_row_update_from_name(const std::string& name);  // throws on anything else
+void set_hot_row_update(HotRowUpdate mode);
+HotRowUpdate hot_row_update();
 
 // Checks the optimizer state tensors against optim.type and weights [sum E, D] (shared with
 // sequence_embedding_backward_fused).

@@ -256,7 +256,9 @@ fi
 
 # ---- benchmarks ----
 # Every case in f32 (rows in bench_ops.json), then the GEMM-shaped cases again in bf16 math
-# against cuBLAS's own bf16 GEMM on the same shapes (rows in the text only).
+# against cuBLAS's own bf16 GEMM on the same shapes, and the MLPerf-pooling fused backward with
+# the earlier block-per-row hot-row kernel (runtime.hot_row_update block) beside the default
+# chunked one (rows in the text only).
 bench_all() {
     limited "$build_dir/test/bench_ops" --device cuda --bench-only --reps 20 \
         --json "$out/bench_ops.json" || return
@@ -265,6 +267,9 @@ bench_all() {
         limited "$build_dir/test/bench_ops" --device cuda --bench-only --reps 20 \
             --gemm-math bf16 --filter "$filter" || return
     done
+    echo "== --hot-rows block"
+    limited "$build_dir/test/bench_ops" --device cuda --bench-only --reps 20 --hot-rows block \
+        --filter "^EmbeddingBagBackwardFused(T=1,F=26" || return
 }
 if has_step bench; then
     run_step bench bench_ops.txt 300 bench_all

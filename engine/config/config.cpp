@@ -194,6 +194,13 @@ void RuntimeConfig::visit(FieldVisitor& v) {
                   "for the optimizer); tf32 tensor cores (CUDA only)")
                 .one_of({"f32", "tf32", "bf16"}),
             gemm_math);
+    v.field(Field("hot_row_update",
+                  "how the CUDA embedding backward sums a row with many ids in a batch (Zipf "
+                  "ids): chunked (chunks of 256 ids on blocks of their own, added in order); "
+                  "block (one block per row, the earlier kernel, kept to compare). The CPU "
+                  "ignores it")
+                .one_of({"chunked", "block"}),
+            hot_row_update);
 }
 
 void RuntimeConfig::resolve(ConfigNode& node) {

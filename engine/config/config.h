@@ -178,10 +178,11 @@ struct RuntimeConfig {
     std::string device = "cpu";  // cpu | cuda (the node-local rank's GPU) | cuda:N
     std::string log_level = "info";
     int64_t threads = 0;  // CPU threads per rank, at most usable_cpus(); 0: configure_threads
-    std::string bounds_check = "fatal";  // fatal | warning | ignore (TorchRec BoundsCheckMode)
-    std::string nan_policy = "stop";     // stop | skip_batch
-    double comm_timeout_s = 600;         // SHARDREC_COMM_TIMEOUT_S overrides it; 0: no limit
-    std::string gemm_math = "f32";       // f32 | tf32 (CUDA) | bf16: the GEMMs' math
+    std::string bounds_check = "fatal";      // fatal | warning | ignore (TorchRec BoundsCheckMode)
+    std::string nan_policy = "stop";         // stop | skip_batch
+    double comm_timeout_s = 600;             // SHARDREC_COMM_TIMEOUT_S overrides it; 0: no limit
+    std::string gemm_math = "f32";           // f32 | tf32 (CUDA) | bf16: the GEMMs' math
+    std::string hot_row_update = "chunked";  // chunked | block: the CUDA backward's hot rows
 
     void visit(FieldVisitor& v);
     void from_yaml(ConfigNode& node);

@@ -25,6 +25,7 @@
 #include "engine/train/fault_inject.h"
 #include "engine/train/progress.h"
 #include "engine/train/run_dir.h"
+#include "kernels/embedding_bag.h"
 #include "kernels/linear.h"
 #include "kernels/qcomm_codec.h"
 #include "kernels/threads.h"
@@ -66,10 +67,12 @@ LrScheduleConfig lr_schedule_config(const OptimizerConfig::Dense& d) {
 }
 
 // runtime.device: cpu, cuda (the node-local rank's GPU: one rank per GPU) or cuda:N. Makes it
-// the current device of this rank, and runtime.gemm_math the math of its GEMMs.
+// the current device of this rank, runtime.gemm_math the math of its GEMMs and
+// runtime.hot_row_update the CUDA backward's hot-row kernel.
 Device resolve_device(const Config& config) {
     const std::string& name = config.runtime.device;
     kernels::set_gemm_math(kernels::gemm_math_from_name(config.runtime.gemm_math));
+    kernels::set_hot_row_update(kernels::hot_row_update_from_name(config.runtime.hot_row_update));
     if (name == "cpu")
         return Device::cpu();
     const comm::ProcessInfo& info = comm::process_info();

@@ -42,6 +42,9 @@ enum Slot : size_t {
     kHot,
     kCounters,
     kCubTemp,
+    kHotChunkBegin,
+    kChunkHot,
+    kHotPartial,
     kNumSlots,
 };
 
@@ -110,14 +113,30 @@ __global__ void gather_sorted_kernel(int64_t n,
     sorted_scales[k] = scales[id];
 }
 
-__global__ void collect_hot_segments_kernel(
-    int64_t max_segments, int64_t total_rows, RowSegments sg, int32_t* hot, int32_t* num_hot) {
+// The hot segments, and each one's run of chunks (its chunks are consecutive, in id order, so
+// the order the rows claim their runs in changes nothing).
+__global__ void collect_hot_segments_kernel(int64_t max_segments,
+                                            int64_t total_rows,
+                                            RowSegments sg,
+                                            int32_t* hot,
+                                            int32_t* num_hot,
+                                            int32_t* num_chunks,
+                                            int32_t* hot_chunk_begin,
+                                            int32_t* chunk_hot) {
     const int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (s >= max_segments || s >= *sg.num_segments) {
         return;
     }
-    if (sg.counts[s] > kHotSegmentIds && sg.rows[s] < total_rows) {
-        hot[atomicAdd(num_hot, 1)] = static_cast<int32_t>(s);
+    const int32_t count = sg.counts[s];
+    if (count > kHotSegmentIds && sg.rows[s] < total_rows) {
+        const int32_t h = atomicAdd(num_hot, 1);
+        hot[h] = static_cast<int32_t>(s);
+        const int32_t chunks = (count + kHotChunkIds - 1) / kHotChunkIds;
+        const int32_t first = atomicAdd(num_chunks, chunks);
+        hot_chunk_begin[h] = first;
+        for (int32_t j = 0; j < chunks; ++j) {
+            chunk_hot[first + j] = h;
+        }
     }
 }
 
@@ -421,8 +440,40 @@ __global__ void segment_update_warp_kernel(
     }
 }
 
-// A block per hot segment: warp w sums its fixed contiguous slice of the segment's ids, the
-// slices are added in warp order into a shared gradient row, then all threads update the row.
+// A hot row's update by the whole block from its gradient g_row [D] in shared memory (weight
+// decay applied): row-wise Adagrad's accumulator from the row's mean g^2, then every element.
+template <typename Weight, int kRule>
+__device__ void update_hot_row(int64_t row,
+                               const float* g_row,
+                               float* reduce_scratch,
+                               int64_t dim,
+                               const UpdateConstants& k,
+                               const UpdateTarget& target) {
+    auto* weights = static_cast<Weight*>(target.weights);
+    float rowwise_step = 0.f;
+    if constexpr (kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad)) {
+        float sum_sq = 0.f;
+        for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+            sum_sq += g_row[d] * g_row[d];
+        }
+        const float old_sum = target.state1[row];
+        float new_sum = old_sum;
+        rowwise_step = rules::rowwise_adagrad_rate(
+            new_sum, block_sum(sum_sq, reduce_scratch) / static_cast<float>(dim), k.lr, k.eps);
+        if (threadIdx.x == 0) {
+            target.state1[row] = new_sum;
+        }
+    }
+    for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
+        update_element<Weight, kRule>(row * dim + d, g_row[d], k, rowwise_step, weights,
+                                      target.state1, target.state2, target.dense);
+    }
+    __syncthreads();  // g_row is reused by the next hot row
+}
+
+// A block per hot segment (HotRowUpdate::kBlock): warp w sums its fixed contiguous slice of the
+// segment's ids, the slices are added in warp order into a shared gradient row, then all threads
+// update the row.
 template <typename Weight, int kRule>
 __global__ void segment_update_hot_block_kernel(
     RowSegments sg, const float* grad, int64_t dim, UpdateConstants k, UpdateTarget target) {
@@ -458,25 +509,70 @@ __global__ void segment_update_hot_block_kernel(
             }
             __syncthreads();
         }
-        float rowwise_step = 0.f;
-        if constexpr (kRule == static_cast<int>(OptimType::kExactRowWiseAdagrad)) {
-            float sum_sq = 0.f;
-            for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
-                sum_sq += g_row[d] * g_row[d];
+        update_hot_row<Weight, kRule>(row, g_row, reduce_scratch, dim, k, target);
+    }
+}
+
+// Pass 1 of a hot row in chunks (HotRowUpdate::kChunked): a block per chunk of kHotChunkIds of
+// its sorted ids; warp w sums its fixed contiguous slice of the chunk, the slices are added in
+// warp order into the chunk's row of hot_partial.
+__global__ void hot_chunk_sum_kernel(RowSegments sg, const float* grad, int64_t dim) {
+    __shared__ float partial[kHotBlockWarps * kChunkCols];
+    const int lane = threadIdx.x % kWarpSize;
+    const int warp = threadIdx.x / kWarpSize;
+    const int32_t num_chunks = *sg.num_chunks;
+    for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
+        const int32_t h = sg.chunk_hot[c];
+        const int32_t s = sg.hot[h];
+        const int64_t j = c - sg.hot_chunk_begin[h];
+        const int64_t first = sg.begins[s] + j * kHotChunkIds;
+        const int64_t n = min(static_cast<int64_t>(kHotChunkIds), sg.counts[s] - j * kHotChunkIds);
+        const int64_t slice = ceil_div(n, kHotBlockWarps);
+        const int64_t k_begin = first + min(n, warp * slice);
+        const int64_t k_end = first + min(n, (warp + 1) * slice);
+        for (int64_t c0 = 0; c0 < dim; c0 += kChunkCols) {
+            float acc[kColsPerLane];
+            reduce_ids(sg, grad, dim, k_begin, k_end, c0, lane, acc);
+            for (int i = 0; i < kColsPerLane; ++i) {
+                partial[warp * kChunkCols + lane + kWarpSize * i] = acc[i];
             }
-            const float old_sum = target.state1[row];
-            float new_sum = old_sum;
-            rowwise_step = rules::rowwise_adagrad_rate(
-                new_sum, block_sum(sum_sq, reduce_scratch) / static_cast<float>(dim), k.lr, k.eps);
-            if (threadIdx.x == 0) {
-                target.state1[row] = new_sum;
+            __syncthreads();
+            for (int64_t col = threadIdx.x; col < kChunkCols && c0 + col < dim; col += blockDim.x) {
+                float sum = 0.f;
+                for (int w = 0; w < kHotBlockWarps; ++w) {
+                    sum += partial[w * kChunkCols + col];
+                }
+                sg.hot_partial[c * dim + c0 + col] = sum;
             }
+            __syncthreads();
         }
+    }
+}
+
+// Pass 2: a block per hot row adds its chunks' sums in chunk order and updates the row.
+template <typename Weight, int kRule>
+__global__ void hot_chunk_update_kernel(RowSegments sg,
+                                        int64_t dim,
+                                        UpdateConstants k,
+                                        UpdateTarget target) {
+    extern __shared__ float shared[];
+    float* g_row = shared;                // [D]
+    float* reduce_scratch = g_row + dim;  // [32]
+    auto* weights = static_cast<Weight*>(target.weights);
+    for (int64_t h = blockIdx.x; h < *sg.num_hot; h += gridDim.x) {
+        const int32_t s = sg.hot[h];
+        const int64_t row = sg.rows[s];
+        const int64_t first = sg.hot_chunk_begin[h];
+        const int64_t chunks = ceil_div(sg.counts[s], kHotChunkIds);
         for (int64_t d = threadIdx.x; d < dim; d += blockDim.x) {
-            update_element<Weight, kRule>(row * dim + d, g_row[d], k, rowwise_step, weights,
-                                          target.state1, target.state2, target.dense);
+            float sum = 0.f;
+            for (int64_t c = first; c < first + chunks; ++c) {
+                sum += sg.hot_partial[c * dim + d];
+            }
+            g_row[d] = decayed<Weight, kRule>(sum, weights, row * dim + d, k.weight_decay);
         }
-        __syncthreads();  // g_row is reused by the next hot row
+        __syncthreads();
+        update_hot_row<Weight, kRule>(row, g_row, reduce_scratch, dim, k, target);
     }
 }
 
@@ -509,9 +605,20 @@ void launch_segment_update(const RowSegments& sg,
     SR_CUDA_LAUNCH_CHECK(s);
     const int64_t max_hot = std::max<int64_t>(1, sg.max_segments / (kHotSegmentIds + 1));
     const auto blocks = static_cast<unsigned>(std::min<int64_t>(max_hot, 1024));
-    const size_t shared = (kHotBlockWarps * kChunkCols + dim + kWarpSize) * sizeof(float);
-    segment_update_hot_block_kernel<Weight, kRule>
-        <<<blocks, kHotBlockWarps * kWarpSize, shared, s>>>(sg, grad, dim, k, target);
+    if (hot_row_update() == HotRowUpdate::kBlock) {
+        const size_t shared = (kHotBlockWarps * kChunkCols + dim + kWarpSize) * sizeof(float);
+        segment_update_hot_block_kernel<Weight, kRule>
+            <<<blocks, kHotBlockWarps * kWarpSize, shared, s>>>(sg, grad, dim, k, target);
+        SR_CUDA_LAUNCH_CHECK(s);
+        return;
+    }
+    // Enough blocks for every SM several times over; each loops over chunks (rows) past them.
+    const auto chunk_blocks = static_cast<unsigned>(std::min<int64_t>(sg.max_chunks, 4096));
+    hot_chunk_sum_kernel<<<chunk_blocks, kHotBlockWarps * kWarpSize, 0, s>>>(sg, grad, dim);
+    SR_CUDA_LAUNCH_CHECK(s);
+    const size_t shared = (dim + kWarpSize) * sizeof(float);
+    hot_chunk_update_kernel<Weight, kRule>
+        <<<blocks, kHotBlockWarps * kWarpSize, shared, s>>>(sg, dim, k, target);
     SR_CUDA_LAUNCH_CHECK(s);
 }
 
@@ -547,8 +654,26 @@ RowSegments sort_contributions(const LookupArgs& a,
     SR_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, (int32_t*)nullptr,
                                                 (int32_t*)nullptr, count, s));
     const auto cub_bytes = static_cast<int64_t>(std::max({sort_bytes, rle_bytes, scan_bytes}));
-    const int64_t slot_bytes[kNumSlots] = {8 * n, 8 * n, 4 * n, 4 * n, 8 * n, 4 * n, 8 * n,
-                                           4 * n, 8 * n, 4 * n, 4 * n, 4 * n, 16,    cub_bytes};
+    // Hot rows in chunks: each claims ceil(count / C) chunks, so at most n / C chunks plus one
+    // per hot row (a hot row has more than kHotSegmentIds ids).
+    const int64_t max_chunks = n / kHotChunkIds + n / (kHotSegmentIds + 1) + 1;
+    const int64_t slot_bytes[kNumSlots] = {8 * n,
+                                           8 * n,
+                                           4 * n,
+                                           4 * n,
+                                           8 * n,
+                                           4 * n,
+                                           8 * n,
+                                           4 * n,
+                                           8 * n,
+                                           4 * n,
+                                           4 * n,
+                                           4 * n,
+                                           16,
+                                           cub_bytes,
+                                           4 * n,
+                                           4 * max_chunks,
+                                           4 * max_chunks * a.dim};
     bool fits = true;
     for (size_t i = 0; i < kNumSlots; ++i) {
         fits = fits && workspace.fits(i, std::max<int64_t>(slot_bytes[i], 4), device);
@@ -568,7 +693,11 @@ RowSegments sort_contributions(const LookupArgs& a,
     auto* counts = slot_buffer<int32_t>(workspace, kCounts, n, device);
     auto* begins = slot_buffer<int32_t>(workspace, kBegins, n, device);
     auto* hot = slot_buffer<int32_t>(workspace, kHot, n, device);
-    auto* counters = slot_buffer<int32_t>(workspace, kCounters, 4, device);  // segments, hot
+    auto* counters =
+        slot_buffer<int32_t>(workspace, kCounters, 4, device);  // segments, hot, chunks
+    auto* hot_chunk_begin = slot_buffer<int32_t>(workspace, kHotChunkBegin, n, device);
+    auto* chunk_hot = slot_buffer<int32_t>(workspace, kChunkHot, max_chunks, device);
+    auto* hot_partial = slot_buffer<float>(workspace, kHotPartial, max_chunks * a.dim, device);
     void* cub_temp = workspace.buffer(kCubTemp, std::max<int64_t>(cub_bytes, 4), device);
 
     RowSegments sg;
@@ -582,6 +711,11 @@ RowSegments sort_contributions(const LookupArgs& a,
     sg.scales = sorted_scales;
     sg.num_hot = counters + 1;
     sg.hot = hot;
+    sg.max_chunks = max_chunks;
+    sg.num_chunks = counters + 2;
+    sg.hot_chunk_begin = hot_chunk_begin;
+    sg.chunk_hot = chunk_hot;
+    sg.hot_partial = hot_partial;
     SR_CUDA_CHECK(cudaMemsetAsync(counters, 0, 4 * sizeof(int32_t), s));
     if (n == 0) {
         return sg;
@@ -602,8 +736,8 @@ RowSegments sort_contributions(const LookupArgs& a,
                                                      reinterpret_cast<uint64_t*>(rows), counts,
                                                      counters, count, s));
     SR_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(cub_temp, scan_bytes, counts, begins, count, s));
-    collect_hot_segments_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(n, a.total_rows, sg, hot,
-                                                                     counters + 1);
+    collect_hot_segments_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(
+        n, a.total_rows, sg, hot, counters + 1, counters + 2, hot_chunk_begin, chunk_hot);
     SR_CUDA_LAUNCH_CHECK(s);
     return sg;
 }

@@ -3,8 +3,10 @@
 // id becomes a contribution (global row, where its gradient row starts, scale); a CUB radix sort
 // of (row key, id index) pairs groups them by row, stably, so each row's ids stay in id order; a
 // run-length encode gives one segment per touched row. Each segment is then reduced in id order
-// (a warp per row, a block per hot row with more than kHotSegmentIds ids, its ids split into
-// fixed contiguous slices) and written as a dense gradient or updated by the fused optimizer.
+// (a warp per row; a hot row, with more than kHotSegmentIds ids, in chunks of kHotChunkIds ids
+// summed by blocks of their own and then added in chunk order, or with HotRowUpdate::kBlock in
+// one block, its ids split into fixed contiguous slices) and written as a dense gradient or
+// updated by the fused optimizer.
 // No atomics touch weights or gradients: results are bitwise identical on repeated runs.
 #pragma once
 
@@ -13,6 +15,7 @@
 namespace shardrec::kernels::cuda {
 
 constexpr int32_t kHotSegmentIds = 32;
+constexpr int32_t kHotChunkIds = 256;
 
 // Device pointers into the workspace, valid until the workspace is used again.
 struct RowSegments {
@@ -27,6 +30,14 @@ struct RowSegments {
     const float* scales = nullptr;          // [N] the id's scale
     const int32_t* num_hot = nullptr;       // [1] segments with more than kHotSegmentIds ids
     const int32_t* hot = nullptr;           // [N] their indices (in no particular order)
+    // The chunks of the hot segments (HotRowUpdate::kChunked): hot segment h's chunk j is chunk
+    // hot_chunk_begin[h] + j, of sorted positions [begin + j C, min(begin + count, (j + 1) C))
+    // (C = kHotChunkIds); chunk_hot[c] is its h and hot_partial[c * D, (c + 1) * D) its sum.
+    int64_t max_chunks = 0;                    // an upper bound of num_chunks
+    const int32_t* num_chunks = nullptr;       // [1]
+    const int32_t* hot_chunk_begin = nullptr;  // [N]
+    const int32_t* chunk_hot = nullptr;        // [max_chunks]
+    float* hot_partial = nullptr;              // [max_chunks, D]
 };
 
 // Contributions of a pooled lookup (grad row (b, f) of grad_out [B, F*D], scale w / L for MEAN)

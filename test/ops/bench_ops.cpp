@@ -8,12 +8,12 @@
 // same shapes (cblas_sgemm, or cuBLAS). On CUDA a timed run is the case's launches followed by a
 // synchronisation of its stream. --gemm-math tf32|bf16 times the cases and the BLAS's GEMM in
 // that runtime.gemm_math mode (CUDA); the outputs are still checked with f32 GEMMs first.
-// --once runs each selected case once, neither checked nor timed, for a profiler to time its
-// kernels (scripts/gpu_check.sh's kernels step, under Nsight Compute).
+// --hot-rows block times the CUDA embedding backward with its earlier hot-row kernel
+// (runtime.hot_row_update). --once runs each selected case once, neither checked nor timed, for
+// a profiler to time its kernels (scripts/gpu_check.sh's kernels step, under Nsight Compute).
 //
-//   bench_ops [--device cpu|cuda] [--filter SUBSTR|^PREFIX] [--bench-only] [--reps R] [--gemm-math
-//   M]
-//             [--json FILE] [--once]
+//   bench_ops [--device cpu|cuda] [--filter SUBSTR|^PREFIX] [--bench-only] [--reps R]
+//             [--gemm-math M] [--hot-rows chunked|block] [--json FILE] [--once]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +26,7 @@
 #include "engine/core/cuda/cuda_runtime_api.h"
 #include "engine/core/version.h"
 #include "kernels/device_ceilings.h"
+#include "kernels/embedding_bag.h"
 #include "kernels/linear.h"
 #include "test/ops/op_case.h"
 
@@ -96,11 +97,14 @@ int main(int argc, char** argv) {
         } else if (a == "--gemm-math" && i + 1 < argc) {
             timed_math_name = argv[++i];
             timed_math = kernels::gemm_math_from_name(timed_math_name);
+        } else if (a == "--hot-rows" && i + 1 < argc) {
+            kernels::set_hot_row_update(kernels::hot_row_update_from_name(argv[++i]));
         } else {
             std::fprintf(
                 stderr,
                 "usage: bench_ops [--device cpu|cuda] [--filter SUBSTR|^PREFIX] [--bench-only] "
-                "[--reps R] [--gemm-math f32|tf32|bf16] [--json FILE] [--once]\n");
+                "[--reps R] [--gemm-math f32|tf32|bf16] [--hot-rows chunked|block] [--json FILE] "
+                "[--once]\n");
             return 2;
         }
     }

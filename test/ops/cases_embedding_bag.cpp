@@ -528,6 +528,10 @@ void add_backward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     EmbeddingInputSpec exact = spec({16, 16}, {0, 1, 0}, 7, 33, 10, true, DType::kF32);
     exact.exact = true;
     v.push_back(std::make_unique<EmbeddingBagBackwardCase>(exact, kSum, true));
+    // A hot row of 600 ids (CUDA: three chunks of at most 256, the last partial).
+    EmbeddingInputSpec chunked = spec({60}, {0, 0, 0}, 200, 40, 4, true, DType::kF32);
+    chunked.hot_row = true;
+    v.push_back(std::make_unique<EmbeddingBagBackwardCase>(chunked, kSum, true));
 }
 
 void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
@@ -556,6 +560,11 @@ void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
         full.hot_row = true;
         v.push_back(
             std::make_unique<EmbeddingBagBackwardFusedCase>(full, kSum, optimizer(type, lr)));
+        // A hot row of 600 ids (CUDA: three chunks of at most 256, the last partial).
+        EmbeddingInputSpec chunked = spec({60}, {0, 0, 0}, 200, 40, 4, true, DType::kF32);
+        chunked.hot_row = true;
+        v.push_back(
+            std::make_unique<EmbeddingBagBackwardFusedCase>(chunked, kMean, optimizer(type, lr)));
         // D beyond one 128-column chunk, with a hot row (CUDA: the multi-chunk paths of the
         // warp-per-row and block-per-row updates).
         EmbeddingInputSpec wide = spec({20}, {0, 0}, 32, 200, 5, true, DType::kBF16);

@@ -1,9 +1,11 @@
 // The backend-ops cases on CUDA: every case against the float64 reference (outputs NaN-poisoned
-// and guarded on the device), the GEMM cases also in tf32 and bf16 math, and bitwise determinism
-// of two runs (the embedding backwards included: no atomics on weights). Runs with catch_cuda_main,
+// and guarded on the device), the GEMM cases also in tf32 and bf16 math, the embedding backwards
+// also with the block-per-row hot-row kernel, and bitwise determinism of two runs (the embedding
+// backwards included: no atomics on weights). Runs with catch_cuda_main,
 // which exits 77 (ctest "Not Run") when no GPU is visible. Plus the CUDA-only report of
 // out-of-range ids, and the pinned host-to-device staging every batch goes through.
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "engine/core/pinned_buffer.h"
@@ -58,6 +60,26 @@ TEST_CASE("backend ops: the GEMM cases within the rounding of tf32 and bf16 math
 TEST_CASE("linear in bf16 math on CUDA rounds each operand to bf16 and accumulates in f32",
           "[ops][cuda]") {
     check_bf16_operand_rounding(Device::cuda(0));
+}
+
+TEST_CASE("backend ops: the embedding backwards with the block-per-row hot-row kernel on CUDA",
+          "[ops][cuda]") {
+    // runtime.hot_row_update block, the earlier kernel, kept to compare with the chunked one.
+    struct Restore {
+        ~Restore() { kernels::set_hot_row_update(kernels::HotRowUpdate::kChunked); }
+    } restore;
+
+    kernels::set_hot_row_update(kernels::HotRowUpdate::kBlock);
+    for (auto& c : all_op_cases()) {
+        const std::string name = kernels::op_name(c->kind());
+        if (c->bench_only() || c->cpu_only() || name.find("Backward") == std::string::npos ||
+            name.find("Embedding") == std::string::npos)
+            continue;
+        DYNAMIC_SECTION(name << "(" << c->vars() << ") with block hot rows on cuda") {
+            check_case(*c, Device::cuda(0));
+            check_case_deterministic(*c, Device::cuda(0));
+        }
+    }
 }
 
 TEST_CASE("backend ops: every case is bitwise deterministic on CUDA", "[ops][cuda]") {

@@ -203,6 +203,9 @@ const std::map<std::string, std::string>& no_run_effect() {
         {"runtime.device",
          "where the same computation runs; the GPU is checked against the CPU by test_train_cuda"},
         {"runtime.log_level", "logging only"},
+        {"runtime.hot_row_update",
+         "acts only on a CUDA device, where both kernels are checked against the float64 "
+         "reference (test_backend_ops_cuda)"},
         {"runtime.threads",
          "speed only: results are the same whatever the thread count (test_trainer)"},
         {"runtime.bounds_check",
