@@ -440,6 +440,41 @@ __global__ void segment_update_warp_kernel(
     }
 }
 
+// The sums over sorted positions [first, first + n) of scale * grad row, by the whole block:
+// warp w sums its fixed contiguous slice of the positions, the slices are added in warp order
+// (partial: [kHotBlockWarps * kChunkCols] shared), and out(d, sum) takes column d's, for every
+// column of [0, D) in chunks of kChunkCols.
+template <typename Out>
+__device__ void block_sum_ids(const RowSegments& sg,
+                              const float* grad,
+                              int64_t dim,
+                              int64_t first,
+                              int64_t n,
+                              float* partial,
+                              Out out) {
+    const int lane = threadIdx.x % kWarpSize;
+    const int warp = threadIdx.x / kWarpSize;
+    const int64_t slice = ceil_div(n, kHotBlockWarps);
+    const int64_t k_begin = first + min(n, warp * slice);
+    const int64_t k_end = first + min(n, (warp + 1) * slice);
+    for (int64_t c0 = 0; c0 < dim; c0 += kChunkCols) {
+        float acc[kColsPerLane];
+        reduce_ids(sg, grad, dim, k_begin, k_end, c0, lane, acc);
+        for (int i = 0; i < kColsPerLane; ++i) {
+            partial[warp * kChunkCols + lane + kWarpSize * i] = acc[i];
+        }
+        __syncthreads();
+        for (int64_t col = threadIdx.x; col < kChunkCols && c0 + col < dim; col += blockDim.x) {
+            float sum = 0.f;
+            for (int w = 0; w < kHotBlockWarps; ++w) {
+                sum += partial[w * kChunkCols + col];
+            }
+            out(c0 + col, sum);
+        }
+        __syncthreads();
+    }
+}
+
 // A hot row's update by the whole block from its gradient g_row [D] in shared memory (weight
 // decay applied): row-wise Adagrad's accumulator from the row's mean g^2, then every element.
 template <typename Weight, int kRule>
@@ -481,34 +516,14 @@ __global__ void segment_update_hot_block_kernel(
     float* partial = shared;                               // [warps][kChunkCols]
     float* g_row = partial + kHotBlockWarps * kChunkCols;  // [D]
     float* reduce_scratch = g_row + dim;                   // [32]
-    const int lane = threadIdx.x % kWarpSize;
-    const int warp = threadIdx.x / kWarpSize;
     auto* weights = static_cast<Weight*>(target.weights);
     for (int64_t h = blockIdx.x; h < *sg.num_hot; h += gridDim.x) {
         const int64_t s = sg.hot[h];
         const int64_t row = sg.rows[s];
-        const int64_t begin = sg.begins[s];
-        const int64_t count = sg.counts[s];
-        const int64_t slice = ceil_div(count, kHotBlockWarps);
-        const int64_t k_begin = begin + min(count, warp * slice);
-        const int64_t k_end = begin + min(count, (warp + 1) * slice);
-        for (int64_t c0 = 0; c0 < dim; c0 += kChunkCols) {
-            float acc[kColsPerLane];
-            reduce_ids(sg, grad, dim, k_begin, k_end, c0, lane, acc);
-            for (int i = 0; i < kColsPerLane; ++i) {
-                partial[warp * kChunkCols + lane + kWarpSize * i] = acc[i];
-            }
-            __syncthreads();
-            for (int64_t col = threadIdx.x; col < kChunkCols && c0 + col < dim; col += blockDim.x) {
-                float sum = 0.f;
-                for (int w = 0; w < kHotBlockWarps; ++w) {
-                    sum += partial[w * kChunkCols + col];
-                }
-                g_row[c0 + col] =
-                    decayed<Weight, kRule>(sum, weights, row * dim + c0 + col, k.weight_decay);
-            }
-            __syncthreads();
-        }
+        block_sum_ids(
+            sg, grad, dim, sg.begins[s], sg.counts[s], partial, [&](int64_t d, float sum) {
+                g_row[d] = decayed<Weight, kRule>(sum, weights, row * dim + d, k.weight_decay);
+            });
         update_hot_row<Weight, kRule>(row, g_row, reduce_scratch, dim, k, target);
     }
 }
@@ -518,34 +533,14 @@ __global__ void segment_update_hot_block_kernel(
 // warp order into the chunk's row of hot_partial.
 __global__ void hot_chunk_sum_kernel(RowSegments sg, const float* grad, int64_t dim) {
     __shared__ float partial[kHotBlockWarps * kChunkCols];
-    const int lane = threadIdx.x % kWarpSize;
-    const int warp = threadIdx.x / kWarpSize;
     const int32_t num_chunks = *sg.num_chunks;
     for (int64_t c = blockIdx.x; c < num_chunks; c += gridDim.x) {
         const int32_t h = sg.chunk_hot[c];
         const int32_t s = sg.hot[h];
         const int64_t j = c - sg.hot_chunk_begin[h];
-        const int64_t first = sg.begins[s] + j * kHotChunkIds;
         const int64_t n = min(static_cast<int64_t>(kHotChunkIds), sg.counts[s] - j * kHotChunkIds);
-        const int64_t slice = ceil_div(n, kHotBlockWarps);
-        const int64_t k_begin = first + min(n, warp * slice);
-        const int64_t k_end = first + min(n, (warp + 1) * slice);
-        for (int64_t c0 = 0; c0 < dim; c0 += kChunkCols) {
-            float acc[kColsPerLane];
-            reduce_ids(sg, grad, dim, k_begin, k_end, c0, lane, acc);
-            for (int i = 0; i < kColsPerLane; ++i) {
-                partial[warp * kChunkCols + lane + kWarpSize * i] = acc[i];
-            }
-            __syncthreads();
-            for (int64_t col = threadIdx.x; col < kChunkCols && c0 + col < dim; col += blockDim.x) {
-                float sum = 0.f;
-                for (int w = 0; w < kHotBlockWarps; ++w) {
-                    sum += partial[w * kChunkCols + col];
-                }
-                sg.hot_partial[c * dim + c0 + col] = sum;
-            }
-            __syncthreads();
-        }
+        block_sum_ids(sg, grad, dim, sg.begins[s] + j * kHotChunkIds, n, partial,
+                      [&](int64_t d, float sum) { sg.hot_partial[c * dim + d] = sum; });
     }
 }
 
