@@ -18,10 +18,22 @@ void check_cpu(const Tensor& t, const char* what, const char* name) {
              what, name, t.str(), t.device().str());
 }
 
-void check_1d(const Tensor& t, DType dtype, const char* what, const char* name) {
+void check_1d(const Tensor& t,
+              DType dtype,
+              const char* what,
+              const char* name,
+              Device device = Device::cpu()) {
     SR_CHECK(t.defined() && t.dtype() == dtype && t.dim() == 1, "{}: {} is {}, expected 1-D {}",
              what, name, t.defined() ? t.str() : "undefined", dtype_name(dtype));
-    check_cpu(t, what, name);
+    if (device.is_cpu())
+        check_cpu(t, what, name);
+    else
+        SR_CHECK(t.device() == device, "{}: {} is on {}, the weights on {}", what, name,
+                 t.device().str(), device.str());
+}
+
+Tensor on_host(const Tensor& t) {
+    return t.device().is_cpu() ? t : t.to(Device::cpu());
 }
 
 }  // namespace
@@ -51,34 +63,6 @@ QuantType quant_type_from_name(const std::string& name) {
     }
     SR_CHECK(false, "unknown weight type '{}' (expected f32, fp16, int8, int4, int2 or fp8)", name);
     return QuantType::kF32;
-}
-
-int quant_type_bits(QuantType type) {
-    switch (type) {
-        case QuantType::kF32:
-            return 32;
-        case QuantType::kF16:
-            return 16;
-        case QuantType::kInt8:
-            return 8;
-        case QuantType::kInt4:
-            return 4;
-        case QuantType::kInt2:
-            return 2;
-        case QuantType::kFp8:
-            return 8;
-    }
-    return 0;
-}
-
-int64_t quant_row_bytes(QuantType type, int64_t dim) {
-    const int bits = quant_type_bits(type);
-    int64_t bytes = (dim * bits + 7) / 8;
-    if (type == QuantType::kFp8)
-        bytes += kQuantFp8ScaleBytes;
-    else if (bits <= 8)
-        bytes += kQuantScaleBiasBytes;
-    return (bytes + kQuantRowAlignment - 1) / kQuantRowAlignment * kQuantRowAlignment;
 }
 
 void quantize_rows(const Tensor& input, QuantType type, Tensor& out, Stream& /*stream*/) {
@@ -116,15 +100,16 @@ void quant_embedding_bag_forward(const Tensor& weights,
                                  const Tensor* per_sample_weights,
                                  PoolingMode mode,
                                  Tensor& out,
-                                 Stream& /*stream*/) {
+                                 Stream& stream) {
     const char* what = "quant_embedding_bag_forward";
-    check_1d(weights, DType::kU8, what, "weights");
-    check_1d(weights_offsets, DType::kI64, what, "weights_offsets");
-    check_1d(weights_tys, DType::kU8, what, "weights_tys");
-    check_1d(D_offsets, DType::kI32, what, "D_offsets");
-    check_1d(feature_table, DType::kI32, what, "feature_table");
-    check_1d(ids, DType::kI64, what, "ids");
-    check_1d(offsets, DType::kI64, what, "offsets");
+    const Device device = weights.defined() ? weights.device() : Device::cpu();
+    check_1d(weights, DType::kU8, what, "weights", device);
+    check_1d(weights_offsets, DType::kI64, what, "weights_offsets", device);
+    check_1d(weights_tys, DType::kU8, what, "weights_tys", device);
+    check_1d(D_offsets, DType::kI32, what, "D_offsets", device);
+    check_1d(feature_table, DType::kI32, what, "feature_table", device);
+    check_1d(ids, DType::kI64, what, "ids", device);
+    check_1d(offsets, DType::kI64, what, "offsets", device);
     const int64_t T = weights_tys.numel();
     const int64_t F = feature_table.numel();
     SR_CHECK(weights_offsets.numel() == T + 1 && D_offsets.numel() == T + 1,
@@ -133,9 +118,11 @@ void quant_embedding_bag_forward(const Tensor& weights,
     SR_CHECK(F > 0 && offsets.numel() >= 1 && (offsets.numel() - 1) % F == 0,
              "{}: offsets has {} entries, not F*B + 1 for F = {}", what, offsets.numel(), F);
     const int64_t B = (offsets.numel() - 1) / F;
-    const int64_t* wo = weights_offsets.data<int64_t>();
-    const uint8_t* ty = weights_tys.data<uint8_t>();
-    const int32_t* dof = D_offsets.data<int32_t>();
+    const Tensor wo_host = on_host(weights_offsets), ty_host = on_host(weights_tys);
+    const Tensor dof_host = on_host(D_offsets), ft_host = on_host(feature_table);
+    const int64_t* wo = wo_host.data<int64_t>();
+    const uint8_t* ty = ty_host.data<uint8_t>();
+    const int32_t* dof = dof_host.data<int32_t>();
     std::vector<int64_t> rows(static_cast<size_t>(T));
     SR_CHECK(wo[0] == 0 && dof[0] == 0 && wo[T] == weights.numel(),
              "{}: weights_offsets must run from 0 to the {} weight bytes and D_offsets from 0",
@@ -152,7 +139,7 @@ void quant_embedding_bag_forward(const Tensor& weights,
         rows[static_cast<size_t>(t)] = bytes / row_bytes;
     }
     int64_t cols = 0;
-    const int32_t* ft = feature_table.data<int32_t>();
+    const int32_t* ft = ft_host.data<int32_t>();
     for (int64_t f = 0; f < F; ++f) {
         SR_CHECK(ft[f] >= 0 && ft[f] < T, "{}: feature {} maps to table {} of {}", what, f, ft[f],
                  T);
@@ -161,6 +148,18 @@ void quant_embedding_bag_forward(const Tensor& weights,
     SR_CHECK(out.defined() && out.dtype() == DType::kF32 && out.shape() == Shape({B, cols}),
              "{}: out is {}, expected [{}, {}] f32", what, out.defined() ? out.str() : "undefined",
              B, cols);
+    if (per_sample_weights != nullptr) {
+        check_1d(*per_sample_weights, DType::kF32, what, "per_sample_weights", device);
+        SR_CHECK(per_sample_weights->numel() == ids.numel(), "{}: {} per_sample_weights for {} ids",
+                 what, per_sample_weights->numel(), ids.numel());
+    }
+    if (device.is_cuda()) {  // the ids are checked by the kernel, the offsets trusted
+        SR_CHECK(out.device() == device, "{}: out is on {}, the weights on {}", what,
+                 out.device().str(), device.str());
+        return cuda::quant_embedding_bag_forward(weights, weights_offsets, weights_tys, D_offsets,
+                                                 feature_table, ids, offsets, per_sample_weights,
+                                                 mode, out, stream);
+    }
     check_cpu(out, what, "out");
     const int64_t* off = offsets.data<int64_t>();
     const int64_t* id = ids.data<int64_t>();
@@ -175,11 +174,6 @@ void quant_embedding_bag_forward(const Tensor& weights,
                      "{}: feature {}, sample {}: id {} is outside table {}'s {} rows", what, j / B,
                      j % B, id[i], ft[j / B], table_rows);
         }
-    }
-    if (per_sample_weights != nullptr) {
-        check_1d(*per_sample_weights, DType::kF32, what, "per_sample_weights");
-        SR_CHECK(per_sample_weights->numel() == ids.numel(), "{}: {} per_sample_weights for {} ids",
-                 what, per_sample_weights->numel(), ids.numel());
     }
     if (out.numel() == 0)
         return;

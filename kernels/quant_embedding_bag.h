@@ -44,6 +44,7 @@
 #include <string>
 
 #include "engine/core/pooling_mode.h"
+#include "engine/core/rng.h"  // SR_HOST_DEVICE
 #include "engine/core/stream.h"
 #include "engine/core/tensor.h"
 
@@ -56,14 +57,39 @@ enum class QuantType : uint8_t { kF32, kF16, kInt8, kInt4, kInt2, kFp8 };
 // "f32", "fp16", "int8", "int4", "int2", "fp8"
 const char* quant_type_name(QuantType type);
 QuantType quant_type_from_name(const std::string& name);  // throws naming the choices
-int quant_type_bits(QuantType type);                      // 32, 16, 8, 4, 2, 8
 
 constexpr int64_t kQuantRowAlignment = 16;
 constexpr int64_t kQuantScaleBiasBytes = 4;  // fp16 scale + fp16 bias of the integer types
 constexpr int64_t kQuantFp8ScaleBytes = 4;   // f32 scale of fp8
 
-// Bytes of one stored row of `dim` values, padding included.
-int64_t quant_row_bytes(QuantType type, int64_t dim);
+// 32, 16, 8, 4, 2, 8 (host and device).
+SR_HOST_DEVICE inline int quant_type_bits(QuantType type) {
+    switch (type) {
+        case QuantType::kF32:
+            return 32;
+        case QuantType::kF16:
+            return 16;
+        case QuantType::kInt8:
+        case QuantType::kFp8:
+            return 8;
+        case QuantType::kInt4:
+            return 4;
+        case QuantType::kInt2:
+            return 2;
+    }
+    return 0;
+}
+
+// Bytes of one stored row of `dim` values, padding included (host and device).
+SR_HOST_DEVICE inline int64_t quant_row_bytes(QuantType type, int64_t dim) {
+    const int bits = quant_type_bits(type);
+    int64_t bytes = (dim * bits + 7) / 8;
+    if (type == QuantType::kFp8)
+        bytes += kQuantFp8ScaleBytes;
+    else if (bits <= 8)
+        bytes += kQuantScaleBiasBytes;
+    return (bytes + kQuantRowAlignment - 1) / kQuantRowAlignment * kQuantRowAlignment;
+}
 
 // input [rows, D] f32 -> out u8 [rows * quant_row_bytes(type, D)] (CPU). Deterministic.
 void quantize_rows(const Tensor& input, QuantType type, Tensor& out, Stream& stream);
@@ -82,9 +108,12 @@ void dequantize_rows(const Tensor& rows, QuantType type, Tensor& out, Stream& st
 //   ids, offsets, per_sample_weights  as embedding_bag_forward (bag j = f*B + b)
 // out [B, sum_f D_{table(f)}] f32: feature f's columns start after those of features 0..f-1;
 // out[b, col_f + d] = pool over bag f*B + b of w_i * dequantized row(id_i)[d], SUM or MEAN (/ L),
-// empty bags give zeros. Accumulation in f32 in id order, one bag per thread: bitwise
-// deterministic. Ids out of range are an Error naming feature, sample, id and rows. The CPU
-// backend only so far (a CUDA tensor is an Error).
+// empty bags give zeros. Accumulation in f32 in id order (CPU: a bag per thread; CUDA: a warp
+// per bag, a column per lane): bitwise deterministic. Ids out of range are an Error naming
+// feature, sample, id and rows (CUDA: skipped by the kernel and reported at the next embedding
+// call on the device, as embedding_bag_forward does). On CUDA every tensor is on the weights'
+// device; the table metadata (weights_offsets, weights_tys, D_offsets, feature_table) is copied
+// to the host for the argument checks.
 void quant_embedding_bag_forward(const Tensor& weights,
                                  const Tensor& weights_offsets,
                                  const Tensor& weights_tys,
@@ -96,6 +125,20 @@ void quant_embedding_bag_forward(const Tensor& weights,
                                  PoolingMode mode,
                                  Tensor& out,
                                  Stream& stream);
+
+namespace cuda {
+void quant_embedding_bag_forward(const Tensor& weights,
+                                 const Tensor& weights_offsets,
+                                 const Tensor& weights_tys,
+                                 const Tensor& D_offsets,
+                                 const Tensor& feature_table,
+                                 const Tensor& ids,
+                                 const Tensor& offsets,
+                                 const Tensor* per_sample_weights,
+                                 PoolingMode mode,
+                                 Tensor& out,
+                                 Stream& stream);
+}  // namespace cuda
 
 namespace cpu {
 void quantize_rows(const float* input, int64_t rows, int64_t dim, QuantType type, uint8_t* out);

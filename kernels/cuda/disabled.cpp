@@ -15,6 +15,7 @@
 #include "kernels/linear.h"
 #include "kernels/mixture_crossnet.h"
 #include "kernels/qcomm_codec.h"
+#include "kernels/quant_embedding_bag.h"
 #include "kernels/sequence_embedding.h"
 #include "kernels/swish_layer_norm.h"
 #include "kernels/vector_crossnet.h"
@@ -42,6 +43,20 @@ void embedding_bag_forward(const Tensor&,
                            Tensor&,
                            Stream&) {
     throw_not_built("cuda::embedding_bag_forward");
+}
+
+void quant_embedding_bag_forward(const Tensor&,
+                                 const Tensor&,
+                                 const Tensor&,
+                                 const Tensor&,
+                                 const Tensor&,
+                                 const Tensor&,
+                                 const Tensor&,
+                                 const Tensor*,
+                                 PoolingMode,
+                                 Tensor&,
+                                 Stream&) {
+    throw_not_built("cuda::quant_embedding_bag_forward");
 }
 
 void embedding_bag_backward(const Tensor&,

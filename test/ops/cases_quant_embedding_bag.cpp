@@ -1,5 +1,5 @@
-// Backend-ops cases of the quantized embedding tables (kernels/quant_embedding_bag.h), CPU only
-// so far (cpu_only: the CUDA harness skips them).
+// Backend-ops cases of the quantized embedding tables (kernels/quant_embedding_bag.h): quantize
+// and dequantize on the CPU only (cpu_only: the CUDA harness skips them), the lookup on both.
 //   kQuantizeRows: quantize then dequantize, against the float64 input within the format's bound
 //     per element (the mag of each element is its bound, checked with relative(1)): int8 / int4 /
 //     int2 scale / 2 + 2^-11 (|min| + |max|) of its row (the fp16 rounding of bias and scale,
@@ -228,8 +228,6 @@ public:
           mode_(mode) {}
 
     OpKind kind() const override { return OpKind::kQuantEmbeddingBagForward; }
-
-    bool cpu_only() const override { return true; }
 
     std::string vars() const override {
         std::string tables;
