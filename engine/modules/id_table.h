@@ -56,9 +56,7 @@ public:
         }
     }
 
-    V* find(uint64_t id) {
-        return const_cast<V*>(static_cast<const IdTable&>(*this).find(id));
-    }
+    V* find(uint64_t id) { return const_cast<V*>(static_cast<const IdTable&>(*this).find(id)); }
 
     // The value of id, value-initialised when new (*inserted says which).
     V& get_or_insert(uint64_t id, bool* inserted = nullptr) {

@@ -21,24 +21,58 @@ struct Scored {
     int64_t last = 0;
     uint64_t id = 0;
     int64_t slot = -1;  // incumbents only
+    // The score in floating point, a fast path for the exact comparison (NaN: none).
+    double key = 0.0;
 };
 
-// Whether a's eviction score is strictly greater than b's (higher scores are kept). TorchRec:
-// lfu count; lru -(step - last + 1)^decay, ordered as last; distance_lfu count / (step - last +
-// 1), compared exactly by cross-multiplication instead of in floating point.
-bool scores_above(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
+// Sign of a's eviction score minus b's (higher scores are kept). TorchRec: lfu count; lru
+// -(step - last + 1)^decay, ordered as last; distance_lfu count / (step - last + 1), compared
+// exactly by cross-multiplication instead of in floating point.
+int compare_exact(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
     switch (policy) {
         case EvictionPolicy::kLfu:
-            return a.count > b.count;
+            return a.count > b.count ? 1 : a.count < b.count ? -1 : 0;
         case EvictionPolicy::kLru:
-            return a.last > b.last;
+            return a.last > b.last ? 1 : a.last < b.last ? -1 : 0;
         case EvictionPolicy::kDistanceLfu: {
             const u128 da = static_cast<u128>(step - a.last + 1);
             const u128 db = static_cast<u128>(step - b.last + 1);
-            return static_cast<u128>(a.count) * db > static_cast<u128>(b.count) * da;
+            const u128 x = static_cast<u128>(a.count) * db, y = static_cast<u128>(b.count) * da;
+            return x > y ? 1 : x < y ? -1 : 0;
         }
     }
-    return false;
+    return 0;
+}
+
+// The key of compare_scores' fast path. Rounding is monotone, so for exact operands (< 2^53)
+// key(a) > key(b) implies score(a) > score(b); equal keys (or NaN) fall back to the exact test.
+double score_key(EvictionPolicy policy, int64_t step, int64_t count, int64_t last) {
+    constexpr int64_t kExact = int64_t{1} << 53;
+    const int64_t v = policy == EvictionPolicy::kLru ? last : count;
+    const int64_t d = policy == EvictionPolicy::kDistanceLfu ? step - last + 1 : 1;
+    if (v < -kExact || v > kExact || d < 1 || d > kExact) {
+        return __builtin_nan("");
+    }
+    return static_cast<double>(v) / static_cast<double>(d);
+}
+
+Scored scored(
+    EvictionPolicy policy, int64_t step, int64_t count, int64_t last, uint64_t id, int64_t slot) {
+    return {count, last, id, slot, score_key(policy, step, count, last)};
+}
+
+int compare_scores(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
+    if (a.key > b.key) {
+        return 1;
+    }
+    if (a.key < b.key) {
+        return -1;
+    }
+    return compare_exact(policy, step, a, b);
+}
+
+bool scores_above(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
+    return compare_scores(policy, step, a, b) > 0;
 }
 
 // (1 - p)^count by binary powering: IEEE products only, so the same bits on every machine.
@@ -272,74 +306,77 @@ bool MCHManagedCollisionModule::admitted(uint64_t id,
 // of the window, mapped or not, as TorchRec's (which filters the mapped ids' metadata update as
 // well; ours is updated at every step).
 //
-// Only the m best candidates and the m worst incumbents matter (m the admissions, usually far
-// fewer than the slots), so both lists are heaps popped in that order rather than sorted; the
-// orders are total (ids are unique), so the pops give exactly the sorted lists' prefixes.
+// Only the m worst incumbents can go (m <= the candidates), so only that many are selected
+// (nth_element) and sorted; the orders are total (ids are unique), so that prefix is the fully
+// sorted list's.
 void MCHManagedCollisionModule::eviction_pass() {
     uint64_t total = 0;
-    window_.for_each([&](uint64_t, const Seen& seen) { total += static_cast<uint64_t>(seen.count); });
+    window_.for_each(
+        [&](uint64_t, const Seen& seen) { total += static_cast<uint64_t>(seen.count); });
     const uint64_t num_ids = window_.size();
+    const EvictionPolicy policy = options_.eviction_policy;
+    const int64_t step = step_;
     std::vector<Scored> candidates;
     window_.for_each([&](uint64_t id, const Seen& seen) {
         if (slot_of_.find(id) == nullptr && admitted(id, seen.count, num_ids, total)) {
-            candidates.push_back({seen.count, seen.last, id, -1});
+            candidates.push_back(scored(policy, step, seen.count, seen.last, id, -1));
         }
     });
     if (candidates.empty()) {
         return;
     }
-    const EvictionPolicy policy = options_.eviction_policy;
-    const int64_t step = step_;
-    // Best first, in the merged order's tie rule; as a heap comparator (the front is the best).
-    const auto after_best = [&](const Scored& b, const Scored& a) {
-        if (scores_above(policy, step, a, b) || scores_above(policy, step, b, a)) {
-            return scores_above(policy, step, a, b);
+    // Best first, in the merged order's tie rule.
+    std::sort(candidates.begin(), candidates.end(), [&](const Scored& a, const Scored& b) {
+        const int c = compare_scores(policy, step, a, b);
+        if (c != 0) {
+            return c > 0;
         }
         return a.count != b.count ? a.count > b.count : a.id < b.id;
-    };
-    // Worst first: by score ascending, ties by id descending (the last in the merged order drops
-    // first); as a heap comparator (the front is the worst).
-    const auto after_worst = [&](const Scored& b, const Scored& a) {
-        if (scores_above(policy, step, a, b) || scores_above(policy, step, b, a)) {
-            return scores_above(policy, step, b, a);
-        }
-        return a.id > b.id;
-    };
-    std::vector<Scored> incumbents;
-    incumbents.reserve(slot_of_.size());
-    slot_of_.for_each([&](uint64_t id, const Slot& s) {
-        incumbents.push_back({s.count, s.last, id, s.slot});
     });
-    std::make_heap(candidates.begin(), candidates.end(), after_best);
-    std::make_heap(incumbents.begin(), incumbents.end(), after_worst);
+    // Worst first: by score ascending, ties by id descending (the last in the merged order drops
+    // first). At most one incumbent per candidate can go, so only that many worst are ordered.
+    std::vector<Scored> worst;
+    worst.reserve(slot_of_.size());
+    slot_of_.for_each([&](uint64_t id, const Slot& s) {
+        worst.push_back(scored(policy, step, s.count, s.last, id, s.slot));
+    });
+    const auto worse = [&](const Scored& a, const Scored& b) {
+        const int c = compare_scores(policy, step, a, b);
+        return c != 0 ? c < 0 : a.id > b.id;
+    };
+    const size_t k = std::min(candidates.size(), worst.size());
+    std::nth_element(worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(k), worst.end(),
+                     worse);
+    std::sort(worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(k), worse);
     // Free slots (none after the first fill, but kept general) go first, lowest first; then
     // candidate m enters the best usable_ iff it ranks above the m-th worst incumbent.
     const int64_t occupied = occupancy();
     const size_t free_slots = static_cast<size_t>(usable_ - occupied);
-    auto cand_end = candidates.end();
-    auto inc_end = incumbents.end();
-    std::vector<Scored> in;
     std::vector<int64_t> out;
-    for (size_t m = 0; cand_end != candidates.begin(); ++m) {
+    size_t m = 0;
+    for (; m < candidates.size(); ++m) {
         if (m < free_slots) {
             out.push_back(occupied + static_cast<int64_t>(m));
-        } else if (inc_end != incumbents.begin() &&
-                   scores_above(policy, step, candidates.front(), incumbents.front())) {
-            out.push_back(incumbents.front().slot);
-            std::pop_heap(incumbents.begin(), inc_end, after_worst);
-            --inc_end;
+        } else if (m - free_slots < k &&
+                   scores_above(policy, step, candidates[m], worst[m - free_slots])) {
+            out.push_back(worst[m - free_slots].slot);
         } else {
             break;
         }
-        in.push_back(candidates.front());
-        std::pop_heap(candidates.begin(), cand_end, after_best);
-        --cand_end;
     }
+    std::vector<Scored> in(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(m));
     // Lowest admitted id to the lowest freed slot, whatever the scores: order-free and simple.
     std::sort(in.begin(), in.end(), [](const Scored& a, const Scored& b) { return a.id < b.id; });
     std::sort(out.begin(), out.end());
-    for (size_t k = 0; k < in.size(); ++k) {
-        const int64_t slot = out[k];
+    for (size_t i = 0; i < in.size(); ++i) {
+        if (i + kPrefetchAhead < in.size()) {
+            const int64_t ahead = out[i + kPrefetchAhead];
+            if (ahead < occupied) {
+                slot_of_.prefetch(slot_ids_[static_cast<size_t>(ahead)]);
+            }
+            slot_of_.prefetch(in[i + kPrefetchAhead].id);
+        }
+        const int64_t slot = out[i];
         if (slot >= occupied) {  // free slots are taken from the lowest, so they stay a suffix
             slot_ids_.push_back(0);
         } else {
@@ -347,8 +384,8 @@ void MCHManagedCollisionModule::eviction_pass() {
             pending_evictions_.push_back(options_.output_global_offset + slot);
             ++evictions_total_;
         }
-        slot_ids_[static_cast<size_t>(slot)] = in[k].id;
-        slot_of_.get_or_insert(in[k].id) = Slot{slot, in[k].count, in[k].last};
+        slot_ids_[static_cast<size_t>(slot)] = in[i].id;
+        slot_of_.get_or_insert(in[i].id) = Slot{slot, in[i].count, in[i].last};
         ++admissions_total_;
     }
 }
