@@ -1,7 +1,9 @@
 #include "engine/modules/managed_collision.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
@@ -12,30 +14,67 @@ namespace {
 
 __extension__ typedef unsigned __int128 u128;
 
+// How many ids ahead the batch loops prefetch their hash-table cells.
+constexpr size_t kPrefetchAhead = 8;
+
 // A slot's or a candidate's metadata, for the policy's score.
 struct Scored {
     int64_t count = 0;
     int64_t last = 0;
     uint64_t id = 0;
     int64_t slot = -1;  // incumbents only
+    // The score in floating point, a fast path for the exact comparison (NaN: none).
+    double key = 0.0;
 };
 
-// Whether a's eviction score is strictly greater than b's (higher scores are kept). TorchRec:
-// lfu count; lru -(step - last + 1)^decay, ordered as last; distance_lfu count / (step - last +
-// 1), compared exactly by cross-multiplication instead of in floating point.
-bool scores_above(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
+// Sign of a's eviction score minus b's (higher scores are kept). TorchRec: lfu count; lru
+// -(step - last + 1)^decay, ordered as last; distance_lfu count / (step - last + 1), compared
+// exactly by cross-multiplication instead of in floating point.
+int compare_exact(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
     switch (policy) {
         case EvictionPolicy::kLfu:
-            return a.count > b.count;
+            return a.count > b.count ? 1 : a.count < b.count ? -1 : 0;
         case EvictionPolicy::kLru:
-            return a.last > b.last;
+            return a.last > b.last ? 1 : a.last < b.last ? -1 : 0;
         case EvictionPolicy::kDistanceLfu: {
             const u128 da = static_cast<u128>(step - a.last + 1);
             const u128 db = static_cast<u128>(step - b.last + 1);
-            return static_cast<u128>(a.count) * db > static_cast<u128>(b.count) * da;
+            const u128 x = static_cast<u128>(a.count) * db, y = static_cast<u128>(b.count) * da;
+            return x > y ? 1 : x < y ? -1 : 0;
         }
     }
-    return false;
+    return 0;
+}
+
+// The key of compare_scores' fast path. Rounding is monotone, so for exact operands (< 2^53)
+// key(a) > key(b) implies score(a) > score(b); equal keys (or NaN) fall back to the exact test.
+double score_key(EvictionPolicy policy, int64_t step, int64_t count, int64_t last) {
+    constexpr int64_t kExact = int64_t{1} << 53;
+    const int64_t v = policy == EvictionPolicy::kLru ? last : count;
+    const int64_t d = policy == EvictionPolicy::kDistanceLfu ? step - last + 1 : 1;
+    if (v < -kExact || v > kExact || d < 1 || d > kExact) {
+        return __builtin_nan("");
+    }
+    return static_cast<double>(v) / static_cast<double>(d);
+}
+
+Scored scored(
+    EvictionPolicy policy, int64_t step, int64_t count, int64_t last, uint64_t id, int64_t slot) {
+    return {count, last, id, slot, score_key(policy, step, count, last)};
+}
+
+int compare_scores(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
+    if (a.key > b.key) {
+        return 1;
+    }
+    if (a.key < b.key) {
+        return -1;
+    }
+    return compare_exact(policy, step, a, b);
+}
+
+bool scores_above(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
+    return compare_scores(policy, step, a, b) > 0;
 }
 
 // (1 - p)^count by binary powering: IEEE products only, so the same bits on every machine.
@@ -151,10 +190,15 @@ MCHManagedCollisionModule::MCHManagedCollisionModule(std::string name,
     SR_CHECK(o.output_global_offset >= 0,
              "table {}: managed_collision output_global_offset must be >= 0", name_);
     usable_ = o.mch_size == 0 ? o.zch_size - 1 : o.zch_size;
+    // A mask instead of a 64-bit division for the usual power-of-two sizes (2^63 by default).
+    if (o.input_hash_size > 1 && (o.input_hash_size & (o.input_hash_size - 1)) == 0) {
+        hash_mask_ = o.input_hash_size - 1;
+    }
 }
 
 uint64_t MCHManagedCollisionModule::hash_input(int64_t raw_id) const {
-    return static_cast<uint64_t>(raw_id) % options_.input_hash_size;
+    const uint64_t id = static_cast<uint64_t>(raw_id);
+    return hash_mask_ != 0 ? id & hash_mask_ : id % options_.input_hash_size;
 }
 
 int64_t MCHManagedCollisionModule::unmapped_row(uint64_t id) const {
@@ -168,28 +212,49 @@ int64_t MCHManagedCollisionModule::unmapped_row(uint64_t id) const {
 }
 
 int64_t MCHManagedCollisionModule::slot_of(int64_t raw_id) const {
-    const auto it = slot_of_.find(hash_input(raw_id));
-    return it == slot_of_.end() ? -1 : it->second;
+    const Slot* s = slot_of_.find(hash_input(raw_id));
+    return s == nullptr ? -1 : s->slot;
 }
 
 void MCHManagedCollisionModule::forward(const int64_t* ids, int64_t n, int64_t* out) {
-    profile(ids, n);
-    remap(ids, n, out);
+    profile(ids, n);  // leaves the hashed ids in hashed_
+    const size_t count = hashed_.size();
+    for (size_t i = 0; i < count; ++i) {
+        if (i + kPrefetchAhead < count) {
+            slot_of_.prefetch(hashed_[i + kPrefetchAhead]);
+        }
+        const uint64_t id = hashed_[i];
+        const Slot* s = slot_of_.find(id);
+        out[i] = s != nullptr ? options_.output_global_offset + s->slot : unmapped_row(id);
+    }
 }
 
 void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
     ++step_;
+    const size_t count = static_cast<size_t>(std::max<int64_t>(n, 0));
+    hashed_.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+        hashed_[i] = hash_input(ids[i]);
+    }
+    // Grown before the loop, not inside it, so the prefetched cells stay where they are.
+    window_.reserve(window_.size() + count);
+    // Unmapped ids matter only while free slots are left (they take them below).
+    const bool filling = occupancy() < usable_;
     fresh_.clear();
-    for (int64_t i = 0; i < n; ++i) {
-        const uint64_t id = hash_input(ids[i]);
-        Seen& seen = window_[id];
+    for (size_t i = 0; i < count; ++i) {
+        // Each id costs two random cache lines (window, slot); fetch them a few ids ahead.
+        if (i + kPrefetchAhead < count) {
+            window_.prefetch(hashed_[i + kPrefetchAhead]);
+            slot_of_.prefetch(hashed_[i + kPrefetchAhead]);
+        }
+        const uint64_t id = hashed_[i];
+        Seen& seen = window_.get_or_insert(id);
         ++seen.count;
         seen.last = step_;
-        const auto it = slot_of_.find(id);
-        if (it != slot_of_.end()) {
-            ++slot_counts_[static_cast<size_t>(it->second)];
-            slot_lasts_[static_cast<size_t>(it->second)] = step_;
-        } else {
+        if (Slot* s = slot_of_.find(id)) {
+            ++s->count;
+            s->last = step_;
+        } else if (filling) {
             fresh_.push_back(id);
         }
     }
@@ -203,10 +268,8 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
         while (j < fresh_.size() && fresh_[j] == fresh_[i]) {
             ++j;
         }
-        slot_of_.emplace(fresh_[i], occupancy());
+        slot_of_.get_or_insert(fresh_[i]) = Slot{occupancy(), static_cast<int64_t>(j - i), step_};
         slot_ids_.push_back(fresh_[i]);
-        slot_counts_.push_back(static_cast<int64_t>(j - i));
-        slot_lasts_.push_back(step_);
         ++admissions_total_;
         i = j;
     }
@@ -244,90 +307,132 @@ bool MCHManagedCollisionModule::admitted(uint64_t id,
 // argsort order); the usable_ best keep or get a slot. The filter's statistics cover every id
 // of the window, mapped or not, as TorchRec's (which filters the mapped ids' metadata update as
 // well; ours is updated at every step).
+//
+// Only the m worst incumbents can go (m <= the candidates), so only that many are selected
+// (nth_element) and sorted; the orders are total (ids are unique), so that prefix is the fully
+// sorted list's.
 void MCHManagedCollisionModule::eviction_pass() {
-    std::vector<std::pair<uint64_t, Seen>> window(window_.begin(), window_.end());
-    std::sort(window.begin(), window.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
     uint64_t total = 0;
-    for (const auto& w : window) {
-        total += static_cast<uint64_t>(w.second.count);
-    }
+    window_.for_each(
+        [&](uint64_t, const Seen& seen) { total += static_cast<uint64_t>(seen.count); });
+    const uint64_t num_ids = window_.size();
+    const EvictionPolicy policy = options_.eviction_policy;
+    const int64_t step = step_;
     std::vector<Scored> candidates;
-    for (const auto& w : window) {
-        if (slot_of_.count(w.first) == 0 &&
-            admitted(w.first, w.second.count, window.size(), total)) {
-            candidates.push_back({w.second.count, w.second.last, w.first, -1});
+    window_.for_each([&](uint64_t id, const Seen& seen) {
+        if (slot_of_.find(id) == nullptr && admitted(id, seen.count, num_ids, total)) {
+            candidates.push_back(scored(policy, step, seen.count, seen.last, id, -1));
         }
-    }
+    });
     if (candidates.empty()) {
         return;
     }
-    const EvictionPolicy policy = options_.eviction_policy;
-    const int64_t step = step_;
     // Best first, in the merged order's tie rule.
     std::sort(candidates.begin(), candidates.end(), [&](const Scored& a, const Scored& b) {
-        if (scores_above(policy, step, a, b) || scores_above(policy, step, b, a)) {
-            return scores_above(policy, step, a, b);
+        const int c = compare_scores(policy, step, a, b);
+        if (c != 0) {
+            return c > 0;
         }
         return a.count != b.count ? a.count > b.count : a.id < b.id;
     });
-    // Worst first: free slots (none after the first fill, but kept general), then by score
-    // ascending, ties by id descending (the last in the merged order drops first).
+    // Worst first: by score ascending, ties by id descending (the last in the merged order drops
+    // first). At most one incumbent per candidate can go, so only that many worst are ordered.
+    // Only incumbents with a key <= a threshold are listed: a key quantile of a sample of the
+    // slots, chosen so that about twice the candidates fall below it. Any incumbent left out has
+    // a key above every listed one, hence a strictly better score than each of them; so when at
+    // least as many incumbents as candidates are listed (and no key is NaN), the worst ones are
+    // all among them. Otherwise every incumbent is listed.
+    const size_t want = std::min(candidates.size(), slot_ids_.size());
+    double threshold = std::numeric_limits<double>::infinity();
+    constexpr size_t kSample = 4096;
+    if (slot_ids_.size() >= 4 * kSample && want * 4 < slot_ids_.size()) {
+        std::vector<double> sample;
+        for (size_t i = 0; i < kSample; ++i) {
+            const size_t slot = i * slot_ids_.size() / kSample;
+            const Slot* s = slot_of_.find(slot_ids_[slot]);
+            sample.push_back(score_key(policy, step, s->count, s->last));
+        }
+        const size_t q = std::min(kSample - 1, 2 * want * kSample / slot_ids_.size() + 64);
+        std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(q),
+                         sample.end());
+        if (!std::isnan(sample[q])) {
+            threshold = sample[q];
+        }
+    }
     std::vector<Scored> worst;
-    for (int64_t s = occupancy(); s < usable_; ++s) {
-        worst.push_back({0, 0, 0, s});
+    const auto list_incumbents = [&](double below) {
+        worst.clear();
+        bool nan = false;
+        slot_of_.for_each([&](uint64_t id, const Slot& s) {
+            const double key = score_key(policy, step, s.count, s.last);
+            if (!(key > below)) {
+                nan = nan || std::isnan(key);
+                worst.push_back({s.count, s.last, id, s.slot, key});
+            }
+        });
+        return !nan && worst.size() >= want;
+    };
+    if (!list_incumbents(threshold) && !std::isinf(threshold)) {
+        list_incumbents(std::numeric_limits<double>::infinity());
     }
-    const size_t free_slots = worst.size();
-    for (int64_t s = 0; s < occupancy(); ++s) {
-        const size_t i = static_cast<size_t>(s);
-        worst.push_back({slot_counts_[i], slot_lasts_[i], slot_ids_[i], s});
-    }
-    std::sort(worst.begin() + static_cast<std::ptrdiff_t>(free_slots), worst.end(),
-              [&](const Scored& a, const Scored& b) {
-                  if (scores_above(policy, step, a, b) || scores_above(policy, step, b, a)) {
-                      return scores_above(policy, step, b, a);
-                  }
-                  return a.id > b.id;
-              });
-    // Candidate i enters the best usable_ iff it ranks above the i-th worst incumbent.
+    const auto worse = [&](const Scored& a, const Scored& b) {
+        const int c = compare_scores(policy, step, a, b);
+        return c != 0 ? c < 0 : a.id > b.id;
+    };
+    const size_t k = std::min(candidates.size(), worst.size());
+    std::nth_element(worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(k), worst.end(),
+                     worse);
+    std::sort(worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(k), worse);
+    // Free slots (none after the first fill, but kept general) go first, lowest first; then
+    // candidate m enters the best usable_ iff it ranks above the m-th worst incumbent.
+    const int64_t occupied = occupancy();
+    const size_t free_slots = static_cast<size_t>(usable_ - occupied);
+    std::vector<int64_t> out;
     size_t m = 0;
-    while (m < candidates.size() && m < worst.size() &&
-           (m < free_slots || scores_above(policy, step, candidates[m], worst[m]))) {
-        ++m;
+    for (; m < candidates.size(); ++m) {
+        if (m < free_slots) {
+            out.push_back(occupied + static_cast<int64_t>(m));
+        } else if (m - free_slots < k &&
+                   scores_above(policy, step, candidates[m], worst[m - free_slots])) {
+            out.push_back(worst[m - free_slots].slot);
+        } else {
+            break;
+        }
     }
     std::vector<Scored> in(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(m));
-    std::vector<Scored> out(worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(m));
     // Lowest admitted id to the lowest freed slot, whatever the scores: order-free and simple.
     std::sort(in.begin(), in.end(), [](const Scored& a, const Scored& b) { return a.id < b.id; });
-    std::sort(out.begin(), out.end(),
-              [](const Scored& a, const Scored& b) { return a.slot < b.slot; });
-    const int64_t occupied = occupancy();
-    for (size_t k = 0; k < m; ++k) {
-        const int64_t slot = out[k].slot;
+    std::sort(out.begin(), out.end());
+    for (size_t i = 0; i < in.size(); ++i) {
+        if (i + kPrefetchAhead < in.size()) {
+            const int64_t ahead = out[i + kPrefetchAhead];
+            if (ahead < occupied) {
+                slot_of_.prefetch(slot_ids_[static_cast<size_t>(ahead)]);
+            }
+            slot_of_.prefetch(in[i + kPrefetchAhead].id);
+        }
+        const int64_t slot = out[i];
         if (slot >= occupied) {  // free slots are taken from the lowest, so they stay a suffix
             slot_ids_.push_back(0);
-            slot_counts_.push_back(0);
-            slot_lasts_.push_back(0);
         } else {
             slot_of_.erase(slot_ids_[static_cast<size_t>(slot)]);
             pending_evictions_.push_back(options_.output_global_offset + slot);
             ++evictions_total_;
         }
-        const size_t i = static_cast<size_t>(slot);
-        slot_ids_[i] = in[k].id;
-        slot_counts_[i] = in[k].count;
-        slot_lasts_[i] = in[k].last;
-        slot_of_[in[k].id] = slot;
+        slot_ids_[static_cast<size_t>(slot)] = in[i].id;
+        slot_of_.get_or_insert(in[i].id) = Slot{slot, in[i].count, in[i].last};
         ++admissions_total_;
     }
 }
 
 void MCHManagedCollisionModule::remap(const int64_t* ids, int64_t n, int64_t* out) const {
     for (int64_t i = 0; i < n; ++i) {
+        if (i + static_cast<int64_t>(kPrefetchAhead) < n) {
+            slot_of_.prefetch(hash_input(ids[i + static_cast<int64_t>(kPrefetchAhead)]));
+        }
         const uint64_t id = hash_input(ids[i]);
-        const auto it = slot_of_.find(id);
-        out[i] =
-            it != slot_of_.end() ? options_.output_global_offset + it->second : unmapped_row(id);
+        const Slot* s = slot_of_.find(id);
+        out[i] = s != nullptr ? options_.output_global_offset + s->slot : unmapped_row(id);
     }
 }
 
@@ -343,9 +448,15 @@ ManagedCollisionState MCHManagedCollisionModule::state() const {
     ManagedCollisionState s;
     s.step = step_;
     s.slot_ids = slot_ids_;
-    s.slot_counts = slot_counts_;
-    s.slot_lasts = slot_lasts_;
-    std::vector<std::pair<uint64_t, Seen>> window(window_.begin(), window_.end());
+    s.slot_counts.resize(slot_ids_.size());
+    s.slot_lasts.resize(slot_ids_.size());
+    slot_of_.for_each([&](uint64_t, const Slot& slot) {
+        s.slot_counts[static_cast<size_t>(slot.slot)] = slot.count;
+        s.slot_lasts[static_cast<size_t>(slot.slot)] = slot.last;
+    });
+    std::vector<std::pair<uint64_t, Seen>> window;
+    window.reserve(window_.size());
+    window_.for_each([&](uint64_t id, const Seen& seen) { window.emplace_back(id, seen); });
     std::sort(window.begin(), window.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& w : window) {
@@ -368,20 +479,31 @@ void MCHManagedCollisionModule::load_state(const ManagedCollisionState& s) {
     SR_CHECK(s.window_counts.size() == s.window_ids.size() &&
                  s.window_lasts.size() == s.window_ids.size(),
              "table {}: the managed-collision state's window lists differ in length", name_);
-    std::unordered_map<uint64_t, int64_t> slot_of;
+    IdTable<Slot> slot_of;
+    slot_of.reserve(n);
     for (size_t i = 0; i < n; ++i) {
-        SR_CHECK(slot_of.emplace(s.slot_ids[i], static_cast<int64_t>(i)).second,
-                 "table {}: the managed-collision state maps id {} twice", name_, s.slot_ids[i]);
+        // Ids are < 2^63 after input hashing; a larger one is not a state of this module.
+        SR_CHECK(s.slot_ids[i] < (uint64_t{1} << 63),
+                 "table {}: the managed-collision state holds id {}, beyond 2^63", name_,
+                 s.slot_ids[i]);
+        bool inserted = false;
+        Slot& slot = slot_of.get_or_insert(s.slot_ids[i], &inserted);
+        SR_CHECK(inserted, "table {}: the managed-collision state maps id {} twice", name_,
+                 s.slot_ids[i]);
+        slot = Slot{static_cast<int64_t>(i), s.slot_counts[i], s.slot_lasts[i]};
+    }
+    IdTable<Seen> window;
+    window.reserve(s.window_ids.size());
+    for (size_t i = 0; i < s.window_ids.size(); ++i) {
+        SR_CHECK(s.window_ids[i] < (uint64_t{1} << 63),
+                 "table {}: the managed-collision state's window holds id {}, beyond 2^63", name_,
+                 s.window_ids[i]);
+        window.get_or_insert(s.window_ids[i]) = Seen{s.window_counts[i], s.window_lasts[i]};
     }
     step_ = s.step;
     slot_ids_ = s.slot_ids;
-    slot_counts_ = s.slot_counts;
-    slot_lasts_ = s.slot_lasts;
     slot_of_ = std::move(slot_of);
-    window_.clear();
-    for (size_t i = 0; i < s.window_ids.size(); ++i) {
-        window_[s.window_ids[i]] = Seen{s.window_counts[i], s.window_lasts[i]};
-    }
+    window_ = std::move(window);
     pending_evictions_ = s.pending_evictions;
     evictions_total_ = s.evictions_total;
     admissions_total_ = s.admissions_total;

@@ -16,8 +16,9 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include "engine/modules/id_table.h"
 
 namespace shardrec {
 
@@ -115,6 +116,13 @@ private:
         int64_t last = 0;
     };
 
+    // A mapped id's slot and the slot's metadata, in one cell: profile touches one cache line.
+    struct Slot {
+        int64_t slot = 0;
+        int64_t count = 0;
+        int64_t last = 0;
+    };
+
     uint64_t hash_input(int64_t raw_id) const;
     int64_t unmapped_row(uint64_t id) const;
     bool admitted(uint64_t id, int64_t count, uint64_t num_ids, uint64_t total) const;
@@ -126,13 +134,15 @@ private:
     int64_t step_ = 0;
     // Slots fill in order 0, 1, ... and never empty again, so the occupied slots are a prefix.
     std::vector<uint64_t> slot_ids_;
-    std::vector<int64_t> slot_counts_, slot_lasts_;
-    std::unordered_map<uint64_t, int64_t> slot_of_;  // looked up only, never iterated
-    std::unordered_map<uint64_t, Seen> window_;      // iterated only after sorting by id
+    // Iterated only into lists that are then ordered by a total order (score, id) or by slot/id.
+    IdTable<Slot> slot_of_;
+    IdTable<Seen> window_;
+    uint64_t hash_mask_ = 0;  // input_hash_size - 1 when a power of two, else 0 (modulo)
     std::vector<int64_t> pending_evictions_;
     int64_t evictions_total_ = 0;
     int64_t admissions_total_ = 0;
-    std::vector<uint64_t> fresh_;  // scratch: a step's unmapped ids
+    std::vector<uint64_t> fresh_;   // scratch: a step's unmapped ids
+    std::vector<uint64_t> hashed_;  // scratch: a step's ids after input hashing
 };
 
 }  // namespace shardrec

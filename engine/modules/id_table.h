@@ -1,0 +1,165 @@
+// IdTable<V>: an open-addressing hash map from a 63-bit id to a small value V, for the managed
+// collision module's per-id state. Linear probing in one flat array of {id, V} cells (a lookup
+// touches one cache line, where std::unordered_map chases a node pointer), capacity a power of two
+// kept at least twice the size, erase by backward shift (no tombstones). Ids must be < 2^63: the
+// all-ones word marks an empty cell. Iteration order is the hash order: callers that need an
+// order sort what they collect.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace shardrec {
+
+template <class V>
+class IdTable {
+public:
+    static constexpr uint64_t kEmpty = ~uint64_t{0};
+
+    struct Cell {
+        uint64_t id = kEmpty;
+        V value{};
+    };
+
+    size_t size() const { return size_; }
+
+    // Room for n ids without growing.
+    void reserve(size_t n) {
+        if (2 * n > cells_.size()) {
+            rehash(capacity_for(n));
+        }
+    }
+
+    // Empties the table, keeping its capacity (the window refills to a similar size).
+    void clear() {
+        if (size_ != 0) {
+            for (Cell& c : cells_) {
+                c.id = kEmpty;
+            }
+            size_ = 0;
+        }
+    }
+
+    const V* find(uint64_t id) const {
+        if (cells_.empty()) {
+            return nullptr;
+        }
+        for (size_t i = home(id);; i = (i + 1) & mask_) {
+            const Cell& c = cells_[i];
+            if (c.id == id) {
+                return &c.value;
+            }
+            if (c.id == kEmpty) {
+                return nullptr;
+            }
+        }
+    }
+
+    V* find(uint64_t id) { return const_cast<V*>(static_cast<const IdTable&>(*this).find(id)); }
+
+    // The value of id, value-initialised when new (*inserted says which).
+    V& get_or_insert(uint64_t id, bool* inserted = nullptr) {
+        if (2 * (size_ + 1) > cells_.size()) {
+            rehash(capacity_for(size_ + 1));
+        }
+        size_t i = home(id);
+        for (; cells_[i].id != kEmpty; i = (i + 1) & mask_) {
+            if (cells_[i].id == id) {
+                if (inserted != nullptr) {
+                    *inserted = false;
+                }
+                return cells_[i].value;
+            }
+        }
+        cells_[i].id = id;
+        cells_[i].value = V{};
+        ++size_;
+        if (inserted != nullptr) {
+            *inserted = true;
+        }
+        return cells_[i].value;
+    }
+
+    // Removes id if present: the cells after it in its probe run move back to close the gap.
+    bool erase(uint64_t id) {
+        if (cells_.empty()) {
+            return false;
+        }
+        size_t i = home(id);
+        for (; cells_[i].id != id; i = (i + 1) & mask_) {
+            if (cells_[i].id == kEmpty) {
+                return false;
+            }
+        }
+        for (size_t j = (i + 1) & mask_; cells_[j].id != kEmpty; j = (j + 1) & mask_) {
+            const size_t h = home(cells_[j].id);
+            // Cell j may move to the hole i unless its home lies cyclically in (i, j].
+            if (((j - h) & mask_) >= ((j - i) & mask_)) {
+                cells_[i] = cells_[j];
+                i = j;
+            }
+        }
+        cells_[i].id = kEmpty;
+        --size_;
+        return true;
+    }
+
+    // A hint that id is looked up soon (a batch loop issues it some ids ahead).
+    void prefetch(uint64_t id) const {
+        if (!cells_.empty()) {
+            __builtin_prefetch(&cells_[home(id)]);
+        }
+    }
+
+    // f(id, value) for every entry, in hash order.
+    template <class F>
+    void for_each(F&& f) const {
+        for (const Cell& c : cells_) {
+            if (c.id != kEmpty) {
+                f(c.id, c.value);
+            }
+        }
+    }
+
+private:
+    static size_t capacity_for(size_t n) {
+        size_t cap = 16;
+        while (cap < 2 * n) {
+            cap *= 2;
+        }
+        return cap;
+    }
+
+    size_t home(uint64_t id) const {
+        // Fibonacci hashing of a folded id: the top bits of the product, spread for sequential ids.
+        return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ull) >> shift_);
+    }
+
+    void rehash(size_t cap) {
+        std::vector<Cell> old;
+        old.swap(cells_);
+        cells_.assign(cap, Cell{});
+        mask_ = cap - 1;
+        shift_ = 64;
+        for (size_t c = cap; c > 1; c >>= 1) {
+            --shift_;
+        }
+        for (const Cell& c : old) {
+            if (c.id != kEmpty) {
+                size_t i = home(c.id);
+                while (cells_[i].id != kEmpty) {
+                    i = (i + 1) & mask_;
+                }
+                cells_[i] = c;
+            }
+        }
+    }
+
+    std::vector<Cell> cells_;
+    size_t size_ = 0;
+    size_t mask_ = 0;
+    unsigned shift_ = 64;
+};
+
+}  // namespace shardrec
