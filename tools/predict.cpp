@@ -29,6 +29,8 @@
 #include "engine/core/durable_file.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
+#include "engine/data/criteo_preprocess.h"
+#include "engine/data/criteo_shard.h"
 #include "engine/data/make_dataset.h"
 #include "engine/distributed/planner.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
@@ -61,6 +63,8 @@ const char* const kPredictUsage =
     "\n"
     "  --data synthetic    the eval split of the config's synthetic data\n"
     "  --data PATH         binary Criteo shards (shardrec data criteo-preprocess): every row\n"
+    "  --data FILE[,FILE]  Criteo TSV files, every line, hashed as the model's training data\n"
+    "                      (the layout of the manifest at data.criteo_binary.path)\n"
     "  --data FILE.json    the examples of a `shardrec serve` request body, in order\n"
     "  --out FILE          one score (the predicted click probability) per sample, in input\n"
     "                      order: FILE.csv as text ('score' header), FILE.bin as little-endian\n"
@@ -186,6 +190,47 @@ std::unique_ptr<ShardedEmbeddingBagCollection> sharded_model(
         nullptr, QCommsConfig{}, "", nullptr, HierarchicalMode::kOff, std::move(rows));
 }
 
+// Criteo TSV files (FILE or FILE,FILE,...) as binary shards in OUT.tsv-shards, each value hashed
+// to its row as the model's training data was: the record layout (rows, multi-hot, raw ids) of
+// the manifest at the config's data.criteo_binary.path. Rank 0 writes them while the others wait.
+std::string tsv_shards(const Config& config,
+                       const std::string& files,
+                       const std::string& out,
+                       comm::ProcessGroup* pg) {
+    std::vector<std::string> inputs;
+    for (size_t begin = 0; begin <= files.size();) {
+        const size_t end = std::min(files.find(',', begin), files.size());
+        inputs.push_back(files.substr(begin, end - begin));
+        begin = end + 1;
+    }
+    for (const std::string& f : inputs)
+        SR_CHECK(fs::is_regular_file(f),
+                 "--data '{}': '{}' is neither a directory of Criteo "
+                 "shards nor a Criteo TSV file",
+                 files, f);
+    SR_CHECK(config.data.type == "criteo_binary" && !config.data.criteo_binary.path.empty(),
+             "--data {}: a Criteo TSV is hashed into rows as the model's training data was, and "
+             "the model's config has data.type '{}', not criteo_binary with the training data's "
+             "manifest at data.criteo_binary.path; preprocess the TSV with `shardrec data "
+             "criteo-preprocess` as the training data was and pass that directory",
+             files, config.data.type);
+    const data::CriteoManifest trained = data::read_criteo_manifest(config.data.criteo_binary.path);
+    const std::string dir = out + ".tsv-shards";
+    if (pg == nullptr || pg->rank() == 0) {
+        fs::remove_all(dir);
+        data::CriteoPreprocessOptions o;
+        o.inputs = inputs;
+        o.out_dir = dir;
+        o.layout = trained.layout;
+        const data::CriteoPreprocessSummary summary = data::preprocess_criteo(o);
+        log::root().info("predict: {} rows of {} hashed as {} ({})", summary.rows, files,
+                         config.data.criteo_binary.path, dir);
+    }
+    if (pg != nullptr)
+        pg->barrier().wait();
+    return dir;
+}
+
 // Bytes of stored rows the lookups read per second of lookup.
 double lookup_rate(const QuantEmbeddingBagCollection* qebc,
                    const ShardedEmbeddingBagCollection* sharded) {
@@ -218,14 +263,18 @@ int predict_main(const std::vector<std::string>& args) {
     SR_CHECK(config.model.type == model.model_type,
              "quantized model {} is a '{}' model, the config's is '{}'", a.model_dir,
              model.model_type, config.model.type);
+    std::shared_ptr<comm::ProcessGroup> pg = train::default_process_group();
     data::Split split = data::Split::kEval;
     const bool json = fs::path(a.data).extension() == ".json";
+    std::string tsv_dir;  // Criteo TSV input: its shards, removed at the end
     if (json) {
         split = data::Split::kTrain;
     } else if (a.data != "synthetic") {
+        if (!fs::is_directory(a.data))
+            tsv_dir = tsv_shards(config, a.data, a.out, pg.get());
         // Every row of the shards: no eval split is held out.
         config.data.type = "criteo_binary";
-        config.data.criteo_binary.path = a.data;
+        config.data.criteo_binary.path = tsv_dir.empty() ? a.data : tsv_dir;
         config.data.criteo_binary.eval_days = 0;
         config.data.criteo_binary.eval_fraction = 0.0;
         config.train.eval_samples = 0;
@@ -249,7 +298,6 @@ int predict_main(const std::vector<std::string>& args) {
     SR_CHECK(rows < 0 || total <= rows, "--samples {} but '{}' holds only {} rows", total, a.data,
              rows);
 
-    std::shared_ptr<comm::ProcessGroup> pg = train::default_process_group();
     std::unique_ptr<EmbeddingBagCollectionInterface> sparse;
     QuantEmbeddingBagCollection* qebc = nullptr;
     ShardedEmbeddingBagCollection* sharded = nullptr;
@@ -348,6 +396,8 @@ int predict_main(const std::vector<std::string>& args) {
     if (rank != 0)
         return 0;
     write_file_atomically(a.out, scores_text(a.out, all));
+    if (!tsv_dir.empty())
+        fs::remove_all(tsv_dir);
     // The ceiling: one process's memcpy over the kernels' threads (a smaller buffer than the
     // default, still far beyond the caches, to keep the summary quick).
     const double copy_gbps = kernels::host_copy_gbps(size_t{128} << 20, 3);

@@ -371,6 +371,15 @@ TEST_CASE("criteo e2e: --raw-ids trains managed-collision tables; checkpoint, ev
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     CHECK(csv_column(dir / "scores.csv", 0).size() == 500);
+    // The TSV days themselves, hashed with the training data's layout (raw ids included), on two
+    // ranks: the same scores; the shards made on the way are gone.
+    r = run_shardrec({"predict", model, "--data", days[0] + "," + days[1], "--out",
+                      (dir / "scores_tsv.csv").string()},
+                     "timeout -k 10 300 mpirun -np 2 --allow-run-as-root --oversubscribe");
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(read_bytes(dir / "scores_tsv.csv") == read_bytes(dir / "scores.csv"));
+    CHECK(!fs::exists(dir / "scores_tsv.csv.tsv-shards"));
 
     // A raw-id feature on a table without managed_collision: refused before training, by name.
     std::ofstream(config) << raw_id_config(dir / "data", false);

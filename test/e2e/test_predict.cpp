@@ -170,6 +170,15 @@ TEST_CASE("predict: the same scores at any world size and eval's at f32", "[e2e]
         CHECK(nodir.exit_code != 0);
         CHECK_THAT(nodir.output, Contains("--out '" + unwritable.string() + "'"));
 
+        // A Criteo TSV is hashed with the training data's layout, which a synthetic-data model
+        // does not have: refused, naming the way.
+        std::ofstream(dir / "day.tsv") << "1\t2\n";
+        const RunResult tsv = run_shardrec(
+            {"predict", m4, "--data", (dir / "day.tsv").string(), "--out", out.string()},
+            mpirun(2));
+        CHECK(tsv.exit_code != 0);
+        CHECK_THAT(tsv.output, Contains("data.type 'synthetic', not criteo_binary"));
+
         const RunResult ext =
             run_shardrec({"predict", m4, "--data", "synthetic", "--out", "scores.txt"});
         CHECK(ext.exit_code == 2);
