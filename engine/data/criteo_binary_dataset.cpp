@@ -1,10 +1,7 @@
 #include "engine/data/criteo_binary_dataset.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,31 +9,21 @@
 
 #include "engine/core/error.h"
 #include "engine/core/input_file.h"
+#include "engine/core/mapped_file.h"
 
 namespace shardrec::data {
 namespace {
 
-// Maps a whole file read-only; a 0-byte file cannot be a shard (check_shard reports it).
-const uint8_t* map_file(const std::string& path, size_t& size) {
+// Maps a whole shard read-only (engine/core/mapped_file.h); a 0-byte file cannot be a shard
+// (check_shard reports it).
+Tensor map_shard(const std::string& path) {
     check_input_file(path, "the data shard");
-    const int fd = ::open(path.c_str(), O_RDONLY);
-    SR_CHECK(fd >= 0, "data shard {}: cannot open: {}", path, std::strerror(errno));
 
     struct stat st {};
 
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        SR_CHECK(false, "data shard {}: not a regular file (a shard is memory-mapped)", path);
-    }
-    size = static_cast<size_t>(st.st_size);
-    if (size == 0) {
-        ::close(fd);
-        return nullptr;
-    }
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    SR_CHECK(p != MAP_FAILED, "data shard {}: cannot map: {}", path, std::strerror(errno));
-    return static_cast<const uint8_t*>(p);
+    SR_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode),
+             "data shard {}: not a regular file (a shard is memory-mapped)", path);
+    return map_file_region(path, 0, static_cast<int64_t>(st.st_size));
 }
 
 }  // namespace
@@ -82,8 +69,9 @@ CriteoBinaryDataset::CriteoBinaryDataset(const CriteoBinaryOptions& options)
         for (const CriteoShardInfo& info : input.shards) {
             MappedShard shard;
             shard.path = dir + "/" + info.file;
-            shard.data = map_file(shard.path, shard.size);
-            shard.map = std::unique_ptr<const uint8_t, Unmap>(shard.data, Unmap{shard.size});
+            shard.map = map_shard(shard.path);
+            shard.data = shard.map.numel() > 0 ? shard.map.data<uint8_t>() : nullptr;
+            shard.size = static_cast<size_t>(shard.map.numel());
             shard.first_row = total_rows_;
             shard.rows = info.rows;
             shard.verified = std::make_unique<std::once_flag>();
@@ -118,10 +106,6 @@ CriteoBinaryDataset::CriteoBinaryDataset(const CriteoBinaryOptions& options)
     }
     SR_CHECK(train_rows_ > 0, "criteo data {}: the train split is empty ({} rows in all)", dir,
              total_rows_);
-}
-
-void CriteoBinaryDataset::Unmap::operator()(const uint8_t* p) const {
-    ::munmap(const_cast<uint8_t*>(p), size);
 }
 
 int64_t CriteoBinaryDataset::num_samples(Split split) const {

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/tensor.h"
 #include "engine/data/criteo_shard.h"
 #include "engine/data/dataset.h"
 
@@ -51,15 +52,10 @@ public:
     const CriteoManifest& manifest() const { return manifest_; }
 
 private:
-    struct Unmap {
-        size_t size;  // no initialiser: GCC then finds Unmap default-constructible in-class
-        void operator()(const uint8_t* p) const;
-    };
-
     struct MappedShard {
         std::string path;
-        std::unique_ptr<const uint8_t, Unmap> map;
-        const uint8_t* data = nullptr;  // map.get()
+        Tensor map;                     // u8, the whole file (engine/core/mapped_file.h)
+        const uint8_t* data = nullptr;  // map's bytes
         size_t size = 0;
         int64_t first_row = 0;  // global row of its first record
         int64_t rows = 0;

@@ -393,6 +393,16 @@ KeyedJaggedTensor KeyedJaggedTensor::with_weights(Tensor weights) const {
     return out;
 }
 
+KeyedJaggedTensor KeyedJaggedTensor::with_values(Tensor values) const {
+    SR_CHECK(values.dtype() == DType::kI64 && values.shape() == values_.shape() &&
+                 values.device() == values_.device(),
+             "KeyedJaggedTensor::with_values: values must be i64[{}] on {}, got {}",
+             values_.numel(), values_.device().str(), values.str());
+    KeyedJaggedTensor out = *this;
+    out.values_ = std::move(values);
+    return out;
+}
+
 KeyedJaggedTensor KeyedJaggedTensor::to(Device device) const {
     KeyedJaggedTensor out = *this;
     out.values_ = values_.to(device);

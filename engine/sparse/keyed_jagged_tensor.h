@@ -123,9 +123,11 @@ public:
     // variable if any input is, or if the inputs' strides differ.
     static KeyedJaggedTensor concat(const std::vector<KeyedJaggedTensor>& kjts);
 
-    // This KJT with `weights` (f32 [N], on the values' device) in place of its own: the other
-    // tensors and the cached layout are shared, nothing is allocated or recomputed.
+    // This KJT with `weights` (f32 [N], on the values' device) or `values` (i64 [N], same device)
+    // in place of its own: the other tensors and the cached layout are shared, nothing is
+    // allocated or recomputed.
     KeyedJaggedTensor with_weights(Tensor weights) const;
+    KeyedJaggedTensor with_values(Tensor values) const;
 
     // A copy with every tensor on `device` (the host caches are kept).
     KeyedJaggedTensor to(Device device) const;

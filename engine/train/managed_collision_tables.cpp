@@ -53,14 +53,7 @@ bool is_managed(const std::vector<std::string>& features, const std::string& key
 
 // The batch with `values` in place of its KJT's ids.
 Batch with_values(const Batch& batch, const Tensor& values) {
-    const KeyedJaggedTensor& kjt = batch.sparse;
-    KeyedJaggedTensor sparse =
-        kjt.variable_stride_per_key()
-            ? KeyedJaggedTensor::from_lengths_variable_stride(
-                  kjt.keys(), values, kjt.lengths(), kjt.stride_per_key(), kjt.weights_or_none())
-            : KeyedJaggedTensor::from_offsets_sync(kjt.keys(), values, kjt.offsets(),
-                                                   kjt.weights_or_none(), kjt.stride());
-    return Batch{batch.dense, std::move(sparse), batch.labels};
+    return Batch{batch.dense, batch.sparse.with_values(values), batch.labels};
 }
 
 // Calls map(ids, n, out) once per managed table with the ids of all its features (in KJT order),
