@@ -107,6 +107,9 @@ void check_shard_labels(const uint8_t* data,
                         size_t size,
                         const std::string& name,
                         uint32_t record_bytes) {
+    // Every record starts with its f32 label: a shorter record (a damaged header) has none.
+    SR_CHECK(record_bytes >= sizeof(float),
+             "data shard {}: records of {} bytes cannot hold the 4-byte label", name, record_bytes);
     const uint8_t* payload = data + kShardHeaderBytes;
     const size_t rows = (size - kShardHeaderBytes) / record_bytes;
     // One pass with no branch per record (the compiler may vectorise the gather); the slow search

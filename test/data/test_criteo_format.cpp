@@ -267,6 +267,15 @@ TEST_CASE("Criteo shard: a label other than 0 or 1 is refused with the record an
     }
     const std::vector<uint8_t> good = make_shard(160, 9);
     CHECK_NOTHROW(check_shard_labels(good.data(), good.size(), "s.bin", 160));
+    // A header whose records are shorter than a label (found by fuzz_criteo_shard): refused, not
+    // read past the end.
+    std::vector<uint8_t> tiny = make_shard(4, 3);  // 12 payload bytes: 6 records of 2 bytes
+    ShardHeader h = parse_shard_header(tiny.data(), tiny.size(), "t.bin");
+    h.record_bytes = 2;
+    h.rows = 6;
+    encode_shard_header(h, tiny.data());
+    CHECK_THROWS_WITH(check_shard(tiny.data(), tiny.size(), "t.bin", 2, true),
+                      Contains("records of 2 bytes cannot hold the 4-byte label"));
 }
 
 TEST_CASE("Criteo manifest: JSON round trip and errors name the key", "[data]") {
