@@ -42,7 +42,9 @@ namespace shardrec::kernels {
     X(kQCommDecode)                    \
     X(kQuantizeRows)                   \
     X(kDequantizeRows)                 \
-    X(kQuantEmbeddingBagForward)
+    X(kQuantEmbeddingBagForward)       \
+    X(kCacheRowsPack)                  \
+    X(kCacheRowsUnpack)
 
 enum class OpKind {
 #define SR_OP_ENUM(name) name,

@@ -12,7 +12,8 @@
 namespace shardrec {
 
 void ShardingConfig::Cache::visit(FieldVisitor& v, bool entry) {
-    Field lf("load_factor", "cache slots as a fraction of each shard's rows (key_value tables)");
+    Field lf("load_factor",
+             "cache slots as a fraction of each shard's rows (key_value, fused_uvm_caching)");
     Field alg("algorithm",
               "the row a full cache evicts: lru (least recently used) or lfu (least "
               "frequently used, ties by recency)");
@@ -44,13 +45,13 @@ void ShardingConfig::Table::visit(FieldVisitor& v) {
                 .default_doc("sharding.sharding_type"),
             sharding_type);
     v.field(Field("compute_kernel",
-                  "fused, key_value, fused_uvm, or dense: data_parallel's "
+                  "fused, key_value, fused_uvm, fused_uvm_caching, or dense: data_parallel's "
                   "kernel (sharded tables train with the fused optimizer only), refused with any "
                   "other sharding_type; with the auto planner and no sharding_type, dense makes "
                   "the table data_parallel")
                 .default_doc("sharding.compute_kernel"),
             compute_kernel);
-    v.section(Field("cache", "this table's cache (key_value)"),
+    v.section(Field("cache", "this table's cache (key_value, fused_uvm_caching)"),
               [this](FieldVisitor& s) { cache.visit(s, true); });
     v.field(Field("ranks", "the rank of each shard; empty: the default placement").at_least(0),
             ranks);
@@ -69,12 +70,13 @@ void ShardingConfig::visit(FieldVisitor& v) {
     v.field(Field("compute_kernel",
                   "kernel of the tables without one: fused (rows in memory); key_value (CPU: "
                   "rows on disk under storage.path, a cache in DRAM); fused_uvm (CUDA: rows in "
-                  "pinned host memory the GPU reads in place); dense (data_parallel's "
+                  "pinned host memory the GPU reads in place); fused_uvm_caching (CUDA: rows "
+                  "in host memory, a cache in HBM); dense (data_parallel's "
                   "kernel: manual planner only with "
                   "sharding_type data_parallel; auto planner: those tables become data_parallel)")
                 .one_of(compute_kernel_names()),
             compute_kernel);
-    v.section(Field("cache", "the cache of key_value tables"),
+    v.section(Field("cache", "the cache of key_value and fused_uvm_caching tables"),
               [this](FieldVisitor& s) { cache.visit(s, false); });
     v.section(Field("storage", "the disk tier of key_value tables"),
               [this](FieldVisitor& s) { storage.visit(s); });
@@ -185,22 +187,22 @@ void check_shape(const ShardingConfig::Table& t,
 }
 
 // The kernel's tier against the device: key_value is the CPU's (its cache lives in DRAM),
-// fused_uvm the GPU's (host memory mapped into the device's address space).
+// fused_uvm and fused_uvm_caching the GPU's (rows in host memory, read in place or cached in HBM).
 std::string kernel_device_problem(const std::string& kernel, const std::string& device) {
     const bool cuda = device.rfind("cuda", 0) == 0;
     if (cuda && kernel == "key_value") {
         return fmt::format(
             "key_value is the CPU's disk tier with a DRAM cache, and runtime.device is {}: on a "
-            "GPU, tables train with fused (rows in device memory) or fused_uvm (rows in host "
-            "memory)",
+            "GPU, tables train with fused (rows in device memory), fused_uvm (rows in host "
+            "memory) or fused_uvm_caching (rows in host memory, a cache in HBM)",
             device);
     }
-    if (!cuda && kernel == "fused_uvm") {
+    if (!cuda && (kernel == "fused_uvm" || kernel == "fused_uvm_caching")) {
         return fmt::format(
-            "fused_uvm keeps a GPU's rows in host memory, and runtime.device is {}: on the CPU, "
+            "{} keeps a GPU's rows in host memory, and runtime.device is {}: on the CPU, "
             "tables train with fused (rows in memory) or key_value (rows on disk, a cache in "
             "memory)",
-            device);
+            kernel, device);
     }
     return "";
 }

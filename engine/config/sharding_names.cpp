@@ -61,6 +61,7 @@ constexpr KernelName kKernelNames[] = {
     {EmbeddingComputeKernel::kFused, "fused"},
     {EmbeddingComputeKernel::kKeyValue, "key_value"},
     {EmbeddingComputeKernel::kFusedUvm, "fused_uvm"},
+    {EmbeddingComputeKernel::kFusedUvmCaching, "fused_uvm_caching"},
 };
 
 }  // namespace

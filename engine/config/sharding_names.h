@@ -24,12 +24,15 @@ enum class EmbeddingComputeKernel {
     // address space, read and updated in place by the same kernels over PCIe (TorchRec's
     // FUSED_UVM; CUDA only).
     kFusedUvm,
+    // Fused, with the rows and their optimizer state in host memory and a cache of them in HBM
+    // where the kernels run (TorchRec's FUSED_UVM_CACHING; CUDA only).
+    kFusedUvmCaching,
 };
 
 // How a cache picks the row it evicts (TorchRec CacheAlgorithm).
 enum class CacheAlgorithm { kLru, kLfu };
 
-// The cache of a key_value table (TorchRec CacheParams).
+// The cache of a key_value or fused_uvm_caching table (TorchRec CacheParams).
 struct CacheParams {
     double load_factor = 0.2;  // cache slots as a fraction of the shard's rows
     CacheAlgorithm algorithm = CacheAlgorithm::kLru;
@@ -41,9 +44,10 @@ struct CacheParams {
     }
 };
 
-// Whether the kernel keeps its rows behind a cache (key_value).
+// Whether the kernel keeps its rows behind a cache (key_value, fused_uvm_caching).
 inline bool is_cached_kernel(EmbeddingComputeKernel kernel) {
-    return kernel == EmbeddingComputeKernel::kKeyValue;
+    return kernel == EmbeddingComputeKernel::kKeyValue ||
+           kernel == EmbeddingComputeKernel::kFusedUvmCaching;
 }
 
 // "data_parallel", "table_wise", "column_wise", "row_wise", "table_row_wise".
@@ -53,7 +57,7 @@ std::optional<ShardingType> parse_sharding_type(const std::string& name);
 // The five canonical names in the enum's order (for one_of lists and did-you-mean).
 const std::vector<std::string>& sharding_type_names();
 
-// "dense", "fused", "key_value", "fused_uvm".
+// "dense", "fused", "key_value", "fused_uvm", "fused_uvm_caching".
 const char* compute_kernel_name(EmbeddingComputeKernel kernel);
 std::optional<EmbeddingComputeKernel> parse_compute_kernel(const std::string& name);
 const std::vector<std::string>& compute_kernel_names();

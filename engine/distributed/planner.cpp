@@ -563,7 +563,8 @@ void check_tier_budgets(const ShardingPlan& plan, const Config& config, const To
                  error_context(), r, gib(disk[r]), fmt::join(disk_tables[r], ", "), gib(disk_limit),
                  topology.disk_gib);
         SR_CHECK(host_limit == 0 || host[r] <= host_limit,
-                 "{}: rank {} needs {} of DDR for its fused_uvm rows ({}), the topology gives {} "
+                 "{}: rank {} needs {} of DDR for its fused_uvm(_caching) rows ({}), the topology "
+                 "gives {} "
                  "(host_memory_gib {} less reserved_fraction {}); use more ranks or keep some "
                  "tables fused",
                  error_context(), r, gib(host[r]), fmt::join(host_tables[r], ", "), gib(host_limit),

@@ -197,6 +197,7 @@ double CostModel::record_bytes(const ModelConfig::Table& table,
 }
 
 double CostModel::miss_s(const ModelConfig::Table& table,
+                         EmbeddingComputeKernel kernel,
                          double rows,
                          double cols,
                          double ids) const {
@@ -205,8 +206,11 @@ double CostModel::miss_s(const ModelConfig::Table& table,
         1, static_cast<int64_t>(std::ceil(load_factor_.at(table.name) * std::max(rows, 1.0))));
     const CacheUse use = predicted_cache_use(r, slots, zipf_alpha_, ids);
     const double record = record_bytes(table, static_cast<int64_t>(cols), sparse_optimizer_);
+    const double misses = use.distinct - use.hits;
+    if (kernel == EmbeddingComputeKernel::kFusedUvmCaching)  // rows over the host link
+        return misses * 2.0 * record / (topology_.host_to_device_bw_gbps * kGB);
     const double io = std::ceil(record / kPageBytes) * kPageBytes;  // a random read costs pages
-    return (use.distinct - use.hits) * 2.0 * io / (topology_.disk_bw_gbps * kGB);
+    return misses * 2.0 * io / (topology_.disk_bw_gbps * kGB);
 }
 
 double CostModel::state_bytes_per_element(const std::string& sparse_optimizer) {
@@ -322,8 +326,13 @@ RankCost CostModel::shard_cost(const ModelConfig::Table& table,
         cost.memory_bytes = saturate(memory);
     }
     if (is_cached_kernel(kernel)) {
-        cost.disk_bytes = saturate(r * record_bytes(table, cols, sparse_optimizer_));
-        cost.disk_s = miss_s(table, r, c, ids);
+        // The slower tier: key_value's file on disk, fused_uvm_caching's rows in host memory.
+        const int64_t rows_bytes = saturate(r * record_bytes(table, cols, sparse_optimizer_));
+        if (kernel == EmbeddingComputeKernel::kKeyValue)
+            cost.disk_bytes = rows_bytes;
+        else
+            cost.host_bytes = rows_bytes;
+        cost.disk_s = miss_s(table, kernel, r, c, ids);
     }
 
     const double out_bytes = bags * c * 4.0;  // pooled rows of this shard, one direction

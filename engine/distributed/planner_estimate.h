@@ -57,10 +57,10 @@ namespace shardrec {
 // cuda, the disk.
 struct RankCost {
     int64_t memory_bytes = 0;  // the compute tier
-    int64_t host_bytes = 0;    // cuda: fused_uvm rows and their state in DDR
+    int64_t host_bytes = 0;    // cuda: fused_uvm(_caching) rows and their state in DDR
     int64_t disk_bytes = 0;    // key_value rows once all are written (the stores' full size)
     double lookup_s = 0;       // embedding lookups, forward + backward with the optimizer
-    double disk_s = 0;         // key_value cache misses: records read and written back
+    double disk_s = 0;         // cache misses: rows read and written back (disk, or the host link)
     double comm_s = 0;         // all-to-alls, reduce-scatters, all-reduces
     double dense_s = 0;        // MLPs, interaction, cross layers
 
@@ -141,8 +141,13 @@ public:
     static double record_bytes(const ModelConfig::Table& table,
                                int64_t cols,
                                const std::string& sparse_optimizer);
-    // The disk time per step of a key_value shard of `rows` rows receiving `ids` ids a step.
-    double miss_s(const ModelConfig::Table& table, double rows, double cols, double ids) const;
+    // The miss time per step of a cached shard of `rows` rows receiving `ids` ids a step: key_value
+    // records to and from disk, fused_uvm_caching rows over the host link.
+    double miss_s(const ModelConfig::Table& table,
+                  EmbeddingComputeKernel kernel,
+                  double rows,
+                  double cols,
+                  double ids) const;
 
     // Optimizer state bytes per element and per row of a table under the sparse optimizer.
     static double state_bytes_per_element(const std::string& sparse_optimizer);

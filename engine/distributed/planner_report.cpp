@@ -103,14 +103,14 @@ std::string tier_report(const PlanEstimate& estimate,
                            cuda ? fmt::format("{:>12} | ", bytes_text(double(c.host_bytes))) : "",
                            bytes_text(static_cast<double>(c.disk_bytes)));
     };
-    std::string out = fmt::format(
-        "\nstorage per rank: {} (budget {}){}, disk (budget {}{})\n", topology.memory_kind(),
-        budget(estimate.memory_limit_bytes),
-        cuda
-            ? fmt::format(", DDR for fused_uvm rows (budget {})", budget(estimate.host_limit_bytes))
-            : "",
-        budget(estimate.disk_limit_bytes),
-        estimate.disk_limit_bytes > 0 ? "" : ": disk_gib not given, not checked");
+    std::string out =
+        fmt::format("\nstorage per rank: {} (budget {}){}, disk (budget {}{})\n",
+                    topology.memory_kind(), budget(estimate.memory_limit_bytes),
+                    cuda ? fmt::format(", DDR for fused_uvm(_caching) rows (budget {})",
+                                       budget(estimate.host_limit_bytes))
+                         : "",
+                    budget(estimate.disk_limit_bytes),
+                    estimate.disk_limit_bytes > 0 ? "" : ": disk_gib not given, not checked");
     out += fmt::format("{:>8} | {:>12} | {}{:>12}\n", "rank", topology.memory_kind(),
                        cuda ? fmt::format("{:>12} | ", "DDR") : "", "disk");
     out += fmt::format("{:->8} | {:->12} | {}{:->12}\n", "", "", cuda ? "------------ | " : "", "");
@@ -223,12 +223,14 @@ std::string cache_report(const ShardingPlan& plan,
     if (rows.empty())
         return "";
     return fmt::format(
-               "\nkey_value tables: the cache in DRAM, the rows on disk (all of them once "
-               "written), a global batch's ids; hit rate = distinct rows of a batch found in the "
-               "cache, predicted for an ideal cache on the {} data, measured by a run\n"
+               "\ncached tables (key_value: the cache in DRAM, the rows on disk; "
+               "fused_uvm_caching: "
+               "the cache in HBM, the rows in DDR; rows GiB: all of them once written), a global "
+               "batch's ids; hit rate = distinct rows of a batch found in the cache, predicted for "
+               "an ideal cache on the {} data, measured by a run\n"
                "{:>10} | {:>11} | {:>11} | {:>9} | {:>8} | {:>9} | {:>9} | {:>8}\n"
                "{:->10} | {:->11} | {:->11} | {:->9} | {:->8} | {:->9} | {:->9} | {:->8}\n",
-               config.data.type, "table", "rows", "cache slots", "cache MiB", "disk GiB",
+               config.data.type, "table", "rows", "cache slots", "cache MiB", "rows GiB",
                "ids/batch", "predicted", "measured", "", "", "", "", "", "", "", "") +
            rows;
 }

@@ -24,7 +24,7 @@ namespace {
 void place_bags(ShardedEmbeddingBagCollection::ShardLookup& s, Stream& stream) {
     if (s.cached) {  // the batch's rows into the cache, its ids into slots
         if (!s.prefetched)
-            s.cached->prefetch(s.ids, s.slot_ids);
+            s.cached->prefetch(s.ids, s.slot_ids, stream);
         s.prefetched = false;
         s.weights = s.cached->weights;
         s.state1 = s.cached->state1;
@@ -40,10 +40,10 @@ void place_bags(ShardedEmbeddingBagCollection::ShardLookup& s, Stream& stream) {
     }
     if (!s.stager)
         s.stager.emplace(device);
-    s.stager->begin(HostToDeviceStager::padded_bytes(s.ids) +
+    s.stager->begin(HostToDeviceStager::padded_bytes(s.ids) +  // slot_ids: as many
                     HostToDeviceStager::padded_bytes(s.offsets) +
                     (s.psw.defined() ? HostToDeviceStager::padded_bytes(s.psw) : 0));
-    s.k_ids = s.stager->copy(s.k_ids_buf, s.ids);
+    s.k_ids = s.stager->copy(s.k_ids_buf, s.cached ? s.slot_ids : s.ids);
     s.k_offsets = s.stager->copy(s.k_offsets_buf, s.offsets);
     s.k_psw = s.psw.defined() ? s.stager->copy(s.k_psw_buf, s.psw) : Tensor();
     s.stager->end(stream);
@@ -238,7 +238,7 @@ void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
         s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
         s.workspace, stream);
     if (s.cached)
-        s.cached->mark_updated();
+        s.cached->mark_updated(stream);
 }
 
 }  // namespace

@@ -29,7 +29,8 @@
 // state of a column-wise shard the same way): under column_wise with several shards a row's
 // columns scale by different accumulators, so that combination is not invariant to the column
 // split; one column shard, and every other type, is (test_sharding_invariance_exact.cpp).
-// key_value tables (CPU): a shard's rows live in a file under storage_dir with a DRAM cache
+// Cached tables: a key_value shard's rows live in a file under storage_dir with a DRAM cache (CPU),
+// a fused_uvm_caching shard's in host memory with an HBM cache (GPU)
 // (engine/modules/cached_embedding_shard.h); its lookups and updates run on the cache's slots,
 // with the same numbers as rows in memory.
 // 2D parallelism (TorchRec DMPCollection, sharding.replica_groups): pg is one sharding group and
@@ -140,12 +141,13 @@ public:
     bool has_pipelined_input() const { return pipelined_ != nullptr; }
 
     // ---- the prefetch pipeline (TorchRec PrefetchTrainPipelineSparseDist) ----
-    // Whether some local shard is key_value (has a cache to fill).
+    // Whether some local shard is key_value or fused_uvm_caching (has a cache to fill).
     bool has_cached_shards() const;
-    // Completes `dist` if needed and fills the key_value caches with its batch's rows: its
-    // lookups then use them (when `dist` is the next one computed; another forward in between
-    // makes them fill again). The batch trained before must have finished its backward.
-    void prefetch(InputDist& dist);
+    // Completes `dist` if needed and fills the caches with its batch's rows, on `stream` (the
+    // compute stream): its lookups then use them (when `dist` is the next one computed; another
+    // forward in between makes them fill again). The batch trained before must have enqueued
+    // its backward.
+    void prefetch(InputDist& dist, Stream& stream);
     // On another thread, while the batch of the latest prefetch() trains: fills the caches with
     // rows of `dist`'s batch (received already) ahead of its prefetch(), leaving everything that
     // training reads or writes alone (CachedEmbeddingShard::prefetch_ahead).

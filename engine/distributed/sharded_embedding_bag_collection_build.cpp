@@ -1,5 +1,6 @@
-// Sharded EmbeddingBagCollection: the shards of this rank built from the plan (rows in memory,
-// or key_value rows on disk behind a cache), and the key_value files' directory.
+// Sharded EmbeddingBagCollection: the shards of this rank built from the plan (rows in memory, or
+// behind a cache: key_value rows on disk, fused_uvm_caching rows in host memory), and the
+// key_value files' directory.
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include "engine/core/allocator.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/distributed/sharded_embedding_bag_collection_impl.h"
+#include "engine/modules/host_row_store.h"
+#include "engine/modules/key_value_store.h"
 
 namespace shardrec {
 
@@ -34,10 +37,9 @@ void init_quantized_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
                           const EmbeddingBagConfig& table,
                           const ParameterSharding& ps,
                           const QuantizedShardRows& quantized) {
-    SR_CHECK(ps.compute_kernel != EmbeddingComputeKernel::kKeyValue,
-             "table '{}' is key_value: quantized tables are looked up in memory (compute_kernel "
-             "fused)",
-             table.name);
+    SR_CHECK(!is_cached_kernel(ps.compute_kernel),
+             "table '{}' is {}: quantized tables are looked up in memory (compute_kernel fused)",
+             table.name, compute_kernel_name(ps.compute_kernel));
     const kernels::QuantType stored = quantized.type(s.table);
     const bool whole_rows = s.col_offset == 0 && s.cols == table.embedding_dim;
     const kernels::QuantType type = whole_rows ? stored : kernels::QuantType::kF32;
@@ -77,17 +79,7 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
                 const ParameterSharding& ps,
                 const std::string& storage_dir,
                 int rank) {
-    if (ps.compute_kernel == EmbeddingComputeKernel::kKeyValue) {
-        SR_CHECK(device.is_cpu(), "table '{}': key_value tables are for the CPU, not {}",
-                 table.name, device.str());
-        SR_CHECK(!storage_dir.empty(), "table '{}' is key_value: give sharding.storage.path",
-                 table.name);
-        std::error_code ec;
-        std::filesystem::create_directories(storage_dir, ec);
-        SR_CHECK(!ec,
-                 "table '{}' is key_value: cannot create its storage directory {} "
-                 "(sharding.storage.path) on rank {}: {}",
-                 table.name, storage_dir, rank, ec.message());
+    if (is_cached_kernel(ps.compute_kernel)) {
         CachedEmbeddingShard::Layout layout;
         layout.table = table.name;
         layout.table_index = s.table;
@@ -99,11 +91,41 @@ void init_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
         layout.dtype = table.data_type;
         layout.seed = seed;
         layout.rank = rank;
-        const std::string path =
-            (std::filesystem::path(storage_dir) /
-             fmt::format("{}.r{}.c{}.kv", table.name, s.row_offset, s.col_offset))
-                .string();
-        s.cached = std::make_unique<CachedEmbeddingShard>(layout, *ps.cache_params, optim, path);
+        layout.device = device;
+        const std::string owner = CachedEmbeddingShard::owner(layout);
+        const int64_t payload = CachedEmbeddingShard::payload_bytes(layout, optim);
+        std::unique_ptr<RowStore> store;
+        if (ps.compute_kernel == EmbeddingComputeKernel::kKeyValue) {
+            SR_CHECK(device.is_cpu(), "table '{}': key_value tables are for the CPU, not {}",
+                     table.name, device.str());
+            SR_CHECK(!storage_dir.empty(), "table '{}' is key_value: give sharding.storage.path",
+                     table.name);
+            std::error_code ec;
+            std::filesystem::create_directories(storage_dir, ec);
+            SR_CHECK(!ec,
+                     "table '{}' is key_value: cannot create its storage directory {} "
+                     "(sharding.storage.path) on rank {}: {}",
+                     table.name, storage_dir, rank, ec.message());
+            const std::string path =
+                (std::filesystem::path(storage_dir) /
+                 fmt::format("{}.r{}.c{}.kv", table.name, s.row_offset, s.col_offset))
+                    .string();
+            store = std::make_unique<KeyValueStore>(path, owner, s.rows, payload);
+        } else {
+            SR_CHECK(device.is_cuda(),
+                     "table '{}': fused_uvm_caching keeps a GPU's rows in host memory behind a "
+                     "cache in HBM, and this rank runs on {}: use fused (rows in memory) or "
+                     "key_value (rows on disk, a cache in memory)",
+                     table.name, device.str());
+            store = std::make_unique<HostRowStore>(owner, s.rows, payload);
+        }
+        with_allocation_label(
+            fmt::format("the cache of table '{}' at rows {}, columns {} ({})", table.name,
+                        s.row_offset, s.col_offset, compute_kernel_name(ps.compute_kernel)),
+            [&] {
+                s.cached = std::make_unique<CachedEmbeddingShard>(layout, *ps.cache_params, optim,
+                                                                  std::move(store));
+            });
         s.weights = s.cached->weights;
         s.state1 = s.cached->state1;
         s.state2 = s.cached->state2;
@@ -286,11 +308,12 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
     for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (ShardLookup& s : g->local) {
             const EmbeddingBagConfig& table = tables_[static_cast<size_t>(s.table)];
-            SR_CHECK(replica_pg_ == nullptr ||
-                         plan.at(table.name).compute_kernel != EmbeddingComputeKernel::kKeyValue,
-                     "table '{}' is key_value: sharding.replica_groups {} (replicated shardings) "
-                     "supports rows in memory only for now; use compute_kernel fused",
-                     table.name, replica_pg_ ? replica_pg_->size() : 1);
+            SR_CHECK(
+                replica_pg_ == nullptr || !is_cached_kernel(plan.at(table.name).compute_kernel),
+                "table '{}' is {}: sharding.replica_groups {} (replicated shardings) "
+                "supports rows in memory only for now; use compute_kernel fused",
+                table.name, compute_kernel_name(plan.at(table.name).compute_kernel),
+                replica_pg_ ? replica_pg_->size() : 1);
             if (quantized_.enabled())
                 init_quantized_shard(s, table, plan.at(table.name), quantized_);
             else

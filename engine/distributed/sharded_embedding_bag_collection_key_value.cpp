@@ -1,5 +1,5 @@
-// Sharded EmbeddingBagCollection: the key_value shards' caches, filled before a batch's lookups
-// (prefetch) or beside the batch before (prefetch_ahead, the prefetch pipeline).
+// Sharded EmbeddingBagCollection: the cached shards (key_value, fused_uvm_caching), filled before
+// a batch's lookups (prefetch) or beside the batch before (prefetch_ahead, the prefetch pipeline).
 #include <sys/statvfs.h>
 
 #include "engine/core/log.h"
@@ -55,14 +55,14 @@ Tensor shard_ids(const ShardedEmbeddingBagCollection::ShardLookup& s,
 
 }  // namespace
 
-void ShardedEmbeddingBagCollection::prefetch(InputDist& dist) {
+void ShardedEmbeddingBagCollection::prefetch(InputDist& dist, Stream& stream) {
     input_dist_wait(dist);
     for (const auto& [g, p] :
          {std::pair{entries_.get(), &dist.entries}, std::pair{row_wise_.get(), &dist.row_wise}}) {
         for (ShardLookup& s : g->local) {
             if (!s.cached || !p->received)
                 continue;
-            s.cached->prefetch(shard_ids(s, *p->received), s.slot_ids);
+            s.cached->prefetch(shard_ids(s, *p->received), s.slot_ids, stream);
             s.prefetched = true;
         }
     }

@@ -9,6 +9,7 @@
 
 #include "engine/core/error.h"
 #include "engine/modules/embedding_config.h"
+#include "kernels/cache_rows.h"
 
 namespace shardrec {
 
@@ -24,33 +25,43 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser: spreads nearby ids over t
     return x ^ (x >> 31);
 }
 
-std::string owner_of(const CachedEmbeddingShard::Layout& l) {
-    return fmt::format("table '{}' rows [{}, {}) columns [{}, {}) on rank {}", l.table,
-                       l.row_offset, l.row_offset + l.rows, l.col_offset, l.col_offset + l.cols,
-                       l.rank);
-}
-
 bool state1_per_row(const kernels::FusedOptimizerParams& o) {
     return o.type == kernels::OptimType::kExactRowWiseAdagrad;
 }
 
 }  // namespace
 
+std::string CachedEmbeddingShard::owner(const Layout& l) {
+    return fmt::format("table '{}' rows [{}, {}) columns [{}, {}) on rank {}", l.table,
+                       l.row_offset, l.row_offset + l.rows, l.col_offset, l.col_offset + l.cols,
+                       l.rank);
+}
+
+int64_t CachedEmbeddingShard::payload_bytes(const Layout& layout,
+                                            const kernels::FusedOptimizerParams& optim) {
+    const int64_t n = kernels::optim_num_states(optim.type);
+    const int64_t s1 = n >= 1 ? (state1_per_row(optim) ? 1 : layout.cols) : 0;
+    const int64_t s2 = n >= 2 ? layout.cols : 0;
+    return std::max<int64_t>(1, kernels::cache_payload_bytes(layout.cols, layout.dtype, s1, s2));
+}
+
 CachedEmbeddingShard::CachedEmbeddingShard(const Layout& layout,
                                            const CacheParams& cache,
                                            const kernels::FusedOptimizerParams& optim,
-                                           const std::string& path)
+                                           std::unique_ptr<RowStore> store)
     : layout_(layout),
       optim_(optim),
       algorithm_(cache.algorithm),
       slot_dtype_(cache.precision.value_or(layout.dtype)),
-      store_(path, owner_of(layout), layout.rows, [&] {
-          const int64_t n = kernels::optim_num_states(optim.type);
-          const int64_t s1 = n >= 1 ? (state1_per_row(optim) ? 4 : layout.cols * 4) : 0;
-          const int64_t s2 = n >= 2 ? layout.cols * 4 : 0;
-          return std::max<int64_t>(
-              1, layout.cols * static_cast<int64_t>(dtype_size(layout.dtype)) + s1 + s2);
-      }()) {
+      store_(std::move(store)),
+      payload_bytes_(payload_bytes(layout, optim)),
+      prefetched_(layout.device),
+      updated_(layout.device),
+      ahead_done_(layout.device) {
+    SR_CHECK(store_ != nullptr && store_->rows() == layout.rows &&
+                 store_->payload_bytes() == payload_bytes_,
+             "{}: its store does not hold {} payloads of {} bytes", owner(layout), layout.rows,
+             payload_bytes_);
     const auto wanted = static_cast<int64_t>(
         std::ceil(cache.load_factor * static_cast<double>(std::max<int64_t>(layout.rows, 1))));
     ways_ = std::min(kMaxWays, std::max<int64_t>(wanted, 1));
@@ -61,23 +72,29 @@ CachedEmbeddingShard::CachedEmbeddingShard(const Layout& layout,
     slot_batch_.assign(static_cast<size_t>(slots_), 0);
     slot_count_.assign(static_cast<size_t>(slots_), 0);
     slot_dirty_.assign(static_cast<size_t>(slots_), 0);
-    ensure_capacity(slots_);
+    init_row_ = Tensor::empty({1, layout.cols}, layout.dtype);
+    if (layout.device.is_cuda()) {
+        ahead_stream_ = std::make_unique<Stream>(layout.device);
+        flush_stream_ = std::make_unique<Stream>(layout.device);
+    }
+    ahead_mover_.stream = ahead_stream_ ? ahead_stream_.get() : &Stream::cpu();
+    flush_mover_.stream = flush_stream_ ? flush_stream_.get() : &Stream::cpu();
+    batch_mover_.stream = &Stream::cpu();
+    ensure_capacity(slots_, *flush_mover_.stream);
+    flush_mover_.stream->synchronize();
 }
 
-int64_t CachedEmbeddingShard::payload_bytes() const {
-    return store_.payload_bytes();
-}
-
-void CachedEmbeddingShard::ensure_capacity(int64_t capacity) {
+void CachedEmbeddingShard::ensure_capacity(int64_t capacity, Stream& stream) {
     if (capacity <= capacity_)
         return;
     // Grown by half again at least, so a growing overflow reallocates O(log) times.
     const int64_t grown = capacity_ == 0 ? capacity : std::max(capacity, capacity_ + capacity_ / 2);
     const int64_t cols = layout_.cols;
+    const Device device = layout_.device;
     auto regrow = [&](Tensor& t, const Shape& shape, DType dtype) {
-        Tensor fresh = Tensor::empty(shape, dtype);
+        Tensor fresh = Tensor::empty(shape, dtype, device);
         if (t.defined())
-            std::memcpy(fresh.data_ptr(), t.data_ptr(), t.nbytes());
+            copy_async(fresh.data_ptr(), device, t.data_ptr(), device, t.nbytes(), stream);
         t = fresh;
     };
     regrow(weights, {grown, cols}, slot_dtype_);
@@ -87,7 +104,7 @@ void CachedEmbeddingShard::ensure_capacity(int64_t capacity) {
     if (n >= 2)
         regrow(state2, {grown, cols}, DType::kF32);
     capacity_ = grown;
-    table_offsets = Tensor::from_vector<int64_t>({0, capacity_});
+    table_offsets = Tensor::from_vector<int64_t>({0, capacity_}).to(device);
 }
 
 int64_t CachedEmbeddingShard::cache_bytes() const {
@@ -99,69 +116,72 @@ int64_t CachedEmbeddingShard::cache_bytes() const {
 
 // ---- moving rows ----
 
-namespace {
-
-// n floats of dtype `from` at src as dtype `to` at dst (round to nearest even), or a copy.
-void convert(const void* src, DType from, void* dst, DType to, int64_t n) {
-    if (from == to) {
-        std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(from));
+void CachedEmbeddingShard::move_out(const std::vector<int64_t>& slots,
+                                    std::vector<char>& payloads,
+                                    Mover& m) {
+    const auto n = static_cast<int64_t>(slots.size());
+    payloads.resize(static_cast<size_t>(n * payload_bytes_));
+    if (n == 0)
+        return;
+    Tensor host_slots = Tensor::from_blob(const_cast<int64_t*>(slots.data()), {n}, DType::kI64);
+    Tensor host_payloads = Tensor::from_blob(payloads.data(), {n * payload_bytes_}, DType::kU8);
+    Stream& stream = *m.stream;
+    if (layout_.device.is_cpu()) {
+        kernels::cache_rows_pack(weights, state1.defined() ? &state1 : nullptr,
+                                 state2.defined() ? &state2 : nullptr, host_slots, layout_.dtype,
+                                 host_payloads, stream);
         return;
     }
-    const auto load = [&](int64_t i) {
-        switch (from) {
-            case DType::kF16:
-                return to_float(static_cast<const Half*>(src)[i]);
-            case DType::kBF16:
-                return to_float(static_cast<const BFloat16*>(src)[i]);
-            default:
-                return static_cast<const float*>(src)[i];
-        }
-    };
-    for (int64_t i = 0; i < n; ++i) {
-        const float v = load(i);
-        switch (to) {
-            case DType::kF16:
-                static_cast<Half*>(dst)[i] = from_float<Half>(v);
-                break;
-            case DType::kBF16:
-                static_cast<BFloat16*>(dst)[i] = from_float<BFloat16>(v);
-                break;
-            default:
-                static_cast<float*>(dst)[i] = v;
-        }
-    }
+    if (!m.stager)
+        m.stager = std::make_unique<HostToDeviceStager>(layout_.device);
+    m.stager->begin(HostToDeviceStager::padded_bytes(host_slots));
+    const Tensor dev_slots = m.stager->copy(m.slots_buf, host_slots);
+    m.stager->end(stream);
+    Tensor dev_payloads =
+        grow_prefix(m.payloads_buf, n * payload_bytes_, DType::kU8, layout_.device);
+    kernels::cache_rows_pack(weights, state1.defined() ? &state1 : nullptr,
+                             state2.defined() ? &state2 : nullptr, dev_slots, layout_.dtype,
+                             dev_payloads, stream);
+    copy_async(payloads.data(), Device::cpu(), dev_payloads.data_ptr(), layout_.device,
+               payloads.size(), stream);
+    stream.synchronize();  // the store writes them next
 }
 
-}  // namespace
-
-// A payload holds the row in the table's dtype; a slot in the cache's precision.
-void CachedEmbeddingShard::copy_out(int64_t slot, char* p) const {
-    const size_t sw = static_cast<size_t>(layout_.cols) * dtype_size(slot_dtype_);
-    convert(static_cast<const char*>(weights.data_ptr()) + slot * static_cast<int64_t>(sw),
-            slot_dtype_, p, layout_.dtype, layout_.cols);
-    p += static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
-    for (const Tensor* s : {&state1, &state2}) {
-        if (!s->defined())
-            continue;
-        const size_t b = s->dim() == 1 ? 4 : static_cast<size_t>(layout_.cols) * 4;
-        std::memcpy(p, static_cast<const char*>(s->data_ptr()) + slot * b, b);
-        p += b;
+void CachedEmbeddingShard::move_in(const std::vector<int64_t>& slots,
+                                   const std::vector<char>& payloads,
+                                   Mover& m) {
+    const auto n = static_cast<int64_t>(slots.size());
+    if (n == 0)
+        return;
+    Tensor host_slots = Tensor::from_blob(const_cast<int64_t*>(slots.data()), {n}, DType::kI64);
+    Tensor host_payloads =
+        Tensor::from_blob(const_cast<char*>(payloads.data()), {n * payload_bytes_}, DType::kU8);
+    Stream& stream = *m.stream;
+    if (layout_.device.is_cpu()) {
+        kernels::cache_rows_unpack(host_payloads, host_slots, layout_.dtype, weights,
+                                   state1.defined() ? &state1 : nullptr,
+                                   state2.defined() ? &state2 : nullptr, stream);
+        return;
     }
+    // Staged through pinned memory: the host's buffers are free again on return.
+    if (!m.stager)
+        m.stager = std::make_unique<HostToDeviceStager>(layout_.device);
+    m.stager->begin(HostToDeviceStager::padded_bytes(host_slots) +
+                    HostToDeviceStager::padded_bytes(host_payloads));
+    const Tensor dev_slots = m.stager->copy(m.slots_buf, host_slots);
+    const Tensor dev_payloads = m.stager->copy(m.payloads_buf, host_payloads);
+    m.stager->end(stream);
+    kernels::cache_rows_unpack(dev_payloads, dev_slots, layout_.dtype, weights,
+                               state1.defined() ? &state1 : nullptr,
+                               state2.defined() ? &state2 : nullptr, stream);
 }
 
-void CachedEmbeddingShard::copy_in(int64_t slot, const char* p) {
-    const size_t sw = static_cast<size_t>(layout_.cols) * dtype_size(slot_dtype_);
-    convert(p, layout_.dtype,
-            static_cast<char*>(weights.data_ptr()) + slot * static_cast<int64_t>(sw), slot_dtype_,
-            layout_.cols);
-    p += static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
-    for (Tensor* s : {&state1, &state2}) {
-        if (!s->defined())
-            continue;
-        const size_t b = s->dim() == 1 ? 4 : static_cast<size_t>(layout_.cols) * 4;
-        std::memcpy(static_cast<char*>(s->data_ptr()) + slot * b, p, b);
-        p += b;
-    }
+void CachedEmbeddingShard::write_back(const std::vector<int64_t>& rows,
+                                      const std::vector<int64_t>& slots,
+                                      Mover& m) {
+    move_out(slots, evict_buf_, m);
+    store_->write(rows.data(), static_cast<int64_t>(rows.size()), evict_buf_.data());
+    stats_.bytes_out += static_cast<int64_t>(rows.size()) * payload_bytes_;
 }
 
 float CachedEmbeddingShard::state1_initial() const {
@@ -172,33 +192,15 @@ float CachedEmbeddingShard::state1_initial() const {
     return adagrad ? optim_.initial_accumulator_value : 0.f;
 }
 
-void CachedEmbeddingShard::init_slot(int64_t slot, int64_t row) {
-    if (slot_dtype_ != layout_.dtype) {  // the table's value, rounded as a row read back is
-        std::vector<char> payload(static_cast<size_t>(payload_bytes()));
-        init_payload(row, payload.data());
-        copy_in(slot, payload.data());
-        return;
-    }
-    Tensor w = weights.slice(slot, slot + 1);
-    init_embedding_rows(w, layout_.seed, layout_.table_index, layout_.row_offset + row,
-                        layout_.col_offset, layout_.num_embeddings);
-    if (state1.defined()) {
-        const int64_t n = state1.dim() == 1 ? 1 : layout_.cols;
-        std::fill_n(state1.data<float>() + slot * n, n, state1_initial());
-    }
-    if (state2.defined())
-        std::fill_n(state2.data<float>() + slot * layout_.cols, layout_.cols, 0.f);
-}
-
-void CachedEmbeddingShard::init_payload(int64_t row, char* p) const {
-    Tensor w = Tensor::empty({1, layout_.cols}, layout_.dtype);
+void CachedEmbeddingShard::init_payload(int64_t row, char* p) {
+    Tensor& w = init_row_;
     init_embedding_rows(w, layout_.seed, layout_.table_index, layout_.row_offset + row,
                         layout_.col_offset, layout_.num_embeddings);
     std::memcpy(p, w.data_ptr(), w.nbytes());
     p += w.nbytes();
     if (state1.defined()) {
         const float v = state1_initial();
-        for (int64_t c = 0; c < (state1.dim() == 1 ? 1 : layout_.cols); ++c, p += 4)
+        for (int64_t c = 0; c < (state1_per_row(optim_) ? 1 : layout_.cols); ++c, p += 4)
             std::memcpy(p, &v, 4);
     }
     if (state2.defined())
@@ -229,46 +231,55 @@ int64_t CachedEmbeddingShard::victim(int64_t set) const {
     return best;
 }
 
-void CachedEmbeddingShard::retire_overflow() {
+void CachedEmbeddingShard::retire_overflow(Mover& mover) {
     if (overflow_rows_.empty())
         return;
     evict_rows_.clear();
-    evict_buf_.clear();
-    const int64_t pb = payload_bytes();
+    evict_slots_.clear();
     for (size_t i = 0; i < overflow_rows_.size(); ++i) {
-        if (!overflow_dirty_[i])
-            continue;
-        evict_rows_.push_back(overflow_rows_[i]);
-        evict_buf_.resize(evict_rows_.size() * static_cast<size_t>(pb));
-        copy_out(slots_ + static_cast<int64_t>(i),
-                 evict_buf_.data() + (evict_rows_.size() - 1) * static_cast<size_t>(pb));
+        if (overflow_dirty_[i]) {
+            evict_rows_.push_back(overflow_rows_[i]);
+            evict_slots_.push_back(slots_ + static_cast<int64_t>(i));
+        }
     }
-    store_.write(evict_rows_.data(), static_cast<int64_t>(evict_rows_.size()), evict_buf_.data());
-    stats_.bytes_out += static_cast<int64_t>(evict_rows_.size()) * pb;
+    write_back(evict_rows_, evict_slots_, mover);
     overflow_rows_.clear();
     overflow_slot_.clear();
     overflow_dirty_.clear();
 }
 
-void CachedEmbeddingShard::prefetch(const Tensor& ids, Tensor& slots) {
+void CachedEmbeddingShard::prefetch(const Tensor& ids, Tensor& slots, Stream& stream) {
+    SR_CHECK(stream.device() == layout_.device,
+             "{}: its cache is on {}, and its prefetch was given a stream of {}", owner(layout_),
+             layout_.device.str(), stream.device().str());
     check_ids(ids);
-    retire_overflow();
+    if (ahead_pending_) {  // the batch's kernels after the rows moved ahead
+        ahead_done_.wait(stream);
+        ahead_pending_ = false;
+    }
+    batch_mover_.stream = &stream;
+    retire_overflow(batch_mover_);
     ++tick_;
     lock_from_ = tick_;  // the batch before has trained: only this one's rows are locked
     ++batch_gen_;
     batch_slots_.clear();
     slots = grow_prefix(slots, ids.numel(), DType::kI64);
-    place(ids.data<int64_t>(), ids.numel(), slots.data<int64_t>());
+    place(ids.data<int64_t>(), ids.numel(), slots.data<int64_t>(), batch_mover_);
+    prefetched_.record(stream);
 }
 
 void CachedEmbeddingShard::prefetch_ahead(const Tensor& ids) {
     check_ids(ids);
-    place(ids.data<int64_t>(), ids.numel(), nullptr);
+    // The rows it may evict were updated by the batch before, enqueued ahead of the prefetch.
+    prefetched_.synchronize();
+    place(ids.data<int64_t>(), ids.numel(), nullptr, ahead_mover_);
+    ahead_done_.record(*ahead_mover_.stream);
+    ahead_pending_ = true;
 }
 
 void CachedEmbeddingShard::check_ids(const Tensor& ids) const {
     SR_CHECK(ids.dtype() == DType::kI64 && ids.dim() == 1 && ids.device().is_cpu(),
-             "key_value table '{}': ids must be a host [N] i64 tensor, got {}", layout_.table,
+             "cached table '{}': ids must be a host [N] i64 tensor, got {}", layout_.table,
              ids.str());
     const int64_t* id = ids.data<int64_t>();
     for (int64_t i = 0; i < ids.numel(); ++i) {
@@ -284,12 +295,11 @@ void CachedEmbeddingShard::check_ids(const Tensor& ids) const {
 // the batch's counters. out == null: ahead of the batch (prefetch_ahead) while the one before
 // (tick_) may still train: rows get the next tick, the batch before's and the overflow area
 // are left alone, a full set leaves the row to the batch's own pass.
-void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out) {
+void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out, Mover& mover) {
     const bool ahead = out == nullptr;
     const int64_t tick = ahead ? tick_ + 1 : tick_;
-    const int64_t pb = payload_bytes();
     evict_rows_.clear();
-    evict_buf_.clear();
+    evict_slots_.clear();
     fill_rows_.clear();
     fill_slots_.clear();
     for (int64_t i = 0; i < n; ++i) {
@@ -331,15 +341,13 @@ void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out) {
             overflow_rows_.push_back(row);
             overflow_dirty_.push_back(0);
             overflow_slot_.emplace(row, slot);
-            ensure_capacity(slot + 1);
+            ensure_capacity(slot + 1, *mover.stream);
             ++stats_.overflow;
         } else {
             const auto s = static_cast<size_t>(slot);
-            if (slot_row_[s] >= 0 && slot_dirty_[s]) {
+            if (slot_row_[s] >= 0 && slot_dirty_[s]) {  // a slot is evicted once a pass: locked
                 evict_rows_.push_back(slot_row_[s]);
-                evict_buf_.resize(evict_rows_.size() * static_cast<size_t>(pb));
-                copy_out(slot,
-                         evict_buf_.data() + (evict_rows_.size() - 1) * static_cast<size_t>(pb));
+                evict_slots_.push_back(slot);
             }
             slot_row_[s] = row;
             slot_tick_[s] = tick;
@@ -359,68 +367,72 @@ void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out) {
         stats_.lookups += n;
         stats_.unique_rows += static_cast<int64_t>(batch_slots_.size());
     }
-    // Write-backs before the reads: a row evicted above may be read back by a later miss.
-    store_.write(evict_rows_.data(), static_cast<int64_t>(evict_rows_.size()), evict_buf_.data());
-    stats_.bytes_out += static_cast<int64_t>(evict_rows_.size()) * pb;
+    // Write-backs before the reads: a row evicted above may be read back by a later miss, and
+    // the evicted slots are read before the fills overwrite them.
+    write_back(evict_rows_, evict_slots_, mover);
+    // The fills' payloads: stored rows read in row order (the file front to back), the others
+    // at their initial value.
+    const auto pb = static_cast<size_t>(payload_bytes_);
+    fill_buf_.resize(fill_rows_.size() * pb);
     read_rows_.clear();
-    read_slots_.clear();
+    read_at_.clear();
     for (size_t i = 0; i < fill_rows_.size(); ++i) {
-        if (store_.stored(fill_rows_[i])) {
+        if (store_->stored(fill_rows_[i])) {
             read_rows_.push_back(fill_rows_[i]);
-            read_slots_.push_back(fill_slots_[i]);
+            read_at_.push_back(i);
         } else {
-            init_slot(fill_slots_[i], fill_rows_[i]);
+            init_payload(fill_rows_[i], fill_buf_.data() + i * pb);
         }
     }
-    if (read_rows_.empty())
-        return;
-    // In row order: the file is read front to back.
-    std::vector<size_t> order(read_rows_.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return read_rows_[a] < read_rows_[b]; });
-    std::vector<int64_t> sorted(order.size());
-    for (size_t i = 0; i < order.size(); ++i)
-        sorted[i] = read_rows_[order[i]];
-    read_buf_.resize(sorted.size() * static_cast<size_t>(pb));
-    store_.read(sorted.data(), static_cast<int64_t>(sorted.size()), read_buf_.data());
-    for (size_t i = 0; i < order.size(); ++i)
-        copy_in(read_slots_[order[i]], read_buf_.data() + i * static_cast<size_t>(pb));
-    stats_.bytes_in += static_cast<int64_t>(sorted.size()) * pb;
+    if (!read_rows_.empty()) {
+        std::vector<size_t> order(read_rows_.size());
+        std::iota(order.begin(), order.end(), size_t{0});
+        std::sort(order.begin(), order.end(),
+                  [&](size_t a, size_t b) { return read_rows_[a] < read_rows_[b]; });
+        std::vector<int64_t> sorted(order.size());
+        for (size_t i = 0; i < order.size(); ++i)
+            sorted[i] = read_rows_[order[i]];
+        read_buf_.resize(sorted.size() * pb);
+        store_->read(sorted.data(), static_cast<int64_t>(sorted.size()), read_buf_.data());
+        for (size_t i = 0; i < order.size(); ++i)
+            std::memcpy(fill_buf_.data() + read_at_[order[i]] * pb, read_buf_.data() + i * pb, pb);
+        stats_.bytes_in += static_cast<int64_t>(sorted.size()) * payload_bytes_;
+    }
+    move_in(fill_slots_, fill_buf_, mover);
 }
 
-void CachedEmbeddingShard::mark_updated() {
+void CachedEmbeddingShard::mark_updated(Stream& stream) {
     for (const int64_t slot : batch_slots_) {
         if (slot < slots_)
             slot_dirty_[static_cast<size_t>(slot)] = 1;
         else
             overflow_dirty_[static_cast<size_t>(slot - slots_)] = 1;
     }
+    updated_.record(stream);
 }
 
 void CachedEmbeddingShard::flush() {
-    const int64_t pb = payload_bytes();
+    prefetched_.synchronize();
+    updated_.synchronize();
+    if (ahead_pending_)
+        ahead_done_.synchronize();
     evict_rows_.clear();
-    evict_buf_.clear();
-    auto add = [&](int64_t row, int64_t slot) {
-        evict_rows_.push_back(row);
-        evict_buf_.resize(evict_rows_.size() * static_cast<size_t>(pb));
-        copy_out(slot, evict_buf_.data() + (evict_rows_.size() - 1) * static_cast<size_t>(pb));
-    };
+    evict_slots_.clear();
     for (int64_t s = 0; s < slots_; ++s) {
         if (slot_row_[static_cast<size_t>(s)] >= 0 && slot_dirty_[static_cast<size_t>(s)]) {
-            add(slot_row_[static_cast<size_t>(s)], s);
+            evict_rows_.push_back(slot_row_[static_cast<size_t>(s)]);
+            evict_slots_.push_back(s);
             slot_dirty_[static_cast<size_t>(s)] = 0;
         }
     }
     for (size_t i = 0; i < overflow_rows_.size(); ++i) {
         if (overflow_dirty_[i]) {
-            add(overflow_rows_[i], slots_ + static_cast<int64_t>(i));
+            evict_rows_.push_back(overflow_rows_[i]);
+            evict_slots_.push_back(slots_ + static_cast<int64_t>(i));
             overflow_dirty_[i] = 0;
         }
     }
-    store_.write(evict_rows_.data(), static_cast<int64_t>(evict_rows_.size()), evict_buf_.data());
-    stats_.bytes_out += static_cast<int64_t>(evict_rows_.size()) * pb;
+    write_back(evict_rows_, evict_slots_, flush_mover_);
 }
 
 // ---- checkpoints ----
@@ -439,7 +451,7 @@ void CachedEmbeddingShard::unpack(const char* payloads,
     }
     const size_t w = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
     for (int64_t i = 0; i < n; ++i) {
-        const char* p = payloads + i * payload_bytes();
+        const char* p = payloads + i * payload_bytes_;
         std::memcpy(static_cast<char*>(weight.data_ptr()) + i * static_cast<int64_t>(w), p, w);
         p += w;
         for (Tensor& s : states) {
@@ -454,12 +466,12 @@ void CachedEmbeddingShard::read_rows(const std::vector<int64_t>& rows,
                                      Tensor& weight,
                                      std::vector<Tensor>& states) {
     const auto n = static_cast<int64_t>(rows.size());
-    const int64_t pb = payload_bytes();
+    const int64_t pb = payload_bytes_;
     std::vector<char> payloads(static_cast<size_t>(n * pb));
     for (int64_t i = 0; i < n; ++i) {
         const int64_t row = rows[static_cast<size_t>(i)];
-        if (store_.stored(row))
-            store_.read(&row, 1, payloads.data() + i * pb);
+        if (store_->stored(row))
+            store_->read(&row, 1, payloads.data() + i * pb);
         else
             init_payload(row, payloads.data() + i * pb);
     }
@@ -472,7 +484,7 @@ void CachedEmbeddingShard::scan_stored(
         void(const std::vector<int64_t>&, const Tensor&, const std::vector<Tensor>&)>& fn) {
     Tensor weight;
     std::vector<Tensor> states;
-    store_.scan(chunk, [&](const std::vector<int64_t>& rows, const char* payloads) {
+    store_->scan(chunk, [&](const std::vector<int64_t>& rows, const char* payloads) {
         unpack(payloads, static_cast<int64_t>(rows.size()), weight, states);
         fn(rows, weight, states);
     });
@@ -486,14 +498,14 @@ void CachedEmbeddingShard::reset() {
     overflow_slot_.clear();
     overflow_dirty_.clear();
     batch_slots_.clear();
-    store_.clear();
+    store_->clear();
 }
 
 void CachedEmbeddingShard::write_rows(const std::vector<int64_t>& rows,
                                       const Tensor& weight,
                                       const std::vector<Tensor>& states) {
     const auto n = static_cast<int64_t>(rows.size());
-    const int64_t pb = payload_bytes();
+    const int64_t pb = payload_bytes_;
     SR_CHECK(weight.shape() == (Shape{n, layout_.cols}) && weight.dtype() == layout_.dtype,
              "key_value table '{}': {} rows written from {}", layout_.table, n, weight.str());
     std::vector<char> buf(static_cast<size_t>(n * pb));
@@ -509,7 +521,7 @@ void CachedEmbeddingShard::write_rows(const std::vector<int64_t>& rows,
             p += b;
         }
     }
-    store_.write(rows.data(), n, buf.data());
+    store_->write(rows.data(), n, buf.data());
 }
 
 }  // namespace shardrec

@@ -1,6 +1,7 @@
 // A table shard whose rows and optimizer state live in a slower tier, with a cache of them where
-// the lookup kernels run (TorchRec's key_value kernel on the CPU: rows in a KeyValueStore file, the
-// cache in DRAM).
+// the lookup kernels run: TorchRec's key_value kernel on the CPU (the rows in a KeyValueStore file
+// on local disk, the cache in DRAM) and its fused_uvm_caching kernel on a GPU (the rows in a
+// HostRowStore in host memory, the cache in HBM).
 //
 // The cache is set-associative (FBGEMM's layout: sets of up to 32 ways, a row's set from a hash
 // of its id) and holds each cached row's weights and optimizer state. Before a batch's lookups,
@@ -11,6 +12,12 @@
 // A row whose set has no unlocked way (a batch with more distinct rows than the cache, or many
 // in one set) goes to an overflow area past the cache, written back at the next prefetch, so
 // every cache size gives the same numbers; the overflow is counted in the statistics.
+//
+// The index (which row each slot holds, its recency and count) lives on the host, as the ids
+// after the input dist do. Rows move between the tiers in batches (kernels/cache_rows.h): a
+// prefetch writes its evicted rows back in one pack, then fills its misses in one unpack; on a
+// GPU both run on the batch's stream (an eviction waits for the copy back to the host), and
+// prefetch_ahead moves its rows on a stream of its own once the batch before has updated them.
 //
 // Exactness: the kernels aggregate each row's gradient in id order whatever the row's number
 // (a stable sort by row) and update rows independently, and a row's value moves between tiers
@@ -30,8 +37,10 @@
 #include <vector>
 
 #include "engine/config/sharding_names.h"
+#include "engine/core/pinned_buffer.h"
+#include "engine/core/stream.h"
 #include "engine/core/tensor.h"
-#include "engine/modules/key_value_store.h"
+#include "engine/modules/row_store.h"
 #include "kernels/embedding_optimizer.h"
 
 namespace shardrec {
@@ -42,7 +51,7 @@ struct CacheStats {
     int64_t unique_rows = 0;  // distinct rows per batch, summed over batches
     int64_t misses = 0;       // distinct rows that were not resident
     int64_t overflow = 0;     // misses that went to the overflow area
-    int64_t bytes_in = 0;     // read from the slower tier
+    int64_t bytes_in = 0;     // read from the slower tier (rows stored there)
     int64_t bytes_out = 0;    // written back to it
 
     double hit_rate() const {
@@ -55,7 +64,7 @@ struct CacheStats {
 class CachedEmbeddingShard {
 public:
     // The shard [row_offset, +rows) x [col_offset, +cols) of table `table` (index `table_index`
-    // in its collection, E rows in all); its rows in `path`; `rank` for errors.
+    // in its collection, E rows in all); the cache on `device`; `rank` for errors.
     struct Layout {
         std::string table;
         int64_t table_index = 0;
@@ -64,12 +73,19 @@ public:
         DType dtype = DType::kF32;
         uint64_t seed = 0;
         int rank = 0;
+        Device device = Device::cpu();
     };
 
+    // `store`: the slower tier, for layout.rows payloads of payload_bytes(layout, optim).
     CachedEmbeddingShard(const Layout& layout,
                          const CacheParams& cache,
                          const kernels::FusedOptimizerParams& optim,
-                         const std::string& path);
+                         std::unique_ptr<RowStore> store);
+
+    // A row's payload in the store: its weights in the table's dtype, then its optimizer state.
+    static int64_t payload_bytes(const Layout& layout, const kernels::FusedOptimizerParams& optim);
+    // "table 'big' rows [0, 100) columns [0, 64) on rank 1", for errors.
+    static std::string owner(const Layout& layout);
 
     // What the kernels read and update: [capacity, cols] rows of the table's dtype, the
     // optimizer state as kernels/embedding_optimizer.h lays it out (undefined where unused), and
@@ -78,24 +94,27 @@ public:
     Tensor weights, state1, state2;
     Tensor table_offsets;
 
-    // Makes the rows of `ids` (shard rows, [N] i64) resident and writes their slots into
-    // `slots` ([N] i64), for the batch that trains next (the one before has finished). An id
-    // outside [0, rows) is an Error naming the table.
-    void prefetch(const Tensor& ids, Tensor& slots);
+    // Makes the rows of `ids` (shard rows, host [N] i64) resident and writes their slots into
+    // `slots` (host [N] i64), for the batch that trains next, its kernels on `stream` (the
+    // device's; the batch before was enqueued there). An id outside [0, rows) is an Error naming
+    // the table.
+    void prefetch(const Tensor& ids, Tensor& slots, Stream& stream = Stream::cpu());
     // The prefetch pipeline: on another thread while the batch of the latest prefetch() trains,
     // makes rows of the next batch resident without touching that batch's rows, its overflow
     // or what its training reads and writes (its slots, dirty marks and the kernels' tensors,
     // which do not grow here). The next batch's prefetch() then finds them; it fills and
     // counts whatever this left out. Not concurrent with prefetch, flush or checkpoints.
     void prefetch_ahead(const Tensor& ids);
-    // The optimizer changed the rows of the latest prefetch (the batch's backward ran).
-    void mark_updated();
-    // Writes every changed row back to the store; the cache keeps them.
+    // The optimizer changed the rows of the latest prefetch (the batch's backward was enqueued
+    // on `stream`).
+    void mark_updated(Stream& stream = Stream::cpu());
+    // Writes every changed row back to the store (once the updates are done); the cache keeps
+    // them.
     void flush();
 
     // ---- checkpoints (flush first) ----
     // The rows not at their initial value, ascending.
-    std::vector<int64_t> stored_rows() const { return store_.stored_rows(); }
+    std::vector<int64_t> stored_rows() const { return store_->stored_rows(); }
 
     // Rows `rows` (ascending) into weight [n, cols] and states (as optimizer_state) from the
     // store or their initial value.
@@ -119,33 +138,49 @@ public:
 
     const CacheStats& stats() const { return stats_; }
 
-    // Bytes held in memory: the slots with their state, and the overflow area.
+    // Bytes held on the cache's device: the slots with their state, and the overflow area.
     int64_t cache_bytes() const;
 
-    int64_t disk_bytes() const { return store_.disk_bytes(); }
+    int64_t disk_bytes() const { return store_->disk_bytes(); }
 
-    // The disk its rows take once every one of them has been written.
-    int64_t full_disk_bytes() const { return store_.rows() * store_.record_bytes(); }
+    // The disk its rows take once every one of them has been written (0: a host-memory tier).
+    int64_t full_disk_bytes() const { return store_->full_disk_bytes(); }
+
+    // Host memory the store's rows (or its index) take.
+    int64_t store_host_bytes() const { return store_->host_bytes(); }
 
 private:
-    int64_t payload_bytes() const;
-    void copy_out(int64_t slot, char* payload) const;
-    void copy_in(int64_t slot, const char* payload);
+    // Where rows move on a CUDA device: a stream with its staging of slots and payloads.
+    struct Mover {
+        Stream* stream = nullptr;
+        std::unique_ptr<HostToDeviceStager> stager;
+        Tensor slots_buf, payloads_buf;
+    };
+
     float state1_initial() const;
     void unpack(const char* payloads, int64_t n, Tensor& weight, std::vector<Tensor>& states) const;
-    void init_payload(int64_t row, char* payload) const;
-    void init_slot(int64_t slot, int64_t row);
-    void ensure_capacity(int64_t capacity);
+    void init_payload(int64_t row, char* payload);
+    void ensure_capacity(int64_t capacity, Stream& stream);
     void check_ids(const Tensor& ids) const;
-    void place(const int64_t* ids, int64_t n, int64_t* out);
-    int64_t victim(int64_t set) const;  // an unlocked way of the set, or -1
-    void retire_overflow();             // overflow rows back to the store, the area emptied
+    void place(const int64_t* ids, int64_t n, int64_t* out, Mover& mover);
+    int64_t victim(int64_t set) const;   // an unlocked way of the set, or -1
+    void retire_overflow(Mover& mover);  // overflow rows back to the store, the area emptied
+    // The rows at `slots` out to payloads (host), and payloads (host) into `slots`.
+    void move_out(const std::vector<int64_t>& slots, std::vector<char>& payloads, Mover& mover);
+    void move_in(const std::vector<int64_t>& slots,
+                 const std::vector<char>& payloads,
+                 Mover& mover);
+    // Changed rows at `slots` back to the store as `rows`.
+    void write_back(const std::vector<int64_t>& rows,
+                    const std::vector<int64_t>& slots,
+                    Mover& mover);
 
     Layout layout_;
     kernels::FusedOptimizerParams optim_;
     CacheAlgorithm algorithm_;
     DType slot_dtype_;  // cache precision (the store keeps layout_.dtype)
-    KeyValueStore store_;
+    std::unique_ptr<RowStore> store_;
+    int64_t payload_bytes_ = 0;
     int64_t ways_ = 1, sets_ = 1, slots_ = 1, capacity_ = 0;
     std::vector<int64_t> slot_row_;    // -1: empty
     std::vector<int64_t> slot_tick_;   // the batch (tick) that last used it
@@ -160,9 +195,19 @@ private:
     int64_t lock_from_ = 0;             // slots used by batches from this tick on are not evicted
     int64_t batch_gen_ = 0;
     CacheStats stats_;
-    // Scratch of a prefetch: evicted rows with their payloads, and the rows to fill.
-    std::vector<int64_t> evict_rows_, fill_rows_, fill_slots_, read_rows_, read_slots_;
-    std::vector<char> evict_buf_, read_buf_;
+    // Scratch of a prefetch: evicted rows and their slots, the rows to fill and their payloads.
+    std::vector<int64_t> evict_rows_, evict_slots_, fill_rows_, fill_slots_, read_rows_;
+    std::vector<size_t> read_at_;
+    std::vector<char> evict_buf_, fill_buf_, read_buf_;
+    Tensor init_row_;  // [1, cols] of the table's dtype: a row's initial value
+    // On a CUDA device: the batch's moves (prefetch's stream), those of prefetch_ahead and of
+    // flush on streams of their own; the ahead moves done (ahead_done_) before the batch's
+    // kernels, the batch before updated (prefetched_) before the ahead moves, every update done
+    // (updated_) before a flush.
+    Mover batch_mover_, ahead_mover_, flush_mover_;
+    std::unique_ptr<Stream> ahead_stream_, flush_stream_;
+    Event prefetched_, updated_, ahead_done_;
+    bool ahead_pending_ = false;
 };
 
 }  // namespace shardrec

@@ -24,45 +24,52 @@
 #include <string>
 #include <vector>
 
+#include "engine/modules/row_store.h"
+
 namespace shardrec {
 
-class KeyValueStore {
+class KeyValueStore final : public RowStore {
 public:
     // Creates `path` (replacing a file there) for up to `rows` records of `payload_bytes` each.
     // `owner` names the shard in errors, e.g. "table 'big' rows [0, 100) on rank 1".
     KeyValueStore(std::string path, std::string owner, int64_t rows, int64_t payload_bytes);
-    ~KeyValueStore();
+    ~KeyValueStore() override;
     KeyValueStore(const KeyValueStore&) = delete;
     KeyValueStore& operator=(const KeyValueStore&) = delete;
 
-    int64_t rows() const { return rows_; }
+    int64_t rows() const override { return rows_; }
 
-    int64_t payload_bytes() const { return payload_bytes_; }
+    int64_t payload_bytes() const override { return payload_bytes_; }
 
     int64_t record_bytes() const { return record_bytes_; }
 
     const std::string& path() const { return path_; }
 
-    bool stored(int64_t row) const { return record_of_[static_cast<size_t>(row)] != 0; }
+    bool stored(int64_t row) const override { return record_of_[static_cast<size_t>(row)] != 0; }
 
     int64_t stored_count() const { return stored_count_; }
 
     // The stored rows, ascending.
-    std::vector<int64_t> stored_rows() const;
+    std::vector<int64_t> stored_rows() const override;
 
     // Payloads of n stored rows into dst (n * payload_bytes), checked against their checksums.
-    void read(const int64_t* rows, int64_t n, char* dst);
+    void read(const int64_t* rows, int64_t n, char* dst) override;
     // Every stored row in the file's order, `chunk` records a read (sequential I/O): calls
     // fn(rows, payloads) with up to `chunk` rows and their payloads (rows.size() * payload_bytes).
     void scan(int64_t chunk,
-              const std::function<void(const std::vector<int64_t>&, const char*)>& fn);
+              const std::function<void(const std::vector<int64_t>&, const char*)>& fn) override;
     // n payloads from src (n * payload_bytes) to their rows, which become stored.
-    void write(const int64_t* rows, int64_t n, const char* src);
+    void write(const int64_t* rows, int64_t n, const char* src) override;
     // Every row unstored; the file emptied.
-    void clear();
+    void clear() override;
 
     // Bytes the file occupies on disk (its allocated blocks).
-    int64_t disk_bytes() const;
+    int64_t disk_bytes() const override;
+
+    int64_t full_disk_bytes() const override { return rows_ * record_bytes_; }
+
+    // The index in memory, 4 bytes a row.
+    int64_t host_bytes() const override { return rows_ * 4; }
 
 private:
     void account(int64_t bytes);  // drops the file's pages every kDropBytes

@@ -182,7 +182,7 @@ std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& input
             wait_sparse_data_dist(*next);
         }
         const Clock::time_point t0 = Clock::now();
-        sharded_->prefetch(*batch.dist);
+        sharded_->prefetch(*batch.dist, compute_.stream());
         batch.prefetch_ms += ms_since(t0);
         in_flight = queue_.size() > 2 ? queue_[2].get() : nullptr;
         if (next != nullptr) {

@@ -116,16 +116,18 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
         if (t.managed_collision.zch_size > 0) {
             // The remap runs in the trainer, before the lookup and the input dist, on the global
             // batch's ids (ManagedCollisionTables): any plan sees rows.
-            SR_CHECK(kernel != "key_value" && kernel != "fused_uvm",
-                     "table '{}': model.tables[].managed_collision does not run with compute "
-                     "kernel {} yet; use fused",
-                     t.name, kernel);
+            SR_CHECK(
+                kernel != "key_value" && kernel != "fused_uvm" && kernel != "fused_uvm_caching",
+                "table '{}': model.tables[].managed_collision does not run with compute "
+                "kernel {} yet; use fused",
+                t.name, kernel);
             SR_CHECK(device.is_cpu(),
                      "table '{}': model.tables[].managed_collision runs on the CPU only for now, "
                      "not on runtime.device {}",
                      t.name, config.runtime.device);
         }
-        tiered = tiered || kernel == "key_value" || kernel == "fused_uvm";
+        tiered = tiered || kernel == "key_value" || kernel == "fused_uvm" ||
+                 kernel == "fused_uvm_caching";
     }
     if (pg == nullptr && !tiered)
         return make_embedding_bag_collection(config.model, seed, optimizer, device);
@@ -301,7 +303,7 @@ std::vector<std::pair<std::string, CacheStats>> Trainer::cache_totals() {
         return {};
     std::vector<std::pair<std::string, CacheStats>> out;
     for (const ModelConfig::Table& t : config_.model.tables) {
-        if (sharded->plan().at(t.name).compute_kernel == EmbeddingComputeKernel::kKeyValue)
+        if (is_cached_kernel(sharded->plan().at(t.name).compute_kernel))
             out.emplace_back(t.name, CacheStats{});
     }
     if (out.empty())

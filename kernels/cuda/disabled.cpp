@@ -3,6 +3,7 @@
 // the CUDA build links the .cu definitions alone, so a missing one is a link error there too.
 #include "engine/core/error.h"
 #include "kernels/bce_with_logits.h"
+#include "kernels/cache_rows.h"
 #include "kernels/crossnet.h"
 #include "kernels/dense_optimizer.h"
 #include "kernels/device_ceilings.h"
@@ -302,6 +303,14 @@ void columns_axpy(const ColumnsAxpy&, Stream&) {
 
 void embedding_init(Tensor&, const EmbeddingInit&, Stream&) {
     throw_not_built("cuda::embedding_init");
+}
+
+void cache_rows_pack(const CacheRowsArgs&, Stream&) {
+    throw_not_built("cuda::cache_rows_pack");
+}
+
+void cache_rows_unpack(const CacheRowsArgs&, Stream&) {
+    throw_not_built("cuda::cache_rows_unpack");
 }
 
 void qcomm_encode(const float*, int64_t, int64_t, CommType, uint8_t*, Stream&) {

@@ -438,3 +438,31 @@ TEST_CASE("Planner tiers: fused_uvm rows in DDR, read over the host link", "[pla
     CHECK(uvm.shards[0].lookup_s > fused.shards[0].lookup_s);
     CHECK(uvm.shards[0].disk_bytes == 0);
 }
+
+// fused_uvm_caching on a GPU: the cache (and its index) in HBM, the rows in DDR, no disk; the
+// misses cross the host link, fewer (a shorter miss time) with a larger cache.
+TEST_CASE("Planner tiers: fused_uvm_caching caches in HBM, rows in DDR", "[planner]") {
+    const Topology topo = default_topology("cuda", 8);
+    const auto cost = [&](double load_factor) {
+        Config c = parse_config(equal_tables(1),
+                                {"runtime.device=cuda", "sharding.compute_kernel=fused_uvm_caching",
+                                 "sharding.cache.load_factor=" + std::to_string(load_factor)},
+                                "t.yaml");
+        ModelConfig::Table& t = c.model.tables[0];
+        t.num_embeddings = 1000000;
+        t.embedding_dim = 64;
+        const CostModel model(c, topo);
+        return model
+            .table_cost(t, ShardingType::kTableWise, EmbeddingComputeKernel::kFusedUvmCaching,
+                        {{1000000, 64}})
+            .shards[0];
+    };
+    const RankCost small = cost(0.01), large = cost(0.5);
+    // SGD: a 256-byte row, its record 264 bytes (with the checksum and magic of a stored row).
+    CHECK(small.host_bytes == 264000000);
+    CHECK(small.disk_bytes == 0);
+    CHECK(small.memory_bytes < 256000000 / 10);  // the cache, not the rows
+    CHECK(large.memory_bytes > small.memory_bytes);
+    CHECK(small.disk_s > large.disk_s);
+    CHECK(large.disk_s > 0);
+}

@@ -63,7 +63,10 @@ TEST_CASE("ShardingType: TorchRec names, informal names, round trip", "[distribu
     CHECK(parse_compute_kernel("fused") == EmbeddingComputeKernel::kFused);
     CHECK(std::string(compute_kernel_name(EmbeddingComputeKernel::kDense)) == "dense");
     CHECK(parse_compute_kernel("fused_uvm") == EmbeddingComputeKernel::kFusedUvm);
-    CHECK_FALSE(parse_compute_kernel("fused_uvm_caching"));
+    CHECK(parse_compute_kernel("fused_uvm_caching") == EmbeddingComputeKernel::kFusedUvmCaching);
+    CHECK(is_cached_kernel(EmbeddingComputeKernel::kFusedUvmCaching));
+    CHECK_FALSE(is_cached_kernel(EmbeddingComputeKernel::kFusedUvm));
+    CHECK_FALSE(parse_compute_kernel("uvm_caching"));
 }
 
 TEST_CASE("ShardMetadata: placement strings as TorchRec writes them", "[distributed]") {

@@ -3,8 +3,9 @@
 // sum in another order), for one process and for the ranks of mpirun sharing the node's GPUs,
 // with every dist path in one plan, on both pipelines; steps after warm-up allocate nothing on the
 // device or the host; a checkpoint written from the GPU loads into a CPU trainer bitwise; and
-// compute_kernel fused_uvm (rows in mapped host memory) trains bitwise like fused. Its main exits
-// 77 (not run) without a GPU.
+// compute_kernel fused_uvm (rows in mapped host memory) and fused_uvm_caching (rows in host memory
+// behind an HBM cache of any size) train bitwise like fused. Its main exits 77 (not run) without a
+// GPU.
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -223,5 +224,38 @@ TEST_CASE("cuda fused_uvm trains bitwise like fused, its rows in host memory", "
     for (int64_t t = 0; t < 4; ++t) {
         INFO("table " << t);
         CHECK(table(*uvm, t) == table(*fused, t));
+    }
+}
+
+// fused_uvm_caching: the same kernels on the cache's slots in HBM, rows moving to and from host
+// memory bit for bit, so every cache size (one slot a set up to every row; the smallest overflows
+// every batch), both policies and both pipelines (the prefetch one fills on a stream of its own)
+// train bitwise like fused; the tables read back through the cache equal fused's.
+TEST_CASE("cuda fused_uvm_caching trains bitwise like fused with any cache", "[cuda][e2e]") {
+    auto pg = comm::world_process_group();
+    for (const std::string pipeline : {"sparse_dist", "prefetch_sparse_dist"}) {
+        const std::vector<std::string> base = {"runtime.device=cuda", "train.steps=6",
+                                               "train.pipeline=" + pipeline};
+        train::Trainer fused(parse_config(kConfig, base), pg);
+        const std::vector<float> want = train_all(fused);
+        const train::Metrics want_eval = fused.evaluate();
+        for (const std::string load_factor : {"0.01", "0.3", "1.0"}) {
+            for (const std::string algorithm : {"lru", "lfu"}) {
+                INFO(pipeline << " load_factor " << load_factor << " " << algorithm);
+                std::vector<std::string> sets = base;
+                sets.insert(sets.end(), {"sharding.compute_kernel=fused_uvm_caching",
+                                         "sharding.cache.load_factor=" + load_factor,
+                                         "sharding.cache.algorithm=" + algorithm});
+                train::Trainer cached(parse_config(kConfig, sets), pg);
+                CHECK(train_all(cached) == want);
+                const train::Metrics got_eval = cached.evaluate();
+                CHECK(got_eval.auc == want_eval.auc);
+                CHECK(got_eval.loss == want_eval.loss);
+                for (int64_t t = 0; t < 4; ++t) {
+                    INFO("table " << t);
+                    CHECK(table(cached, t) == table(fused, t));
+                }
+            }
+        }
     }
 }

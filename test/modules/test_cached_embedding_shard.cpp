@@ -1,6 +1,6 @@
-// The key_value tier: KeyValueStore's records and faults, and CachedEmbeddingShard's policies
-// (LRU, LFU, the overflow area) with the TBE kernels running on its slots against the same
-// kernels on the rows in memory, bit for bit.
+// The cached tiers: KeyValueStore's records and faults, HostRowStore's, and CachedEmbeddingShard's
+// policies (LRU, LFU, the overflow area) with the TBE kernels running on its slots against the
+// same kernels on the rows in memory, bit for bit, over either store.
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <unistd.h>
@@ -13,6 +13,8 @@
 #include "engine/core/rng.h"
 #include "engine/modules/cached_embedding_shard.h"
 #include "engine/modules/embedding_config.h"
+#include "engine/modules/host_row_store.h"
+#include "engine/modules/key_value_store.h"
 #include "kernels/embedding_bag.h"
 #include "test/support/compare.h"
 
@@ -55,6 +57,20 @@ CachedEmbeddingShard::Layout layout(int64_t rows, int64_t cols) {
     return l;
 }
 
+// The slower tier of a cached shard: a key_value file in `dir`, or host memory.
+enum class Tier { kDisk, kHost };
+
+std::unique_ptr<RowStore> store_for(Tier tier,
+                                    const fs::path& dir,
+                                    const CachedEmbeddingShard::Layout& l,
+                                    const kernels::FusedOptimizerParams& optim = {}) {
+    const int64_t pb = CachedEmbeddingShard::payload_bytes(l, optim);
+    const std::string owner = CachedEmbeddingShard::owner(l);
+    if (tier == Tier::kHost)
+        return std::make_unique<HostRowStore>(owner, l.rows, pb);
+    return std::make_unique<KeyValueStore>((dir / "t.kv").string(), owner, l.rows, pb);
+}
+
 // Distinct-row misses of one prefetch of `ids`.
 int64_t misses_of(CachedEmbeddingShard& c, const std::vector<int64_t>& ids) {
     const int64_t before = c.stats().misses;
@@ -94,6 +110,62 @@ TEST_CASE("KeyValueStore: records round-trip, unwritten rows cost nothing", "[ke
     CHECK(fs::file_size(path) == 0u);
     CHECK(store.stored_count() == 0);
     CHECK(!store.stored(3));
+}
+
+namespace {
+
+int64_t rss_bytes() {  // VmRSS of this process
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("VmRSS:", 0) == 0)
+            return std::stoll(line.substr(6)) * 1024;
+    }
+    return -1;
+}
+
+}  // namespace
+
+// A 100 GB reservation of which a run writes three rows: memory for those pages alone.
+TEST_CASE("HostRowStore: records round-trip, unwritten rows cost no memory", "[key_value]") {
+    const int64_t rows = 100000000, pb = 1000;
+    const int64_t rss0 = rss_bytes();
+    HostRowStore store("table 'big' on rank 0", rows, pb);
+    const std::vector<int64_t> written = {3, rows - 1, 50000000};
+    std::vector<char> src;
+    for (int64_t r : written) {
+        const auto p = payload(pb, r);
+        src.insert(src.end(), p.begin(), p.end());
+    }
+    store.write(written.data(), 3, src.data());
+    CHECK(store.stored(3));
+    CHECK(!store.stored(4));
+    CHECK(store.stored_rows() == std::vector<int64_t>{3, 50000000, rows - 1});
+    CHECK(store.host_bytes() == 3 * pb);
+    CHECK(store.disk_bytes() == 0);
+    // The index (a byte a row, 100 MB) and the three rows' pages; not the 100 GB.
+    CHECK(rss_bytes() - rss0 < 256 * 1024 * 1024);
+    std::vector<char> got(static_cast<size_t>(pb));
+    for (int64_t r : written) {
+        store.read(&r, 1, got.data());
+        CHECK(got == payload(pb, r));
+    }
+    std::vector<int64_t> scanned;
+    store.scan(2, [&](const std::vector<int64_t>& rs, const char* payloads) {
+        CHECK(rs.size() <= 2);
+        for (size_t i = 0; i < rs.size(); ++i) {
+            CHECK(std::vector<char>(payloads + i * pb, payloads + (i + 1) * pb) ==
+                  payload(pb, rs[i]));
+            scanned.push_back(rs[i]);
+        }
+    });
+    CHECK(scanned == std::vector<int64_t>{3, 50000000, rows - 1});
+    const int64_t five = 5;
+    CHECK_THAT(test::error_of([&] { store.read(&five, 1, got.data()); }),
+               Catch::Contains("table 'big' on rank 0") && Catch::Contains("row 5"));
+    store.clear();
+    CHECK(store.stored_rows().empty());
+    CHECK(store.host_bytes() == 0);
 }
 
 TEST_CASE("KeyValueStore: faults name the table, the file and the rank", "[key_value]") {
@@ -160,7 +232,7 @@ TEST_CASE("KeyValueStore: faults name the table, the file and the rank", "[key_v
 TEST_CASE("CachedEmbeddingShard: LRU evicts the least recently used row", "[key_value]") {
     TempDir dir;
     CachedEmbeddingShard c(layout(100, 4), {0.04, CacheAlgorithm::kLru, std::nullopt}, {},
-                           (dir.path / "t.kv").string());
+                           store_for(Tier::kDisk, dir.path, layout(100, 4)));
     REQUIRE(c.slots() == 4);  // one set of 4 ways: the policy alone decides
     CHECK(misses_of(c, {0, 1, 2, 3}) == 4);
     CHECK(misses_of(c, {0, 2}) == 0);
@@ -173,7 +245,7 @@ TEST_CASE("CachedEmbeddingShard: LRU evicts the least recently used row", "[key_
 TEST_CASE("CachedEmbeddingShard: LFU evicts the least frequently used row", "[key_value]") {
     TempDir dir;
     CachedEmbeddingShard c(layout(100, 4), {0.04, CacheAlgorithm::kLfu, std::nullopt}, {},
-                           (dir.path / "t.kv").string());
+                           store_for(Tier::kDisk, dir.path, layout(100, 4)));
     CHECK(misses_of(c, {0, 1, 2, 3}) == 4);
     CHECK(misses_of(c, {1, 1, 2}) == 0);
     CHECK(misses_of(c, {0, 2}) == 0);
@@ -189,102 +261,105 @@ TEST_CASE("CachedEmbeddingShard: LFU evicts the least frequently used row", "[ke
 TEST_CASE("CachedEmbeddingShard: the kernels on its slots train bitwise like rows in memory",
           "[key_value]") {
     const int64_t rows = 300, cols = 8, batch = 16;
-    for (const auto optim_type :
-         {kernels::OptimType::kSgd, kernels::OptimType::kExactAdagrad,
-          kernels::OptimType::kExactRowWiseAdagrad, kernels::OptimType::kAdam}) {
-        for (const double load_factor : {1.0 / 300, 0.05, 0.5, 1.0}) {
-            for (const auto algorithm : {CacheAlgorithm::kLru, CacheAlgorithm::kLfu}) {
-                for (const bool ahead : {false, true}) {
-                    INFO("optimizer " << kernels::optim_type_name(optim_type) << " load_factor "
-                                      << load_factor << " ahead " << ahead);
-                    TempDir dir;
-                    kernels::FusedOptimizerParams optim;
-                    optim.type = optim_type;
-                    optim.learning_rate = 0.1f;
-                    optim.initial_accumulator_value = 0.25f;
-                    const auto l = layout(rows, cols);
-                    CachedEmbeddingShard cached(l, {load_factor, algorithm, std::nullopt}, optim,
-                                                (dir.path / "t.kv").string());
-                    Tensor weights = Tensor::empty({rows, cols}, DType::kF32);
-                    init_embedding_rows(weights, l.seed, l.table_index, l.row_offset, l.col_offset,
-                                        l.num_embeddings);
-                    Tensor state1, state2;
-                    kernels::make_optimizer_states(optim, rows, cols, state1, state2);
-                    const Tensor table_offsets = Tensor::from_vector<int64_t>({0, rows});
-                    const Tensor feature_table = Tensor::zeros({1}, DType::kI32);
-                    kernels::EmbeddingBackwardWorkspace ws_a, ws_b;
-                    rng::Rng r(test::test_seed(), 5);
-                    Tensor slots;
-                    // The batches, made first: with `ahead`, batch i + 1's rows are prefetched
-                    // ahead after batch i's prefetch, as the prefetch pipeline does.
-                    std::vector<std::pair<Tensor, Tensor>> batches;
-                    for (int step = 0; step < 7; ++step) {
-                        std::vector<int64_t> ids, offsets = {0};
-                        for (int64_t b = 0; b < batch; ++b) {
-                            const int64_t n = static_cast<int64_t>(r.next_u64() % 4);
-                            for (int64_t j = 0; j < n; ++j)  // hot rows and cold ones
-                                ids.push_back(
-                                    static_cast<int64_t>(r.next_u64() % (j == 0 ? 8 : 300)));
-                            offsets.push_back(static_cast<int64_t>(ids.size()));
+    for (const Tier tier : {Tier::kDisk, Tier::kHost})
+        for (const auto optim_type :
+             {kernels::OptimType::kSgd, kernels::OptimType::kExactAdagrad,
+              kernels::OptimType::kExactRowWiseAdagrad, kernels::OptimType::kAdam}) {
+            for (const double load_factor : {1.0 / 300, 0.05, 0.5, 1.0}) {
+                for (const auto algorithm : {CacheAlgorithm::kLru, CacheAlgorithm::kLfu}) {
+                    for (const bool ahead : {false, true}) {
+                        INFO("optimizer " << kernels::optim_type_name(optim_type) << " load_factor "
+                                          << load_factor << " ahead " << ahead << " host tier "
+                                          << (tier == Tier::kHost));
+                        TempDir dir;
+                        kernels::FusedOptimizerParams optim;
+                        optim.type = optim_type;
+                        optim.learning_rate = 0.1f;
+                        optim.initial_accumulator_value = 0.25f;
+                        const auto l = layout(rows, cols);
+                        CachedEmbeddingShard cached(l, {load_factor, algorithm, std::nullopt},
+                                                    optim, store_for(tier, dir.path, l, optim));
+                        Tensor weights = Tensor::empty({rows, cols}, DType::kF32);
+                        init_embedding_rows(weights, l.seed, l.table_index, l.row_offset,
+                                            l.col_offset, l.num_embeddings);
+                        Tensor state1, state2;
+                        kernels::make_optimizer_states(optim, rows, cols, state1, state2);
+                        const Tensor table_offsets = Tensor::from_vector<int64_t>({0, rows});
+                        const Tensor feature_table = Tensor::zeros({1}, DType::kI32);
+                        kernels::EmbeddingBackwardWorkspace ws_a, ws_b;
+                        rng::Rng r(test::test_seed(), 5);
+                        Tensor slots;
+                        // The batches, made first: with `ahead`, batch i + 1's rows are prefetched
+                        // ahead after batch i's prefetch, as the prefetch pipeline does.
+                        std::vector<std::pair<Tensor, Tensor>> batches;
+                        for (int step = 0; step < 7; ++step) {
+                            std::vector<int64_t> ids, offsets = {0};
+                            for (int64_t b = 0; b < batch; ++b) {
+                                const int64_t n = static_cast<int64_t>(r.next_u64() % 4);
+                                for (int64_t j = 0; j < n; ++j)  // hot rows and cold ones
+                                    ids.push_back(
+                                        static_cast<int64_t>(r.next_u64() % (j == 0 ? 8 : 300)));
+                                offsets.push_back(static_cast<int64_t>(ids.size()));
+                            }
+                            batches.emplace_back(Tensor::from_vector(ids),
+                                                 Tensor::from_vector(offsets));
                         }
-                        batches.emplace_back(Tensor::from_vector(ids),
-                                             Tensor::from_vector(offsets));
+                        for (int step = 0; step < 6; ++step) {
+                            const Tensor& ids_t = batches[static_cast<size_t>(step)].first;
+                            const Tensor& offsets_t = batches[static_cast<size_t>(step)].second;
+                            Tensor out_a = Tensor::empty({batch, cols}, DType::kF32);
+                            Tensor out_b = Tensor::empty({batch, cols}, DType::kF32);
+                            kernels::embedding_bag_forward(weights, table_offsets, feature_table,
+                                                           ids_t, offsets_t, nullptr,
+                                                           PoolingMode::kSum, out_a, Stream::cpu());
+                            cached.prefetch(ids_t, slots);
+                            if (ahead)
+                                cached.prefetch_ahead(batches[static_cast<size_t>(step) + 1].first);
+                            kernels::embedding_bag_forward(cached.weights, cached.table_offsets,
+                                                           feature_table, slots, offsets_t, nullptr,
+                                                           PoolingMode::kSum, out_b, Stream::cpu());
+                            REQUIRE(std::memcmp(out_a.data_ptr(), out_b.data_ptr(),
+                                                out_a.nbytes()) == 0);
+                            Tensor grad = Tensor::empty({batch, cols}, DType::kF32);
+                            for (int64_t i = 0; i < grad.numel(); ++i)
+                                grad.data<float>()[i] = r.uniform(-1.f, 1.f);
+                            optim.step = step + 1;
+                            kernels::embedding_bag_backward_fused(
+                                grad, table_offsets, feature_table, ids_t, offsets_t, nullptr,
+                                PoolingMode::kSum, optim, weights,
+                                state1.defined() ? &state1 : nullptr,
+                                state2.defined() ? &state2 : nullptr, ws_a, Stream::cpu());
+                            kernels::embedding_bag_backward_fused(
+                                grad, cached.table_offsets, feature_table, slots, offsets_t,
+                                nullptr, PoolingMode::kSum, optim, cached.weights,
+                                cached.state1.defined() ? &cached.state1 : nullptr,
+                                cached.state2.defined() ? &cached.state2 : nullptr, ws_b,
+                                Stream::cpu());
+                            cached.mark_updated();
+                        }
+                        if (load_factor < 0.01)
+                            CHECK(cached.stats().overflow > 0);
+                        cached.flush();
+                        std::vector<int64_t> all(static_cast<size_t>(rows));
+                        for (int64_t i = 0; i < rows; ++i)
+                            all[static_cast<size_t>(i)] = i;
+                        Tensor w;
+                        std::vector<Tensor> states;
+                        cached.read_rows(all, w, states);
+                        REQUIRE(std::memcmp(w.data_ptr(), weights.data_ptr(), w.nbytes()) == 0);
+                        const std::vector<Tensor*> want = {&state1, &state2};
+                        REQUIRE(states.size() ==
+                                static_cast<size_t>(kernels::optim_num_states(optim_type)));
+                        for (size_t i = 0; i < states.size(); ++i) {
+                            REQUIRE(std::memcmp(states[i].data_ptr(), want[i]->data_ptr(),
+                                                states[i].nbytes()) == 0);
+                        }
+                        // Only rows the optimizer changed are stored.
+                        CHECK(cached.stored_rows().size() < static_cast<size_t>(rows));
                     }
-                    for (int step = 0; step < 6; ++step) {
-                        const Tensor& ids_t = batches[static_cast<size_t>(step)].first;
-                        const Tensor& offsets_t = batches[static_cast<size_t>(step)].second;
-                        Tensor out_a = Tensor::empty({batch, cols}, DType::kF32);
-                        Tensor out_b = Tensor::empty({batch, cols}, DType::kF32);
-                        kernels::embedding_bag_forward(weights, table_offsets, feature_table, ids_t,
-                                                       offsets_t, nullptr, PoolingMode::kSum, out_a,
-                                                       Stream::cpu());
-                        cached.prefetch(ids_t, slots);
-                        if (ahead)
-                            cached.prefetch_ahead(batches[static_cast<size_t>(step) + 1].first);
-                        kernels::embedding_bag_forward(cached.weights, cached.table_offsets,
-                                                       feature_table, slots, offsets_t, nullptr,
-                                                       PoolingMode::kSum, out_b, Stream::cpu());
-                        REQUIRE(std::memcmp(out_a.data_ptr(), out_b.data_ptr(), out_a.nbytes()) ==
-                                0);
-                        Tensor grad = Tensor::empty({batch, cols}, DType::kF32);
-                        for (int64_t i = 0; i < grad.numel(); ++i)
-                            grad.data<float>()[i] = r.uniform(-1.f, 1.f);
-                        optim.step = step + 1;
-                        kernels::embedding_bag_backward_fused(
-                            grad, table_offsets, feature_table, ids_t, offsets_t, nullptr,
-                            PoolingMode::kSum, optim, weights, state1.defined() ? &state1 : nullptr,
-                            state2.defined() ? &state2 : nullptr, ws_a, Stream::cpu());
-                        kernels::embedding_bag_backward_fused(
-                            grad, cached.table_offsets, feature_table, slots, offsets_t, nullptr,
-                            PoolingMode::kSum, optim, cached.weights,
-                            cached.state1.defined() ? &cached.state1 : nullptr,
-                            cached.state2.defined() ? &cached.state2 : nullptr, ws_b,
-                            Stream::cpu());
-                        cached.mark_updated();
-                    }
-                    if (load_factor < 0.01)
-                        CHECK(cached.stats().overflow > 0);
-                    cached.flush();
-                    std::vector<int64_t> all(static_cast<size_t>(rows));
-                    for (int64_t i = 0; i < rows; ++i)
-                        all[static_cast<size_t>(i)] = i;
-                    Tensor w;
-                    std::vector<Tensor> states;
-                    cached.read_rows(all, w, states);
-                    REQUIRE(std::memcmp(w.data_ptr(), weights.data_ptr(), w.nbytes()) == 0);
-                    const std::vector<Tensor*> want = {&state1, &state2};
-                    REQUIRE(states.size() ==
-                            static_cast<size_t>(kernels::optim_num_states(optim_type)));
-                    for (size_t i = 0; i < states.size(); ++i) {
-                        REQUIRE(std::memcmp(states[i].data_ptr(), want[i]->data_ptr(),
-                                            states[i].nbytes()) == 0);
-                    }
-                    // Only rows the optimizer changed are stored.
-                    CHECK(cached.stored_rows().size() < static_cast<size_t>(rows));
                 }
             }
         }
-    }
 }
 
 // A cache in f16 or bf16 over f32 rows: each row is rounded when it enters the cache and after
@@ -302,7 +377,7 @@ TEST_CASE("CachedEmbeddingShard: a f16 or bf16 cache stays within its rounding",
             optim.learning_rate = 0.1f;
             const auto l = layout(rows, cols);
             CachedEmbeddingShard cached(l, {load_factor, CacheAlgorithm::kLru, precision}, optim,
-                                        (dir.path / "t.kv").string());
+                                        store_for(Tier::kDisk, dir.path, l, optim));
             REQUIRE(cached.weights.dtype() == precision);
             Tensor weights = Tensor::empty({rows, cols}, DType::kF32);
             init_embedding_rows(weights, l.seed, l.table_index, l.row_offset, l.col_offset,

@@ -372,23 +372,26 @@ TEST_CASE("Config keys: each key set to another value changes a two-step run", "
     fs::remove_all(scratch);
 }
 
-// compute_kernel fused_uvm (rows in host memory mapped for a GPU) is a value of a key this walk
-// covers with dense: on the CPU a run stops naming the key and the CPU's kernels; with
-// runtime.device cuda the config reads (test_train_cuda trains it against fused).
-TEST_CASE("Config keys: compute_kernel fused_uvm is refused on the CPU", "[train]") {
+// compute_kernel fused_uvm (rows in host memory mapped for a GPU) and fused_uvm_caching (rows in
+// host memory behind an HBM cache) are values of a key this walk covers with dense: on the CPU a
+// run stops naming the key and the CPU's kernels; with runtime.device cuda the config reads
+// (test_train_cuda trains both against fused).
+TEST_CASE("Config keys: compute_kernel fused_uvm(_caching) is refused on the CPU", "[train]") {
     comm::init_process(nullptr, nullptr);
     const fs::path scratch = scratch_dir();
-    for (const std::string& set :
-         {std::string("sharding.compute_kernel=fused_uvm"),
-          std::string("sharding.tables=[{name: a, compute_kernel: fused_uvm}]")}) {
-        INFO(set);
-        const std::string refused = run_outcome({set}, scratch / "uvm");
-        CHECK(refused.rfind("error: ", 0) == 0);
-        CHECK_THAT(refused, Catch::Contains("compute_kernel"));
-        CHECK_THAT(refused, Catch::Contains("fused_uvm keeps a GPU's rows in host memory, and "
-                                            "runtime.device is cpu"));
-        CHECK_THAT(refused, Catch::Contains("fused (rows in memory) or key_value"));
-        CHECK_NOTHROW(parse_config(kBase, {set, "runtime.device=cuda"}, "keys.yaml"));
+    for (const std::string kernel : {"fused_uvm", "fused_uvm_caching"}) {
+        for (const std::string& set :
+             {"sharding.compute_kernel=" + kernel,
+              "sharding.tables=[{name: a, compute_kernel: " + kernel + "}]"}) {
+            INFO(set);
+            const std::string refused = run_outcome({set}, scratch / "uvm");
+            CHECK(refused.rfind("error: ", 0) == 0);
+            CHECK_THAT(refused, Catch::Contains("compute_kernel"));
+            CHECK_THAT(refused, Catch::Contains(kernel + " keeps a GPU's rows in host memory, and "
+                                                         "runtime.device is cpu"));
+            CHECK_THAT(refused, Catch::Contains("fused (rows in memory) or key_value"));
+            CHECK_NOTHROW(parse_config(kBase, {set, "runtime.device=cuda"}, "keys.yaml"));
+        }
     }
     fs::remove_all(scratch);
 }
