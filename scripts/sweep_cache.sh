@@ -5,7 +5,8 @@
 #   scripts/sweep_cache.sh [CONFIG] [OUT_DIR]
 #       (default configs/dlrm_key_value.yaml, bench/results/cache-sweep-<date>)
 # Environment: NP (2), LOAD_FACTORS ("0.01 0.02 0.05 0.1 0.2 0.5"), STEPS (30), WARMUP (10),
-# STORAGE (a directory for the rows; default OUT_DIR/storage, removed after each point).
+# STORAGE (a directory for the rows; default OUT_DIR/storage, removed after each point), SETS
+# (more `K=V` settings for every point, space-separated: e.g. data.criteo_binary.path=DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -31,7 +32,8 @@ echo "kernel,load_factor,algorithm,pipeline,step_ms,samples_per_s,hit_rate,misse
 "host_peak_bytes,commit,date" > "$csv"
 
 point() {  # kernel load_factor algorithm pipeline
-    local name="$1_$2_$3_$4" sets=(--set "train.pipeline=$4")
+    local name="$1_$2_$3_$4" sets=(--set "train.pipeline=$4") kv
+    for kv in ${SETS:-}; do sets+=(--set "$kv"); done
     [ "$1" = fused ] && sets+=(--set sharding.compute_kernel=fused) ||
         sets+=(--set "sharding.cache.load_factor=$2" --set "sharding.cache.algorithm=$3"
                --set "sharding.storage.path=$storage")
