@@ -21,15 +21,19 @@
 # bench_ops). The output is at most 8 files (all the tool brings back).
 #
 # Steps run in the order build, test, memcheck, train, profile, bench, racecheck, kernels,
-# baseline (memcheck and racecheck share sanitizer.log), within BUDGET_S seconds in all (default 560, inside the tool's 600 s per command):
+# baseline, tiers (memcheck and racecheck share sanitizer.log; baseline and tiers append to
+# train_bench.txt), within BUDGET_S seconds in all (default 560, inside the tool's 600 s per command):
 # each step's time limit is cut to what is left, and a step with no time left is reported as
 # skipped. The step `kernels` runs one repetition of each of the MLPerf step's main ops
 # (bench_ops --once: embedding forward and fused backward at the config's pooling, the cross
 # layer and the largest linear layer) under Nsight Compute (ncu, where installed) and lists each
 # kernel's duration, after the step's profile in profile.txt; KERNEL_CASES (';'-separated
 # bench_ops filters) and KERNEL_GEMM_MATH (default bf16) choose them.
+# The step `tiers` times the MLPerf step (bf16) with the cut tables in HBM (fused) against
+# fused_uvm_caching (rows in host memory, a cache of load_factor 0.2 in HBM) on both pipelines,
+# and at the full table sizes (204 M rows in host memory); the hit rate and the bytes each way.
 # Environment: STEPS (default "build test memcheck train profile bench racecheck kernels
-# baseline"; "configure" alone only configures, a dry run of the dependency handling on any
+# baseline tiers"; "configure" alone only configures, a dry run of the dependency handling on any
 # machine; a later call on a warm machine can run the rest), BUILD_DIR (default build-gpu),
 # CUDA_ARCHS (default 90), USE_CARRIED_DEPS=1 (unpack third_party/gpu-deps even where the system
 # has the packages), KERNELS_ONLY=ON|OFF (default: ON where there is no MPI), GEMM_MATHS (default
@@ -40,7 +44,7 @@ cd "$(dirname "$0")/.."
 
 out=${OUT:-bench/results/gpu-$(date -u +%Y%m%d)}
 mkdir -p "$out"
-steps=${STEPS:-build test memcheck train profile bench racecheck kernels baseline}
+steps=${STEPS:-build test memcheck train profile bench racecheck kernels baseline tiers}
 build_dir=${BUILD_DIR:-build-gpu}
 summary="$out/summary.txt"
 deps_dir=third_party/gpu-deps
@@ -217,7 +221,9 @@ mlperf_bench() {  # mlperf_bench [PREFIX...] -- [BENCH ARGS...]
     elif command -v mpirun >/dev/null; then
         launcher=(mpirun --allow-run-as-root -np 1)
     fi
-    for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
+    if [ -z "${FULL_TABLES:-}" ]; then
+        for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
+    fi
     limited "${launcher[@]}" "${prefix[@]}" "$build_dir/shardrec" bench \
         configs/dlrm_dcnv2_mlperf.yaml --set runtime.device=cuda "${cut[@]}" "$@"
 }
@@ -324,7 +330,9 @@ fi
 # train_bench.txt ----
 baseline_all_math() {
     local cut=() math impls=(torch)
-    for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
+    if [ -z "${FULL_TABLES:-}" ]; then
+        for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=2000000"); done
+    fi
     python3 -c 'import torchrec, fbgemm_gpu' 2>/dev/null && impls+=(torchrec)
     for impl in "${impls[@]}"; do
         for math in ${GEMM_MATHS:-f32 tf32 bf16}; do
@@ -345,6 +353,28 @@ if has_step baseline && [ "$kernels_only" = OFF ]; then
     else
         note "step baseline: not run (no python3 with CUDA-enabled torch here)"
     fi
+fi
+
+# ---- the tiers (issue: tables bigger than memory): the step with an HBM cache in front of rows
+# in host memory against all rows in HBM ----
+tiers_all() {
+    local bf16=(--set runtime.gemm_math=bf16) pipe
+    local cache=(--set sharding.compute_kernel=fused_uvm_caching --set sharding.cache.load_factor=0.2)
+    echo "== tiers: fused (rows in HBM)"
+    mlperf_bench -- --steps 20 --warmup 3 "${bf16[@]}" || return
+    for pipe in sparse_dist prefetch_sparse_dist; do
+        echo "== tiers: fused_uvm_caching load_factor 0.2, $pipe"
+        mlperf_bench -- --steps 20 --warmup 20 "${bf16[@]}" "${cache[@]}" \
+            --set train.pipeline="$pipe" || return
+    done
+    echo "== tiers: fused_uvm_caching load_factor 0.2, full-size tables"
+    FULL_TABLES=1 mlperf_bench -- --steps 20 --warmup 20 "${bf16[@]}" "${cache[@]}" || return
+}
+if has_step tiers && [ "$kernels_only" = OFF ]; then
+    run_step tiers tiers.txt 200 tiers_all
+    grep -E "^(== |step time|throughput|cache |memory|host) " "$out/tiers.txt" |
+        sed 's/^/  /' | tee -a "$summary"
+    cat "$out/tiers.txt" >> "$out/train_bench.txt" && rm -f "$out/tiers.txt"
 fi
 
 if [ ${#failed[@]} -eq 0 ]; then

@@ -183,18 +183,20 @@ int bench_main(const std::vector<std::string>& args) {
     train::Trainer trainer(config, train::default_process_group());
     std::vector<Batch> batches;
     const auto data_t0 = Clock::now();
-    // Up to 16 batches, cycled; with key_value tables a batch for every step, since a batch
-    // seen before would find its rows in the cache.
-    bool key_value = false;
-    for (const ModelConfig::Table& t : config.model.tables)
-        key_value = key_value || config.sharding.kernel_of(t.name) == "key_value";
-    const int64_t made = key_value ? warmup + steps : std::min<int64_t>(warmup + steps, 16);
+    // Up to 16 batches, cycled; with cached tables (key_value, fused_uvm_caching) a batch for
+    // every step, since a batch seen before would find its rows in the cache.
+    bool cached = false;
+    for (const ModelConfig::Table& t : config.model.tables) {
+        const auto kernel = parse_compute_kernel(config.sharding.kernel_of(t.name));
+        cached = cached || (kernel && is_cached_kernel(*kernel));
+    }
+    const int64_t made = cached ? warmup + steps : std::min<int64_t>(warmup + steps, 16);
     for (int64_t s = 0; s < made; ++s) {
         batches.push_back(trainer.train_batch(s));
     }
     const double data_ms = std::chrono::duration<double>(Clock::now() - data_t0).count() * 1e3 /
                            static_cast<double>(batches.size());
-    if (!key_value)
+    if (!cached)
         warmup = std::max(warmup, static_cast<int64_t>(batches.size()));
     // One process: the embedding traffic of (up to 4 of) these batches, their touched rows
     // counted, is the floor of the step's sparse part. Sharded, each rank's share depends on the
@@ -235,7 +237,7 @@ int bench_main(const std::vector<std::string>& args) {
     }
     const AllocStats after[2] = {alloc_stats(DeviceType::kCpu), alloc_stats(DeviceType::kCuda)};
     const CommBytes comm_after = sharded ? sharded->pooled_comm_bytes() : CommBytes{};
-    // key_value caches over the timed steps, every table and rank together; the disk they use.
+    // The caches over the timed steps, every table and rank together; the disk they use.
     const std::vector<std::pair<std::string, CacheStats>> cache_after = trainer.cache_totals();
     CacheStats cache;
     for (size_t i = 0; i < cache_after.size(); ++i) {
@@ -344,7 +346,7 @@ int bench_main(const std::vector<std::string>& args) {
     if (!cache_after.empty()) {
         const auto n = static_cast<double>(steps);
         std::printf(
-            "key_value cache   hit rate %.4f (distinct rows of a batch found in the cache), %.0f "
+            "cache             hit rate %.4f (distinct rows of a batch found in the cache), %.0f "
             "misses, %.0f overflow, %.1f MB in and %.1f MB out per step; %.2f GB on disk\n",
             cache.hit_rate(), static_cast<double>(cache.misses) / n,
             static_cast<double>(cache.overflow) / n, static_cast<double>(cache.bytes_in) / n / 1e6,
