@@ -248,10 +248,14 @@ int bench_main(const std::vector<std::string>& args) {
         cache.bytes_in += a.bytes_in - b.bytes_in;
         cache.bytes_out += a.bytes_out - b.bytes_out;
     }
+    // Every rank's value (one process without mpirun has no group: its own).
+    const auto gather = [&](int64_t mine) {
+        comm::ProcessGroup* pg = trainer.process_group().get();
+        return pg ? comm::all_gather_int64(*pg, mine) : std::vector<int64_t>{mine};
+    };
     int64_t storage_bytes = 0;
     if (sharded != nullptr && !cache_after.empty()) {
-        for (int64_t b :
-             comm::all_gather_int64(*trainer.process_group(), sharded->storage_disk_bytes()))
+        for (int64_t b : gather(sharded->storage_disk_bytes()))
             storage_bytes += b;
     }
     // Summed over the ranks (each counts what it sends to the others), per step.
@@ -263,7 +267,7 @@ int bench_main(const std::vector<std::string>& args) {
                                  comm_after.forward_cross_node - comm_before.forward_cross_node,
                                  comm_after.backward_cross_node - comm_before.backward_cross_node};
         for (int d = 0; d < 4; ++d) {
-            for (int64_t b : comm::all_gather_int64(*trainer.process_group(), mine[d]))
+            for (int64_t b : gather(mine[d]))
                 comm_per_step[static_cast<size_t>(d)] +=
                     static_cast<double>(b) / static_cast<double>(steps);
         }

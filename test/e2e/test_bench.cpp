@@ -94,3 +94,22 @@ TEST_CASE("bench: one process reports the floor of the step", "[e2e]") {
     CHECK(json_number(json, "random_row_bytes") == 64);
     CHECK(floor < json_number(json, "step_ms"));
 }
+
+// key_value tables in one process (no mpirun): the collection is sharded over a group of one,
+// and the cache line sums the ranks there are.
+TEST_CASE("bench: one process with key_value tables reports its cache", "[e2e]") {
+    const auto dir = fresh_dir("bench_key_value");
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const auto json_path = dir / "bench.json";
+    const RunResult r = run_shardrec(
+        {"bench", config, "--steps", "4", "--warmup", "2", "--json", json_path.string(), "--set",
+         "sharding.compute_kernel=key_value", "--set", "sharding.cache.load_factor=0.1", "--set",
+         "sharding.storage.path=" + (dir / "storage").string()});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("cache             hit rate ") != std::string::npos);
+    std::ifstream in(json_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    CHECK(json_number(ss.str(), "cache_misses_per_step") > 0);
+}
