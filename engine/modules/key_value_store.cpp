@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,6 +18,7 @@ namespace {
 constexpr uint32_t kMagic = 0x5653524bu;           // "KRSV": a written record
 constexpr int64_t kTrailerBytes = 8;               // crc32, magic
 constexpr int64_t kDropBytes = int64_t{64} << 20;  // page-cache traffic between drops
+constexpr int64_t kRunBytes = int64_t{1} << 20;    // the most one read or write moves
 
 uint32_t load32(const char* p) {
     uint32_t v = 0;
@@ -35,8 +37,7 @@ KeyValueStore::KeyValueStore(std::string path,
       rows_(rows),
       payload_bytes_(payload_bytes),
       record_bytes_((payload_bytes + kTrailerBytes + 7) / 8 * 8),
-      record_of_(static_cast<size_t>(rows), 0),
-      record_(static_cast<size_t>(record_bytes_), 0) {
+      record_of_(static_cast<size_t>(rows), 0) {
     SR_CHECK(rows >= 0 && payload_bytes > 0, "key_value {}: {} rows of {} bytes", owner_, rows,
              payload_bytes);
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -59,38 +60,71 @@ std::vector<int64_t> KeyValueStore::stored_rows() const {
     return out;
 }
 
+// Rows in record order, runs of consecutive records each one system call (appended records of a
+// step are consecutive): refs_ holds (record, index in the caller's arrays), ascending by record,
+// equal records in the caller's order.
+void KeyValueStore::sort_refs() {
+    std::stable_sort(refs_.begin(), refs_.end(),
+                     [](const Ref& x, const Ref& y) { return x.record < y.record; });
+}
+
+size_t KeyValueStore::run_end(size_t first) const {
+    const size_t max_run = static_cast<size_t>(std::max<int64_t>(1, kRunBytes / record_bytes_));
+    size_t end = first + 1;
+    while (end < refs_.size() && end - first < max_run &&
+           refs_[end].record == refs_[end - 1].record + 1)
+        ++end;
+    return end;
+}
+
 void KeyValueStore::read(const int64_t* rows, int64_t n, char* dst) {
+    refs_.clear();
     for (int64_t i = 0; i < n; ++i) {
         const int64_t row = rows[i];
         SR_CHECK(row >= 0 && row < rows_ && stored(row), "key_value {}: row {} is not in {}",
                  owner_, row, path_);
-        const int64_t at = (record_of_[static_cast<size_t>(row)] - int64_t{1}) * record_bytes_;
+        refs_.push_back({record_of_[static_cast<size_t>(row)] - int64_t{1}, i});
+    }
+    sort_refs();
+    for (size_t first = 0; first < refs_.size();) {
+        const size_t end = run_end(first);
+        const int64_t count = static_cast<int64_t>(end - first);
+        const int64_t at = refs_[first].record * record_bytes_;
+        block_.resize(static_cast<size_t>(count * record_bytes_));
         int64_t got = 0;
-        while (got < record_bytes_) {
-            const ssize_t r = ::pread(fd_, record_.data() + got,
-                                      static_cast<size_t>(record_bytes_ - got), at + got);
+        while (got < count * record_bytes_) {
+            const ssize_t r = ::pread(fd_, block_.data() + got,
+                                      static_cast<size_t>(count * record_bytes_ - got), at + got);
             if (r < 0 && errno == EINTR)
                 continue;
+            const int64_t row = rows[refs_[first + static_cast<size_t>(got / record_bytes_)].index];
             SR_CHECK(r >= 0, "key_value {}: reading row {} of {} failed: {}", owner_, row, path_,
                      std::strerror(errno));
             if (r == 0) {
                 struct stat st {};
 
                 ::fstat(fd_, &st);
+                const int64_t from = at + got / record_bytes_ * record_bytes_;
                 SR_CHECK(false,
                          "key_value {}: {} is truncated: row {} needs bytes [{}, {}), the file "
                          "has {} (was it changed by something else?)",
-                         owner_, path_, row, at, at + record_bytes_,
+                         owner_, path_, row, from, from + record_bytes_,
                          static_cast<int64_t>(st.st_size));
             }
             got += r;
         }
-        const char* trailer = record_.data() + payload_bytes_;
-        SR_CHECK(load32(trailer + 4) == kMagic &&
-                     load32(trailer) == crc32(record_.data(), static_cast<size_t>(payload_bytes_)),
-                 "key_value {}: {} is damaged: row {} (bytes [{}, {})) fails its checksum", owner_,
-                 path_, row, at, at + record_bytes_);
-        std::memcpy(dst + i * payload_bytes_, record_.data(), static_cast<size_t>(payload_bytes_));
+        for (size_t k = first; k < end; ++k) {
+            const char* record = block_.data() + static_cast<int64_t>(k - first) * record_bytes_;
+            const char* trailer = record + payload_bytes_;
+            const int64_t from = refs_[k].record * record_bytes_;
+            SR_CHECK(load32(trailer + 4) == kMagic &&
+                         load32(trailer) == crc32(record, static_cast<size_t>(payload_bytes_)),
+                     "key_value {}: {} is damaged: row {} (bytes [{}, {})) fails its checksum",
+                     owner_, path_, rows[refs_[k].index], from, from + record_bytes_);
+            std::memcpy(dst + refs_[k].index * payload_bytes_, record,
+                        static_cast<size_t>(payload_bytes_));
+        }
+        first = end;
     }
     account(n * record_bytes_);
 }
@@ -138,31 +172,45 @@ void KeyValueStore::scan(int64_t chunk,
 }
 
 void KeyValueStore::write(const int64_t* rows, int64_t n, const char* src) {
+    refs_.clear();
     for (int64_t i = 0; i < n; ++i) {
         const int64_t row = rows[i];
         SR_CHECK(row >= 0 && row < rows_, "key_value {}: row {} outside [0, {})", owner_, row,
                  rows_);
-        std::memcpy(record_.data(), src + i * payload_bytes_, static_cast<size_t>(payload_bytes_));
-        const uint32_t crc = crc32(record_.data(), static_cast<size_t>(payload_bytes_));
-        std::memcpy(record_.data() + payload_bytes_, &crc, 4);
-        std::memcpy(record_.data() + payload_bytes_ + 4, &kMagic, 4);
         uint32_t& record = record_of_[static_cast<size_t>(row)];
         if (record == 0) {  // appended
             SR_CHECK(stored_count_ < int64_t{UINT32_MAX}, "key_value {}: more than {} rows", owner_,
                      UINT32_MAX);
             record = static_cast<uint32_t>(++stored_count_);
         }
-        const int64_t at = (record - int64_t{1}) * record_bytes_;
+        refs_.push_back({record - int64_t{1}, i});
+    }
+    sort_refs();
+    for (size_t first = 0; first < refs_.size();) {
+        const size_t end = run_end(first);
+        const int64_t count = static_cast<int64_t>(end - first);
+        block_.assign(static_cast<size_t>(count * record_bytes_), 0);
+        for (size_t k = first; k < end; ++k) {
+            char* record = block_.data() + static_cast<int64_t>(k - first) * record_bytes_;
+            std::memcpy(record, src + refs_[k].index * payload_bytes_,
+                        static_cast<size_t>(payload_bytes_));
+            const uint32_t crc = crc32(record, static_cast<size_t>(payload_bytes_));
+            std::memcpy(record + payload_bytes_, &crc, 4);
+            std::memcpy(record + payload_bytes_ + 4, &kMagic, 4);
+        }
+        const int64_t at = refs_[first].record * record_bytes_;
         int64_t put = 0;
-        while (put < record_bytes_) {
-            const ssize_t w = ::pwrite(fd_, record_.data() + put,
-                                       static_cast<size_t>(record_bytes_ - put), at + put);
+        while (put < count * record_bytes_) {
+            const ssize_t w = ::pwrite(fd_, block_.data() + put,
+                                       static_cast<size_t>(count * record_bytes_ - put), at + put);
             if (w < 0 && errno == EINTR)
                 continue;
-            SR_CHECK(w > 0, "key_value {}: writing row {} to {} failed: {}", owner_, row, path_,
+            SR_CHECK(w > 0, "key_value {}: writing row {} to {} failed: {}", owner_,
+                     rows[refs_[first + static_cast<size_t>(put / record_bytes_)].index], path_,
                      w < 0 ? std::strerror(errno) : "no progress");
             put += w;
         }
+        first = end;
     }
     unsynced_ = unsynced_ || n > 0;
     account(n * record_bytes_);

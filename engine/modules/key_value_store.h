@@ -11,6 +11,9 @@
 // database would add a dependency and its own memory. The index is rebuilt from nothing at each
 // start: the file is scratch, checkpoints hold the rows.
 //
+// A read or write takes its rows in record order and moves each run of consecutive records (the
+// rows a step appends are consecutive) in one pread/pwrite of up to 1 MiB.
+//
 // Memory stays bounded: reads and writes go through pread/pwrite, and the file's pages are
 // dropped from the page cache (posix_fadvise DONTNEED, after fdatasync for written ones) every
 // kDropBytes of traffic, so a 100 GB table does not fill RAM with cached pages.
@@ -72,7 +75,14 @@ public:
     int64_t host_bytes() const override { return rows_ * 4; }
 
 private:
+    struct Ref {
+        int64_t record;  // 0-based
+        int64_t index;   // in the caller's rows and buffers
+    };
+
     void account(int64_t bytes);  // drops the file's pages every kDropBytes
+    void sort_refs();
+    size_t run_end(size_t first) const;  // refs_ [first, end): consecutive records, one call
 
     std::string path_, owner_;
     int fd_ = -1;
@@ -81,7 +91,8 @@ private:
     int64_t stored_count_ = 0;
     int64_t traffic_ = 0;  // bytes since the pages were last dropped
     bool unsynced_ = false;
-    std::vector<char> record_;  // one record's staging
+    std::vector<Ref> refs_;    // a read's or write's rows in record order
+    std::vector<char> block_;  // a run of records' staging
 };
 
 }  // namespace shardrec

@@ -112,6 +112,45 @@ TEST_CASE("KeyValueStore: records round-trip, unwritten rows cost nothing", "[ke
     CHECK(!store.stored(3));
 }
 
+// Many rows in one call, in runs of consecutive records longer than one system call moves (1 MiB),
+// rewrites among appends, a row twice in one write (the later payload wins), read back in any
+// order.
+TEST_CASE("KeyValueStore: runs of records read and write as one", "[key_value]") {
+    TempDir dir;
+    const int64_t pb = 1000, rows = 20000;
+    KeyValueStore store((dir.path / "t.kv").string(), "table 'big' on rank 0", rows, pb);
+    rng::Rng r(test::test_seed(), 3);
+    std::vector<int64_t> expect(static_cast<size_t>(rows), -1);  // the seed of each row's payload
+    for (int round = 0; round < 3; ++round) {
+        std::vector<int64_t> ids;
+        for (int i = 0; i < 3000; ++i)
+            ids.push_back(static_cast<int64_t>(r.next_u64() % static_cast<uint64_t>(rows)));
+        ids.push_back(ids.front());  // twice: the later one is stored
+        std::vector<char> src;
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const int64_t seed = round * 100000 + static_cast<int64_t>(i);
+            const auto p = payload(pb, seed);
+            src.insert(src.end(), p.begin(), p.end());
+            expect[static_cast<size_t>(ids[i])] = seed;
+        }
+        store.write(ids.data(), static_cast<int64_t>(ids.size()), src.data());
+    }
+    std::vector<int64_t> stored;
+    for (int64_t row = rows - 1; row >= 0; --row) {  // descending: every run read backwards
+        if (expect[static_cast<size_t>(row)] >= 0)
+            stored.push_back(row);
+    }
+    REQUIRE(static_cast<int64_t>(stored.size()) == store.stored_count());
+    std::vector<char> got(stored.size() * static_cast<size_t>(pb));
+    store.read(stored.data(), static_cast<int64_t>(stored.size()), got.data());
+    for (size_t i = 0; i < stored.size(); ++i) {
+        INFO("row " << stored[i]);
+        REQUIRE(std::vector<char>(got.begin() + static_cast<std::ptrdiff_t>(i * pb),
+                                  got.begin() + static_cast<std::ptrdiff_t>((i + 1) * pb)) ==
+                payload(pb, expect[static_cast<size_t>(stored[i])]));
+    }
+}
+
 namespace {
 
 int64_t rss_bytes() {  // VmRSS of this process
