@@ -6,7 +6,9 @@
 #       (default configs/dlrm_key_value.yaml, bench/results/cache-sweep-<date>)
 # Environment: NP (2), LOAD_FACTORS ("0.01 0.02 0.05 0.1 0.2 0.5"), STEPS (30), WARMUP (10),
 # STORAGE (a directory for the rows; default OUT_DIR/storage, removed after each point), SETS
-# (more `K=V` settings for every point, space-separated: e.g. data.criteo_binary.path=DIR).
+# (more `K=V` settings for every point, space-separated: e.g. data.criteo_binary.path=DIR),
+# MPIRUN_FLAGS (more mpirun flags, e.g. "--bind-to none": a rank bound to one core, mpirun's
+# default, leaves the prefetch pipeline's fill thread no CPU of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -25,6 +27,8 @@ cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec
 
 mpi_flags=(--oversubscribe)
 [ "$(id -u)" -ne 0 ] || mpi_flags+=(--allow-run-as-root)
+# shellcheck disable=SC2206  # MPIRUN_FLAGS is a list of flags
+mpi_flags+=(${MPIRUN_FLAGS:-})
 np=${NP:-2}
 csv="$out/sweep.csv"
 echo "kernel,load_factor,algorithm,pipeline,step_ms,samples_per_s,hit_rate,misses_per_step,"\

@@ -260,7 +260,30 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
     if (config_.train.pipeline != "base" && mc_.empty()) {
         sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(
             pipeline_, *model_, config_.train.pipeline == "prefetch_sparse_dist");
+        warn_if_prefetch_shares_cpus();
     }
+}
+
+// The prefetch pipeline's fills run on a thread beside the compute; on a CPU rank whose CPUs are
+// all taken by its compute threads (mpirun binds a rank to one core by default) they take turns
+// with the compute instead of hiding behind it.
+void Trainer::warn_if_prefetch_shares_cpus() const {
+    const auto* sharded =
+        dynamic_cast<const ShardedEmbeddingBagCollection*>(&model_->sparse_arch());
+    if (config_.train.pipeline != "prefetch_sparse_dist" || !device_.is_cpu() ||
+        sharded == nullptr || !sharded->has_cached_shards())
+        return;
+    const int64_t cpus = usable_cpus(), threads = kernels::cpu_threads();
+    if (cpus > threads)
+        return;
+    log::all().warn(
+        "train.pipeline prefetch_sparse_dist fills the key_value caches on a thread beside the "
+        "compute, and rank {} may run on {} CPU{} for its {} compute thread{}: the fills take "
+        "turns with the compute instead of hiding behind it. Give each rank a CPU more "
+        "(mpirun --bind-to none or --map-by slot:PE=N, SLURM --cpus-per-task) or set "
+        "runtime.threads to {}",
+        rank_, cpus, cpus == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
+        std::max<int64_t>(1, cpus - 1));
 }
 
 int64_t Trainer::global_batch_size() const {

@@ -118,6 +118,8 @@ private:
 
     // A skipped step is logged; a non-finite loss throws (nan_policy stop).
     StepResult finish_step(const StepResult& r, int64_t step);
+    // Warns when the prefetch pipeline's fill thread has no CPU of its own on this rank.
+    void warn_if_prefetch_shares_cpus() const;
 
     const Config config_;  // a copy: a trainer outlives the Config it was made from
     std::shared_ptr<comm::ProcessGroup> pg_;

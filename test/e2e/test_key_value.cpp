@@ -191,3 +191,23 @@ TEST_CASE("key_value e2e: a reduced-precision cache trains close to f32", "[e2e]
         CHECK(got.second != want.second);
     }
 }
+
+// The prefetch pipeline's fill thread wants a CPU beside the compute: a rank confined to as many
+// CPUs as it has compute threads is told so (and how to give it one), one with a CPU to spare
+// is not.
+TEST_CASE("key_value e2e: the prefetch pipeline says when its thread has no CPU of its own",
+          "[e2e][key_value]") {
+    const fs::path dir = fresh_dir("kv_prefetch_cpus");
+    const auto sets = plus(key_value(dir / "store", "0.05", "lru"),
+                           {"train.pipeline=prefetch_sparse_dist", "runtime.threads=1"});
+    const std::string warning = "the fills take turns with the compute";
+    const RunResult one = run_shardrec(small_train_args(dir / "one", 2, sets), "taskset -c 0");
+    INFO(one.output);
+    REQUIRE(one.exit_code == 0);
+    CHECK(one.output.find(warning) != std::string::npos);
+    CHECK(one.output.find("mpirun --bind-to none") != std::string::npos);
+    const RunResult two = run_shardrec(small_train_args(dir / "two", 2, sets), "taskset -c 0,1");
+    INFO(two.output);
+    REQUIRE(two.exit_code == 0);
+    CHECK(two.output.find(warning) == std::string::npos);
+}
