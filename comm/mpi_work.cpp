@@ -10,7 +10,9 @@
 #include <thread>
 
 #include "comm/mpi_check.h"
+#include "comm/mpi_env.h"
 #include "comm/mpi_peer_probe.h"
+#include "comm/stop_signal.h"
 #include "engine/core/log.h"
 
 namespace shardrec::comm {
@@ -24,6 +26,10 @@ namespace {
 constexpr double kSpinS = 5e-3;
 constexpr int64_t kMinSleepUs = 50;
 constexpr int64_t kMaxSleepUs = 200;
+// A wait this long while a stop signal is pending says where it waits and for whom: the launcher
+// kills the surviving ranks of a job that lost a host (SIGTERM, then SIGKILL), and they would
+// otherwise end without naming the collective or the peers they waited for.
+constexpr double kStopReportS = 0.5;
 
 // What a failed collective may still touch: MPI cannot cancel one, and a late peer can complete
 // it later, so it lives until the process ends.
@@ -110,6 +116,7 @@ void MpiWork::wait() {
     int64_t sleep_us = kMinSleepUs;
     std::string what;                  // this wait, as the peer probes name it
     std::optional<WaitingIn> waiting;  // past the spin: peers' probes are answered
+    bool stop_reported = false;
     while (!test()) {
         const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
         if (waited.count() < kSpinS) {
@@ -127,6 +134,17 @@ void MpiWork::wait() {
                  fmt::format("did not complete within {} s (runtime.comm_timeout_s or "
                              "SHARDREC_COMM_TIMEOUT_S): {}",
                              timeout_s_, describe_missing_peers(what, *world_ranks_, grace_s)));
+        }
+        if (!stop_reported && waited.count() > kStopReportS && stop_signal_received() != 0) {
+            // Said, not thrown: under a preemption every rank is asked to stop and a late peer
+            // still arrives; this rank goes on waiting until the stop or the launcher's kill.
+            stop_reported = true;
+            log::all().warn(
+                "rank {} on host {}: asked to stop ({}) while waiting {:.1f} s in {}: {}",
+                process_info().rank, process_info().host, stop_signal_name(stop_signal_received()),
+                waited.count(), what,
+                describe_missing_peers(what, *world_ranks_,
+                                       std::clamp(0.1 * timeout_s_, 0.05, 0.5)));
         }
         answer_peer_probes();
         std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));

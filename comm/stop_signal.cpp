@@ -23,7 +23,9 @@ extern "C" void on_stop_signal(int sig) {
     // when their grace time is over, so the save under way must not be cut short here.
 }
 
-const char* signal_name(int sig) {
+}  // namespace
+
+const char* stop_signal_name(int sig) {
     switch (sig) {
         case SIGINT:
             return "SIGINT";
@@ -35,8 +37,6 @@ const char* signal_name(int sig) {
             return "a signal";
     }
 }
-
-}  // namespace
 
 void install_stop_signal_handlers() {
     struct sigaction action;
@@ -80,7 +80,7 @@ int StopVote::poll() {
 StopRequested::StopRequested(int signal, int64_t step)
     : Error(fmt::format("{} (signal {}) ended the run at train step {} on every rank: steps "
                         "before it are complete, step {} did not run",
-                        signal_name(signal),
+                        stop_signal_name(signal),
                         signal,
                         step,
                         step)),

@@ -24,6 +24,8 @@ namespace shardrec::comm {
 void install_stop_signal_handlers();
 // The first signal received (0: none).
 int stop_signal_received();
+// "SIGTERM", "SIGINT", "SIGUSR1".
+const char* stop_signal_name(int sig);
 
 // The agreement. poll() completes the vote the previous poll posted and posts the next with this
 // rank's flag: a vote is one step old when it is read, so polling never waits for a peer that is

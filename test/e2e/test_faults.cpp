@@ -161,6 +161,23 @@ TEST_CASE("faults: a rank that dies ends the whole run non-zero", "[e2e][faults]
     CHECK_THAT(r.output, Contains("[r1/2 ") && Contains("fault injection: exits at train step 3"));
 }
 
+// mpirun ends the other ranks of a job whose rank died (SIGTERM, then SIGKILL after
+// odls_base_sigkill_timeout, 10 s in the launch scripts): a rank it stops while it waits for the
+// dead one says in which collective and for which rank on which host.
+TEST_CASE("faults: ranks stopped while they wait for a dead rank name the collective and it",
+          "[e2e][faults][mpi]") {
+    const auto dir = fresh_dir("dead_peer");
+    const RunResult r = run_shardrec(
+        small_train(dir / "run", {"runtime.comm_timeout_s=60"}),
+        mpirun(2, "SHARDREC_FAULT_INJECT=1:3:exit") + " --mca odls_base_sigkill_timeout 3");
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code != 124);
+    CHECK_THAT(r.output,
+               Contains("rank 0 on host ") && Contains(": asked to stop (SIGTERM) while waiting") &&
+                   Contains("of group 'world': rank 1 on host ") && Contains("has not reached it"));
+}
+
 TEST_CASE("faults: a malformed SHARDREC_FAULT_INJECT is an error naming it", "[e2e][faults]") {
     const auto dir = fresh_dir("bad_inject");
     const RunResult r =
