@@ -174,7 +174,8 @@ Batch remap_global_batch(const Batch& batch,
 }  // namespace
 
 Batch ManagedCollisionTables::remap_train(const Batch& batch,
-                                          EmbeddingBagCollectionInterface& sparse) {
+                                          EmbeddingBagCollectionInterface& sparse,
+                                          Stream& stream) {
     const auto step = [&](Table& t, const int64_t* ids, int64_t n, int64_t* out) {
         MCHManagedCollisionModule& m = *t.module;
         m.forward(ids, n, out);
@@ -183,7 +184,7 @@ Batch ManagedCollisionTables::remap_train(const Batch& batch,
         t.ids_seen += n;
         for (int64_t i = 0; i < n; ++i)
             t.hits_seen += out[i] - first < owned ? 1 : 0;
-        reset_rows(t, m.evict(), sparse);
+        reset_rows(t, m.evict(), sparse, stream);
         if (m.step() % m.options().eviction_interval != 0)
             return;
         records_.push_back(
@@ -212,9 +213,13 @@ Batch ManagedCollisionTables::remap_eval(const Batch& batch) const {
 // optimizer state of zero: a new id starts from a fresh row, as TorchRec's MC-EBC resets it.
 void ManagedCollisionTables::reset_rows(const Table& t,
                                         const std::vector<int64_t>& rows,
-                                        EmbeddingBagCollectionInterface& sparse) const {
+                                        EmbeddingBagCollectionInterface& sparse,
+                                        Stream& stream) const {
     if (rows.empty())
         return;
+    // On a GPU the steps before may still update these rows: the reset comes after them, and
+    // is done (each write synchronous) before the next step's kernels are enqueued.
+    stream.synchronize();
     for (EmbeddingShardState& s : sparse.shard_states()) {
         if (s.table != t.index)
             continue;

@@ -51,9 +51,11 @@ public:
     bool empty() const { return tables_.empty(); }
 
     // A training batch: its ids of the managed tables remapped to rows (the other features as
-    // they are), after each module's step; rows evicted in this step are reset in `sparse`.
-    // Collective over pg (every rank calls it once per training step).
-    Batch remap_train(const Batch& batch, EmbeddingBagCollectionInterface& sparse);
+    // they are), after each module's step; rows evicted in this step are reset in `sparse`, once
+    // `stream` (the one the steps before were enqueued on) has passed them. The remap runs on
+    // the host for every device, as the ids arrive there. Collective over pg (every rank calls
+    // it once per training step).
+    Batch remap_train(const Batch& batch, EmbeddingBagCollectionInterface& sparse, Stream& stream);
     // Evaluation and prediction: the same remap without counting or evicting.
     Batch remap_eval(const Batch& batch) const;
 
@@ -87,7 +89,8 @@ private:
 
     void reset_rows(const Table& t,
                     const std::vector<int64_t>& rows,
-                    EmbeddingBagCollectionInterface& sparse) const;
+                    EmbeddingBagCollectionInterface& sparse,
+                    Stream& stream) const;
 
     uint64_t seed_;
     std::shared_ptr<comm::ProcessGroup> pg_;

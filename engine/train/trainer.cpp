@@ -121,10 +121,6 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
                 "table '{}': model.tables[].managed_collision does not run with compute "
                 "kernel {} yet; use fused",
                 t.name, kernel);
-            SR_CHECK(device.is_cpu(),
-                     "table '{}': model.tables[].managed_collision runs on the CPU only for now, "
-                     "not on runtime.device {}",
-                     t.name, config.runtime.device);
         }
         tiered = tiered || kernel == "key_value" || kernel == "fused_uvm" ||
                  kernel == "fused_uvm_caching";
@@ -373,7 +369,8 @@ float Trainer::sparse_lr(int64_t step) const {
 
 StepResult Trainer::train_step(const Batch& batch, int64_t step) {
     bool finite = true;
-    const Batch remapped = mc_.empty() ? batch : mc_.remap_train(batch, model_->sparse_arch());
+    const Batch remapped =
+        mc_.empty() ? batch : mc_.remap_train(batch, model_->sparse_arch(), pipeline_.stream());
     const Batch& checked = checker_.check(remapped, BatchOrigin{"train", step + 1, rank_}, finite);
     return finish_step(pipeline_.progress(checked, dense_lr(step), sparse_lr(step), finite), step);
 }
@@ -407,7 +404,7 @@ std::unique_ptr<DataIterator> Trainer::train_inputs(int64_t first_step,
         if (prepare)
             prepare(in.step, batch);
         if (!mc_.empty())
-            batch = mc_.remap_train(batch, model_->sparse_arch());
+            batch = mc_.remap_train(batch, model_->sparse_arch(), pipeline_.stream());
         // A handle copy: the checker's fixed batch is made anew for each batch it fixes.
         in.batch = checker_.check(batch, BatchOrigin{"train", in.step + 1, rank_}, in.input_finite);
         in.dense_lr = dense_lr(in.step);

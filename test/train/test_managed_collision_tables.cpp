@@ -53,7 +53,7 @@ TEST_CASE("ManagedCollisionTables: evicted rows get their initial values and zer
     train::ManagedCollisionTables mc(config.model, seed);
     REQUIRE(mc.size() == 1);
     // Step 1 fills the 4 slots; then every row and state gets a value no init gives.
-    const Batch first = mc.remap_train(ids_batch({11, 12, 13, 14}), *ebc);
+    const Batch first = mc.remap_train(ids_batch({11, 12, 13, 14}), *ebc, Stream::cpu());
     std::vector<EmbeddingShardState> shards = ebc->shard_states();
     REQUIRE(shards.size() == 2);
     EmbeddingShardState& b = shards[1];
@@ -67,7 +67,7 @@ TEST_CASE("ManagedCollisionTables: evicted rows get their initial values and zer
     std::vector<int64_t> slot_before;
     for (int64_t id : before)
         slot_before.push_back(mc.module(0).slot_of(id));
-    const Batch second = mc.remap_train(ids_batch({11, 12, 20, 20, 21, 21}), *ebc);
+    const Batch second = mc.remap_train(ids_batch({11, 12, 20, 20, 21, 21}), *ebc, Stream::cpu());
     std::set<int64_t> evicted;
     for (size_t i = 0; i < before.size(); ++i) {
         if (mc.module(0).slot_of(before[i]) != slot_before[i])
@@ -105,15 +105,15 @@ TEST_CASE("ManagedCollisionTables: each record's hit_fraction is the interval's 
     train::ManagedCollisionTables mc(config.model, 5);
     // Step 1: 11..14 take the 4 free slots, 15 and 16 go to the residual rows (4 of 6 ids).
     // Step 2 (an eviction pass): 11, the most used id, keeps its slot (2 of 2).
-    mc.remap_train(ids_batch({16, 15, 14, 13, 12, 11}), *ebc);
+    mc.remap_train(ids_batch({16, 15, 14, 13, 12, 11}), *ebc, Stream::cpu());
     CHECK(mc.take_records().empty());
-    mc.remap_train(ids_batch({11, 11}), *ebc);
+    mc.remap_train(ids_batch({11, 11}), *ebc, Stream::cpu());
     std::vector<train::ManagedCollisionRecord> records = mc.take_records();
     REQUIRE(records.size() == 1);
     CHECK(records[0].hit_fraction == 0.75);
     // The next interval counts afresh: 11 alone, always in its slot.
-    mc.remap_train(ids_batch({11}), *ebc);
-    mc.remap_train(ids_batch({11, 11, 11}), *ebc);
+    mc.remap_train(ids_batch({11}), *ebc, Stream::cpu());
+    mc.remap_train(ids_batch({11, 11, 11}), *ebc, Stream::cpu());
     records = mc.take_records();
     REQUIRE(records.size() == 1);
     CHECK(records[0].hit_fraction == 1.0);
