@@ -23,6 +23,17 @@ __device__ __forceinline__ void store_at(void* p, int64_t i, float x) {
     memcpy(static_cast<char*>(p) + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
 }
 
+// A row's n optimizer-state floats between its slot and its payload, bit for bit.
+template <bool kPack>
+__device__ __forceinline__ void move_states(char* payload, float* slot, int64_t n, int lane) {
+    for (int64_t j = lane; j < n; j += kWarpSize) {
+        if (kPack)
+            memcpy(payload + 4 * j, slot + j, 4);
+        else
+            memcpy(slot + j, payload + 4 * j, 4);
+    }
+}
+
 // pack: slot (Slot) -> payload (Row); unpack: the other way.
 template <typename Slot, typename Row, bool kPack>
 __global__ void cache_rows_kernel(CacheRowsArgs a) {
@@ -40,21 +51,9 @@ __global__ void cache_rows_kernel(CacheRowsArgs a) {
             w[j] = from_f32<Slot>(load_at<Row>(payload, j));
     }
     char* states = payload + a.cols * static_cast<int64_t>(sizeof(Row));
-    float* s1 = a.state1 + slot * a.state1_cols;
-    for (int64_t j = lane; j < a.state1_cols; j += kWarpSize) {
-        if (kPack)
-            memcpy(states + 4 * j, s1 + j, 4);
-        else
-            memcpy(s1 + j, states + 4 * j, 4);
-    }
-    states += 4 * a.state1_cols;
-    float* s2 = a.state2 + slot * a.state2_cols;
-    for (int64_t j = lane; j < a.state2_cols; j += kWarpSize) {
-        if (kPack)
-            memcpy(states + 4 * j, s2 + j, 4);
-        else
-            memcpy(s2 + j, states + 4 * j, 4);
-    }
+    move_states<kPack>(states, a.state1 + slot * a.state1_cols, a.state1_cols, lane);
+    move_states<kPack>(states + 4 * a.state1_cols, a.state2 + slot * a.state2_cols, a.state2_cols,
+                       lane);
 }
 
 template <bool kPack, typename Slot>
