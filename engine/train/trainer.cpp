@@ -276,10 +276,9 @@ void Trainer::warn_if_prefetch_shares_cpus() const {
         "train.pipeline prefetch_sparse_dist fills the key_value caches on a thread beside the "
         "compute, and rank {} may run on {} CPU{} for its {} compute thread{}: the fills take "
         "turns with the compute instead of hiding behind it. Give each rank a CPU more "
-        "(mpirun --bind-to none or --map-by slot:PE=N, SLURM --cpus-per-task) or set "
-        "runtime.threads to {}",
+        "(mpirun --bind-to none or --map-by slot:PE=N, SLURM --cpus-per-task){}",
         rank_, cpus, cpus == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
-        std::max<int64_t>(1, cpus - 1));
+        cpus > 1 ? fmt::format(" or set runtime.threads to {}", cpus - 1) : "");
 }
 
 int64_t Trainer::global_batch_size() const {

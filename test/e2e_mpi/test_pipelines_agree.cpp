@@ -10,6 +10,7 @@
 #include "comm/process_group.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/train/trainer.h"
+#include "test/support/compare.h"
 
 using namespace shardrec;
 
@@ -137,6 +138,7 @@ TEST_CASE("pipelines agree: sharded over every rank, every dist path", "[mpi][e2
 // The prefetch pipeline fills batch i+1's cache rows while batch i trains; an evaluation in
 // between refills them.
 TEST_CASE("pipelines agree: prefetch_sparse_dist with key_value tables", "[mpi][e2e]") {
+    const test::ExpectLogs fill_thread_shares_a_core;  // mpirun binds each rank to one core
     check_pipelines_agree(comm::world_process_group(), "prefetch_sparse_dist", kKeyValue);
 }
 
@@ -157,6 +159,7 @@ TEST_CASE("TrainPipelineSparseDist: holds two steps ahead, then drains", "[mpi][
 TEST_CASE("TrainPipelineSparseDist with prefetch: holds three steps ahead, then drains",
           "[mpi][e2e]") {
     const Config config = parse_config(kConfig, with(kKeyValue, "prefetch_sparse_dist"));
+    const test::ExpectLogs fill_thread_shares_a_core;  // mpirun binds each rank to one core
     train::Trainer trainer(config, comm::world_process_group());
     auto inputs = trainer.train_inputs(0, 5);
     std::vector<int64_t> queued;
