@@ -289,7 +289,7 @@ void Config::visit(FieldVisitor& v) {
     v.section(
         Field("sharding", "how embedding tables are split over ranks"),
         [this](FieldVisitor& s) { sharding.visit(s); },
-        [this](ConfigNode& n) { sharding.resolve(n, model, runtime); });
+        [this](ConfigNode& n) { sharding.resolve(n, model, runtime, train); });
     v.section(Field("comm", "the precision of the values collectives send"),
               [this](FieldVisitor& s) { comm.visit(s); });
 }

@@ -199,8 +199,9 @@ struct ShardingConfig {
     // entry, 0 and "" take the section's values.
     struct Cache {
         double load_factor = 0.2;
-        std::string algorithm = "lru";  // lru | lfu
-        std::string precision;          // f32 | f16 | bf16; "": the table's data_type
+        std::string algorithm = "lru";   // lru | lfu
+        std::string precision;           // f32 | f16 | bf16; "": the table's data_type
+        bool prefetch_pipeline = false;  // the section's only (the pipeline is the run's)
 
         void visit(FieldVisitor& v, bool entry);
     };
@@ -239,7 +240,10 @@ struct ShardingConfig {
     void visit(FieldVisitor& v);
     // Checks entries against the model's tables (did-you-mean) and fills per-table defaults;
     // the kernels against runtime.device.
-    void resolve(ConfigNode& node, const ModelConfig& model, const RuntimeConfig& runtime);
+    void resolve(ConfigNode& node,
+                 const ModelConfig& model,
+                 const RuntimeConfig& runtime,
+                 const TrainConfig& train);
     // The kernel and cache of `table` (its entry's, else the section's).
     std::string kernel_of(const std::string& table) const;
     const Cache& cache_of(const std::string& table) const;

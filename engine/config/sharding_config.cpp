@@ -29,6 +29,12 @@ void ShardingConfig::Cache::visit(FieldVisitor& v, bool entry) {
         v.field(lf.greater_than(0).at_most(1), load_factor);
         v.field(alg.one_of({"lru", "lfu"}), algorithm);
         v.field(prec.one_of({"", "f32", "f16", "bf16"}), precision);
+        v.field(Field("prefetch_pipeline",
+                      "the caches are filled by train.pipeline prefetch_sparse_dist (required "
+                      "then), beside the compute: the planner counts their misses' time as "
+                      "overlapped with the step instead of added to it (TorchRec's "
+                      "CacheParams.prefetch_pipeline)"),
+                prefetch_pipeline);
     }
 }
 
@@ -229,7 +235,18 @@ namespace {
 
 // Cache and storage: an entry's cache takes the section's values where it gives none; the
 // kernels fit the device; key_value tables have a storage path.
-void resolve_tiers(ShardingConfig& section, ConfigNode& node, const RuntimeConfig& runtime) {
+void resolve_tiers(ShardingConfig& section,
+                   ConfigNode& node,
+                   const RuntimeConfig& runtime,
+                   const TrainConfig& train) {
+    if (section.cache.prefetch_pipeline && train.pipeline != "prefetch_sparse_dist") {
+        node.child("cache").error_at(
+            "prefetch_pipeline",
+            fmt::format("the caches are filled ahead only by train.pipeline "
+                        "prefetch_sparse_dist, and train.pipeline is {}: set it, or leave "
+                        "prefetch_pipeline false",
+                        train.pipeline));
+    }
     const std::string problem = kernel_device_problem(section.compute_kernel, runtime.device);
     bool key_value = section.compute_kernel == "key_value";
     if (!problem.empty() && section.sharding_type != "data_parallel")
@@ -260,7 +277,8 @@ void resolve_tiers(ShardingConfig& section, ConfigNode& node, const RuntimeConfi
 
 void ShardingConfig::resolve(ConfigNode& node,
                              const ModelConfig& model,
-                             const RuntimeConfig& runtime) {
+                             const RuntimeConfig& runtime,
+                             const TrainConfig& train) {
     if (!plan_file.empty() && (planner == "auto" || !tables.empty())) {
         node.error_at("plan_file", "a plan file replaces the planner and the table entries");
     }
@@ -300,7 +318,7 @@ void ShardingConfig::resolve(ConfigNode& node,
         resolve_names(t, *this, entry);
         check_shape(t, model.tables[model_it->second], entry);
     }
-    resolve_tiers(*this, node, runtime);
+    resolve_tiers(*this, node, runtime, train);
 }
 
 }  // namespace shardrec

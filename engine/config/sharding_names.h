@@ -38,9 +38,13 @@ struct CacheParams {
     CacheAlgorithm algorithm = CacheAlgorithm::kLru;
     // The cached rows' dtype (TorchRec's cache precision); nullopt: the table's data_type.
     std::optional<DType> precision;
+    // The prefetch pipeline fills the cache beside the compute (TorchRec's prefetch_pipeline):
+    // the planner counts the misses' time as overlapped with the step.
+    bool prefetch_pipeline = false;
 
     bool operator==(const CacheParams& o) const {
-        return load_factor == o.load_factor && algorithm == o.algorithm && precision == o.precision;
+        return load_factor == o.load_factor && algorithm == o.algorithm &&
+               precision == o.precision && prefetch_pipeline == o.prefetch_pipeline;
     }
 };
 

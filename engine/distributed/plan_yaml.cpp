@@ -38,6 +38,7 @@ struct TableEntry {
     double load_factor = 0.2;
     std::string algorithm = "lru";
     std::string precision;
+    bool prefetch_pipeline = false;
 
     void visit(FieldVisitor& v) {
         v.field(Field("name", "table").required(), name);
@@ -53,6 +54,7 @@ struct TableEntry {
                       c.field(Field("load_factor", "").greater_than(0).at_most(1), load_factor);
                       c.field(Field("algorithm", "").one_of({"lru", "lfu"}), algorithm);
                       c.field(Field("precision", "").one_of({"", "f32", "f16", "bf16"}), precision);
+                      c.field(Field("prefetch_pipeline", ""), prefetch_pipeline);
                   });
     }
 };
@@ -109,7 +111,8 @@ bool to_sharding(const TableEntry& entry, ConfigNode& node, ParameterSharding& p
         ps.cache_params =
             CacheParams{entry.load_factor, *parse_cache_algorithm(entry.algorithm),
                         entry.precision.empty() ? std::nullopt
-                                                : std::optional(dtype_from_name(entry.precision))};
+                                                : std::optional(dtype_from_name(entry.precision)),
+                        entry.prefetch_pipeline};
     for (int64_t r : entry.ranks) {
         ps.ranks.push_back(static_cast<int>(std::min<int64_t>(r, 1 << 30)));
     }
@@ -233,6 +236,8 @@ std::string plan_to_yaml(const ShardingPlan& plan, const std::vector<ModelConfig
                 out << YAML::Key << "precision" << YAML::Value
                     << dtype_name(*ps.cache_params->precision);
             }
+            if (ps.cache_params->prefetch_pipeline)
+                out << YAML::Key << "prefetch_pipeline" << YAML::Value << true;
             out << YAML::EndMap;
         }
         out << YAML::Key << "ranks" << YAML::Value << YAML::Flow << ps.ranks;

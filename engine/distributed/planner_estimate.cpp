@@ -102,6 +102,7 @@ RankCost& RankCost::operator+=(const RankCost& other) {
     disk_bytes += other.disk_bytes;
     lookup_s += other.lookup_s;
     disk_s += other.disk_s;
+    prefetch_s += other.prefetch_s;
     comm_s += other.comm_s;
     dense_s += other.dense_s;
     return *this;
@@ -225,6 +226,7 @@ CostModel::CostModel(const Config& config, const Topology& topology)
     : topology_(topology), batch_size_(config.data.batch_size) {
     for (const ModelConfig::Table& t : config.model.tables)
         load_factor_[t.name] = config.sharding.cache_of(t.name).load_factor;
+    prefetch_pipeline_ = config.sharding.cache.prefetch_pipeline;
     const std::string& sparse = config.optimizer.sparse.type;
     sparse_optimizer_ = sparse;
     zipf_alpha_ = config.data.type == "synthetic" ? config.data.synthetic.zipf_alpha : 0.0;
@@ -332,7 +334,7 @@ RankCost CostModel::shard_cost(const ModelConfig::Table& table,
             cost.disk_bytes = rows_bytes;
         else
             cost.host_bytes = rows_bytes;
-        cost.disk_s = miss_s(table, kernel, r, c, ids);
+        (prefetch_pipeline_ ? cost.prefetch_s : cost.disk_s) = miss_s(table, kernel, r, c, ids);
     }
 
     const double out_bytes = bags * c * 4.0;  // pooled rows of this shard, one direction

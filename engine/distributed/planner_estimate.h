@@ -61,10 +61,16 @@ struct RankCost {
     int64_t disk_bytes = 0;    // key_value rows once all are written (the stores' full size)
     double lookup_s = 0;       // embedding lookups, forward + backward with the optimizer
     double disk_s = 0;         // cache misses: rows read and written back (disk, or the host link)
-    double comm_s = 0;         // all-to-alls, reduce-scatters, all-reduces
-    double dense_s = 0;        // MLPs, interaction, cross layers
+    // Cache misses filled by the prefetch pipeline beside the rest of the step
+    // (sharding.cache.prefetch_pipeline): the step takes the longer of the two.
+    double prefetch_s = 0;
+    double comm_s = 0;   // all-to-alls, reduce-scatters, all-reduces
+    double dense_s = 0;  // MLPs, interaction, cross layers
 
-    double total_s() const { return lookup_s + disk_s + comm_s + dense_s; }
+    double total_s() const {
+        const double step = lookup_s + disk_s + comm_s + dense_s;
+        return step > prefetch_s ? step : prefetch_s;
+    }
 
     RankCost& operator+=(const RankCost& other);
 };
@@ -169,6 +175,7 @@ private:
     double dense_state_factor_;
     RankCost dense_;
     std::map<std::string, double> load_factor_;  // per table: its cache's load factor
+    bool prefetch_pipeline_ = false;             // sharding.cache.prefetch_pipeline
     std::string sparse_optimizer_;
     double zipf_alpha_ = 0;  // the ids' law for the hit rate (0: uniform)
 };

@@ -79,7 +79,8 @@ void set_cache_params(ParameterSharding& ps,
     const ShardingConfig::Cache& c = sharding.cache_of(table);
     ps.cache_params = CacheParams{
         c.load_factor, *parse_cache_algorithm(c.algorithm),
-        c.precision.empty() ? std::nullopt : std::optional(dtype_from_name(c.precision))};
+        c.precision.empty() ? std::nullopt : std::optional(dtype_from_name(c.precision)),
+        sharding.cache.prefetch_pipeline};
 }
 
 const ParameterSharding& ShardingPlan::at(const std::string& table) const {

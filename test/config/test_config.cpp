@@ -338,3 +338,19 @@ TEST_CASE("Config: Criteo data without an eval split cannot evaluate", "[config]
     CHECK(errors_of(kModelHead, with("train.eval_samples=0")).empty());
     CHECK(errors_of(kModelHead, with("data.criteo_binary.eval_fraction=0.1")).empty());
 }
+
+// The caches are filled ahead only by the prefetch pipeline: the planner's overlap needs it.
+TEST_CASE("Config: sharding.cache.prefetch_pipeline needs the prefetch pipeline", "[config]") {
+    const std::string head = kModelHead;
+    const std::vector<std::string> key_value = {
+        "model.type=dlrm", "sharding.compute_kernel=key_value", "sharding.storage.path=/tmp/kv",
+        "sharding.cache.prefetch_pipeline=true"};
+    std::vector<std::string> sparse_dist = key_value;
+    sparse_dist.push_back("train.pipeline=sparse_dist");
+    CHECK_THAT(errors_of(head, sparse_dist),
+               Contains("sharding.cache.prefetch_pipeline: the caches are filled ahead only by "
+                        "train.pipeline prefetch_sparse_dist, and train.pipeline is sparse_dist"));
+    std::vector<std::string> prefetch = key_value;
+    prefetch.push_back("train.pipeline=prefetch_sparse_dist");
+    CHECK(errors_of(head, prefetch).empty());
+}

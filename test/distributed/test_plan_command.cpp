@@ -115,7 +115,7 @@ TEST_CASE("shardrec plan: key_value tables' cache, disk and hit rates", "[cli]")
     CHECK_THAT(r.output, Contains("|   0.6125"));  // the last window's
     CHECK_THAT(r.output, Contains("    small3 |      100000 |        5000 |"));
     // The misses' disk time beside the step, and each rank's tiers against their budgets.
-    CHECK_THAT(r.output, Contains("| disk misses "));
+    CHECK_THAT(r.output, Contains("| cache misses "));
     CHECK_THAT(r.output, Contains("storage per rank: DDR (budget 9.00 GiB), disk (budget -: "
                                   "disk_gib not given, not checked)"));
     CHECK_THAT(r.output, Contains("       0 |    144.6 MiB |     2.08 GiB"));

@@ -373,7 +373,7 @@ TEST_CASE("Planner tiers: a smaller load_factor predicts more disk miss time", "
         step_s.push_back(e.step_time_s());
         if (lf == 0.05) {
             const std::string report = estimate_report(e, c, topo);
-            CHECK_THAT(report, Contains("| disk misses "));
+            CHECK_THAT(report, Contains("| cache misses "));
             CHECK_THAT(report, Contains("storage per rank: DDR (budget 10.00 GiB), disk (budget "
                                         "100.00 GiB)"));
             CHECK_THAT(report, Contains("       0 |      1.5 MiB |     13.7 MiB"));
@@ -384,6 +384,36 @@ TEST_CASE("Planner tiers: a smaller load_factor predicts more disk miss time", "
     CHECK(miss_s[2] > miss_s[1]);
     CHECK(step_s[2] > step_s[1]);
     CHECK(step_s[1] > step_s[0]);
+}
+
+// sharding.cache.prefetch_pipeline: the misses are filled beside the rest of the step, so the
+// step is the longer of the two, not their sum; the plan file keeps the flag.
+TEST_CASE("Planner tiers: prefetch_pipeline overlaps the misses with the step", "[planner]") {
+    const Topology topo = cpu_disk_topology(2, 100.0);
+    Config inline_fills = key_value_tables(0.05);
+    Config prefetched = key_value_tables(0.05);
+    prefetched.sharding.cache.prefetch_pipeline = true;
+    const PlanEstimate a =
+        estimate_plan(make_sharding_plan(inline_fills, topo), inline_fills, topo);
+    const ShardingPlan plan = make_sharding_plan(prefetched, topo);
+    const PlanEstimate b = estimate_plan(plan, prefetched, topo);
+    REQUIRE(a.ranks.size() == b.ranks.size());
+    for (size_t r = 0; r < a.ranks.size(); ++r) {
+        const RankCost &x = a.ranks[r], &y = b.ranks[r];
+        CHECK(y.disk_s == 0);
+        CHECK(y.prefetch_s == x.disk_s);
+        const double rest = x.lookup_s + x.comm_s + x.dense_s;
+        CHECK(x.total_s() == rest + x.disk_s);
+        CHECK(y.total_s() == std::max(rest, y.prefetch_s));
+    }
+    CHECK(b.step_time_s() < a.step_time_s());
+    CHECK_THAT(estimate_report(b, prefetched, topo),
+               Contains("beside the step (prefetch_pipeline)"));
+    REQUIRE(plan.at("t0").cache_params);
+    CHECK(plan.at("t0").cache_params->prefetch_pipeline);
+    const std::string file = plan_to_yaml(plan, prefetched.model.tables);
+    CHECK_THAT(file, Contains("prefetch_pipeline: true"));
+    CHECK(parse_plan(file, prefetched.model.tables, topo.placement()) == plan);
 }
 
 // disk_gib is each rank's budget for its key_value rows once all are written: the auto planner

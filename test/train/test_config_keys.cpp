@@ -219,6 +219,9 @@ const std::map<std::string, std::string>& no_run_effect() {
         {"sharding.sharding_type", "placement only (sharding invariance)"},
         {"sharding.plan_file", "placement only (test_planner reads the saved plans)"},
         {"sharding.topology", "placement only (the auto planner's cost model; test_planner)"},
+        {"sharding.cache.prefetch_pipeline",
+         "the planner's step estimate only (test_planner \"prefetch_pipeline overlaps\"); "
+         "train.pipeline prefetch_sparse_dist fills the caches ahead"},
         {"sharding.tables[].name", "placement only (sharding invariance)"},
         {"sharding.tables[].sharding_type", "placement only (sharding invariance)"},
         {"sharding.tables[].ranks", "placement only (sharding invariance)"},
