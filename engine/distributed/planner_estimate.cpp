@@ -224,8 +224,11 @@ double CostModel::state_bytes_per_row(const std::string& sparse_optimizer) {
 
 CostModel::CostModel(const Config& config, const Topology& topology)
     : topology_(topology), batch_size_(config.data.batch_size) {
-    for (const ModelConfig::Table& t : config.model.tables)
+    for (const ModelConfig::Table& t : config.model.tables) {
         load_factor_[t.name] = config.sharding.cache_of(t.name).load_factor;
+        if (config.sharding.cache_of(t.name).algorithm == "lfu")
+            lfu_.insert(t.name);
+    }
     prefetch_pipeline_ = config.sharding.cache.prefetch_pipeline;
     const std::string& sparse = config.optimizer.sparse.type;
     sparse_optimizer_ = sparse;
@@ -272,10 +275,11 @@ double CostModel::shard_storage_bytes(const ModelConfig::Table& table,
     const double c = static_cast<double>(cols);
     const double row =
         c * element_bytes(table.data_type) + state_bytes_per_element_ * c + state_bytes_per_row_;
-    // A cached table holds its cache here (the rows live in the slower tier) and the store's
-    // index, 4 bytes a row (engine/modules/key_value_store.h).
+    // A cached table holds its cache here (the rows live in the slower tier), the store's index
+    // (4 bytes a row, engine/modules/key_value_store.h) and with LFU a count a row (4 bytes).
     if (is_cached_kernel(kernel))
-        return std::ceil(r * load_factor_.at(table.name)) * row + 4.0 * r;
+        return std::ceil(r * load_factor_.at(table.name)) * row +
+               (lfu_.count(table.name) ? 8.0 : 4.0) * r;
     return r * row + (kernel == EmbeddingComputeKernel::kDense ? r * c * 4.0 : 0.0);
 }
 

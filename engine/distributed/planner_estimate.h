@@ -43,6 +43,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,7 @@ private:
     double dense_state_factor_;
     RankCost dense_;
     std::map<std::string, double> load_factor_;  // per table: its cache's load factor
+    std::set<std::string> lfu_;                  // tables whose cache is LFU (a count a row)
     bool prefetch_pipeline_ = false;             // sharding.cache.prefetch_pipeline
     std::string sparse_optimizer_;
     double zipf_alpha_ = 0;  // the ids' law for the hit rate (0: uniform)

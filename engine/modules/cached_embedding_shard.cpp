@@ -70,7 +70,8 @@ CachedEmbeddingShard::CachedEmbeddingShard(const Layout& layout,
     slot_row_.assign(static_cast<size_t>(slots_), -1);
     slot_tick_.assign(static_cast<size_t>(slots_), 0);
     slot_batch_.assign(static_cast<size_t>(slots_), 0);
-    slot_count_.assign(static_cast<size_t>(slots_), 0);
+    if (algorithm_ == CacheAlgorithm::kLfu)
+        row_count_.assign(static_cast<size_t>(layout.rows), 0);
     slot_dirty_.assign(static_cast<size_t>(slots_), 0);
     init_row_ = Tensor::empty({1, layout.cols}, layout.dtype);
     if (layout.device.is_cuda()) {
@@ -111,7 +112,8 @@ int64_t CachedEmbeddingShard::cache_bytes() const {
     int64_t n = static_cast<int64_t>(weights.nbytes());
     for (const Tensor* s : {&state1, &state2})
         n += s->defined() ? static_cast<int64_t>(s->nbytes()) : 0;
-    return n + slots_ * 25;  // the index: row, tick, count, dirty
+    // The index (row, tick, batch, dirty a slot) and LFU's count of every row.
+    return n + slots_ * 25 + static_cast<int64_t>(row_count_.size()) * 4;
 }
 
 // ---- moving rows ----
@@ -221,10 +223,11 @@ int64_t CachedEmbeddingShard::victim(int64_t set) const {
             continue;
         }
         const auto i = static_cast<size_t>(s), b = static_cast<size_t>(best);
-        const bool better = algorithm_ == CacheAlgorithm::kLru
-                                ? slot_tick_[i] < slot_tick_[b]
-                                : std::make_pair(slot_count_[i], slot_tick_[i]) <
-                                      std::make_pair(slot_count_[b], slot_tick_[b]);
+        const bool better =
+            algorithm_ == CacheAlgorithm::kLru
+                ? slot_tick_[i] < slot_tick_[b]
+                : std::make_pair(row_count_[static_cast<size_t>(slot_row_[i])], slot_tick_[i]) <
+                      std::make_pair(row_count_[static_cast<size_t>(slot_row_[b])], slot_tick_[b]);
         if (better)
             best = s;
     }
@@ -321,15 +324,17 @@ void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out, Mov
                     slot_batch_[s] = batch_gen_;
                     batch_slots_.push_back(slot);
                 }
-                ++slot_count_[s];
+                count(row);
                 out[i] = slot;
             }
             continue;
         }
         const auto over = overflow_slot_.find(row);
         if (over != overflow_slot_.end()) {
-            if (!ahead)
+            if (!ahead) {
                 out[i] = over->second;
+                count(row);
+            }
             continue;  // ahead: the batch before may still update it
         }
         slot = victim(set);
@@ -351,14 +356,15 @@ void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out, Mov
             }
             slot_row_[s] = row;
             slot_tick_[s] = tick;
-            slot_count_[s] = ahead ? 0 : 1;  // the batch's pass counts its ids
+
             slot_dirty_[s] = 0;
             if (!ahead)
                 slot_batch_[s] = batch_gen_;
         }
-        if (!ahead) {
+        if (!ahead) {  // the batch's own pass counts its ids
             batch_slots_.push_back(slot);
             out[i] = slot;
+            count(row);
         }
         fill_rows_.push_back(row);
         fill_slots_.push_back(slot);
@@ -494,6 +500,7 @@ void CachedEmbeddingShard::reset() {
     std::fill(slot_row_.begin(), slot_row_.end(), -1);
     std::fill(slot_dirty_.begin(), slot_dirty_.end(), 0);
     std::fill(slot_tick_.begin(), slot_tick_.end(), 0);
+    std::fill(row_count_.begin(), row_count_.end(), 0);
     overflow_rows_.clear();
     overflow_slot_.clear();
     overflow_dirty_.clear();

@@ -7,8 +7,9 @@
 // of its id) and holds each cached row's weights and optimizer state. Before a batch's lookups,
 // prefetch() makes every row it uses resident and translates its ids into cache slots; the
 // unchanged TBE kernels then pool and update the slots. Rows a batch uses are locked until the
-// next prefetch; a miss evicts the least recently (lru) or least frequently (lfu, ties by
-// recency) used unlocked way of its set, writing it back first when the optimizer changed it.
+// next prefetch; a miss evicts the least recently (lru) or least frequently (lfu: the ids looked
+// up of the row since the start, as FBGEMM counts them, ties by recency) used unlocked way of its
+// set, writing it back first when the optimizer changed it.
 // A row whose set has no unlocked way (a batch with more distinct rows than the cache, or many
 // in one set) goes to an overflow area past the cache, written back at the next prefetch, so
 // every cache size gives the same numbers; the overflow is counted in the statistics.
@@ -163,7 +164,15 @@ private:
     void ensure_capacity(int64_t capacity, Stream& stream);
     void check_ids(const Tensor& ids) const;
     void place(const int64_t* ids, int64_t n, int64_t* out, Mover& mover);
-    int64_t victim(int64_t set) const;   // an unlocked way of the set, or -1
+    int64_t victim(int64_t set) const;  // an unlocked way of the set, or -1
+
+    void count(int64_t row) {  // lfu: one more lookup of the row
+        if (!row_count_.empty()) {
+            uint32_t& c = row_count_[static_cast<size_t>(row)];
+            c += c != UINT32_MAX ? 1u : 0u;
+        }
+    }
+
     void retire_overflow(Mover& mover);  // overflow rows back to the store, the area emptied
     // The rows at `slots` out to payloads (host), and payloads (host) into `slots`.
     void move_out(const std::vector<int64_t>& slots, std::vector<char>& payloads, Mover& mover);
@@ -185,7 +194,9 @@ private:
     std::vector<int64_t> slot_row_;    // -1: empty
     std::vector<int64_t> slot_tick_;   // the batch (tick) that last used it
     std::vector<int64_t> slot_batch_;  // the prefetch() that put it in batch_slots_
-    std::vector<int64_t> slot_count_;  // lfu: ids looked up since it was filled
+    // lfu: ids looked up per row of the shard, kept while the row is out of the cache too
+    // (FBGEMM's lfu_state), saturating; empty for lru.
+    std::vector<uint32_t> row_count_;
     std::vector<uint8_t> slot_dirty_;
     std::vector<int64_t> overflow_rows_;
     std::unordered_map<int64_t, int64_t> overflow_slot_;

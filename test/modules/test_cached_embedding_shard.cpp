@@ -5,6 +5,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -293,6 +294,67 @@ TEST_CASE("CachedEmbeddingShard: LFU evicts the least frequently used row", "[ke
     CHECK(misses_of(c, {4}) == 1);
     CHECK(misses_of(c, {1, 2, 3}) == 0);
     CHECK(misses_of(c, {0}) == 1);
+}
+
+// One set of 4 ways against a plain model of the policies: LRU by the batch of last use, LFU by
+// the lookups of a row since the start (kept while it is out of the cache, as FBGEMM's
+// lfu_state), ties to the least recent, then the lower way; a batch's own rows locked; a row
+// with no way free going to the overflow area until the next batch. Misses batch by batch.
+TEST_CASE("CachedEmbeddingShard: LRU and LFU decide as a plain model of them", "[key_value]") {
+    for (const auto algorithm : {CacheAlgorithm::kLru, CacheAlgorithm::kLfu}) {
+        INFO((algorithm == CacheAlgorithm::kLfu ? "lfu" : "lru"));
+        TempDir dir;
+        CachedEmbeddingShard c(layout(100, 4), {0.04, algorithm, std::nullopt}, {},
+                               store_for(Tier::kDisk, dir.path, layout(100, 4)));
+        REQUIRE(c.slots() == 4);
+        std::vector<int64_t> way_row(4, -1), way_tick(4, 0), count(8, 0);
+        rng::Rng r(test::test_seed(), 11);
+        for (int64_t tick = 1; tick <= 300; ++tick) {
+            std::vector<int64_t> ids;
+            const int64_t n = 1 + static_cast<int64_t>(r.next_u64() % 6);
+            for (int64_t i = 0; i < n; ++i)  // rows 0-2 often, 3-7 rarely
+                ids.push_back(static_cast<int64_t>(r.next_u64() % 4 == 0 ? 3 + r.next_u64() % 5
+                                                                         : r.next_u64() % 3));
+            int64_t misses = 0;
+            std::vector<int64_t> overflow;
+            for (const int64_t row : ids) {
+                auto way = std::find(way_row.begin(), way_row.end(), row);
+                if (way != way_row.end()) {
+                    way_tick[static_cast<size_t>(way - way_row.begin())] = tick;
+                } else if (std::find(overflow.begin(), overflow.end(), row) == overflow.end()) {
+                    ++misses;
+                    int64_t best = -1;
+                    for (int64_t w = 0; w < 4; ++w) {
+                        const auto k = static_cast<size_t>(w);
+                        if (way_row[k] < 0) {
+                            best = w;
+                            break;
+                        }
+                        if (way_tick[k] >= tick)
+                            continue;  // locked
+                        const auto key = [&](int64_t x) {
+                            const auto y = static_cast<size_t>(x);
+                            return algorithm == CacheAlgorithm::kLru
+                                       ? std::make_pair(int64_t{0}, way_tick[y])
+                                       : std::make_pair(count[static_cast<size_t>(way_row[y])],
+                                                        way_tick[y]);
+                        };
+                        if (best < 0 || key(w) < key(best))
+                            best = w;
+                    }
+                    if (best < 0) {
+                        overflow.push_back(row);
+                    } else {
+                        way_row[static_cast<size_t>(best)] = row;
+                        way_tick[static_cast<size_t>(best)] = tick;
+                    }
+                }
+                ++count[static_cast<size_t>(row)];
+            }
+            INFO("batch " << tick);
+            REQUIRE(misses_of(c, ids) == misses);
+        }
+    }
 }
 
 // The TBE forward and fused backward on the cache's slots against the same kernels on the rows
