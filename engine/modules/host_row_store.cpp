@@ -9,8 +9,21 @@
 
 namespace shardrec {
 
-HostRowStore::HostRowStore(std::string owner, int64_t rows, int64_t payload_bytes)
-    : owner_(std::move(owner)), rows_(rows), payload_bytes_(payload_bytes) {
+namespace {
+
+constexpr int64_t kCheckBytes = int64_t{256} << 20;  // new rows between memory checks
+constexpr int64_t kMarginBytes = int64_t{1} << 30;   // what must stay free after a check
+
+}  // namespace
+
+HostRowStore::HostRowStore(std::string owner,
+                           int64_t rows,
+                           int64_t payload_bytes,
+                           std::function<AvailableMemory()> available)
+    : owner_(std::move(owner)),
+      rows_(rows),
+      payload_bytes_(payload_bytes),
+      available_(std::move(available)) {
     SR_CHECK(rows >= 0 && payload_bytes > 0, "{}: {} rows of {} bytes", owner_, rows,
              payload_bytes);
     mapped_ = static_cast<size_t>(std::max<int64_t>(rows * payload_bytes, 1));
@@ -74,12 +87,27 @@ void HostRowStore::write(const int64_t* rows, int64_t n, const char* src) {
         stored_count_ += s == 0 ? 1 : 0;
         s = 1;
     }
+    if (host_bytes() - checked_at_ >= kCheckBytes)
+        check_memory();
+}
+
+void HostRowStore::check_memory() {
+    checked_at_ = host_bytes();
+    const AvailableMemory left = available_();
+    SR_CHECK(left.bytes < 0 || left.bytes >= kMarginBytes,
+             "{}: its rows in host memory have grown to {} ({} rows written) and this process "
+             "may allocate only {} more ({}): the run stops here, before the system kills it; "
+             "the checkpoints written so far stay. Spread the tables over more ranks, or keep "
+             "fewer rows on this one",
+             owner_, format_bytes(static_cast<double>(host_bytes())), stored_count_,
+             format_bytes(static_cast<double>(left.bytes)), left.bound_by);
 }
 
 void HostRowStore::clear() {
     ::madvise(data_, mapped_, MADV_DONTNEED);  // the pages go back: zeros when next touched
     std::fill(stored_.begin(), stored_.end(), 0);
     stored_count_ = 0;
+    checked_at_ = 0;
 }
 
 }  // namespace shardrec

@@ -208,6 +208,30 @@ TEST_CASE("HostRowStore: records round-trip, unwritten rows cost no memory", "[k
     CHECK(store.host_bytes() == 0);
 }
 
+// Rows written commit memory: once what the process may still allocate falls under the margin
+// (1 GiB) the store stops the run naming the shard, its rows and the limit, checked every 256 MiB
+// of new rows; with room, or nothing known, it goes on.
+TEST_CASE("HostRowStore: stops before the memory runs out, naming the shard", "[key_value]") {
+    const int64_t pb = int64_t{1} << 20, rows = 400;
+    const std::vector<char> row(static_cast<size_t>(pb), 7);
+    const auto fill = [&](HostRowStore& store) {
+        for (int64_t r = 0; r < rows; ++r)
+            store.write(&r, 1, row.data());
+    };
+    HostRowStore tight("table 'big' rows [0, 400) on rank 2", rows, pb, [] {
+        return AvailableMemory{int64_t{512} << 20, "the test's limit"};
+    });
+    const std::string msg = test::error_of([&] { fill(tight); });
+    CHECK_THAT(msg,
+               Catch::Contains("table 'big' rows [0, 400) on rank 2: its rows in host memory have "
+                               "grown to 256.0 MiB (256 rows written)") &&
+                   Catch::Contains("may allocate only 512.0 MiB more (the test's limit)"));
+    HostRowStore roomy("t", rows, pb, [] { return AvailableMemory{int64_t{64} << 30, "ample"}; });
+    CHECK_NOTHROW(fill(roomy));
+    HostRowStore unknown("t", rows, pb, [] { return AvailableMemory{}; });
+    CHECK_NOTHROW(fill(unknown));
+}
+
 TEST_CASE("KeyValueStore: faults name the table, the file and the rank", "[key_value]") {
     TempDir dir;
     SECTION("a storage path that cannot hold files") {
