@@ -172,6 +172,8 @@ public:
     std::vector<std::pair<std::string, CacheStats>> cache_stats() const;
     // Bytes the key_value shards of this rank hold on disk.
     int64_t storage_disk_bytes() const;
+    // Host memory of the cached shards' stores: fused_uvm_caching's rows, key_value's index.
+    int64_t storage_host_bytes() const;
 
     // Quantized shards (QuantizedShardRows): the bytes of stored rows their lookups read, and
     // the seconds those lookups took, since construction.

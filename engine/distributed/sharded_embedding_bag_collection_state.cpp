@@ -95,7 +95,16 @@ int64_t ShardedEmbeddingBagCollection::storage_disk_bytes() const {
     return n;
 }
 
-// A key_value shard's memory is its cache (rows and state together, counted here).
+int64_t ShardedEmbeddingBagCollection::storage_host_bytes() const {
+    int64_t n = 0;
+    for (const Group* g : {entries_.get(), row_wise_.get()}) {
+        for (const ShardLookup& s : g->local)
+            n += s.cached ? s.cached->store_host_bytes() : 0;
+    }
+    return n;
+}
+
+// A cached shard's memory is its cache (rows and state together, counted here).
 int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
     int64_t n = 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {

@@ -633,9 +633,12 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     if (const auto* sharded =
             dynamic_cast<const ShardedEmbeddingBagCollection*>(&trainer.model().sparse_arch());
         sharded != nullptr && sharded->has_cached_shards()) {
-        log::all().info("key_value tables: {:.3f} GB on disk, {:.3f} GB of cache in memory",
-                        static_cast<double>(sharded->storage_disk_bytes()) / 1e9,
-                        static_cast<double>(sharded->parameter_bytes()) / 1e9);
+        log::all().info(
+            "cached tables: {:.3f} GB of rows on disk, {:.3f} GB in host memory (key_value: "
+            "its index), {:.3f} GB of cache",
+            static_cast<double>(sharded->storage_disk_bytes()) / 1e9,
+            static_cast<double>(sharded->storage_host_bytes()) / 1e9,
+            static_cast<double>(sharded->parameter_bytes()) / 1e9);
     }
     return summary;
 }
