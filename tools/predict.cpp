@@ -356,7 +356,7 @@ int predict_main(const std::vector<std::string>& args) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     // Gather: rank r's k-th chunk is chunk r + k*world.
-    std::vector<float> all(static_cast<size_t>(total));
+    std::vector<float> all;  // every score, on rank 0
     std::vector<int64_t> counts(static_cast<size_t>(world), 0);
     for (int64_t c = 0; c < chunks; ++c)
         counts[static_cast<size_t>(c % world)] += std::min(B, total - c * B);
@@ -364,20 +364,30 @@ int predict_main(const std::vector<std::string>& args) {
     // The stored table bytes a rank holds (the largest rank's): all of them unless sharded.
     double held_mb = static_cast<double>(rec->sparse_arch().parameter_bytes()) / 1e6;
     if (pg != nullptr && world > 1) {
-        Tensor gathered = Tensor::empty({total}, DType::kF32);
+        // To rank 0 alone, which writes them (an all-to-all whose other segments are empty):
+        // the other ranks hold their own scores only.
         const Tensor mine = Tensor::from_vector(logits);
-        pg->all_gather_v(mine, gathered, counts).wait();
-        std::vector<int64_t> rank_begin(static_cast<size_t>(world), 0);
-        for (int r = 1; r < world; ++r)
-            rank_begin[static_cast<size_t>(r)] =
-                rank_begin[static_cast<size_t>(r - 1)] + counts[static_cast<size_t>(r - 1)];
-        std::vector<int64_t> taken(static_cast<size_t>(world), 0);
-        for (int64_t c = 0; c < chunks; ++c) {
-            const auto r = static_cast<size_t>(c % world);
-            const int64_t count = std::min(B, total - c * B);
-            std::memcpy(all.data() + c * B, gathered.data<float>() + rank_begin[r] + taken[r],
-                        static_cast<size_t>(count) * sizeof(float));
-            taken[r] += count;
+        std::vector<int64_t> send(static_cast<size_t>(world), 0);
+        send[0] = mine.numel();
+        std::vector<int64_t> receive(static_cast<size_t>(world), 0);
+        if (rank == 0)
+            receive = counts;
+        Tensor gathered = Tensor::empty({rank == 0 ? total : 0}, DType::kF32);
+        pg->all_to_all_v(mine, send, gathered, receive).wait();
+        if (rank == 0) {
+            all.resize(static_cast<size_t>(total));
+            std::vector<int64_t> rank_begin(static_cast<size_t>(world), 0);
+            for (int r = 1; r < world; ++r)
+                rank_begin[static_cast<size_t>(r)] =
+                    rank_begin[static_cast<size_t>(r - 1)] + counts[static_cast<size_t>(r - 1)];
+            std::vector<int64_t> taken(static_cast<size_t>(world), 0);
+            for (int64_t c = 0; c < chunks; ++c) {
+                const auto r = static_cast<size_t>(c % world);
+                const int64_t count = std::min(B, total - c * B);
+                std::memcpy(all.data() + c * B, gathered.data<float>() + rank_begin[r] + taken[r],
+                            static_cast<size_t>(count) * sizeof(float));
+                taken[r] += count;
+            }
         }
         // f32 is enough for a time and a rate.
         Tensor mx = Tensor::from_vector<float>({static_cast<float>(local_s)});
