@@ -83,6 +83,11 @@ struct RankTimes {
     std::vector<int64_t> model_bytes;  // per rank: tables, optimizer state and dense
 };
 
+// Every rank's value, in rank order (pg null: one process, its own). Collective over pg.
+std::vector<int64_t> every_rank(comm::ProcessGroup* pg, int64_t mine) {
+    return pg ? comm::all_gather_int64(*pg, mine) : std::vector<int64_t>{mine};
+}
+
 // Collective over pg (null: one process). step_s is sorted; before and after bracket the timed
 // steps, indexed by DeviceType.
 RankTimes gather_rank_times(comm::ProcessGroup* pg,
@@ -103,7 +108,7 @@ RankTimes gather_rank_times(comm::ProcessGroup* pg,
                              after[kCuda].num_allocs - before[kCuda].num_allocs};
     std::vector<int64_t> all[8];
     for (int k = 0; k < 8; ++k)
-        all[k] = pg ? comm::all_gather_int64(*pg, mine[k]) : std::vector<int64_t>{mine[k]};
+        all[k] = every_rank(pg, mine[k]);
     RankTimes t;
     t.ranks = static_cast<int>(all[0].size());
     RankMemory* memory[2] = {&t.host, &t.device};
@@ -248,14 +253,9 @@ int bench_main(const std::vector<std::string>& args) {
         cache.bytes_in += a.bytes_in - b.bytes_in;
         cache.bytes_out += a.bytes_out - b.bytes_out;
     }
-    // Every rank's value (one process without mpirun has no group: its own).
-    const auto gather = [&](int64_t mine) {
-        comm::ProcessGroup* pg = trainer.process_group().get();
-        return pg ? comm::all_gather_int64(*pg, mine) : std::vector<int64_t>{mine};
-    };
     int64_t storage_bytes = 0;
     if (sharded != nullptr && !cache_after.empty()) {
-        for (int64_t b : gather(sharded->storage_disk_bytes()))
+        for (int64_t b : every_rank(trainer.process_group().get(), sharded->storage_disk_bytes()))
             storage_bytes += b;
     }
     // Summed over the ranks (each counts what it sends to the others), per step.
@@ -267,7 +267,7 @@ int bench_main(const std::vector<std::string>& args) {
                                  comm_after.forward_cross_node - comm_before.forward_cross_node,
                                  comm_after.backward_cross_node - comm_before.backward_cross_node};
         for (int d = 0; d < 4; ++d) {
-            for (int64_t b : gather(mine[d]))
+            for (int64_t b : every_rank(trainer.process_group().get(), mine[d]))
                 comm_per_step[static_cast<size_t>(d)] +=
                     static_cast<double>(b) / static_cast<double>(steps);
         }

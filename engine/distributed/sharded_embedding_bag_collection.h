@@ -193,6 +193,8 @@ private:
     void build(const ShardingPlan& plan, uint64_t seed);
     static std::string own_storage_dir(const std::string& path);
     void warn_if_disk_short() const;
+    // The sum of `bytes` over this rank's cached shards.
+    int64_t sum_over_caches(int64_t (CachedEmbeddingShard::*bytes)() const) const;
     // Lookups and output dist of one path for the features its group received.
     void forward_entries(Stream& stream);
     void forward_row_wise(Stream& stream);

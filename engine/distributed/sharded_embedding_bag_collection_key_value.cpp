@@ -11,11 +11,7 @@ namespace shardrec {
 // The key_value files grow with the rows written; said at the start when the disk could not
 // hold all of them (a run that writes fewer, as most do, never needs it).
 void ShardedEmbeddingBagCollection::warn_if_disk_short() const {
-    int64_t full = 0;
-    for (const Group* g : {entries_.get(), row_wise_.get()}) {
-        for (const ShardLookup& s : g->local)
-            full += s.cached ? s.cached->full_disk_bytes() : 0;
-    }
+    const int64_t full = sum_over_caches(&CachedEmbeddingShard::full_disk_bytes);
 
     struct statvfs fs {};
 

@@ -86,22 +86,22 @@ std::vector<std::pair<std::string, CacheStats>> ShardedEmbeddingBagCollection::c
     return out;
 }
 
-int64_t ShardedEmbeddingBagCollection::storage_disk_bytes() const {
+int64_t ShardedEmbeddingBagCollection::sum_over_caches(int64_t (CachedEmbeddingShard::*bytes)()
+                                                           const) const {
     int64_t n = 0;
     for (const Group* g : {entries_.get(), row_wise_.get()}) {
         for (const ShardLookup& s : g->local)
-            n += s.cached ? s.cached->disk_bytes() : 0;
+            n += s.cached ? (s.cached.get()->*bytes)() : 0;
     }
     return n;
 }
 
+int64_t ShardedEmbeddingBagCollection::storage_disk_bytes() const {
+    return sum_over_caches(&CachedEmbeddingShard::disk_bytes);
+}
+
 int64_t ShardedEmbeddingBagCollection::storage_host_bytes() const {
-    int64_t n = 0;
-    for (const Group* g : {entries_.get(), row_wise_.get()}) {
-        for (const ShardLookup& s : g->local)
-            n += s.cached ? s.cached->store_host_bytes() : 0;
-    }
-    return n;
+    return sum_over_caches(&CachedEmbeddingShard::store_host_bytes);
 }
 
 // A cached shard's memory is its cache (rows and state together, counted here).
