@@ -92,6 +92,7 @@ struct ModelConfig {
             std::string threshold = "none";  // none | average | dynamic[:N] | probabilistic[:p]
             int64_t input_hash_size = 0;     // 0: 2^63 (TorchRec's default)
             int64_t mch_size = 0;
+            int64_t total_num_buckets = 1;  // hash buckets, each a module of its own
 
             void visit(FieldVisitor& v);
         };

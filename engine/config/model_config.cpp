@@ -2,6 +2,7 @@
 // that tie them together (one embedding dim for the interaction, the logit at the end).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 
@@ -62,9 +63,18 @@ void ModelConfig::Table::ManagedCollision::visit(FieldVisitor& v) {
             input_hash_size);
     v.field(Field("mch_size",
                   "residual rows after the zch slots: an id without a slot goes to row "
-                  "zch_size + hash(id) mod mch_size")
+                  "zch_size + hash(id) mod mch_size (with buckets, a row of the id's bucket)")
                 .at_least(0),
             mch_size);
+    v.field(Field("total_num_buckets",
+                  "ids are split by a hash into this many buckets, each with zch_size / K slots "
+                  "and mch_size / K residual rows of its own, in rows [b * num_embeddings / K, "
+                  "(b + 1) * num_embeddings / K); a bucket's remap state lives on the rank that "
+                  "holds its first row, so with K a multiple of the ranks a row_wise table's "
+                  "state is split like its rows. Part of the model: the same K gives the same "
+                  "slots on any number of ranks")
+                .at_least(1),
+            total_num_buckets);
 }
 
 void ModelConfig::Dcn::visit(FieldVisitor& v) {
@@ -175,10 +185,20 @@ void check_managed_collision(const ModelConfig::Table& table, ConfigNode& node) 
         return;
     }
     ConfigNode mc_node = node.child("managed_collision");
-    if (mc.mch_size == 0 && mc.zch_size < 2) {
+    const int64_t k = std::max<int64_t>(mc.total_num_buckets, 1);
+    if (mc.zch_size % k != 0 || mc.mch_size % k != 0) {
+        mc_node.error_at("total_num_buckets",
+                         fmt::format("table '{}': zch_size {} and mch_size {} must both be "
+                                     "multiples of total_num_buckets {}",
+                                     table.name, mc.zch_size, mc.mch_size, k));
+    } else if (mc.mch_size == 0 && mc.zch_size / k < 2) {
         mc_node.error_at("zch_size",
-                         "must be >= 2 with mch_size 0 (the last slot is the row of "
-                         "ids without a slot)");
+                         k == 1 ? std::string("must be >= 2 with mch_size 0 (the last slot is "
+                                              "the row of ids without a slot)")
+                                : fmt::format("must be >= 2 * total_num_buckets ({}) with "
+                                              "mch_size 0 (each bucket's last slot is the row "
+                                              "of its ids without a slot)",
+                                              2 * k));
     }
     if (mc.zch_size + mc.mch_size != table.num_embeddings) {
         mc_node.error_at("zch_size",

@@ -196,6 +196,17 @@ MCHManagedCollisionModule::MCHManagedCollisionModule(std::string name,
     }
 }
 
+int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64_t buckets) {
+    if (buckets <= 1) {
+        return 0;
+    }
+    constexpr uint64_t kSalt = 0x6a09e667f3bcc909ULL;  // any constant: the residual mix has none
+    const uint64_t raw = static_cast<uint64_t>(raw_id);
+    const uint64_t id = (input_hash_size & (input_hash_size - 1)) == 0 ? raw & (input_hash_size - 1)
+                                                                       : raw % input_hash_size;
+    return static_cast<int64_t>(rng::mix64(id ^ kSalt) % static_cast<uint64_t>(buckets));
+}
+
 uint64_t MCHManagedCollisionModule::hash_input(int64_t raw_id) const {
     const uint64_t id = static_cast<uint64_t>(raw_id);
     return hash_mask_ != 0 ? id & hash_mask_ : id % options_.input_hash_size;

@@ -56,6 +56,13 @@ const char* eviction_policy_name(EvictionPolicy policy);
 std::string parse_threshold_filter(const std::string& text, ThresholdFilter* out);
 std::string threshold_filter_name(const ThresholdFilter& filter);
 
+// The bucket (of total_num_buckets) of a raw id: a salted 64-bit mix of the id after input
+// hashing, so ids equal modulo input_hash_size share a bucket, sequential ids spread, and the
+// bucket tells nothing of the residual row (mch_hash_func mixes without the salt). TorchRec's
+// HashZchManagedCollisionModule splits the hashed id range into its buckets instead; a mix keeps
+// raw ids that are small integers from all landing in bucket 0.
+int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64_t buckets);
+
 // Everything that an exact resume needs, in plain vectors (checkpoints store them as they are).
 struct ManagedCollisionState {
     int64_t step = 0;

@@ -205,11 +205,15 @@ std::string write_rank_files(Trainer& trainer, const CheckpointManifest& m, cons
         for (size_t i = 0; i < state.size(); ++i)
             files.push_back(
                 write_tensor_file(dir, m.dense_optimizer_state[i].file, *state[i].second));
-        // The remap of each managed-collision table (the same on every rank: rank 0 writes it).
-        ManagedCollisionTables& mc = trainer.managed_collision();
-        for (size_t i = 0; i < mc.size(); ++i)
-            files.push_back(write_tensor_file(dir, managed_collision_file(mc.table_name(i)),
-                                              mc.state_tensor(i)));
+    }
+    // The remap state of the managed-collision buckets this rank keeps.
+    const ManagedCollisionTables& mc = trainer.managed_collision();
+    for (size_t i = 0; i < mc.size(); ++i) {
+        for (int64_t b = 0; b < mc.num_buckets(i); ++b) {
+            if (mc.owns(i, b))
+                files.push_back(write_tensor_file(dir, managed_collision_file(mc.table_name(i), b),
+                                                  mc.state_tensor(i, b)));
+        }
     }
     return shards_to_yaml(shards, files);
 }

@@ -17,7 +17,8 @@
 // is checked, the files split over the ranks. Each local shard then reads only the rows and
 // columns it overlaps in the saved shards, so a checkpoint written by W ranks under one plan
 // loads under W' ranks and another plan, optimizer state included. A managed-collision table's
-// remap (slots, counts, the interval's ids, pending resets) is saved and loaded exactly.
+// remap (slots, counts, the interval's ids, pending resets) is saved and loaded exactly, a file
+// per bucket from the rank that keeps it, read by the rank that keeps it under the new plan.
 //   rowwise_adagrad under column_wise: the state is one value per row of each column shard
 //   (TorchRec: the mean of g^2 over the shard's columns). A shard loading columns from several
 //   saved shards takes their mean weighted by the columns each contributes: exact when the new
@@ -36,10 +37,10 @@ namespace shardrec::train {
 
 class Trainer;
 
-// The remap state of a managed-collision table (ManagedCollisionTables::state_tensor, i64), a
-// file of the checkpoint's list, written by rank 0.
-inline std::string managed_collision_file(const std::string& table) {
-    return "managed_collision/" + table + ".bin";
+// The remap state of one bucket of a managed-collision table (ManagedCollisionTables::
+// state_tensor, i64), a file of the checkpoint's list, written by the rank that keeps the bucket.
+inline std::string managed_collision_file(const std::string& table, int64_t bucket) {
+    return "managed_collision/" + table + "." + std::to_string(bucket) + ".bin";
 }
 
 // Writes the state of `trainer` after `step` completed steps to <parent>/step-<step> (zero-padded

@@ -3,6 +3,7 @@
 #include "engine/train/checkpoint_export.h"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -218,18 +219,42 @@ std::vector<std::string> export_checkpoint(const std::string& dir_in,
     }
     std::vector<std::string> names;
     // Managed-collision tables: the raw id -> row map beside the tables, in its own .npy (the
-    // model file stays exactly a TorchRec state_dict).
-    for (const CheckpointFile& f : m.files) {
-        const std::string prefix = "managed_collision/", suffix = ".bin";
-        if (f.path.rfind(prefix, 0) != 0 || f.path.size() <= prefix.size() + suffix.size())
+    // model file stays exactly a TorchRec state_dict): every bucket's (id, row) pairs, rows
+    // ascending (bucket b's rows start at b * num_embeddings / K).
+    for (const CheckpointTable& t : m.tables) {
+        std::vector<const CheckpointFile*> buckets;
+        for (bool more = true; more;) {
+            const std::string file =
+                managed_collision_file(t.name, static_cast<int64_t>(buckets.size()));
+            more = false;
+            for (const CheckpointFile& f : m.files) {
+                if (f.path == file) {
+                    buckets.push_back(&f);
+                    more = true;
+                }
+            }
+        }
+        if (buckets.empty())
             continue;
-        const std::string table =
-            f.path.substr(prefix.size(), f.path.size() - prefix.size() - suffix.size());
-        const Tensor state = read_dense(dir, {table, DType::kI64, {f.bytes / 8}, f.path});
-        const std::string name = "managed_collision/" + table + ".id_to_row";
+        const auto k = static_cast<int64_t>(buckets.size());
+        std::vector<Tensor> maps;
+        int64_t slots = 0;
+        for (int64_t b = 0; b < k; ++b) {
+            const CheckpointFile& f = *buckets[static_cast<size_t>(b)];
+            const Tensor state = read_dense(dir, {t.name, DType::kI64, {f.bytes / 8}, f.path});
+            maps.push_back(ManagedCollisionTables::id_to_row(state, b * (t.num_embeddings / k),
+                                                             dir + "/" + f.path));
+            slots += maps.back().shape()[0];
+        }
+        Tensor map = Tensor::empty({slots, 2}, DType::kI64);
+        int64_t at = 0;
+        for (const Tensor& part : maps) {
+            std::memcpy(map.data<int64_t>() + 2 * at, part.data_ptr(), part.nbytes());
+            at += part.shape()[0];
+        }
+        const std::string name = "managed_collision/" + t.name + ".id_to_row";
         fs::create_directories(fs::path(out_dir) / "managed_collision");
-        write_npy((fs::path(out_dir) / (name + ".npy")).string(),
-                  ManagedCollisionTables::id_to_row(state, dir + "/" + f.path));
+        write_npy((fs::path(out_dir) / (name + ".npy")).string(), map);
         names.push_back(name);
     }
     if (format == "safetensors") {

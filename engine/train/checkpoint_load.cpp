@@ -100,23 +100,37 @@ void load_dense(Trainer& trainer, const CheckpointManifest& m, const std::string
         read_whole(dir, find_tensor(m.dense_optimizer_state, name, dir), *t);
 }
 
-// Each managed-collision table's remap, exactly as saved (an exact resume needs it).
+// Each managed-collision bucket's remap, exactly as saved (an exact resume needs it), read by the
+// rank that keeps the bucket now. Every rank checks that the saved buckets are the config's.
 void load_managed_collision(Trainer& trainer, const CheckpointManifest& m, const std::string& dir) {
     ManagedCollisionTables& mc = trainer.managed_collision();
+    const auto listed = [&](const std::string& file) {
+        return std::find_if(m.files.begin(), m.files.end(),
+                            [&](const CheckpointFile& f) { return f.path == file; });
+    };
     for (size_t i = 0; i < mc.size(); ++i) {
-        const std::string file = managed_collision_file(mc.table_name(i));
-        const auto found = std::find_if(m.files.begin(), m.files.end(),
-                                        [&](const CheckpointFile& f) { return f.path == file; });
-        SR_CHECK(found != m.files.end(),
-                 "checkpoint {}: no managed-collision state of table '{}' ({}): it was saved "
-                 "without model.tables[].managed_collision",
-                 dir, mc.table_name(i), file);
-        SR_CHECK(found->bytes % 8 == 0, "checkpoint {}: {} has {} bytes, not a multiple of 8", dir,
-                 file, found->bytes);
-        Tensor state = Tensor::empty({found->bytes / 8}, DType::kI64);
-        read_whole(dir, CheckpointTensor{mc.table_name(i), DType::kI64, state.shape(), file},
-                   state);
-        mc.load_state_tensor(i, state, "checkpoint " + dir);
+        const int64_t k = mc.num_buckets(i);
+        SR_CHECK(listed(managed_collision_file(mc.table_name(i), k)) == m.files.end(),
+                 "checkpoint {}: table '{}' was saved with more than the config's "
+                 "managed_collision.total_num_buckets {} ({} is there)",
+                 dir, mc.table_name(i), k, managed_collision_file(mc.table_name(i), k));
+        for (int64_t b = 0; b < k; ++b) {
+            const std::string file = managed_collision_file(mc.table_name(i), b);
+            const auto found = listed(file);
+            SR_CHECK(found != m.files.end(),
+                     "checkpoint {}: no managed-collision state of table '{}' bucket {} ({}): "
+                     "it was saved without model.tables[].managed_collision or with another "
+                     "total_num_buckets",
+                     dir, mc.table_name(i), b, file);
+            if (!mc.owns(i, b))
+                continue;
+            SR_CHECK(found->bytes % 8 == 0, "checkpoint {}: {} has {} bytes, not a multiple of 8",
+                     dir, file, found->bytes);
+            Tensor state = Tensor::empty({found->bytes / 8}, DType::kI64);
+            read_whole(dir, CheckpointTensor{mc.table_name(i), DType::kI64, state.shape(), file},
+                       state);
+            mc.load_state_tensor(i, b, state, "checkpoint " + dir);
+        }
     }
 }
 
@@ -447,6 +461,7 @@ int64_t load_checkpoint(Trainer& trainer, const std::string& dir_in, const LoadO
         load_shards(trainer, m, dir);
         load_managed_collision(trainer, m, dir);
     });
+    trainer.managed_collision().loaded();  // a collective of its own, once every rank has loaded
     log::root().info("loaded checkpoint {}: step {}, written by {} rank(s)", dir, m.step,
                      m.world_size);
     if (options.resume) {

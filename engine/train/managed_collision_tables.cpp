@@ -9,10 +9,17 @@
 
 namespace shardrec::train {
 
-ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t, uint64_t seed) {
+ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t,
+                                                  uint64_t seed,
+                                                  int64_t bucket) {
     const ModelConfig::Table::ManagedCollision& mc = t.managed_collision;
+    const int64_t k = mc.total_num_buckets;
+    SR_CHECK(k >= 1 && mc.zch_size % k == 0 && mc.mch_size % k == 0 && bucket >= 0 && bucket < k,
+             "table '{}': managed_collision zch_size {} and mch_size {} do not split into {} "
+             "buckets (bucket {})",
+             t.name, mc.zch_size, mc.mch_size, k, bucket);
     ManagedCollisionOptions o;
-    o.zch_size = mc.zch_size;
+    o.zch_size = mc.zch_size / k;
     SR_CHECK(parse_eviction_policy(mc.eviction_policy, &o.eviction_policy),
              "table '{}': managed_collision.eviction_policy '{}' is not lfu, lru or distance_lfu",
              t.name, mc.eviction_policy);
@@ -21,15 +28,30 @@ ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t, u
     SR_CHECK(problem.empty(), "table '{}': managed_collision.threshold: {}", t.name, problem);
     if (mc.input_hash_size > 0)
         o.input_hash_size = static_cast<uint64_t>(mc.input_hash_size);
-    o.mch_size = mc.mch_size;
+    o.mch_size = mc.mch_size / k;
+    o.output_global_offset = bucket * (o.zch_size + o.mch_size);
     o.seed = seed;
     return o;
 }
 
+int bucket_owner(const ParameterSharding& sharding, int64_t first_row, int64_t bucket) {
+    std::vector<int> holders;
+    for (const ShardMetadata& s : sharding.sharding_spec) {
+        if (s.shard_offsets[1] == 0 && first_row >= s.shard_offsets[0] &&
+            first_row < s.shard_offsets[0] + s.shard_sizes[0])
+            holders.push_back(s.rank);
+    }
+    if (sharding.sharding_spec.empty())  // data_parallel: every rank holds every row
+        holders = sharding.ranks;
+    SR_CHECK(!holders.empty(), "managed collision: no shard of the plan holds row {}", first_row);
+    return holders[static_cast<size_t>(bucket) % holders.size()];
+}
+
 ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model,
                                                uint64_t seed,
-                                               std::shared_ptr<comm::ProcessGroup> pg)
-    : seed_(seed), pg_(std::move(pg)) {
+                                               std::shared_ptr<comm::ProcessGroup> pg,
+                                               const ShardingPlan* plan)
+    : seed_(seed), pg_(std::move(pg)), rank_(pg_ ? pg_->rank() : 0) {
     for (size_t i = 0; i < model.tables.size(); ++i) {
         const ModelConfig::Table& t = model.tables[i];
         if (t.managed_collision.zch_size == 0)
@@ -38,11 +60,30 @@ ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model,
         table.name = t.name;
         table.index = static_cast<int64_t>(i);
         table.num_embeddings = t.num_embeddings;
+        table.eviction_interval = t.managed_collision.eviction_interval;
         table.features = t.feature_names;
-        table.module =
-            std::make_unique<MCHManagedCollisionModule>(t.name, managed_collision_options(t, seed));
+        const int64_t k = t.managed_collision.total_num_buckets;
+        for (int64_t b = 0; b < k; ++b) {
+            const ManagedCollisionOptions o = managed_collision_options(t, seed, b);
+            table.input_hash_size = o.input_hash_size;
+            const int owner =
+                plan != nullptr ? bucket_owner(plan->at(t.name), o.output_global_offset, b) : 0;
+            table.owner.push_back(owner);
+            table.modules.push_back(
+                owner == rank_ ? std::make_unique<MCHManagedCollisionModule>(t.name, o) : nullptr);
+        }
         tables_.push_back(std::move(table));
     }
+}
+
+bool ManagedCollisionTables::owns(size_t i, int64_t bucket) const {
+    return tables_[i].modules.at(static_cast<size_t>(bucket)) != nullptr;
+}
+
+const MCHManagedCollisionModule& ManagedCollisionTables::module(size_t i, int64_t bucket) const {
+    SR_CHECK(owns(i, bucket), "table '{}': rank {} does not keep managed-collision bucket {}",
+             tables_[i].name, rank_, bucket);
+    return *tables_[i].modules[static_cast<size_t>(bucket)];
 }
 
 namespace {
@@ -51,162 +92,246 @@ bool is_managed(const std::vector<std::string>& features, const std::string& key
     return std::find(features.begin(), features.end(), key) != features.end();
 }
 
-// The batch with `values` in place of its KJT's ids.
-Batch with_values(const Batch& batch, const Tensor& values) {
-    return Batch{batch.dense, batch.sparse.with_values(values), batch.labels};
+Tensor i64_tensor(const std::vector<int64_t>& a) {
+    Tensor t = Tensor::empty({static_cast<int64_t>(a.size())}, DType::kI64);
+    if (!a.empty())
+        std::memcpy(t.data_ptr(), a.data(), a.size() * sizeof(int64_t));
+    return t;
 }
 
-// Calls map(ids, n, out) once per managed table with the ids of all its features (in KJT order),
-// writing the rows into a copy of the values; the other features keep their ids.
-template <typename Tables, typename Map>
-Batch remap_batch(const Batch& batch,
-                  Tables& tables,
-                  std::vector<int64_t>& ids,
-                  std::vector<int64_t>& rows,
-                  Map&& map) {
-    const KeyedJaggedTensor& kjt = batch.sparse;
-    SR_CHECK(kjt.values().device().is_cpu(),
-             "managed collision: the batch's ids must be on the host before the remap");
-    Tensor values = kjt.values().clone();
-    int64_t* v = values.data<int64_t>();
-    for (auto& t : tables) {
-        ids.clear();
-        std::vector<int64_t> keys;  // positions of the table's features in the KJT
-        for (int64_t f = 0; f < kjt.num_keys(); ++f) {
-            if (!is_managed(t.features, kjt.keys()[f]))
-                continue;
-            keys.push_back(f);
-            ids.insert(ids.end(), v + kjt.offset_per_key()[f], v + kjt.offset_per_key()[f + 1]);
-        }
-        rows.resize(ids.size());
-        map(t, ids.data(), static_cast<int64_t>(ids.size()), rows.data());
-        size_t k = 0;
-        for (int64_t f : keys) {
-            for (int64_t n = kjt.offset_per_key()[f]; n < kjt.offset_per_key()[f + 1]; ++n)
-                v[n] = rows[k++];
-        }
-    }
-    return with_values(batch, values);
-}
-
-// Several ranks: the module steps on the ids of the global batch, so that every rank's remap
-// state stays the one of a single process reading that batch. The managed features' bags of all
-// ranks are gathered (key, then rank 0's samples, rank 1's, ...: one process's order, the ids of a
-// table in the same order as remap_batch gives them), map(ids, n, out) runs once per table on the
-// global ids, and each rank writes the rows of its own bags into a copy of its values.
-template <typename Tables, typename Map>
-Batch remap_global_batch(const Batch& batch,
-                         comm::ProcessGroup& pg,
-                         Tables& tables,
-                         KJTAllGatherBuffers& buf,
-                         std::vector<int64_t>& ids,
-                         std::vector<int64_t>& rows,
-                         Map&& map) {
-    const KeyedJaggedTensor& kjt = batch.sparse;
-    SR_CHECK(kjt.values().device().is_cpu(),
-             "managed collision: the batch's ids must be on the host before the remap");
-    SR_CHECK(!kjt.variable_stride_per_key(),
-             "managed collision: rank {}'s training batch has a batch size per feature; the "
-             "global remap needs one batch size for every feature",
-             pg.rank());
-    const int64_t B = kjt.stride();
-    const int64_t* lengths = kjt.lengths().data<int64_t>();
-    const int64_t* v_in = kjt.values().data<int64_t>();
-    std::vector<std::string> keys;  // the managed features, in KJT order
-    std::vector<int64_t> at;        // their positions in the KJT
-    std::vector<int64_t> my_lengths, my_values;
-    for (int64_t f = 0; f < kjt.num_keys(); ++f) {
-        const auto& key = kjt.keys()[static_cast<size_t>(f)];
-        if (std::none_of(tables.begin(), tables.end(),
-                         [&](const auto& t) { return is_managed(t.features, key); }))
-            continue;
-        keys.push_back(key);
-        at.push_back(f);
-        my_lengths.insert(my_lengths.end(), lengths + f * B, lengths + (f + 1) * B);
-        my_values.insert(my_values.end(), v_in + kjt.offset_per_key()[f],
-                         v_in + kjt.offset_per_key()[f + 1]);
-    }
-    const auto from = [](const std::vector<int64_t>& a) {
-        Tensor t = Tensor::empty({static_cast<int64_t>(a.size())}, DType::kI64);
-        if (!a.empty())
-            std::memcpy(t.data_ptr(), a.data(), a.size() * sizeof(int64_t));
-        return t;
-    };
-    const KeyedJaggedTensor mine =
-        KeyedJaggedTensor::from_lengths_sync(keys, from(my_values), from(my_lengths), {}, B);
-    const GatheredKJT g = all_gather_kjt(pg, mine, nullptr, buf);
-    const int64_t Bg = g.stride;
-    int64_t first_bag = 0;  // this rank's first sample in the global batch
-    for (int r = 0; r < pg.rank(); ++r)
-        first_bag += g.batch_size_per_rank[static_cast<size_t>(r)];
-    const int64_t* go = g.offsets.data<int64_t>();
-    const int64_t* gv = g.values.data<int64_t>();
-
-    Tensor values = kjt.values().clone();
-    int64_t* v = values.data<int64_t>();
-    for (auto& t : tables) {
-        ids.clear();
-        std::vector<int64_t> ks;  // indices into keys of the table's features
-        for (size_t k = 0; k < keys.size(); ++k) {
-            if (!is_managed(t.features, keys[k]))
-                continue;
-            ks.push_back(static_cast<int64_t>(k));
-            ids.insert(ids.end(), gv + go[k * Bg], gv + go[(k + 1) * Bg]);
-        }
-        rows.resize(ids.size());
-        map(t, ids.data(), static_cast<int64_t>(ids.size()), rows.data());
-        int64_t base = 0;  // the key's first id in `ids`
-        for (int64_t k : ks) {
-            const int64_t f = at[static_cast<size_t>(k)];
-            const int64_t lo = go[k * Bg + first_bag], hi = go[k * Bg + first_bag + B];
-            SR_CHECK(hi - lo == kjt.offset_per_key()[f + 1] - kjt.offset_per_key()[f],
-                     "managed collision: rank {} gathered {} ids of feature '{}', it has {}",
-                     pg.rank(), hi - lo, keys[static_cast<size_t>(k)],
-                     kjt.offset_per_key()[f + 1] - kjt.offset_per_key()[f]);
-            std::copy(rows.begin() + base + (lo - go[k * Bg]),
-                      rows.begin() + base + (hi - go[k * Bg]), v + kjt.offset_per_key()[f]);
-            base += go[(k + 1) * Bg] - go[k * Bg];
-        }
-    }
-    return with_values(batch, values);
+// One all-to-all of i64 segments (send[r] elements to rank r, recv[r] from it); one process
+// keeps its own.
+Tensor exchange(comm::ProcessGroup* pg,
+                const Tensor& input,
+                const std::vector<int64_t>& send,
+                const std::vector<int64_t>& recv) {
+    if (pg == nullptr || pg->size() == 1)
+        return input;
+    int64_t n = 0;
+    for (int64_t c : recv)
+        n += c;
+    Tensor out = Tensor::empty({n}, DType::kI64);
+    pg->all_to_all_v(input, send, out, recv).wait();
+    return out;
 }
 
 }  // namespace
 
+// The sender groups its ids by owner (then table, then KJT order), the owners learn how many of
+// each table come from each rank, remap them bucket by bucket and send the rows back in the order
+// they came. Every owned bucket is called, so each steps once per batch with or without ids.
+template <typename Tables, typename Map>
+Batch ManagedCollisionTables::route(const Batch& batch,
+                                    comm::ProcessGroup* pg,
+                                    Tables& tables,
+                                    Map&& map) {
+    const KeyedJaggedTensor& kjt = batch.sparse;
+    SR_CHECK(kjt.values().device().is_cpu(),
+             "managed collision: the batch's ids must be on the host before the remap");
+    const int W = pg != nullptr ? pg->size() : 1, me = pg != nullptr ? pg->rank() : 0;
+    const auto T = static_cast<int64_t>(tables.size());
+    Tensor values = kjt.values().clone();
+    int64_t* v = values.data<int64_t>();
+    // The managed ids: position in the values, destination rank and table.
+    std::vector<int64_t> pos, where;
+    std::vector<int64_t> send_counts(static_cast<size_t>(W * T), 0);
+    for (int64_t ti = 0; ti < T; ++ti) {
+        const auto& t = tables[static_cast<size_t>(ti)];
+        const auto k = static_cast<int64_t>(t.owner.size());
+        for (int64_t f = 0; f < kjt.num_keys(); ++f) {
+            if (!is_managed(t.features, kjt.keys()[static_cast<size_t>(f)]))
+                continue;
+            for (int64_t n = kjt.offset_per_key()[f]; n < kjt.offset_per_key()[f + 1]; ++n) {
+                const int64_t b = managed_collision_bucket(v[n], t.input_hash_size, k);
+                const int64_t cell = t.owner[static_cast<size_t>(b)] * T + ti;
+                pos.push_back(n);
+                where.push_back(cell);
+                ++send_counts[static_cast<size_t>(cell)];
+            }
+        }
+    }
+    std::vector<int64_t> cell_at(send_counts.size(), 0), send(static_cast<size_t>(W), 0);
+    for (size_t c = 0, at = 0; c < send_counts.size(); ++c) {
+        cell_at[c] = static_cast<int64_t>(at);
+        at += static_cast<size_t>(send_counts[c]);
+        send[c / static_cast<size_t>(T)] += send_counts[c];
+    }
+    Tensor out_ids = Tensor::empty({static_cast<int64_t>(pos.size())}, DType::kI64);
+    int64_t* o = out_ids.data<int64_t>();
+    for (size_t j = 0; j < pos.size(); ++j) {
+        where[j] = cell_at[static_cast<size_t>(where[j])]++;  // now the id's place in out_ids
+        o[where[j]] = v[pos[j]];
+    }
+    const std::vector<int64_t> per_rank(static_cast<size_t>(W), T);
+    const Tensor counts_in = exchange(pg, i64_tensor(send_counts), per_rank, per_rank);
+    const int64_t* rc = counts_in.data<int64_t>();  // [W, T]: ids of each table from each rank
+    std::vector<int64_t> recv(static_cast<size_t>(W), 0);
+    for (int64_t r = 0; r < W; ++r)
+        for (int64_t ti = 0; ti < T; ++ti)
+            recv[static_cast<size_t>(r)] += rc[r * T + ti];
+    const Tensor in_ids = exchange(pg, out_ids, send, recv);
+    const int64_t* in = in_ids.data<int64_t>();
+    Tensor rows = Tensor::empty({in_ids.numel()}, DType::kI64);
+    int64_t* rows_out = rows.data<int64_t>();
+
+    // Per table: the received ids grouped by bucket (counting sort), each owned bucket remapped.
+    std::vector<int64_t> seg_at(static_cast<size_t>(W * T), 0);
+    for (int64_t c = 0, at = 0; c < W * T; ++c) {
+        seg_at[static_cast<size_t>(c)] = at;
+        at += rc[c];
+    }
+    std::vector<int64_t> bucket_of, order, ids, mapped;
+    for (int64_t ti = 0; ti < T; ++ti) {
+        auto& t = tables[static_cast<size_t>(ti)];
+        const auto k = static_cast<int64_t>(t.owner.size());
+        std::vector<int64_t> first(static_cast<size_t>(k + 1), 0);
+        bucket_of.clear();
+        order.clear();
+        for (int64_t r = 0; r < W; ++r) {
+            const int64_t lo = seg_at[static_cast<size_t>(r * T + ti)];
+            for (int64_t j = lo; j < lo + rc[r * T + ti]; ++j) {
+                const int64_t b = managed_collision_bucket(in[j], t.input_hash_size, k);
+                SR_CHECK(t.owner[static_cast<size_t>(b)] == me,
+                         "managed collision: rank {} got an id of table '{}' bucket {}, which "
+                         "rank {} keeps",
+                         me, t.name, b, t.owner[static_cast<size_t>(b)]);
+                bucket_of.push_back(b);
+                order.push_back(j);
+                ++first[static_cast<size_t>(b + 1)];
+            }
+        }
+        for (int64_t b = 0; b < k; ++b)
+            first[static_cast<size_t>(b + 1)] += first[static_cast<size_t>(b)];
+        std::vector<int64_t> fill(first.begin(), first.end() - 1);
+        ids.resize(order.size());
+        std::vector<int64_t> sorted(order.size());
+        for (size_t j = 0; j < order.size(); ++j) {
+            const int64_t at = fill[static_cast<size_t>(bucket_of[j])]++;
+            sorted[static_cast<size_t>(at)] = order[j];
+            ids[static_cast<size_t>(at)] = in[order[j]];
+        }
+        mapped.resize(ids.size());
+        for (int64_t b = 0; b < k; ++b) {
+            if (t.owner[static_cast<size_t>(b)] != me)
+                continue;
+            const int64_t lo = first[static_cast<size_t>(b)],
+                          hi = first[static_cast<size_t>(b + 1)];
+            map(t, b, ids.data() + lo, hi - lo, mapped.data() + lo);
+        }
+        for (size_t j = 0; j < sorted.size(); ++j)
+            rows_out[sorted[j]] = mapped[j];
+    }
+
+    const Tensor back = exchange(pg, rows, recv, send);
+    const int64_t* bk = back.data<int64_t>();
+    for (size_t j = 0; j < pos.size(); ++j)
+        v[pos[j]] = bk[where[j]];
+    return Batch{batch.dense, batch.sparse.with_values(values), batch.labels};
+}
+
 Batch ManagedCollisionTables::remap_train(const Batch& batch,
                                           EmbeddingBagCollectionInterface& sparse,
                                           Stream& stream) {
-    const auto step = [&](Table& t, const int64_t* ids, int64_t n, int64_t* out) {
-        MCHManagedCollisionModule& m = *t.module;
+    const auto step = [](Table& t, int64_t b, const int64_t* ids, int64_t n, int64_t* out) {
+        MCHManagedCollisionModule& m = *t.modules[static_cast<size_t>(b)];
         m.forward(ids, n, out);
-        // Slots 0 .. usable_slots - 1 are owned by ids; the unmapped ids go above them.
+        // A bucket's slots 0 .. usable_slots - 1 are owned by ids; the unmapped ids go above.
         const int64_t first = m.options().output_global_offset, owned = m.usable_slots();
         t.ids_seen += n;
         for (int64_t i = 0; i < n; ++i)
             t.hits_seen += out[i] - first < owned ? 1 : 0;
-        reset_rows(t, m.evict(), sparse, stream);
-        if (m.step() % m.options().eviction_interval != 0)
-            return;
-        records_.push_back(
-            {t.name, m.step(), m.occupancy(), m.usable_slots(),
-             m.evictions_total() - t.evictions_seen, m.admissions_total() - t.admissions_seen,
-             t.ids_seen > 0 ? static_cast<double>(t.hits_seen) / static_cast<double>(t.ids_seen)
-                            : 0.0});
-        t.evictions_seen = m.evictions_total();
-        t.admissions_seen = m.admissions_total();
-        t.ids_seen = t.hits_seen = 0;
+        const std::vector<int64_t> evicted = m.evict();
+        t.evicted.insert(t.evicted.end(), evicted.begin(), evicted.end());
     };
-    if (pg_ != nullptr && pg_->size() > 1)
-        return remap_global_batch(batch, *pg_, tables_, gather_, ids_, rows_, step);
-    return remap_batch(batch, tables_, ids_, rows_, step);
+    Batch out = route(batch, pg_.get(), tables_, step);
+    for (Table& t : tables_)
+        ++t.step;
+    record_and_reset(sparse, stream);
+    return out;
 }
 
 Batch ManagedCollisionTables::remap_eval(const Batch& batch) const {
-    std::vector<int64_t> ids, rows;
-    return remap_batch(batch, tables_, ids, rows,
-                       [](const Table& t, const int64_t* in, int64_t n, int64_t* out) {
-                           t.module->remap(in, n, out);
-                       });
+    return route(batch, pg_.get(), tables_,
+                 [](const Table& t, int64_t b, const int64_t* in, int64_t n, int64_t* out) {
+                     t.modules[static_cast<size_t>(b)]->remap(in, n, out);
+                 });
+}
+
+// At a table's eviction step (all ranks agree: every table steps once per batch), every rank's
+// counts of its owned buckets and their evicted rows are gathered: each rank resets the rows of
+// the shards it holds, and records the table's totals.
+void ManagedCollisionTables::record_and_reset(EmbeddingBagCollectionInterface& sparse,
+                                              Stream& stream) {
+    std::vector<size_t> due;
+    std::vector<int64_t> mine;
+    for (size_t i = 0; i < tables_.size(); ++i) {
+        Table& t = tables_[i];
+        if (t.step % t.eviction_interval != 0) {
+            SR_CHECK(t.evicted.empty(), "table '{}': rows evicted at step {}, not an eviction step",
+                     t.name, t.step);
+            continue;
+        }
+        due.push_back(i);
+        int64_t occupancy = 0, slots = 0, evictions = 0, admissions = 0;
+        for (const auto& m : t.modules) {
+            if (m == nullptr)
+                continue;
+            occupancy += m->occupancy();
+            slots += m->usable_slots();
+            evictions += m->evictions_total();
+            admissions += m->admissions_total();
+        }
+        std::sort(t.evicted.begin(), t.evicted.end());
+        mine.insert(mine.end(),
+                    {occupancy, slots, evictions - t.evictions_seen, admissions - t.admissions_seen,
+                     t.ids_seen, t.hits_seen, static_cast<int64_t>(t.evicted.size())});
+        mine.insert(mine.end(), t.evicted.begin(), t.evicted.end());
+        t.evictions_seen = evictions;
+        t.admissions_seen = admissions;
+        t.ids_seen = t.hits_seen = 0;
+        t.evicted.clear();
+    }
+    if (due.empty())
+        return;
+    std::vector<int64_t> all = mine;
+    std::vector<int64_t> sizes{static_cast<int64_t>(mine.size())};
+    if (pg_ != nullptr && pg_->size() > 1) {
+        const auto W = static_cast<size_t>(pg_->size());
+        Tensor n = Tensor::empty({static_cast<int64_t>(W)}, DType::kI64);
+        pg_->all_gather_v(i64_tensor(sizes), n, std::vector<int64_t>(W, 1)).wait();
+        sizes.assign(n.data<int64_t>(), n.data<int64_t>() + W);
+        int64_t total = 0;
+        for (int64_t c : sizes)
+            total += c;
+        Tensor g = Tensor::empty({total}, DType::kI64);
+        pg_->all_gather_v(i64_tensor(mine), g, sizes).wait();
+        all.assign(g.data<int64_t>(), g.data<int64_t>() + total);
+    }
+    // Each rank's part holds the due tables in order: seven counts, then the evicted rows.
+    std::vector<size_t> at(sizes.size(), 0);
+    for (size_t r = 1; r < sizes.size(); ++r)
+        at[r] = at[r - 1] + static_cast<size_t>(sizes[r - 1]);
+    for (size_t i : due) {
+        Table& t = tables_[i];
+        ManagedCollisionRecord rec{t.name, t.step, 0, 0, 0, 0, 0.0};
+        int64_t ids = 0, hits = 0;
+        std::vector<int64_t> rows;
+        for (size_t r = 0; r < sizes.size(); ++r) {
+            const int64_t* p = all.data() + at[r];
+            rec.occupancy += p[0];
+            rec.slots += p[1];
+            rec.evictions += p[2];
+            rec.admissions += p[3];
+            ids += p[4];
+            hits += p[5];
+            rows.insert(rows.end(), p + 7, p + 7 + p[6]);
+            at[r] += static_cast<size_t>(7 + p[6]);
+        }
+        rec.hit_fraction = ids > 0 ? static_cast<double>(hits) / static_cast<double>(ids) : 0.0;
+        records_.push_back(rec);
+        std::sort(rows.begin(), rows.end());
+        reset_rows(t, rows, sparse, stream);
+    }
 }
 
 // The same values as at the start (init_embedding_rows, the tables' own init) and a fused
@@ -241,8 +366,8 @@ void ManagedCollisionTables::reset_rows(const Table& t,
 
 // Layout: [step, slots, window, pending, evictions_total, admissions_total, slot_ids,
 // slot_counts, slot_lasts, window_ids, window_counts, window_lasts, pending_evictions].
-Tensor ManagedCollisionTables::state_tensor(size_t i) const {
-    const ManagedCollisionState s = tables_[i].module->state();
+Tensor ManagedCollisionTables::state_tensor(size_t i, int64_t bucket) const {
+    const ManagedCollisionState s = module(i, bucket).state();
     std::vector<int64_t> out{s.step,
                              static_cast<int64_t>(s.slot_ids.size()),
                              static_cast<int64_t>(s.window_ids.size()),
@@ -268,7 +393,9 @@ Tensor ManagedCollisionTables::state_tensor(size_t i) const {
     return t;
 }
 
-Tensor ManagedCollisionTables::id_to_row(const Tensor& state, const std::string& where) {
+Tensor ManagedCollisionTables::id_to_row(const Tensor& state,
+                                         int64_t first_row,
+                                         const std::string& where) {
     const int64_t* p = state.data<int64_t>();
     const int64_t n = state.numel();
     SR_CHECK(n >= 6 && p[1] >= 0 && 6 + p[1] <= n,
@@ -279,12 +406,13 @@ Tensor ManagedCollisionTables::id_to_row(const Tensor& state, const std::string&
     int64_t* o = out.data<int64_t>();
     for (int64_t s = 0; s < slots; ++s) {
         o[2 * s] = p[6 + s];  // slot_ids come right after the header (state_tensor)
-        o[2 * s + 1] = s;
+        o[2 * s + 1] = first_row + s;
     }
     return out;
 }
 
 void ManagedCollisionTables::load_state_tensor(size_t i,
+                                               int64_t bucket,
                                                const Tensor& t,
                                                const std::string& where) {
     const int64_t* p = t.data<int64_t>();
@@ -319,9 +447,34 @@ void ManagedCollisionTables::load_state_tensor(size_t i,
     take(s.window_lasts, window);
     take(s.pending_evictions, pending);
     Table& table = tables_[i];
-    table.module->load_state(s);
-    table.evictions_seen = s.evictions_total;
-    table.admissions_seen = s.admissions_total;
+    SR_CHECK(owns(i, bucket), "table '{}': rank {} does not keep managed-collision bucket {}",
+             table.name, rank_, bucket);
+    const bool first = std::none_of(table.modules.begin(), table.modules.begin() + bucket,
+                                    [](const auto& m) { return m != nullptr; });
+    SR_CHECK(first || s.step == table.step,
+             "{}: the managed-collision state of table '{}' bucket {} is at step {}, the "
+             "table's other buckets at {}",
+             where, table.name, bucket, s.step, table.step);
+    if (first)
+        table.evictions_seen = table.admissions_seen = 0;
+    table.modules[static_cast<size_t>(bucket)]->load_state(s);
+    table.step = s.step;
+    table.evictions_seen += s.evictions_total;
+    table.admissions_seen += s.admissions_total;
+}
+
+// A rank that keeps no bucket of a table learns its step from those that do (the largest: the
+// others hold 0).
+void ManagedCollisionTables::loaded() {
+    if (pg_ == nullptr || pg_->size() == 1 || tables_.empty())
+        return;
+    std::vector<int64_t> steps;
+    for (const Table& t : tables_)
+        steps.push_back(t.step);
+    Tensor all = i64_tensor(steps);
+    pg_->all_reduce(all, comm::ReduceOp::kMax).wait();
+    for (size_t i = 0; i < tables_.size(); ++i)
+        tables_[i].step = all.data<int64_t>()[i];
 }
 
 }  // namespace shardrec::train

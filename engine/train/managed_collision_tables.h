@@ -1,12 +1,19 @@
-// The managed-collision tables of a run (model.tables[].managed_collision): one TorchRec
-// MCHManagedCollisionModule per such table, between the data and the embedding lookup. A training
-// batch's raw ids of every feature of the table go through the module's forward (one step per
-// batch), the rows whose slot changed owner at an eviction get their initial values back and
-// their fused optimizer state zeroed; evaluation remaps read-only. With several ranks the remap
-// state is replicated: every rank runs each step on the ids of the global batch (all ranks' ids of
-// the managed tables gathered in the order one process reads them), so the slots are those of one
-// process fed the global batch, for any world size and plan; each rank keeps the rows of its own
-// ids and resets the evicted rows of the shards it holds.
+// The managed-collision tables of a run (model.tables[].managed_collision): per such table,
+// total_num_buckets TorchRec MCHManagedCollisionModules, between the data and the embedding
+// lookup. A raw id belongs to one bucket (managed_collision_bucket: a hash of the id), bucket b
+// maps its ids to rows [b * R / K, (b + 1) * R / K) of the table's R rows. A training batch's
+// raw ids of every feature of the table go through their bucket's forward (every bucket steps once
+// per batch), the rows whose slot changed owner at an eviction get their initial values back and
+// their fused optimizer state zeroed; evaluation remaps read-only.
+//
+// With several ranks a bucket's state lives on one rank, its owner: the rank holding the bucket's
+// first row in the sharding plan (bucket_owner), so with K a multiple of the ranks a row_wise
+// table's remap state is split as its rows are. Each rank sends each raw id to its bucket's owner
+// (an all-to-all), the owner remaps the ids of all ranks and sends the rows back; at an eviction
+// step the evicted rows and the records' counts are gathered, so every rank resets the rows of the
+// shards it holds. A bucket's module sees the same ids every step for any world size and plan
+// (the bucket depends on the id alone, the module's decisions on the multiset of its ids), so the
+// slots are those of one process fed the global batch.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +23,7 @@
 
 #include "comm/process_group.h"
 #include "engine/config/config.h"
-#include "engine/distributed/kjt_all_gather.h"
+#include "engine/distributed/sharding_plan.h"
 #include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/managed_collision.h"
 #include "engine/sparse/batch.h"
@@ -36,27 +43,39 @@ struct ManagedCollisionRecord {
     double hit_fraction = 0;
 };
 
-// The options of table `t`'s module (the config is checked already).
-ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t, uint64_t seed);
+// The options of table `t`'s module (the config is checked already): bucket `bucket` of its
+// total_num_buckets, with that bucket's share of the slots and residual rows and its first row as
+// output_global_offset.
+ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t,
+                                                  uint64_t seed,
+                                                  int64_t bucket = 0);
+
+// The rank that keeps the remap state of a bucket whose first row is `first_row`: the rank of
+// the table's shard holding that row at column 0; several (data_parallel: every rank) take the
+// buckets in turn (bucket mod their number).
+int bucket_owner(const ParameterSharding& sharding, int64_t first_row, int64_t bucket);
 
 class ManagedCollisionTables {
 public:
     // The tables of `model` with managed_collision.zch_size > 0; seed: train.seed (the initial
     // values of reset rows, as the tables', and the probabilistic admission). pg: the ranks whose
-    // batches make the global batch (null: one process).
+    // batches make the global batch (null: one process, which keeps every bucket). plan: the
+    // tables' sharding over the first ranks of pg (2D parallelism: the first sharding group),
+    // which places the buckets (null: rank 0 keeps them all).
     ManagedCollisionTables(const ModelConfig& model,
                            uint64_t seed,
-                           std::shared_ptr<comm::ProcessGroup> pg = nullptr);
+                           std::shared_ptr<comm::ProcessGroup> pg = nullptr,
+                           const ShardingPlan* plan = nullptr);
 
     bool empty() const { return tables_.empty(); }
 
     // A training batch: its ids of the managed tables remapped to rows (the other features as
-    // they are), after each module's step; rows evicted in this step are reset in `sparse`, once
+    // they are), after each bucket's step; rows evicted in this step are reset in `sparse`, once
     // `stream` (the one the steps before were enqueued on) has passed them. The remap runs on
     // the host for every device, as the ids arrive there. Collective over pg (every rank calls
     // it once per training step).
     Batch remap_train(const Batch& batch, EmbeddingBagCollectionInterface& sparse, Stream& stream);
-    // Evaluation and prediction: the same remap without counting or evicting.
+    // Evaluation and prediction: the same remap without counting or evicting (collective).
     Batch remap_eval(const Batch& batch) const;
 
     // Records of the eviction passes since the last call.
@@ -66,27 +85,47 @@ public:
 
     const std::string& table_name(size_t i) const { return tables_[i].name; }
 
-    const MCHManagedCollisionModule& module(size_t i) const { return *tables_[i].module; }
+    int64_t num_buckets(size_t i) const { return static_cast<int64_t>(tables_[i].owner.size()); }
 
-    // The module's state as one i64 tensor (checkpoints), and back (throws when it does not fit).
-    Tensor state_tensor(size_t i) const;
-    void load_state_tensor(size_t i, const Tensor& t, const std::string& where);
+    // Whether this rank keeps the state of table i's bucket b.
+    bool owns(size_t i, int64_t bucket) const;
 
-    // The map a saved state holds: i64 [slots, 2], one (raw id, row) per occupied slot, rows in
-    // slot order (slot s is row s of the table). For `ckpt export`; `where` names the file.
-    static Tensor id_to_row(const Tensor& state, const std::string& where);
+    // An owned bucket's module.
+    const MCHManagedCollisionModule& module(size_t i, int64_t bucket = 0) const;
+
+    // An owned bucket's state as one i64 tensor (checkpoints), and back (throws when it does not
+    // fit). After loading its owned buckets every rank calls loaded() (collective over pg).
+    Tensor state_tensor(size_t i, int64_t bucket) const;
+    void load_state_tensor(size_t i, int64_t bucket, const Tensor& t, const std::string& where);
+    void loaded();
+
+    // The map a saved bucket state holds: i64 [slots, 2], one (raw id, row) per occupied slot,
+    // rows first_row + slot in slot order. For `ckpt export`; `where` names the file.
+    static Tensor id_to_row(const Tensor& state, int64_t first_row, const std::string& where);
 
 private:
     struct Table {
         std::string name;
         int64_t index = 0;  // among model.tables (the init's table_index)
         int64_t num_embeddings = 0;
+        int64_t eviction_interval = 1;
+        int64_t step = 0;  // training steps taken (every bucket steps with each)
         std::vector<std::string> features;
-        std::unique_ptr<MCHManagedCollisionModule> module;
-        int64_t evictions_seen = 0, admissions_seen = 0;  // at the last record
-        int64_t ids_seen = 0, hits_seen = 0;              // since the last record
+        std::vector<int> owner;  // [buckets]: the rank that keeps the bucket
+        std::vector<std::unique_ptr<MCHManagedCollisionModule>> modules;  // [buckets], owned only
+        uint64_t input_hash_size = 0;
+        std::vector<int64_t> evicted;  // this step's evicted rows of the owned buckets
+        // Of the owned buckets: totals at the last record, ids and hits since.
+        int64_t evictions_seen = 0, admissions_seen = 0;
+        int64_t ids_seen = 0, hits_seen = 0;
     };
 
+    // Maps the managed features' ids of `batch` through map(table, bucket, ids, n, rows), called
+    // on the bucket's owner for every owned bucket (n may be 0), in table then bucket order.
+    template <typename Tables, typename Map>
+    static Batch route(const Batch& batch, comm::ProcessGroup* pg, Tables& tables, Map&& map);
+
+    void record_and_reset(EmbeddingBagCollectionInterface& sparse, Stream& stream);
     void reset_rows(const Table& t,
                     const std::vector<int64_t>& rows,
                     EmbeddingBagCollectionInterface& sparse,
@@ -94,10 +133,9 @@ private:
 
     uint64_t seed_;
     std::shared_ptr<comm::ProcessGroup> pg_;
+    int rank_ = 0;
     std::vector<Table> tables_;
     std::vector<ManagedCollisionRecord> records_;
-    std::vector<int64_t> ids_, rows_;  // scratch
-    KJTAllGatherBuffers gather_;
 };
 
 }  // namespace shardrec::train

@@ -106,6 +106,7 @@ std::string manifest_text(const QuantizedModel& m) {
         for (const QuantizedRemapState& r : m.managed_collision) {
             YAML::Node n;
             n["table"] = r.table;
+            n["bucket"] = r.bucket;
             n["elements"] = r.elements;
             n["file"] = r.file;
             n.SetStyle(YAML::EmitterStyle::Flow);
@@ -258,17 +259,19 @@ QuantizedModel quantize_checkpoint(const std::string& checkpoint,
         q.dense.push_back(saved);
     }
     for (const CheckpointTable& t : m.tables) {
-        const std::string file = managed_collision_file(t.name);
-        const CheckpointFile* f = nullptr;
-        for (const CheckpointFile& c : m.files)
-            f = c.path == file ? &c : f;
-        if (f == nullptr)
-            continue;
-        if (q.managed_collision.empty())
-            fs::create_directories(tmp / "managed_collision");
-        const Tensor state = read_tensor(fs::path(dir) / file, {f->bytes / 8}, DType::kI64);
-        add_file(file, state.data_ptr(), state.nbytes());
-        q.managed_collision.push_back(QuantizedRemapState{t.name, state.numel(), file});
+        for (int64_t b = 0;; ++b) {  // the table's buckets, 0 .. K - 1
+            const std::string file = managed_collision_file(t.name, b);
+            const CheckpointFile* f = nullptr;
+            for (const CheckpointFile& c : m.files)
+                f = c.path == file ? &c : f;
+            if (f == nullptr)
+                break;
+            if (q.managed_collision.empty())
+                fs::create_directories(tmp / "managed_collision");
+            const Tensor state = read_tensor(fs::path(dir) / file, {f->bytes / 8}, DType::kI64);
+            add_file(file, state.data_ptr(), state.nbytes());
+            q.managed_collision.push_back(QuantizedRemapState{t.name, b, state.numel(), file});
+        }
     }
     write_file_atomically((tmp / "manifest.yaml").string(), manifest_text(q));
     sync_directory(tmp.string());
@@ -339,6 +342,7 @@ QuantizedModel read_quantized_model(const std::string& dir) {
         const std::string where = fmt::format("managed_collision[{}]", i);
         QuantizedRemapState m;
         m.table = r.get<std::string>(n, "table", where);
+        m.bucket = r.get<int64_t>(n, "bucket", where);
         m.elements = r.get<int64_t>(n, "elements", where);
         m.file = r.file(n, where);
         q.managed_collision.push_back(m);
@@ -423,15 +427,27 @@ void load_quantized_remap(ManagedCollisionTables& mc, const QuantizedModel& mode
                  model.dir, r.table);
     }
     for (size_t i = 0; i < mc.size(); ++i) {
-        const QuantizedRemapState* state = nullptr;
+        int64_t listed = 0;
         for (const QuantizedRemapState& r : model.managed_collision)
-            state = r.table == mc.table_name(i) ? &r : state;
-        SR_CHECK(state != nullptr,
-                 "quantized model {}: managed-collision table '{}' has no remap state (quantize a "
-                 "checkpoint trained with model.tables[].managed_collision)",
-                 model.dir, mc.table_name(i));
-        const fs::path file = fs::path(model.dir) / state->file;
-        mc.load_state_tensor(i, read_tensor(file, {state->elements}, DType::kI64), file.string());
+            listed += r.table == mc.table_name(i) ? 1 : 0;
+        SR_CHECK(listed == mc.num_buckets(i),
+                 "quantized model {}: managed-collision table '{}' has the remap state of {} "
+                 "bucket(s), the config's total_num_buckets is {} (use the model's config, or "
+                 "quantize a checkpoint trained with model.tables[].managed_collision)",
+                 model.dir, mc.table_name(i), listed, mc.num_buckets(i));
+        for (const QuantizedRemapState& r : model.managed_collision) {
+            if (r.table != mc.table_name(i))
+                continue;
+            SR_CHECK(r.bucket >= 0 && r.bucket < mc.num_buckets(i),
+                     "quantized model {}: managed-collision table '{}' bucket {} is not one of "
+                     "the config's {}",
+                     model.dir, r.table, r.bucket, mc.num_buckets(i));
+            if (!mc.owns(i, r.bucket))
+                continue;  // another rank's (eval --model on several ranks)
+            const fs::path file = fs::path(model.dir) / r.file;
+            mc.load_state_tensor(i, r.bucket, read_tensor(file, {r.elements}, DType::kI64),
+                                 file.string());
+        }
     }
 }
 

@@ -14,7 +14,7 @@
 //          file: tables/t0.int8.bin}               # [num_embeddings, row_bytes] u8
 //     dense: [{name: dense_arch..., dtype: f32, shape: [64, 13], file: dense/....bin}, ...]
 //     managed_collision:                           # only for managed-collision tables
-//       - {table: t4, elements: 1234, file: managed_collision/t4.bin}   # the remap state, i64
+//       - {table: t4, bucket: 0, elements: 1234, file: managed_collision/t4.0.bin}  # remap, i64
 //     files: [{path: tables/t0.int8.bin, bytes: 640000, crc32: 0x...}, ...]
 //     manifest_crc32: 0x...                        # the last line: CRC-32 of every byte before it
 // The directory is written as OUT.tmp (every file fsync'ed, engine/core/durable_file.h) and
@@ -41,11 +41,12 @@ struct QuantizedTable {
     std::string file;
 };
 
-// The remap state of a managed-collision table (the checkpoint's managed_collision/<table>.bin,
-// ManagedCollisionTables::state_tensor), copied as is: predict, serve and eval map raw ids
-// through it as the trained model did.
+// The remap state of one bucket of a managed-collision table (the checkpoint's
+// managed_collision/<table>.<bucket>.bin, ManagedCollisionTables::state_tensor), copied as is:
+// predict, serve and eval map raw ids through it as the trained model did.
 struct QuantizedRemapState {
     std::string table;
+    int64_t bucket = 0;
     int64_t elements = 0;  // i64 values
     std::string file;
 };

@@ -114,8 +114,8 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     for (const ModelConfig::Table& t : config.model.tables) {
         const std::string kernel = config.sharding.kernel_of(t.name);
         if (t.managed_collision.zch_size > 0) {
-            // The remap runs in the trainer, before the lookup and the input dist, on the global
-            // batch's ids (ManagedCollisionTables): any plan sees rows.
+            // The remap runs in the trainer, before the lookup and the input dist, on the ids'
+            // owners (ManagedCollisionTables): any plan sees rows.
             SR_CHECK(
                 kernel != "key_value" && kernel != "fused_uvm" && kernel != "fused_uvm_caching",
                 "table '{}': model.tables[].managed_collision does not run with compute "
@@ -160,6 +160,13 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
         embedding_bag_configs(config.model), is_weighted(config.model), plan, group, seed,
         optimizer, device, device_pg, qcomms, config.sharding.storage.path, replicas,
         hierarchical_mode_from_name(config.comm.hierarchical));
+}
+
+// The plan of a sharded collection (it places the managed-collision buckets); null for one
+// process's collection.
+const ShardingPlan* sharding_plan_of(EmbeddingBagCollectionInterface& sparse) {
+    const auto* sharded = dynamic_cast<const ShardedEmbeddingBagCollection*>(&sparse);
+    return sharded != nullptr ? &sharded->plan() : nullptr;
 }
 
 // device's tensors over pg's ranks: NCCL when every rank has a GPU of its own, else MPI through
@@ -234,7 +241,10 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       checker_(config_.model,
                parse_bounds_check_mode(config_.runtime.bounds_check),
                parse_nan_policy(config_.runtime.nan_policy)),
-      mc_(config_.model, static_cast<uint64_t>(config_.train.seed), pg_) {
+      mc_(config_.model,
+          static_cast<uint64_t>(config_.train.seed),
+          pg_,
+          sharding_plan_of(model_->sparse_arch())) {
     // An evaluation reads whole global batches (evaluate): they must fit in a finite eval split,
     // or its first rows would be read twice and weigh twice in AUC and loss.
     const int64_t eval_rows = dataset_->num_samples(data::Split::kEval);

@@ -125,6 +125,18 @@ TEST_CASE("Config: a table's managed_collision section is checked", "[config]") 
                Contains("model.tables[0].managed_collision.eviction_interval"));
     CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, zch: 3}"}),
                Contains("model.tables[0].managed_collision.zch"));
+    CHECK(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 6, mch_size: 4, "
+                                                   "total_num_buckets: 2}"})
+              .empty());
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 6, mch_size: 4, "
+                                                        "total_num_buckets: 3}"}),
+               Contains("model.tables[0].managed_collision.total_num_buckets: table 'a': "
+                        "zch_size 6 and mch_size 4 must both be multiples of total_num_buckets 3"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, total_num_buckets: 10}"}),
+               Contains("model.tables[0].managed_collision.zch_size: must be >= 2 * "
+                        "total_num_buckets (20) with mch_size 0"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, total_num_buckets: 0}"}),
+               Contains("model.tables[0].managed_collision.total_num_buckets"));
 }
 
 TEST_CASE("Config: type-specific sections are only valid for their type", "[config]") {

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/modules/managed_collision.h"
 #include "engine/train/checkpoint.h"
 #include "test/e2e/e2e_support.h"
 
@@ -84,6 +85,18 @@ std::vector<float> table_rows(const fs::path& ckpt, const std::string& name) {
     return {};
 }
 
+// The export's map of t4: (raw id, row) pairs, `slots` of them.
+std::vector<int64_t> id_to_row(const fs::path& export_dir, int64_t slots) {
+    const std::string npy = read_file(export_dir / "managed_collision" / "t4.id_to_row.npy");
+    REQUIRE(npy.size() > 128);
+    CHECK_THAT(npy.substr(0, 128), Contains("'descr': '<i8'"));
+    CHECK_THAT(npy.substr(0, 128), Contains("'shape': (" + std::to_string(slots) + ", 2)"));
+    REQUIRE(npy.size() == 128 + static_cast<size_t>(slots) * 16);
+    std::vector<int64_t> map(static_cast<size_t>(slots) * 2);
+    std::memcpy(map.data(), npy.data() + 128, map.size() * 8);
+    return map;
+}
+
 }  // namespace
 
 TEST_CASE("managed collision e2e: a table trains on raw ids, evicts, and resumes exactly",
@@ -112,7 +125,7 @@ TEST_CASE("managed collision e2e: a table trains on raw ids, evicts, and resumes
     CHECK(records == 4);  // steps 2, 4, 6, 8
     CHECK(evictions_after_4 > 0);
     const fs::path state = dir / "straight" / "checkpoints" / "step-00000004" /
-                           shardrec::train::managed_collision_file("t4");
+                           shardrec::train::managed_collision_file("t4", 0);
     CHECK(fs::file_size(state) > 0);
 
     const RunResult first = run_shardrec(mc_args(dir / "first", 4));
@@ -142,14 +155,7 @@ TEST_CASE("managed collision e2e: a table trains on raw ids, evicts, and resumes
                       "safetensors", "--out", out.string()});
     INFO(ex.output);
     REQUIRE(ex.exit_code == 0);
-    std::ifstream in(out / "managed_collision" / "t4.id_to_row.npy", std::ios::binary);
-    const std::string npy((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    REQUIRE(npy.size() > 128);
-    CHECK_THAT(npy.substr(0, 128), Contains("'descr': '<i8'"));
-    CHECK_THAT(npy.substr(0, 128), Contains("'shape': (" + std::to_string(occupancy) + ", 2)"));
-    REQUIRE(npy.size() == 128 + static_cast<size_t>(occupancy) * 16);
-    std::vector<int64_t> map(static_cast<size_t>(occupancy) * 2);
-    std::memcpy(map.data(), npy.data() + 128, map.size() * 8);
+    const std::vector<int64_t> map = id_to_row(out, occupancy);
     std::set<int64_t> ids;
     for (int64_t s = 0; s < occupancy; ++s) {
         CHECK(map[2 * s + 1] == s);
@@ -169,15 +175,16 @@ TEST_CASE("managed collision e2e: a checkpoint without its remap state is refuse
     auto args = mc_args(dir / "resumed", 8);
     args.insert(args.end(), {"--resume", ckpt.string()});
     // The manifest lists the file with its CRC: the file check names what is missing.
-    fs::rename(ckpt / shardrec::train::managed_collision_file("t4"), ckpt / "mc_moved.bin");
+    fs::rename(ckpt / shardrec::train::managed_collision_file("t4", 0), ckpt / "mc_moved.bin");
     const RunResult resumed = run_shardrec(args);
     CHECK(resumed.exit_code != 0);
-    CHECK_THAT(resumed.output, Contains("managed_collision/t4.bin"));
+    CHECK_THAT(resumed.output, Contains("managed_collision/t4.0.bin"));
 }
 
-// Sharded: every rank steps the remap on the global batch, so 1, 2 and 4 ranks with the same global
-// batch (32) assign the same slots, evict the same ids and train the same model, for any plan of
-// t4 (unsharded, row_wise, column_wise). The state written at 4 ranks resumes at 2.
+// Sharded: t4's ids in 4 hash buckets, each remapped on the rank holding its rows (row_wise at 2
+// ranks: two buckets a rank; column_wise at 4: the first column shard's rank), so 1, 2 and 4 ranks
+// with the same global batch (32) assign the same slots, evict the same ids and train the same
+// model. The state written at 4 ranks resumes at 2.
 TEST_CASE(
     "managed collision e2e: 1, 2 and 4 ranks give the same slots and losses, and resume "
     "across world sizes",
@@ -191,7 +198,8 @@ TEST_CASE(
         // rate of 2 moves the rows far enough that a row not reset shows (~4e-4).
         args.insert(args.end(), {"--set", "data.batch_size=" + std::to_string(32 / np), "--set",
                                  "optimizer.dense.type=sgd", "--set", "optimizer.sparse.type=sgd",
-                                 "--set", "optimizer.sparse.learning_rate=2"});
+                                 "--set", "optimizer.sparse.learning_rate=2", "--set",
+                                 "model.tables[4].managed_collision.total_num_buckets=4"});
         if (!plan.empty())
             args.insert(args.end(), {"--set", "sharding.tables[2].sharding_type=" + plan});
         if (!resume.empty())
@@ -253,12 +261,18 @@ TEST_CASE(
     check_same("np4", 0);
     check_same("np4_to_np2", 5);
 
-    // The remap state, bitwise, at the checkpoint of step 4 and after step 8.
+    // The remap state of the 4 buckets, bitwise, at the checkpoint of step 4 and after step 8.
     const auto state = [&](const std::string& name, const char* step) {
-        std::ifstream in(
-            dir / name / "checkpoints" / step / shardrec::train::managed_collision_file("t4"),
-            std::ios::binary);
-        return std::string(std::istreambuf_iterator<char>(in), {});
+        std::string all;
+        for (int b = 0; b < 4; ++b) {
+            std::ifstream in(dir / name / "checkpoints" / step /
+                                 shardrec::train::managed_collision_file("t4", b),
+                             std::ios::binary);
+            const std::string one(std::istreambuf_iterator<char>(in), {});
+            CHECK(one.size() > 6 * 8);
+            all += one;
+        }
+        return all;
     };
     // The rows of t4 (evicted rows reset on the rank that holds them) within 1e-5 (~2e-9 seen);
     // a row trained but not reset is off by its updates.
@@ -283,6 +297,31 @@ TEST_CASE(
     }
     rows_close("np4_to_np2", "step-00000008");
     CHECK(state("np4_to_np2", "step-00000008") == state("np1", "step-00000008"));
+
+    // ckpt export of the 4-rank run: every bucket's pairs, each id in a slot of its bucket (rows
+    // [250 b, 250 b + 25)), as many as the last record's occupancy.
+    int64_t occupancy = -1;
+    for (const auto& r : read_metrics(dir / "np1")) {
+        if (r.at("kind") == "managed_collision")
+            occupancy = std::stoll(r.at("occupancy"));
+    }
+    const RunResult ex = run_shardrec({"ckpt", "export", (dir / "np4" / "checkpoints").string(),
+                                       "--format", "npy", "--out", (dir / "export").string()});
+    INFO(ex.output);
+    REQUIRE(ex.exit_code == 0);
+    const std::vector<int64_t> map = id_to_row(dir / "export", occupancy);
+    std::set<int64_t> ids;
+    std::vector<int64_t> per_bucket(4, 0);
+    for (int64_t s = 0; s < occupancy; ++s) {
+        const int64_t b = shardrec::managed_collision_bucket(map[2 * s], uint64_t{1} << 63, 4);
+        INFO("id " << map[2 * s] << " row " << map[2 * s + 1] << " bucket " << b);
+        CHECK(map[2 * s + 1] >= 250 * b);
+        CHECK(map[2 * s + 1] < 250 * b + 25);
+        ids.insert(map[2 * s]);
+        ++per_bucket[static_cast<size_t>(b)];
+    }
+    CHECK(static_cast<int64_t>(ids.size()) == occupancy);
+    CHECK(std::count(per_bucket.begin(), per_bucket.end(), 0) == 0);
 }
 
 // A quantized model keeps the remap state: predict maps raw ids as the trained model does (f32
@@ -291,7 +330,10 @@ TEST_CASE(
 TEST_CASE("managed collision e2e: a quantized model maps raw ids through the trained remap",
           "[e2e][mc]") {
     const auto dir = fresh_dir("mc_quantized");
-    const RunResult t = run_shardrec(mc_args(dir / "run", 8));
+    // Two buckets: the model carries both states.
+    auto args = mc_args(dir / "run", 8);
+    args.insert(args.end(), {"--set", "model.tables[4].managed_collision.total_num_buckets=2"});
+    const RunResult t = run_shardrec(args);
     INFO(t.output);
     REQUIRE(t.exit_code == 0);
     const std::string ckpt = (dir / "run" / "checkpoints").string();
@@ -301,9 +343,12 @@ TEST_CASE("managed collision e2e: a quantized model maps raw ids through the tra
         run_shardrec({"ckpt", "quantize", ckpt, "--out", model, "--weights", "f32"});
     INFO(q.output);
     REQUIRE(q.exit_code == 0);
-    CHECK(
-        read_file(fs::path(model) / "managed_collision" / "t4.bin") ==
-        read_file(dir / "run" / "checkpoints" / "step-00000008" / "managed_collision" / "t4.bin"));
+    for (int b = 0; b < 2; ++b) {
+        const std::string file = shardrec::train::managed_collision_file("t4", b);
+        const std::string state = read_file(fs::path(model) / file);
+        CHECK(state.size() > 6 * 8);
+        CHECK(state == read_file(dir / "run" / "checkpoints" / "step-00000008" / file));
+    }
 
     const fs::path want = dir / "eval.csv", got = dir / "predict.csv";
     const RunResult e =

@@ -170,6 +170,8 @@ const std::map<std::string, Variant>& run_effects() {
          {{"model.tables[1].managed_collision.zch_size=20",
            "model.tables[1].managed_collision.mch_size=10"},
           kMcContext}},
+        {"model.tables[].managed_collision.total_num_buckets",
+         {{"model.tables[1].managed_collision.total_num_buckets=2"}, kMcContext}},
         {"data.synthetic.raw_id_drift", {{"data.synthetic.raw_id_drift=1"}, kMcContext}},
         // Table a (plain) fed the drifting raw ids mod its 50 rows.
         {"data.synthetic.raw_id_mod_tables",

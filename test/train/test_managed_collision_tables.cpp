@@ -155,3 +155,70 @@ TEST_CASE("Trainer: a managed table that holds every id trains as the table on r
     }
     CHECK(mc_losses == plain_losses);
 }
+
+TEST_CASE("ManagedCollisionTables: buckets split the ids by hash, each into its own rows",
+          "[train][mc]") {
+    // 4 buckets of 75 rows: 50 slots, then 25 residual rows each.
+    const Config config =
+        parse_config(kConfig, {"model.tables[1].managed_collision.zch_size=200",
+                               "model.tables[1].managed_collision.mch_size=100",
+                               "model.tables[1].managed_collision.total_num_buckets=4",
+                               "model.tables[1].managed_collision.input_hash_size=1000"});
+    auto ebc = make_embedding_bag_collection(config.model, 5,
+                                             sparse_optimizer_params(config.optimizer.sparse));
+    train::ManagedCollisionTables mc(config.model, 5);
+    REQUIRE(mc.num_buckets(0) == 4);
+    std::vector<int64_t> ids;
+    for (int64_t id = 0; id < 100; ++id)
+        ids.push_back(id);
+    ids.push_back(1007);  // 7 modulo input_hash_size: the same id
+    const Batch out = mc.remap_train(ids_batch(ids), *ebc, Stream::cpu());
+    const int64_t* rows = out.sparse.values().data<int64_t>();
+    std::vector<int64_t> per_bucket(4, 0);
+    std::set<int64_t> distinct;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const int64_t b = managed_collision_bucket(ids[i], 1000, 4);
+        const MCHManagedCollisionModule& m = mc.module(0, b);
+        INFO("id " << ids[i] << " bucket " << b << " row " << rows[i]);
+        CHECK(m.options().output_global_offset == 75 * b);
+        CHECK(m.options().zch_size == 50);
+        CHECK(m.options().mch_size == 25);
+        // Under 50 ids a bucket: each has a slot of its own bucket.
+        CHECK(rows[i] == 75 * b + m.slot_of(ids[i]));
+        CHECK(m.slot_of(ids[i]) >= 0);
+        ++per_bucket[static_cast<size_t>(b)];
+        distinct.insert(rows[i]);
+    }
+    CHECK(rows[100] == rows[7]);
+    CHECK(distinct.size() == 100);
+    int64_t occupancy = 0;
+    for (int64_t b = 0; b < 4; ++b) {
+        CHECK(per_bucket[static_cast<size_t>(b)] > 10);  // sequential ids spread
+        occupancy += mc.module(0, b).occupancy();
+        CHECK(mc.module(0, b).step() == 1);  // every bucket steps with the batch
+    }
+    CHECK(occupancy == 100);
+}
+
+TEST_CASE("bucket_owner: the rank that holds the bucket's first row at column 0", "[train][mc]") {
+    ParameterSharding rw;
+    rw.sharding_type = ShardingType::kRowWise;
+    rw.ranks = {0, 1};
+    rw.sharding_spec = {ShardMetadata{{0, 0}, {500, 8}, 0}, ShardMetadata{{500, 0}, {500, 8}, 1}};
+    CHECK(train::bucket_owner(rw, 0, 0) == 0);
+    CHECK(train::bucket_owner(rw, 250, 1) == 0);
+    CHECK(train::bucket_owner(rw, 500, 2) == 1);
+    CHECK(train::bucket_owner(rw, 750, 3) == 1);
+    ParameterSharding cw;
+    cw.sharding_type = ShardingType::kColumnWise;
+    cw.ranks = {2, 1};
+    cw.sharding_spec = {ShardMetadata{{0, 0}, {1000, 4}, 2}, ShardMetadata{{0, 4}, {1000, 4}, 1}};
+    for (int64_t b = 0; b < 4; ++b)
+        CHECK(train::bucket_owner(cw, 250 * b, b) == 2);
+    ParameterSharding dp;
+    dp.sharding_type = ShardingType::kDataParallel;
+    dp.ranks = {0, 1, 2, 3};
+    for (int64_t b = 0; b < 8; ++b)
+        CHECK(train::bucket_owner(dp, 125 * b, b) == b % 4);
+    CHECK_THROWS_WITH(train::bucket_owner(rw, 1000, 0), Catch::Contains("row 1000"));
+}
