@@ -1,5 +1,8 @@
 #include "kernels/threads.h"
 
+#include <exception>
+#include <mutex>
+
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -19,6 +22,23 @@ void set_cpu_threads(int num_threads) {
 
 int cpu_threads() {
     return blas_num_threads();
+}
+
+void parallel_tasks(int64_t n, const std::function<void(int64_t)>& task) {
+    std::exception_ptr first;
+    std::mutex mutex;
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+    for (int64_t i = 0; i < n; ++i) {
+        try {
+            task(i);
+        } catch (...) {
+            const std::lock_guard<std::mutex> lock(mutex);
+            if (!first)
+                first = std::current_exception();
+        }
+    }
+    if (first)
+        std::rethrow_exception(first);
 }
 
 }  // namespace shardrec::kernels

@@ -2,9 +2,17 @@
 // OpenBLAS GEMMs. Results never depend on it (kernels split work by output rows or bags).
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 namespace shardrec::kernels {
 
 void set_cpu_threads(int num_threads);
 int cpu_threads();
+
+// Runs task(i) for each i in [0, n) once, on the CPU threads, in any order: for independent
+// pieces of work (each writes only its own state). The first exception a task throws is
+// rethrown here once every task has ended.
+void parallel_tasks(int64_t n, const std::function<void(int64_t)>& task);
 
 }  // namespace shardrec::kernels

@@ -228,15 +228,22 @@ int64_t MCHManagedCollisionModule::slot_of(int64_t raw_id) const {
 }
 
 void MCHManagedCollisionModule::forward(const int64_t* ids, int64_t n, int64_t* out) {
-    profile(ids, n);  // leaves the hashed ids in hashed_
+    profile(ids, n);  // leaves the hashed ids in hashed_, their slots then in found_
+    // Between passes a slot keeps its id, so what profile found stands unless new ids took free
+    // slots (an id without a slot may have one now) or a pass ran (any may have moved).
+    const bool moved = fresh_.size() > 0 || step_ % options_.eviction_interval == 0;
     const size_t count = hashed_.size();
     for (size_t i = 0; i < count; ++i) {
-        if (i + kPrefetchAhead < count) {
+        if (moved && i + kPrefetchAhead < count) {
             slot_of_.prefetch(hashed_[i + kPrefetchAhead]);
         }
         const uint64_t id = hashed_[i];
-        const Slot* s = slot_of_.find(id);
-        out[i] = s != nullptr ? options_.output_global_offset + s->slot : unmapped_row(id);
+        int64_t slot = found_[i];
+        if (moved) {
+            const Slot* s = slot_of_.find(id);
+            slot = s != nullptr ? s->slot : -1;
+        }
+        out[i] = slot >= 0 ? options_.output_global_offset + slot : unmapped_row(id);
     }
 }
 
@@ -244,30 +251,44 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
     ++step_;
     const size_t count = static_cast<size_t>(std::max<int64_t>(n, 0));
     hashed_.resize(count);
+    found_.resize(count);
     for (size_t i = 0; i < count; ++i) {
         hashed_[i] = hash_input(ids[i]);
     }
-    // Grown before the loop, not inside it, so the prefetched cells stay where they are.
-    window_.reserve(window_.size() + count);
-    // Unmapped ids matter only while free slots are left (they take them below).
-    const bool filling = occupancy() < usable_;
-    fresh_.clear();
+    window_total_ += static_cast<int64_t>(count);
+    // First the slots (one random cache line an id, fetched a few ids ahead): a mapped id's
+    // uses go to its slot.
+    unmapped_.clear();
     for (size_t i = 0; i < count; ++i) {
-        // Each id costs two random cache lines (window, slot); fetch them a few ids ahead.
         if (i + kPrefetchAhead < count) {
-            window_.prefetch(hashed_[i + kPrefetchAhead]);
             slot_of_.prefetch(hashed_[i + kPrefetchAhead]);
         }
         const uint64_t id = hashed_[i];
-        Seen& seen = window_.get_or_insert(id);
+        Slot* s = slot_of_.find(id);
+        if (s == nullptr) {
+            found_[i] = -1;
+            unmapped_.push_back(id);
+            continue;
+        }
+        ++s->count;
+        s->last = step_;
+        found_[i] = s->slot;
+    }
+    // Then the ids without a slot, into the window. Grown before the loop, not inside it, so the
+    // prefetched cells stay where they are.
+    window_.reserve(window_.size() + unmapped_.size());
+    for (size_t i = 0; i < unmapped_.size(); ++i) {
+        if (i + kPrefetchAhead < unmapped_.size()) {
+            window_.prefetch(unmapped_[i + kPrefetchAhead]);
+        }
+        Seen& seen = window_.get_or_insert(unmapped_[i]);
         ++seen.count;
         seen.last = step_;
-        if (Slot* s = slot_of_.find(id)) {
-            ++s->count;
-            s->last = step_;
-        } else if (filling) {
-            fresh_.push_back(id);
-        }
+    }
+    // Unmapped ids matter only while free slots are left (they take them below).
+    fresh_.clear();
+    if (occupancy() < usable_) {
+        fresh_.swap(unmapped_);
     }
     // New ids take the free slots at once, in ascending id order so the slots do not depend on
     // the order of ids within the batch. TorchRec admits them only at the next eviction pass
@@ -287,6 +308,7 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
     if (step_ % options_.eviction_interval == 0) {
         eviction_pass();
         window_.clear();
+        window_total_ = 0;
     }
 }
 
@@ -323,10 +345,18 @@ bool MCHManagedCollisionModule::admitted(uint64_t id,
 // (nth_element) and sorted; the orders are total (ids are unique), so that prefix is the fully
 // sorted list's.
 void MCHManagedCollisionModule::eviction_pass() {
-    uint64_t total = 0;
-    window_.for_each(
-        [&](uint64_t, const Seen& seen) { total += static_cast<uint64_t>(seen.count); });
-    const uint64_t num_ids = window_.size();
+    const auto total = static_cast<uint64_t>(window_total_);
+    // The interval's distinct ids: those still without a slot (an id of the window may have taken
+    // a free slot since) and the slots used since the last pass. Only the average and dynamic
+    // filters need the number.
+    uint64_t num_ids = 0;
+    const ThresholdKind filter = options_.threshold.kind;
+    if (filter == ThresholdKind::kAverage || filter == ThresholdKind::kDynamic) {
+        window_.for_each(
+            [&](uint64_t id, const Seen&) { num_ids += slot_of_.find(id) == nullptr ? 1 : 0; });
+        const int64_t since = step_ - options_.eviction_interval;
+        slot_of_.for_each([&](uint64_t, const Slot& s) { num_ids += s.last > since ? 1 : 0; });
+    }
     const EvictionPolicy policy = options_.eviction_policy;
     const int64_t step = step_;
     std::vector<Scored> candidates;
@@ -475,6 +505,7 @@ ManagedCollisionState MCHManagedCollisionModule::state() const {
         s.window_counts.push_back(w.second.count);
         s.window_lasts.push_back(w.second.last);
     }
+    s.window_total = window_total_;
     s.pending_evictions = pending_evictions_;
     s.evictions_total = evictions_total_;
     s.admissions_total = admissions_total_;
@@ -515,6 +546,7 @@ void MCHManagedCollisionModule::load_state(const ManagedCollisionState& s) {
     slot_ids_ = s.slot_ids;
     slot_of_ = std::move(slot_of);
     window_ = std::move(window);
+    window_total_ = s.window_total;
     pending_evictions_ = s.pending_evictions;
     evictions_total_ = s.evictions_total;
     admissions_total_ = s.admissions_total;

@@ -69,9 +69,12 @@ struct ManagedCollisionState {
     std::vector<uint64_t> slot_ids;    // [occupied slots]: slots 0..n-1 are occupied
     std::vector<int64_t> slot_counts;  // [occupied slots]
     std::vector<int64_t> slot_lasts;   // [occupied slots]
-    std::vector<uint64_t> window_ids;  // ids seen since the last eviction pass, ascending
+    // Ids seen without a slot since the last eviction pass, ascending (a mapped id's uses are in
+    // its slot's count and last).
+    std::vector<uint64_t> window_ids;
     std::vector<int64_t> window_counts;
     std::vector<int64_t> window_lasts;
+    int64_t window_total = 0;                // ids (with repeats) seen since the last eviction pass
     std::vector<int64_t> pending_evictions;  // rows not yet returned by evict()
     int64_t evictions_total = 0;
     int64_t admissions_total = 0;
@@ -143,13 +146,19 @@ private:
     std::vector<uint64_t> slot_ids_;
     // Iterated only into lists that are then ordered by a total order (score, id) or by slot/id.
     IdTable<Slot> slot_of_;
+    // The ids seen without a slot since the last pass. The threshold filters' statistics over
+    // all the interval's ids: window_total_ uses, and window_ plus the slots used since the pass
+    // (last > the pass's step) distinct ids.
     IdTable<Seen> window_;
+    int64_t window_total_ = 0;
     uint64_t hash_mask_ = 0;  // input_hash_size - 1 when a power of two, else 0 (modulo)
     std::vector<int64_t> pending_evictions_;
     int64_t evictions_total_ = 0;
     int64_t admissions_total_ = 0;
-    std::vector<uint64_t> fresh_;   // scratch: a step's unmapped ids
-    std::vector<uint64_t> hashed_;  // scratch: a step's ids after input hashing
+    std::vector<uint64_t> fresh_;     // scratch: a step's unmapped ids
+    std::vector<uint64_t> hashed_;    // scratch: a step's ids after input hashing
+    std::vector<int64_t> found_;      // scratch: their slots at profile, -1 for none
+    std::vector<uint64_t> unmapped_;  // scratch: the step's ids without a slot
 };
 
 }  // namespace shardrec

@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/modules/embedding_config.h"
+#include "kernels/threads.h"
 
 namespace shardrec::train {
 
@@ -69,6 +70,7 @@ ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model,
             const int owner =
                 plan != nullptr ? bucket_owner(plan->at(t.name), o.output_global_offset, b) : 0;
             table.owner.push_back(owner);
+            table.seen.emplace_back();
             table.modules.push_back(
                 owner == rank_ ? std::make_unique<MCHManagedCollisionModule>(t.name, o) : nullptr);
         }
@@ -133,19 +135,27 @@ Batch ManagedCollisionTables::route(const Batch& batch,
     Tensor values = kjt.values().clone();
     int64_t* v = values.data<int64_t>();
     // The managed ids: position in the values, destination rank and table.
-    std::vector<int64_t> pos, where;
+    int64_t total = 0;
+    for (const auto& t : tables) {
+        for (int64_t f = 0; f < kjt.num_keys(); ++f) {
+            if (is_managed(t.features, kjt.keys()[static_cast<size_t>(f)]))
+                total += kjt.offset_per_key()[f + 1] - kjt.offset_per_key()[f];
+        }
+    }
+    std::vector<int64_t> pos(static_cast<size_t>(total)), where(static_cast<size_t>(total));
     std::vector<int64_t> send_counts(static_cast<size_t>(W * T), 0);
+    size_t m = 0;
     for (int64_t ti = 0; ti < T; ++ti) {
         const auto& t = tables[static_cast<size_t>(ti)];
         const auto k = static_cast<int64_t>(t.owner.size());
         for (int64_t f = 0; f < kjt.num_keys(); ++f) {
             if (!is_managed(t.features, kjt.keys()[static_cast<size_t>(f)]))
                 continue;
-            for (int64_t n = kjt.offset_per_key()[f]; n < kjt.offset_per_key()[f + 1]; ++n) {
-                const int64_t b = managed_collision_bucket(v[n], t.input_hash_size, k);
+            for (int64_t n = kjt.offset_per_key()[f]; n < kjt.offset_per_key()[f + 1]; ++n, ++m) {
+                const int64_t b = k == 1 ? 0 : managed_collision_bucket(v[n], t.input_hash_size, k);
                 const int64_t cell = t.owner[static_cast<size_t>(b)] * T + ti;
-                pos.push_back(n);
-                where.push_back(cell);
+                pos[m] = n;
+                where[m] = cell;
                 ++send_counts[static_cast<size_t>(cell)];
             }
         }
@@ -184,13 +194,19 @@ Batch ManagedCollisionTables::route(const Batch& batch,
     for (int64_t ti = 0; ti < T; ++ti) {
         auto& t = tables[static_cast<size_t>(ti)];
         const auto k = static_cast<int64_t>(t.owner.size());
+        if (k == 1 && W == 1) {  // one process, one bucket: the ids as they are
+            const int64_t lo = seg_at[static_cast<size_t>(ti)];
+            map(t, 0, in + lo, rc[ti], rows_out + lo);
+            continue;
+        }
         std::vector<int64_t> first(static_cast<size_t>(k + 1), 0);
         bucket_of.clear();
         order.clear();
         for (int64_t r = 0; r < W; ++r) {
             const int64_t lo = seg_at[static_cast<size_t>(r * T + ti)];
             for (int64_t j = lo; j < lo + rc[r * T + ti]; ++j) {
-                const int64_t b = managed_collision_bucket(in[j], t.input_hash_size, k);
+                const int64_t b =
+                    k == 1 ? 0 : managed_collision_bucket(in[j], t.input_hash_size, k);
                 SR_CHECK(t.owner[static_cast<size_t>(b)] == me,
                          "managed collision: rank {} got an id of table '{}' bucket {}, which "
                          "rank {} keeps",
@@ -211,13 +227,17 @@ Batch ManagedCollisionTables::route(const Batch& batch,
             ids[static_cast<size_t>(at)] = in[order[j]];
         }
         mapped.resize(ids.size());
+        std::vector<int64_t> owned;
         for (int64_t b = 0; b < k; ++b) {
-            if (t.owner[static_cast<size_t>(b)] != me)
-                continue;
+            if (t.owner[static_cast<size_t>(b)] == me)
+                owned.push_back(b);
+        }
+        kernels::parallel_tasks(static_cast<int64_t>(owned.size()), [&](int64_t j) {
+            const int64_t b = owned[static_cast<size_t>(j)];
             const int64_t lo = first[static_cast<size_t>(b)],
                           hi = first[static_cast<size_t>(b + 1)];
             map(t, b, ids.data() + lo, hi - lo, mapped.data() + lo);
-        }
+        });
         for (size_t j = 0; j < sorted.size(); ++j)
             rows_out[sorted[j]] = mapped[j];
     }
@@ -237,11 +257,12 @@ Batch ManagedCollisionTables::remap_train(const Batch& batch,
         m.forward(ids, n, out);
         // A bucket's slots 0 .. usable_slots - 1 are owned by ids; the unmapped ids go above.
         const int64_t first = m.options().output_global_offset, owned = m.usable_slots();
-        t.ids_seen += n;
+        Table::Seen& seen = t.seen[static_cast<size_t>(b)];
+        seen.ids += n;
         for (int64_t i = 0; i < n; ++i)
-            t.hits_seen += out[i] - first < owned ? 1 : 0;
+            seen.hits += out[i] - first < owned ? 1 : 0;
         const std::vector<int64_t> evicted = m.evict();
-        t.evicted.insert(t.evicted.end(), evicted.begin(), evicted.end());
+        seen.evicted.insert(seen.evicted.end(), evicted.begin(), evicted.end());
     };
     Batch out = route(batch, pg_.get(), tables_, step);
     for (Table& t : tables_)
@@ -267,29 +288,36 @@ void ManagedCollisionTables::record_and_reset(EmbeddingBagCollectionInterface& s
     for (size_t i = 0; i < tables_.size(); ++i) {
         Table& t = tables_[i];
         if (t.step % t.eviction_interval != 0) {
-            SR_CHECK(t.evicted.empty(), "table '{}': rows evicted at step {}, not an eviction step",
-                     t.name, t.step);
+            for (const Table::Seen& seen : t.seen) {
+                SR_CHECK(seen.evicted.empty(),
+                         "table '{}': rows evicted at step {}, not an eviction step", t.name,
+                         t.step);
+            }
             continue;
         }
         due.push_back(i);
-        int64_t occupancy = 0, slots = 0, evictions = 0, admissions = 0;
-        for (const auto& m : t.modules) {
+        int64_t occupancy = 0, slots = 0, evictions = 0, admissions = 0, ids = 0, hits = 0;
+        std::vector<int64_t> evicted;
+        for (size_t b = 0; b < t.modules.size(); ++b) {
+            const auto& m = t.modules[b];
             if (m == nullptr)
                 continue;
             occupancy += m->occupancy();
             slots += m->usable_slots();
             evictions += m->evictions_total();
             admissions += m->admissions_total();
+            Table::Seen& seen = t.seen[b];
+            ids += seen.ids;
+            hits += seen.hits;
+            evicted.insert(evicted.end(), seen.evicted.begin(), seen.evicted.end());
+            seen = Table::Seen{};
         }
-        std::sort(t.evicted.begin(), t.evicted.end());
         mine.insert(mine.end(),
                     {occupancy, slots, evictions - t.evictions_seen, admissions - t.admissions_seen,
-                     t.ids_seen, t.hits_seen, static_cast<int64_t>(t.evicted.size())});
-        mine.insert(mine.end(), t.evicted.begin(), t.evicted.end());
+                     ids, hits, static_cast<int64_t>(evicted.size())});
+        mine.insert(mine.end(), evicted.begin(), evicted.end());
         t.evictions_seen = evictions;
         t.admissions_seen = admissions;
-        t.ids_seen = t.hits_seen = 0;
-        t.evicted.clear();
     }
     if (due.empty())
         return;
@@ -350,22 +378,40 @@ void ManagedCollisionTables::reset_rows(const Table& t,
             continue;
         SR_CHECK(s.cached == nullptr,
                  "table '{}': managed collision does not run with a key_value shard yet", t.name);
+        std::vector<int64_t> mine;  // rows of this shard
         for (int64_t row : rows) {
-            if (row < s.row_offset || row >= s.row_offset + s.rows)
-                continue;
-            const int64_t r = row - s.row_offset;
-            Tensor w = s.weight.slice(r, r + 1);
-            init_embedding_rows(w, seed_, t.index, row, s.col_offset, t.num_embeddings);
-            for (Tensor& state : s.optimizer_state) {
-                Tensor part = state.slice(r, r + 1);
-                part.zero_();
-            }
+            if (row >= s.row_offset && row < s.row_offset + s.rows)
+                mine.push_back(row);
         }
+        const auto reset = [&](size_t lo, size_t hi) {
+            for (size_t j = lo; j < hi; ++j) {
+                const int64_t r = mine[j] - s.row_offset;
+                Tensor w = s.weight.slice(r, r + 1);
+                init_embedding_rows(w, seed_, t.index, mine[j], s.col_offset, t.num_embeddings);
+                for (Tensor& state : s.optimizer_state) {
+                    Tensor part = state.slice(r, r + 1);
+                    part.zero_();
+                }
+            }
+        };
+        if (!s.weight.device().is_cpu()) {  // each row's writes synchronous, in order
+            reset(0, mine.size());
+            continue;
+        }
+        // Host rows: independent, so in chunks on the CPU threads (a pass may turn over many).
+        const size_t chunks = std::min<size_t>(64, (mine.size() + 255) / 256);
+        kernels::parallel_tasks(static_cast<int64_t>(chunks), [&](int64_t c) {
+            const auto k = static_cast<size_t>(c);
+            reset(mine.size() * k / chunks, mine.size() * (k + 1) / chunks);
+        });
     }
 }
 
-// Layout: [step, slots, window, pending, evictions_total, admissions_total, slot_ids,
-// slot_counts, slot_lasts, window_ids, window_counts, window_lasts, pending_evictions].
+// Layout: a header of kStateHeader values [step, slots, window, pending, evictions_total,
+// admissions_total, window_total], then slot_ids, slot_counts, slot_lasts, window_ids,
+// window_counts, window_lasts, pending_evictions.
+constexpr int64_t kStateHeader = 7;
+
 Tensor ManagedCollisionTables::state_tensor(size_t i, int64_t bucket) const {
     const ManagedCollisionState s = module(i, bucket).state();
     std::vector<int64_t> out{s.step,
@@ -373,7 +419,8 @@ Tensor ManagedCollisionTables::state_tensor(size_t i, int64_t bucket) const {
                              static_cast<int64_t>(s.window_ids.size()),
                              static_cast<int64_t>(s.pending_evictions.size()),
                              s.evictions_total,
-                             s.admissions_total};
+                             s.admissions_total,
+                             s.window_total};
     const auto put_u = [&](const std::vector<uint64_t>& a) {
         for (uint64_t x : a)
             out.push_back(static_cast<int64_t>(x));
@@ -398,14 +445,14 @@ Tensor ManagedCollisionTables::id_to_row(const Tensor& state,
                                          const std::string& where) {
     const int64_t* p = state.data<int64_t>();
     const int64_t n = state.numel();
-    SR_CHECK(n >= 6 && p[1] >= 0 && 6 + p[1] <= n,
+    SR_CHECK(n >= kStateHeader && p[1] >= 0 && kStateHeader + p[1] <= n,
              "{}: not a managed-collision state ({} values, {} slots in its header)", where, n,
              n >= 2 ? p[1] : -1);
     const int64_t slots = p[1];
     Tensor out = Tensor::empty({slots, 2}, DType::kI64);
     int64_t* o = out.data<int64_t>();
     for (int64_t s = 0; s < slots; ++s) {
-        o[2 * s] = p[6 + s];  // slot_ids come right after the header (state_tensor)
+        o[2 * s] = p[kStateHeader + s];  // slot_ids come right after the header
         o[2 * s + 1] = first_row + s;
     }
     return out;
@@ -417,20 +464,22 @@ void ManagedCollisionTables::load_state_tensor(size_t i,
                                                const std::string& where) {
     const int64_t* p = t.data<int64_t>();
     const int64_t n = t.numel();
-    SR_CHECK(n >= 6,
-             "{}: the managed-collision state of table '{}' has {} values, not the 6 of "
+    SR_CHECK(n >= kStateHeader,
+             "{}: the managed-collision state of table '{}' has {} values, not the {} of "
              "its header",
-             where, tables_[i].name, n);
+             where, tables_[i].name, n, kStateHeader);
     ManagedCollisionState s;
     s.step = p[0];
     const int64_t slots = p[1], window = p[2], pending = p[3];
     s.evictions_total = p[4];
     s.admissions_total = p[5];
-    SR_CHECK(slots >= 0 && window >= 0 && pending >= 0 && n == 6 + 3 * slots + 3 * window + pending,
+    s.window_total = p[6];
+    SR_CHECK(slots >= 0 && window >= 0 && pending >= 0 &&
+                 n == kStateHeader + 3 * slots + 3 * window + pending,
              "{}: the managed-collision state of table '{}' has {} values, its header says {} "
              "slots, {} window ids and {} pending rows",
              where, tables_[i].name, n, slots, window, pending);
-    int64_t k = 6;
+    int64_t k = kStateHeader;
     const auto take_u = [&](std::vector<uint64_t>& a, int64_t m) {
         for (int64_t j = 0; j < m; ++j)
             a.push_back(static_cast<uint64_t>(p[k++]));

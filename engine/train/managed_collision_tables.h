@@ -114,14 +114,21 @@ private:
         std::vector<int> owner;  // [buckets]: the rank that keeps the bucket
         std::vector<std::unique_ptr<MCHManagedCollisionModule>> modules;  // [buckets], owned only
         uint64_t input_hash_size = 0;
-        std::vector<int64_t> evicted;  // this step's evicted rows of the owned buckets
-        // Of the owned buckets: totals at the last record, ids and hits since.
+
+        // Of each owned bucket since the last record (the buckets step on threads of their own).
+        struct Seen {
+            int64_t ids = 0, hits = 0;
+            std::vector<int64_t> evicted;
+        };
+
+        std::vector<Seen> seen;  // [buckets]
+        // Of the owned buckets: totals at the last record.
         int64_t evictions_seen = 0, admissions_seen = 0;
-        int64_t ids_seen = 0, hits_seen = 0;
     };
 
     // Maps the managed features' ids of `batch` through map(table, bucket, ids, n, rows), called
-    // on the bucket's owner for every owned bucket (n may be 0), in table then bucket order.
+    // on the bucket's owner for every owned bucket (n may be 0), the buckets of a table on the
+    // CPU threads at once.
     template <typename Tables, typename Map>
     static Batch route(const Batch& batch, comm::ProcessGroup* pg, Tables& tables, Map&& map);
 

@@ -1,17 +1,21 @@
-// bench_managed_collision: the CPU cost per id of a managed-collision table's remap
-// (MCHManagedCollisionModule::forward: profile + remap, the training step; remap alone, read-only:
-// evaluation) next to the pooled embedding lookup of the same ids (kernels::embedding_bag_forward,
-// SUM, dim D, a table of zch_size rows). Raw ids are Zipf (alpha 1.05) over a space of
-// 64 * zch_size ranks scattered over 63 bits, so the slots are full and every eviction pass has
-// work: the timing starts after warm-up steps that fill them (steady state), and forward's mean
-// includes its eviction passes (every eviction_interval steps). Each step is a new batch.
-// Checked before timing: forward's rows and remap's agree, and every row is in range.
+// bench_managed_collision: the CPU cost per id of a managed-collision table's remap as training
+// runs it (ManagedCollisionTables::remap_train: each bucket's profile + remap with its eviction
+// passes, the evicted rows' reset, total_num_buckets buckets on the CPU threads at once) and as
+// evaluation does (remap_eval, read-only), next to the pooled embedding lookup of the same ids
+// (kernels::embedding_bag_forward, SUM, dim D, on the table's own rows). Raw ids are Zipf (alpha
+// 1.05) over a space of 64 * zch_size ranks scattered over 63 bits, so the slots are full and
+// every eviction pass has work: the timing starts after warm-up steps that fill them (steady
+// state), and forward's mean includes its eviction passes (every eviction_interval steps). Each
+// step is a new batch. Checked before timing: training's rows and evaluation's agree, and every
+// row is in range.
 //
 //   bench_managed_collision [--zch N] [--batch B] [--pooling L] [--dim D] [--interval I]
-//                           [--steps S]
+//                           [--buckets K] [--steps S]
 // Prints a CSV header and row: ..., forward_ns_per_id (mean over the timed steps, eviction passes
 // included), remap_ns_per_id, forward_no_eviction_ns_per_id (the steps without a pass),
 // lookup_ns_per_id, and forward's and remap's ratio to the lookup.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,10 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/config/config.h"
 #include "engine/core/rng.h"
 #include "engine/core/stream.h"
 #include "engine/core/tensor.h"
-#include "engine/modules/managed_collision.h"
+#include "engine/modules/model.h"
+#include "engine/train/managed_collision_tables.h"
 #include "kernels/embedding_bag.h"
 
 using namespace shardrec;
@@ -49,6 +55,7 @@ int64_t zipf_raw_id(uint64_t bits, double n, double alpha) {
 
 int main(int argc, char** argv) {
     int64_t zch = 1 << 20, batch = 2048, pooling = 10, dim = 128, interval = 100, steps = 200;
+    int64_t buckets = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         const int64_t v = std::atoll(argv[i + 1]);
@@ -62,6 +69,8 @@ int main(int argc, char** argv) {
             dim = v;
         else if (a == "--interval")
             interval = v;
+        else if (a == "--buckets")
+            buckets = v;
         else if (a == "--steps")
             steps = v;
         else {
@@ -70,33 +79,54 @@ int main(int argc, char** argv) {
         }
     }
     const int64_t n = batch * pooling;  // fixed pooling: every bag has L ids
-    ManagedCollisionOptions o;
-    o.zch_size = zch;
-    o.mch_size = 0;
-    o.eviction_policy = EvictionPolicy::kDistanceLfu;
-    o.eviction_interval = interval;
-    MCHManagedCollisionModule mc("bench", o);
+    const std::string yaml =
+        fmt::format(R"(
+train: {{steps: 1, seed: 7}}
+data: {{type: synthetic, batch_size: {batch}}}
+model:
+  type: dlrm
+  embedding_dim: {dim}
+  bottom_mlp: [{dim}]
+  top_mlp: [1]
+  tables:
+    - {{name: t, num_embeddings: {zch}, managed_collision: {{zch_size: {zch},
+        eviction_policy: distance_lfu, eviction_interval: {interval}, total_num_buckets: {k}}}}}
+optimizer: {{sparse: {{type: rowwise_adagrad}}}}
+)",
+                    fmt::arg("batch", batch), fmt::arg("dim", dim), fmt::arg("zch", zch),
+                    fmt::arg("interval", interval), fmt::arg("k", buckets));
+    const Config config = parse_config(yaml, {});
+    auto ebc = make_embedding_bag_collection(config.model, 7,
+                                             sparse_optimizer_params(config.optimizer.sparse));
+    train::ManagedCollisionTables mc(config.model, 7);
     const double space = 64.0 * static_cast<double>(zch);
-    std::vector<int64_t> ids(static_cast<size_t>(n));
+    Tensor lengths = Tensor::empty({batch}, DType::kI64);
+    std::fill(lengths.data<int64_t>(), lengths.data<int64_t>() + batch, pooling);
     int64_t draw = 0;
     const auto next_batch = [&] {
+        Tensor ids = Tensor::empty({n}, DType::kI64);
         for (int64_t i = 0; i < n; ++i, ++draw)
-            ids[static_cast<size_t>(i)] =
+            ids.data<int64_t>()[i] =
                 zipf_raw_id(rng::hash(7, static_cast<uint64_t>(draw)), space, 1.05);
+        Batch b;
+        b.sparse = KeyedJaggedTensor::from_lengths_sync({"f_t"}, ids, lengths);
+        return b;
+    };
+    const auto full = [&] {
+        for (int64_t b = 0; b < buckets; ++b) {
+            if (mc.module(0, b).occupancy() < mc.module(0, b).usable_slots())
+                return false;
+        }
+        return true;
     };
     // Warm-up: until the slots are full and a few eviction passes have run.
     int64_t warm = 0;
-    Tensor rows = Tensor::empty({n}, DType::kI64);
-    while (mc.occupancy() < mc.usable_slots() || warm < 3 * interval) {
-        next_batch();
-        mc.forward(ids.data(), n, rows.data<int64_t>());
-        mc.evict();
+    while (!full() || warm < 3 * interval) {
+        mc.remap_train(next_batch(), *ebc, Stream::cpu());
         ++warm;
     }
-    Tensor weights = Tensor::empty({zch, dim}, DType::kF32);
-    float* w = weights.data<float>();
-    for (int64_t i = 0; i < zch * dim; ++i)
-        w[i] = static_cast<float>(i % 97) * 0.01f;
+    mc.take_records();
+    const Tensor weights = ebc->shard_states().at(0).weight;  // [zch, dim]
     Tensor table_offsets = Tensor::empty({2}, DType::kI64);
     table_offsets.data<int64_t>()[0] = 0;
     table_offsets.data<int64_t>()[1] = zch;
@@ -106,33 +136,40 @@ int main(int argc, char** argv) {
     for (int64_t b = 0; b <= batch; ++b)
         offsets.data<int64_t>()[b] = b * pooling;
     Tensor out = Tensor::empty({batch, dim}, DType::kF32);
-    std::vector<int64_t> read_only(static_cast<size_t>(n));
     double t_forward = 0, t_remap = 0, t_lookup = 0;
     double t_profile_plain = 0;  // forward in the steps without an eviction pass
     int64_t plain_steps = 0;
     int64_t wrong = 0;
     for (int64_t s = 0; s < steps; ++s) {
-        next_batch();
+        const Batch batch_ids = next_batch();
         auto t0 = Clock::now();
-        mc.forward(ids.data(), n, rows.data<int64_t>());
+        const Batch trained = mc.remap_train(batch_ids, *ebc, Stream::cpu());
         const double dt = seconds_since(t0);
         t_forward += dt;
-        if (mc.step() % interval != 0) {
+        if ((warm + s + 1) % interval != 0) {
             t_profile_plain += dt;
             ++plain_steps;
         }
-        mc.evict();
         t0 = Clock::now();
-        mc.remap(ids.data(), n, read_only.data());
+        const Batch read_only = mc.remap_eval(batch_ids);
         t_remap += seconds_since(t0);
+        const Tensor rows = trained.sparse.values();
         for (int64_t i = 0; i < n; ++i) {
             const int64_t r = rows.data<int64_t>()[i];
-            wrong += (r != read_only[static_cast<size_t>(i)] || r < 0 || r >= zch) ? 1 : 0;
+            wrong +=
+                (r != read_only.sparse.values().data<int64_t>()[i] || r < 0 || r >= zch) ? 1 : 0;
         }
         t0 = Clock::now();
         kernels::embedding_bag_forward(weights, table_offsets, feature_table, rows, offsets,
                                        nullptr, PoolingMode::kSum, out, Stream::cpu());
         t_lookup += seconds_since(t0);
+    }
+    int64_t evicted = 0, passes = 0;
+    double hits = 0;
+    for (const train::ManagedCollisionRecord& rec : mc.take_records()) {
+        evicted += rec.evictions;
+        hits += rec.hit_fraction;
+        ++passes;
     }
     if (wrong != 0) {
         std::fprintf(stderr, "bench_managed_collision: #wrong %lld rows\n",
@@ -145,11 +182,15 @@ int main(int argc, char** argv) {
     const double p =
         t_profile_plain * 1e9 / static_cast<double>(n * std::max<int64_t>(plain_steps, 1));
     std::printf(
-        "zch,batch,pooling,dim,ids_per_step,warmup_steps,forward_ns_per_id,remap_ns_per_id,"
-        "forward_no_eviction_ns_per_id,lookup_ns_per_id,forward_over_lookup,remap_over_lookup\n");
-    std::printf("%lld,%lld,%lld,%lld,%lld,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f\n",
-                static_cast<long long>(zch), static_cast<long long>(batch),
-                static_cast<long long>(pooling), static_cast<long long>(dim),
-                static_cast<long long>(n), static_cast<long long>(warm), f, r, p, l, f / l, r / l);
+        "zch,buckets,batch,pooling,dim,ids_per_step,warmup_steps,forward_ns_per_id,"
+        "remap_ns_per_id,forward_no_eviction_ns_per_id,lookup_ns_per_id,forward_over_lookup,"
+        "remap_over_lookup,evictions_per_pass,hit_fraction\n");
+    std::printf("%lld,%lld,%lld,%lld,%lld,%lld,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.0f,%.3f\n",
+                static_cast<long long>(zch), static_cast<long long>(buckets),
+                static_cast<long long>(batch), static_cast<long long>(pooling),
+                static_cast<long long>(dim), static_cast<long long>(n),
+                static_cast<long long>(warm), f, r, p, l, f / l, r / l,
+                static_cast<double>(evicted) / static_cast<double>(std::max<int64_t>(passes, 1)),
+                hits / static_cast<double>(std::max<int64_t>(passes, 1)));
     return 0;
 }

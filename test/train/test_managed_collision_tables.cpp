@@ -3,11 +3,13 @@
 // slots hold every id trains bitwise as the plain table given those ids remapped offline.
 #include <catch2/catch.hpp>
 #include <set>
+#include <tuple>
 
 #include "engine/modules/embedding_config.h"
 #include "engine/modules/model.h"
 #include "engine/train/managed_collision_tables.h"
 #include "engine/train/trainer.h"
+#include "kernels/threads.h"
 
 using namespace shardrec;
 
@@ -221,4 +223,47 @@ TEST_CASE("bucket_owner: the rank that holds the bucket's first row at column 0"
     for (int64_t b = 0; b < 8; ++b)
         CHECK(train::bucket_owner(dp, 125 * b, b) == b % 4);
     CHECK_THROWS_WITH(train::bucket_owner(rw, 1000, 0), Catch::Contains("row 1000"));
+}
+
+TEST_CASE("ManagedCollisionTables: buckets stepped on 1 or 2 threads give the same rows and state",
+          "[train][mc]") {
+    // 4 buckets of 5 slots (the last a fallback) for 40 ids a step from 200: evictions every 2.
+    const Config config =
+        parse_config(kConfig, {"model.tables[1].managed_collision.zch_size=20",
+                               "model.tables[1].managed_collision.mch_size=280",
+                               "model.tables[1].managed_collision.total_num_buckets=4",
+                               "model.tables[1].managed_collision.eviction_interval=2"});
+    const auto run = [&](int threads) {
+        kernels::set_cpu_threads(threads);
+        auto ebc = make_embedding_bag_collection(config.model, 5,
+                                                 sparse_optimizer_params(config.optimizer.sparse));
+        train::ManagedCollisionTables mc(config.model, 5);
+        std::vector<int64_t> rows;
+        for (int s = 0; s < 8; ++s) {
+            std::vector<int64_t> ids;
+            for (int i = 0; i < 40; ++i)
+                ids.push_back((s * 37 + i * i) % 200);
+            const Batch out = mc.remap_train(ids_batch(ids), *ebc, Stream::cpu());
+            const int64_t* v = out.sparse.values().data<int64_t>();
+            rows.insert(rows.end(), v, v + 40);
+        }
+        int64_t evictions = 0;
+        for (const auto& rec : mc.take_records())
+            evictions += rec.evictions;
+        std::vector<int64_t> state;
+        for (int64_t b = 0; b < 4; ++b) {
+            const Tensor t = mc.state_tensor(0, b);
+            state.insert(state.end(), t.data<int64_t>(), t.data<int64_t>() + t.numel());
+        }
+        const Tensor w = ebc->shard_states()[1].weight;
+        std::vector<float> weights(w.data<float>(), w.data<float>() + w.numel());
+        return std::make_tuple(rows, evictions, state, weights);
+    };
+    const auto one = run(1);
+    const auto two = run(2);
+    CHECK(std::get<1>(one) > 0);
+    CHECK(std::get<0>(one) == std::get<0>(two));
+    CHECK(std::get<1>(one) == std::get<1>(two));
+    CHECK(std::get<2>(one) == std::get<2>(two));
+    CHECK(std::get<3>(one) == std::get<3>(two));
 }

@@ -3,6 +3,7 @@
 // keeps its own copy of the config.
 #include <sched.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -80,6 +81,19 @@ TEST_CASE("Trainer: losses are bitwise the same with 1 and 2 threads", "[train]"
         INFO("step " << i << ": " << one[i] << " vs " << two[i]);
         CHECK(std::memcmp(&one[i], &two[i], sizeof(float)) == 0);
     }
+}
+
+TEST_CASE("parallel_tasks: every task once, and the first error rethrown", "[train]") {
+    kernels::set_cpu_threads(2);
+    std::vector<int> runs(100, 0);
+    kernels::parallel_tasks(100, [&](int64_t i) { ++runs[static_cast<size_t>(i)]; });
+    CHECK(std::count(runs.begin(), runs.end(), 1) == 100);
+    CHECK_THROWS_WITH(kernels::parallel_tasks(8,
+                                              [&](int64_t i) {
+                                                  if (i == 5)
+                                                      throw Error("task 5 failed");
+                                              }),
+                      "task 5 failed");
 }
 
 TEST_CASE("Trainer: every model type learns on the planted signal", "[train]") {
