@@ -441,6 +441,45 @@ void CachedEmbeddingShard::flush() {
     write_back(evict_rows_, evict_slots_, flush_mover_);
 }
 
+void CachedEmbeddingShard::reset_rows(const std::vector<int64_t>& rows) {
+    prefetched_.synchronize();
+    updated_.synchronize();
+    if (ahead_pending_)
+        ahead_done_.synchronize();
+    const size_t weight_bytes = static_cast<size_t>(layout_.cols) * dtype_size(layout_.dtype);
+    std::vector<int64_t> in_cache, in_store;  // slots, rows
+    std::vector<char> cache_payloads, store_payloads;
+    for (const int64_t row : rows) {
+        SR_CHECK(row >= 0 && row < layout_.rows, "{}: row {} reset, outside the shard",
+                 owner(layout_), row);
+        const int64_t set =
+            static_cast<int64_t>(mix(static_cast<uint64_t>(row)) % static_cast<uint64_t>(sets_));
+        int64_t slot = -1;
+        for (int64_t s = set * ways_; s < (set + 1) * ways_; ++s)
+            slot = slot_row_[static_cast<size_t>(s)] == row ? s : slot;
+        const auto over = overflow_slot_.find(row);
+        if (slot < 0 && over != overflow_slot_.end())
+            slot = over->second;
+        std::vector<char>& payloads = slot >= 0 ? cache_payloads : store_payloads;
+        (slot >= 0 ? in_cache : in_store).push_back(slot >= 0 ? slot : row);
+        payloads.resize(payloads.size() + static_cast<size_t>(payload_bytes_));
+        char* p = payloads.data() + payloads.size() - static_cast<size_t>(payload_bytes_);
+        init_payload(row, p);
+        std::memset(p + weight_bytes, 0, static_cast<size_t>(payload_bytes_) - weight_bytes);
+        if (slot >= slots_)
+            overflow_dirty_[static_cast<size_t>(slot - slots_)] = 1;
+        else if (slot >= 0)
+            slot_dirty_[static_cast<size_t>(slot)] = 1;  // the store's copy is the old one
+        if (!row_count_.empty())
+            row_count_[static_cast<size_t>(row)] = 0;
+    }
+    move_in(in_cache, cache_payloads, flush_mover_);
+    flush_mover_.stream->synchronize();  // done before the next batch's kernels
+    if (!in_store.empty())
+        store_->write(in_store.data(), static_cast<int64_t>(in_store.size()),
+                      store_payloads.data());
+}
+
 // ---- checkpoints ----
 
 // n payloads (the store's layout) into weight [n, cols] and the optimizer states.

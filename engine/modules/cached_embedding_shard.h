@@ -112,6 +112,10 @@ public:
     // Writes every changed row back to the store (once the updates are done); the cache keeps
     // them.
     void flush();
+    // Rows `rows` (shard rows) back to their initial weights with a zero optimizer state,
+    // wherever they are (a managed-collision eviction: TorchRec's mc_embedding_modules.evict),
+    // once the updates before are done; their LFU counts start again.
+    void reset_rows(const std::vector<int64_t>& rows);
 
     // ---- checkpoints (flush first) ----
     // The rows not at their initial value, ascending.

@@ -376,12 +376,16 @@ void ManagedCollisionTables::reset_rows(const Table& t,
     for (EmbeddingShardState& s : sparse.shard_states()) {
         if (s.table != t.index)
             continue;
-        SR_CHECK(s.cached == nullptr,
-                 "table '{}': managed collision does not run with a key_value shard yet", t.name);
         std::vector<int64_t> mine;  // rows of this shard
         for (int64_t row : rows) {
             if (row >= s.row_offset && row < s.row_offset + s.rows)
                 mine.push_back(row);
+        }
+        if (s.cached != nullptr) {  // key_value, fused_uvm_caching: in the cache or the store
+            for (int64_t& row : mine)
+                row -= s.row_offset;
+            s.cached->reset_rows(mine);
+            continue;
         }
         const auto reset = [&](size_t lo, size_t hi) {
             for (size_t j = lo; j < hi; ++j) {

@@ -113,15 +113,6 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     bool tiered = false;  // a kernel only the sharded collection has
     for (const ModelConfig::Table& t : config.model.tables) {
         const std::string kernel = config.sharding.kernel_of(t.name);
-        if (t.managed_collision.zch_size > 0) {
-            // The remap runs in the trainer, before the lookup and the input dist, on the ids'
-            // owners (ManagedCollisionTables): any plan sees rows.
-            SR_CHECK(
-                kernel != "key_value" && kernel != "fused_uvm" && kernel != "fused_uvm_caching",
-                "table '{}': model.tables[].managed_collision does not run with compute "
-                "kernel {} yet; use fused",
-                t.name, kernel);
-        }
         tiered = tiered || kernel == "key_value" || kernel == "fused_uvm" ||
                  kernel == "fused_uvm_caching";
     }

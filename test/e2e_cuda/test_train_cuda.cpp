@@ -262,25 +262,34 @@ TEST_CASE("cuda fused_uvm_caching trains bitwise like fused with any cache", "[c
 
 // Managed collision on a GPU: the remap runs on the host as on the CPU (the same slots, evictions
 // and state), and the evicted rows are reset on the device once the steps that used them are
-// done: losses, eval and the tables match the CPU run within the float tolerance.
+// done (fused_uvm_caching: in the HBM cache or in host memory): losses, eval and the tables match
+// the CPU run within the float tolerance.
 TEST_CASE("cuda managed collision trains like the CPU, evictions included", "[cuda][e2e]") {
     auto pg = comm::world_process_group();
     const std::vector<std::string> mc = {"train.steps=12",
                                          "model.tables[0].managed_collision.zch_size=50",
                                          "model.tables[0].managed_collision.mch_size=251",
                                          "model.tables[0].managed_collision.eviction_interval=3"};
-    std::vector<std::string> on_gpu = mc;
-    on_gpu.push_back("runtime.device=cuda");
     train::Trainer cpu(parse_config(kConfig, mc), pg);
-    train::Trainer cuda(parse_config(kConfig, on_gpu), pg);
-    REQUIRE(cuda.device().is_cuda());
-    test::require_close(train_all(cuda), train_all(cpu), 1e-5, 1e-4, "managed collision loss");
-    const MCHManagedCollisionModule& mg = cuda.managed_collision().module(0);
-    const MCHManagedCollisionModule& mh = cpu.managed_collision().module(0);
-    CHECK(mh.evictions_total() > 0);
-    CHECK(mg.evictions_total() == mh.evictions_total());
-    CHECK(mg.state().slot_ids == mh.state().slot_ids);
-    const train::Metrics eg = cuda.evaluate(), eh = cpu.evaluate();
-    CHECK(std::fabs(eg.auc - eh.auc) < 1e-3);
-    test::require_close(table(cuda, 0), table(cpu, 0), 5e-5, 5e-4, "managed table");
+    const std::vector<float> cpu_losses = train_all(cpu);
+    const train::Metrics eh = cpu.evaluate();
+    for (const char* kernel : {"fused", "fused_uvm_caching"}) {
+        INFO("compute kernel " << kernel);
+        std::vector<std::string> on_gpu = mc;
+        on_gpu.insert(on_gpu.end(),
+                      {"runtime.device=cuda", std::string("sharding.compute_kernel=") + kernel});
+        if (std::string(kernel) == "fused_uvm_caching")
+            on_gpu.push_back("sharding.cache.load_factor=0.2");
+        train::Trainer cuda(parse_config(kConfig, on_gpu), pg);
+        REQUIRE(cuda.device().is_cuda());
+        test::require_close(train_all(cuda), cpu_losses, 1e-5, 1e-4, "managed collision loss");
+        const MCHManagedCollisionModule& mg = cuda.managed_collision().module(0);
+        const MCHManagedCollisionModule& mh = cpu.managed_collision().module(0);
+        CHECK(mh.evictions_total() > 0);
+        CHECK(mg.evictions_total() == mh.evictions_total());
+        CHECK(mg.state().slot_ids == mh.state().slot_ids);
+        const train::Metrics eg = cuda.evaluate();
+        CHECK(std::fabs(eg.auc - eh.auc) < 1e-3);
+        test::require_close(table(cuda, 0), table(cpu, 0), 5e-5, 5e-4, "managed table");
+    }
 }

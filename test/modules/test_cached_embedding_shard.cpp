@@ -320,6 +320,57 @@ TEST_CASE("CachedEmbeddingShard: LFU evicts the least frequently used row", "[ke
     CHECK(misses_of(c, {0}) == 1);
 }
 
+// A managed-collision eviction: a row in the cache and a row in the store go back to their
+// initial weights with a zero state; the others keep theirs.
+TEST_CASE("CachedEmbeddingShard: reset_rows resets rows in the cache and in the store",
+          "[key_value]") {
+    for (const Tier tier : {Tier::kDisk, Tier::kHost}) {
+        INFO("host tier " << (tier == Tier::kHost));
+        TempDir dir;
+        kernels::FusedOptimizerParams optim;
+        optim.type = kernels::OptimType::kExactRowWiseAdagrad;
+        const CachedEmbeddingShard::Layout l = layout(100, 4);
+        CachedEmbeddingShard c(l, {0.04, CacheAlgorithm::kLru, std::nullopt}, optim,
+                               store_for(tier, dir.path, l, optim));
+        std::vector<int64_t> rows;
+        for (int64_t r = 0; r < 10; ++r)
+            rows.push_back(r);
+        Tensor w = Tensor::empty({10, 4}, DType::kF32);
+        Tensor g = Tensor::empty({10}, DType::kF32);
+        std::fill(w.data<float>(), w.data<float>() + 40, 7.0f);
+        std::fill(g.data<float>(), g.data<float>() + 10, 1.0f);
+        std::vector<Tensor> states{g};
+        c.write_rows(rows, w, states);
+        CHECK(misses_of(c, {0, 1, 2, 3}) == 4);  // 1 is in the cache, 5 in the store
+        c.reset_rows({1, 5});
+        c.flush();
+        Tensor got;
+        std::vector<Tensor> got_states;
+        c.read_rows({0, 1, 5, 6}, got, got_states);
+        REQUIRE(got_states.size() == 1);
+        for (int64_t i = 0; i < 4; ++i) {
+            const int64_t row = std::vector<int64_t>{0, 1, 5, 6}[static_cast<size_t>(i)];
+            INFO("row " << row);
+            const bool reset = row == 1 || row == 5;
+            Tensor init = Tensor::empty({1, 4}, DType::kF32);
+            init_embedding_rows(init, l.seed, l.table_index, l.row_offset + row, l.col_offset,
+                                l.num_embeddings);
+            for (int64_t k = 0; k < 4; ++k)
+                CHECK(got.data<float>()[i * 4 + k] == (reset ? init.data<float>()[k] : 7.0f));
+            CHECK(got_states[0].data<float>()[i] == (reset ? 0.0f : 1.0f));
+        }
+        // The cache's own copy of row 1 too: a lookup now reads the reset row.
+        Tensor slots;
+        c.prefetch(Tensor::from_vector(std::vector<int64_t>{1}), slots);
+        const int64_t slot = slots.data<int64_t>()[0];
+        Tensor init = Tensor::empty({1, 4}, DType::kF32);
+        init_embedding_rows(init, l.seed, l.table_index, l.row_offset + 1, l.col_offset,
+                            l.num_embeddings);
+        for (int64_t k = 0; k < 4; ++k)
+            CHECK(c.weights.data<float>()[slot * 4 + k] == init.data<float>()[k]);
+    }
+}
+
 // One set of 4 ways against a plain model of the policies: LRU by the batch of last use, LFU by
 // the lookups of a row since the start (kept while it is out of the cache, as FBGEMM's
 // lfu_state), ties to the least recent, then the lower way; a batch's own rows locked; a row
