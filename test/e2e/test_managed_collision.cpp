@@ -233,15 +233,17 @@ TEST_CASE("managed collision e2e: a checkpoint without its remap state is refuse
 // Sharded: t4's ids in 4 hash buckets, each remapped on the rank holding its rows (row_wise at 2
 // ranks: two buckets a rank; column_wise at 4: the first column shard's rank), so 1, 2 and 4 ranks
 // with the same global batch (32) assign the same slots, evict the same ids and train the same
-// model. The state written at 4 ranks resumes at 2.
+// model; so do 4 ranks in two replica groups (2D). The state written at 4 ranks resumes at 2.
 TEST_CASE(
     "managed collision e2e: 1, 2 and 4 ranks give the same slots and losses, and resume "
     "across world sizes",
     "[e2e][mc]") {
     const auto dir = fresh_dir("mc_world");
     const auto run = [&](int np, const std::string& name, const std::string& plan,
-                         const std::string& resume) {
+                         const std::string& resume, const std::string& extra = "") {
         auto args = mc_args(dir / name, 8);
+        if (!extra.empty())
+            args.insert(args.end(), {"--set", extra});
         // SGD: Adagrad's g / sqrt(G) on the first steps' tiny G turns the last-bit differences of
         // the rank-order sums into ~1e-3 relative ones on this model, MC or not. A sparse learning
         // rate of 2 moves the rows far enough that a row not reset shows (~4e-4).
@@ -263,6 +265,8 @@ TEST_CASE(
     run(1, "np1", "", "");
     run(2, "np2", "row_wise", "");
     run(4, "np4", "column_wise", "");
+    // 2D: two groups of 2 ranks, each holding all of t4 row_wise; the buckets live in the first.
+    run(4, "np4_2d", "row_wise", "", "sharding.replica_groups=2");
     const fs::path resume_from = dir / "np4" / "checkpoints" / "step-00000004";
     run(2, "np4_to_np2", "row_wise", resume_from.string());
 
@@ -308,6 +312,7 @@ TEST_CASE(
     CHECK(evictions_after_4 > 0);
     check_same("np2", 0);
     check_same("np4", 0);
+    check_same("np4_2d", 0);
     check_same("np4_to_np2", 5);
 
     // The remap state of the 4 buckets, bitwise, at the checkpoint of step 4 and after step 8.
@@ -341,8 +346,10 @@ TEST_CASE(
         REQUIRE(!one.empty());
         CHECK(state("np2", step) == one);
         CHECK(state("np4", step) == one);
+        CHECK(state("np4_2d", step) == one);
         rows_close("np2", step);
         rows_close("np4", step);
+        rows_close("np4_2d", step);
     }
     rows_close("np4_to_np2", "step-00000008");
     CHECK(state("np4_to_np2", "step-00000008") == state("np1", "step-00000008"));
