@@ -9,6 +9,7 @@
 #include "engine/distributed/planner.h"
 #include "engine/distributed/planner_estimate.h"
 #include "engine/distributed/topology.h"
+#include "engine/modules/managed_collision.h"
 
 namespace shardrec {
 namespace {
@@ -81,8 +82,10 @@ std::vector<RankMemory> plan_rank_memory(const Config& config, int world_size, i
                      model.table_cost(table, ShardingType::kTableWise, kernel, whole), {0}, whole,
                      kernel);
         }
-    } else {
-        const ShardingPlan plan = make_sharding_plan(config, topology);
+    }
+    const ShardingPlan plan =
+        world_size == 1 ? ShardingPlan{} : make_sharding_plan(config, topology);
+    if (world_size > 1) {
         for (const ModelConfig::Table& table : config.model.tables) {
             const ParameterSharding& ps = plan.at(table.name);
             std::vector<int> shard_ranks;
@@ -100,6 +103,21 @@ std::vector<RankMemory> plan_rank_memory(const Config& config, int world_size, i
             }
             add_cost(ranks, model, table, model.table_cost(table, ps), shard_ranks, sizes,
                      ps.compute_kernel);
+        }
+    }
+    // The managed-collision buckets' slot maps, on their owners (the remap runs on the host:
+    // counted where the host's memory is checked, on the CPU).
+    for (const ModelConfig::Table& table : config.model.tables) {
+        const ModelConfig::Table::ManagedCollision& mc = table.managed_collision;
+        if (mc.zch_size == 0 || config.runtime.device != "cpu")
+            continue;
+        const int64_t k = std::max<int64_t>(mc.total_num_buckets, 1);
+        for (int64_t b = 0; b < k; ++b) {
+            const int owner = world_size == 1 ? 0
+                                              : bucket_owner(plan.at(table.name),
+                                                             b * (table.num_embeddings / k), b);
+            ranks[static_cast<size_t>(owner)].remap_bytes +=
+                static_cast<double>(MCHManagedCollisionModule::slot_bytes(mc.zch_size / k));
         }
     }
     for (RankMemory& r : ranks) {
@@ -158,12 +176,16 @@ std::string memory_problem(const std::vector<RankMemory>& ranks,
     }
     return fmt::format(
         "rank {} needs {} but only {} is available to it ({}): embedding tables {} (largest: {}), "
-        "communication buffers {}, dense layers and activations (batch size {}) {}; use more "
+        "communication buffers {}, dense layers and activations (batch size {}) {}{}; use more "
         "ranks, smaller tables, a smaller data.batch_size or a sparse optimizer with less state "
         "(rowwise_adagrad)",
         rank, format_bytes(need), format_bytes(available), bound, format_bytes(me.tables_bytes),
         largest.empty() ? std::string("none") : fmt::format("{}", fmt::join(largest, ", ")),
-        format_bytes(me.buffers_bytes), batch_size, format_bytes(me.dense_bytes));
+        format_bytes(me.buffers_bytes), batch_size, format_bytes(me.dense_bytes),
+        me.remap_bytes > 0 ? fmt::format(", managed-collision slot maps {} (more "
+                                         "managed_collision.total_num_buckets spread them)",
+                                         format_bytes(me.remap_bytes))
+                           : std::string());
 }
 
 void check_memory_fits(
@@ -171,8 +193,10 @@ void check_memory_fits(
     // sharding.replica_groups: every group holds the plan of one group (rank r as rank r % G).
     const int G = sharding_group_size(config.sharding, world_size, local_size);
     std::vector<RankMemory> ranks = plan_rank_memory(config, G, std::min(local_size, G));
-    for (int r = G; r < world_size; ++r)
+    for (int r = G; r < world_size; ++r) {
         ranks.push_back(ranks[static_cast<size_t>(r % G)]);
+        ranks.back().remap_bytes = 0;  // the buckets live in the first group
+    }
     AvailableMemory shared, own;
     if (device.is_cuda()) {
         // One rank per GPU: nothing is shared with the node's other ranks.

@@ -30,8 +30,10 @@ struct RankMemory {
     double tables_bytes = 0;
     double buffers_bytes = 0;  // ids received, pooled rows and their gradients (all-to-all)
     double dense_bytes = 0;    // dense parameters, gradients, optimizer state, activations
+    // The managed-collision buckets it keeps (host memory: the slot maps; CPU runs only).
+    double remap_bytes = 0;
 
-    double total_bytes() const { return tables_bytes + buffers_bytes + dense_bytes; }
+    double total_bytes() const { return tables_bytes + buffers_bytes + dense_bytes + remap_bytes; }
 };
 
 // Every rank's planned memory: one process holds every table whole; several ranks shard them by

@@ -68,6 +68,11 @@ ShardingPlan manual_plan(const ModelConfig& model,
 // ranks for the table's [rows, dim], ranks outside the world.
 void check_plan(const ShardingPlan& plan, const std::vector<ModelConfig::Table>& tables);
 
+// The rank that keeps the remap state of a managed-collision bucket whose first row is
+// `first_row`: the rank of the table's shard holding that row at column 0; several
+// (data_parallel: every rank) take the buckets in turn (bucket mod their number).
+int bucket_owner(const ParameterSharding& sharding, int64_t first_row, int64_t bucket);
+
 // ---- plan files ----
 
 // Reads a plan file for the model's tables in world env; every problem (unknown keys, unknown or

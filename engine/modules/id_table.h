@@ -122,7 +122,7 @@ public:
         }
     }
 
-private:
+    // The cells a table of n ids takes (a power of two, at least twice n).
     static size_t capacity_for(size_t n) {
         size_t cap = 16;
         while (cap < 2 * n) {
@@ -131,6 +131,7 @@ private:
         return cap;
     }
 
+private:
     size_t home(uint64_t id) const {
         // Fibonacci hashing of a folded id: the top bits of the product, spread for sequential ids.
         return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ull) >> shift_);

@@ -207,6 +207,12 @@ int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64
     return static_cast<int64_t>(rng::mix64(id ^ kSalt) % static_cast<uint64_t>(buckets));
 }
 
+int64_t MCHManagedCollisionModule::slot_bytes(int64_t zch_size) {
+    const auto n = static_cast<size_t>(std::max<int64_t>(zch_size, 0));
+    return static_cast<int64_t>(IdTable<Slot>::capacity_for(n) * sizeof(IdTable<Slot>::Cell) +
+                                n * sizeof(uint64_t));
+}
+
 uint64_t MCHManagedCollisionModule::hash_input(int64_t raw_id) const {
     const uint64_t id = static_cast<uint64_t>(raw_id);
     return hash_mask_ != 0 ? id & hash_mask_ : id % options_.input_hash_size;

@@ -116,6 +116,10 @@ public:
 
     const ManagedCollisionOptions& options() const { return options_; }
 
+    // Host bytes the slots of a full module take (its slot map and the slots' ids), for the
+    // memory check; the window of an interval's ids comes on top.
+    static int64_t slot_bytes(int64_t zch_size);
+
     ManagedCollisionState state() const;
     // Throws when the state does not fit these options (sizes, order).
     void load_state(const ManagedCollisionState& state);

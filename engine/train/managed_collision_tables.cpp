@@ -35,19 +35,6 @@ ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t,
     return o;
 }
 
-int bucket_owner(const ParameterSharding& sharding, int64_t first_row, int64_t bucket) {
-    std::vector<int> holders;
-    for (const ShardMetadata& s : sharding.sharding_spec) {
-        if (s.shard_offsets[1] == 0 && first_row >= s.shard_offsets[0] &&
-            first_row < s.shard_offsets[0] + s.shard_sizes[0])
-            holders.push_back(s.rank);
-    }
-    if (sharding.sharding_spec.empty())  // data_parallel: every rank holds every row
-        holders = sharding.ranks;
-    SR_CHECK(!holders.empty(), "managed collision: no shard of the plan holds row {}", first_row);
-    return holders[static_cast<size_t>(bucket) % holders.size()];
-}
-
 ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model,
                                                uint64_t seed,
                                                std::shared_ptr<comm::ProcessGroup> pg,

@@ -7,13 +7,13 @@
 // their fused optimizer state zeroed; evaluation remaps read-only.
 //
 // With several ranks a bucket's state lives on one rank, its owner: the rank holding the bucket's
-// first row in the sharding plan (bucket_owner), so with K a multiple of the ranks a row_wise
-// table's remap state is split as its rows are. Each rank sends each raw id to its bucket's owner
-// (an all-to-all), the owner remaps the ids of all ranks and sends the rows back; at an eviction
-// step the evicted rows and the records' counts are gathered, so every rank resets the rows of the
-// shards it holds. A bucket's module sees the same ids every step for any world size and plan
-// (the bucket depends on the id alone, the module's decisions on the multiset of its ids), so the
-// slots are those of one process fed the global batch.
+// first row in the sharding plan (bucket_owner, sharding_plan.h), so with K a multiple of the ranks
+// a row_wise table's remap state is split as its rows are. Each rank sends each raw id to its
+// bucket's owner (an all-to-all), the owner remaps the ids of all ranks and sends the rows back; at
+// an eviction step the evicted rows and the records' counts are gathered, so every rank resets the
+// rows of the shards it holds. A bucket's module sees the same ids every step for any world size
+// and plan (the bucket depends on the id alone, the module's decisions on the multiset of its ids),
+// so the slots are those of one process fed the global batch.
 #pragma once
 
 #include <cstdint>
@@ -49,11 +49,6 @@ struct ManagedCollisionRecord {
 ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t,
                                                   uint64_t seed,
                                                   int64_t bucket = 0);
-
-// The rank that keeps the remap state of a bucket whose first row is `first_row`: the rank of
-// the table's shard holding that row at column 0; several (data_parallel: every rank) take the
-// buckets in turn (bucket mod their number).
-int bucket_owner(const ParameterSharding& sharding, int64_t first_row, int64_t bucket);
 
 class ManagedCollisionTables {
 public:

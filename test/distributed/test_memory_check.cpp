@@ -4,6 +4,7 @@
 
 #include "engine/core/error.h"
 #include "engine/distributed/memory_check.h"
+#include "engine/modules/managed_collision.h"
 
 using namespace shardrec;
 using Catch::Matchers::Contains;
@@ -77,6 +78,33 @@ TEST_CASE("plan_rank_memory: several ranks follow the sharding plan", "[memory]"
     REQUIRE(ranks[1].tables.size() == 2);
     CHECK(ranks[1].tables[0].name == "big");
     CHECK(ranks[1].tables_bytes == 501000.0 * (64 * 4 + 4));
+}
+
+// A managed table's slot map lives with its buckets: one process keeps it all, two ranks of a
+// row_wise table with 4 buckets two buckets each; its bytes are in the refusal.
+TEST_CASE("plan_rank_memory: managed-collision slot maps on the buckets' owners", "[memory]") {
+    const std::string mc = R"(sharding:
+  tables:
+    - {name: big, sharding_type: row_wise}
+)";
+    Config config = two_tables(mc);
+    config.model.tables[1].managed_collision.zch_size = 1000000;
+    const double one = static_cast<double>(MCHManagedCollisionModule::slot_bytes(1000000));
+    CHECK(one >= 1000000.0 * (2 * 32 + 8));  // at least twice the slots in 32-byte cells
+    CHECK(plan_rank_memory(config, 1, 1)[0].remap_bytes == one);
+    CHECK(plan_rank_memory(config, 2, 2)[0].remap_bytes == one);  // one bucket: rank 0
+    CHECK(plan_rank_memory(config, 2, 2)[1].remap_bytes == 0);
+    config.model.tables[1].managed_collision.total_num_buckets = 4;
+    const double quarter = static_cast<double>(MCHManagedCollisionModule::slot_bytes(250000));
+    const std::vector<RankMemory> ranks = plan_rank_memory(config, 2, 2);
+    CHECK(ranks[0].remap_bytes == 2 * quarter);
+    CHECK(ranks[1].remap_bytes == 2 * quarter);
+    CHECK(ranks[0].total_bytes() >
+          ranks[0].tables_bytes + ranks[0].buffers_bytes + ranks[0].dense_bytes);
+    CHECK_THAT(memory_problem(ranks, 0, 1, {-1, ""}, {1, "a test's limit"}, 128),
+               Contains("managed-collision slot maps"));
+    config.runtime.device = "cuda";  // the host's memory is not what a GPU run checks
+    CHECK(plan_rank_memory(config, 2, 2)[0].remap_bytes == 0);
 }
 
 TEST_CASE("plan_rank_memory: a 1e12-row table is counted, not overflowed", "[memory]") {

@@ -207,22 +207,22 @@ TEST_CASE("bucket_owner: the rank that holds the bucket's first row at column 0"
     rw.sharding_type = ShardingType::kRowWise;
     rw.ranks = {0, 1};
     rw.sharding_spec = {ShardMetadata{{0, 0}, {500, 8}, 0}, ShardMetadata{{500, 0}, {500, 8}, 1}};
-    CHECK(train::bucket_owner(rw, 0, 0) == 0);
-    CHECK(train::bucket_owner(rw, 250, 1) == 0);
-    CHECK(train::bucket_owner(rw, 500, 2) == 1);
-    CHECK(train::bucket_owner(rw, 750, 3) == 1);
+    CHECK(bucket_owner(rw, 0, 0) == 0);
+    CHECK(bucket_owner(rw, 250, 1) == 0);
+    CHECK(bucket_owner(rw, 500, 2) == 1);
+    CHECK(bucket_owner(rw, 750, 3) == 1);
     ParameterSharding cw;
     cw.sharding_type = ShardingType::kColumnWise;
     cw.ranks = {2, 1};
     cw.sharding_spec = {ShardMetadata{{0, 0}, {1000, 4}, 2}, ShardMetadata{{0, 4}, {1000, 4}, 1}};
     for (int64_t b = 0; b < 4; ++b)
-        CHECK(train::bucket_owner(cw, 250 * b, b) == 2);
+        CHECK(bucket_owner(cw, 250 * b, b) == 2);
     ParameterSharding dp;
     dp.sharding_type = ShardingType::kDataParallel;
     dp.ranks = {0, 1, 2, 3};
     for (int64_t b = 0; b < 8; ++b)
-        CHECK(train::bucket_owner(dp, 125 * b, b) == b % 4);
-    CHECK_THROWS_WITH(train::bucket_owner(rw, 1000, 0), Catch::Contains("row 1000"));
+        CHECK(bucket_owner(dp, 125 * b, b) == b % 4);
+    CHECK_THROWS_WITH(bucket_owner(rw, 1000, 0), Catch::Contains("row 1000"));
 }
 
 TEST_CASE("ManagedCollisionTables: buckets stepped on 1 or 2 threads give the same rows and state",
