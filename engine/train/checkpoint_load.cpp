@@ -114,16 +114,19 @@ void load_managed_collision(Trainer& trainer, const CheckpointManifest& m, const
                  "checkpoint {}: table '{}' was saved with more than the config's "
                  "managed_collision.total_num_buckets {} ({} is there)",
                  dir, mc.table_name(i), k, managed_collision_file(mc.table_name(i), k));
-        for (int64_t b = 0; b < k; ++b) {
+        for (int64_t b = 0; b < k; ++b) {  // every bucket there before any is read
             const std::string file = managed_collision_file(mc.table_name(i), b);
-            const auto found = listed(file);
-            SR_CHECK(found != m.files.end(),
+            SR_CHECK(listed(file) != m.files.end(),
                      "checkpoint {}: no managed-collision state of table '{}' bucket {} ({}): "
                      "it was saved without model.tables[].managed_collision or with another "
                      "total_num_buckets",
                      dir, mc.table_name(i), b, file);
+        }
+        for (int64_t b = 0; b < k; ++b) {
             if (!mc.owns(i, b))
                 continue;
+            const std::string file = managed_collision_file(mc.table_name(i), b);
+            const auto found = listed(file);
             SR_CHECK(found->bytes % 8 == 0, "checkpoint {}: {} has {} bytes, not a multiple of 8",
                      dir, file, found->bytes);
             Tensor state = Tensor::empty({found->bytes / 8}, DType::kI64);

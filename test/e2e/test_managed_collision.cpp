@@ -221,6 +221,14 @@ TEST_CASE("managed collision e2e: a checkpoint without its remap state is refuse
     INFO(mc.output);
     REQUIRE(mc.exit_code == 0);
     const fs::path ckpt = dir / "mc" / "checkpoints" / "step-00000004";
+    // Another bucket count is another model: refused, naming the key and the file it lacks.
+    auto other = mc_args(dir / "buckets", 8);
+    other.insert(other.end(), {"--resume", ckpt.string(), "--set",
+                               "model.tables[4].managed_collision.total_num_buckets=2"});
+    const RunResult buckets = run_shardrec(other);
+    CHECK(buckets.exit_code != 0);
+    CHECK_THAT(buckets.output,
+               Contains("managed_collision/t4.1.bin") && Contains("total_num_buckets"));
     auto args = mc_args(dir / "resumed", 8);
     args.insert(args.end(), {"--resume", ckpt.string()});
     // The manifest lists the file with its CRC: the file check names what is missing.
