@@ -414,15 +414,19 @@ std::unique_ptr<DataIterator> Trainer::train_inputs(int64_t first_step,
 }
 
 std::unique_ptr<DataIterator> Trainer::cycled_inputs(const std::vector<Batch>& batches,
-                                                     int64_t steps) const {
+                                                     int64_t steps) {
     SR_CHECK(!batches.empty(), "cycled_inputs: no batches");
     return std::make_unique<FunctionIterator>(
         [this, &batches, steps, step = int64_t{0}]() mutable -> std::optional<TrainInput> {
             if (step >= steps)
                 return std::nullopt;
             const int64_t s = step++;
-            return TrainInput{s, batches[static_cast<size_t>(s) % batches.size()], true,
-                              dense_lr(s), sparse_lr(s)};
+            const Batch& batch = batches[static_cast<size_t>(s) % batches.size()];
+            return TrainInput{
+                s,
+                mc_.empty() ? batch
+                            : mc_.remap_train(batch, model_->sparse_arch(), pipeline_.stream()),
+                true, dense_lr(s), sparse_lr(s)};
         });
 }
 

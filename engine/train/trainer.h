@@ -63,9 +63,9 @@ public:
         int64_t end_step,
         std::function<void(int64_t step, Batch& batch)> prepare = {});
     // Steps [0, steps) over `batches` (which the caller keeps alive) cycled, with the steps'
-    // learning rates: benchmarks and tests measure the step, not the data loader.
-    std::unique_ptr<DataIterator> cycled_inputs(const std::vector<Batch>& batches,
-                                                int64_t steps) const;
+    // learning rates: benchmarks and tests measure the step, not the data loader. Managed-
+    // collision tables remap each step's batch as training does (part of the step).
+    std::unique_ptr<DataIterator> cycled_inputs(const std::vector<Batch>& batches, int64_t steps);
     // Trains the next step of `inputs` on train.pipeline (sparse_dist takes up to two steps ahead
     // from `inputs`); nullopt once both are exhausted. Checks the loss as train_step does.
     std::optional<TrainOutput> progress(DataIterator& inputs);

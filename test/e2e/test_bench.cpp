@@ -113,3 +113,22 @@ TEST_CASE("bench: one process with key_value tables reports its cache", "[e2e]")
     ss << in.rdbuf();
     CHECK(json_number(ss.str(), "cache_misses_per_step") > 0);
 }
+
+// Managed-collision tables: each timed step remaps its batch's raw ids as training does (the
+// batches are made of raw ids), on one process and on two ranks with the buckets split.
+TEST_CASE("bench: managed-collision tables remap every step", "[e2e][mpi]") {
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    for (const int np : {1, 2}) {
+        INFO(np << " rank(s)");
+        const RunResult r = run_shardrec(
+            {"bench", config, "--steps", "6", "--warmup", "2", "--set",
+             "data.synthetic.raw_id_drift=4", "--set",
+             "model.tables[0].managed_collision.zch_size=20000", "--set",
+             "model.tables[0].managed_collision.eviction_interval=2", "--set",
+             "model.tables[0].managed_collision.total_num_buckets=2"},
+            np == 1 ? std::string() : "mpirun -np 2 --allow-run-as-root --oversubscribe");
+        INFO(r.output);
+        REQUIRE(r.exit_code == 0);
+        CHECK(r.output.find("step time         median") != std::string::npos);
+    }
+}
