@@ -339,8 +339,13 @@ FaultRun run_fault(Fault fault, const std::string& name, const std::string& mpir
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    if (f.ranks_end_s < 0 && f.mpirun_end_s >= 0 && shardrec_pids("sr-h1").empty())
-        f.ranks_end_s = f.mpirun_end_s;  // ended in the poll that saw mpirun end
+    // Ended in the poll that saw mpirun end: the ranks may still be being reaped then.
+    for (int wait = 0; f.ranks_end_s < 0 && f.mpirun_end_s >= 0 && wait < 40; ++wait) {
+        if (shardrec_pids("sr-h1").empty())
+            f.ranks_end_s = f.mpirun_end_s;
+        else
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     f.mpirun_output = read_text(dir / "mpirun.log");
     for (int r = 0; r < 4; ++r)
         f.rank_outputs.push_back(rank_output(dir / "ranks", r));
@@ -453,13 +458,20 @@ TEST_CASE(
     WARN("killed host under orte_enable_recovery: the ranks of sr-h1 ended "
          << f.ranks_end_s << " s after the kill, mpirun " << f.mpirun_end_s << " s (exit "
          << f.mpirun_exit << ")");
+    // The first survivor to time out names the collective and the host, then aborts the job:
+    // its node-mate, which entered the collective a little later, may be ended by that abort
+    // before its own timeout (both ended within the bound above).
+    int named = 0;
     for (int r = 0; r < 2; ++r) {
-        INFO("rank " << r << ":\n" << f.rank_outputs[static_cast<size_t>(r)]);
-        CHECK_THAT(f.rank_outputs[static_cast<size_t>(r)],
-                   Contains("did not complete within 5 s") &&
-                       (Contains("on host sr-h2 has not reached it") ||
-                        Contains("of group 'cross_node' instead")));
+        const std::string& out = f.rank_outputs[static_cast<size_t>(r)];
+        INFO("rank " << r << ":\n" << out);
+        named += out.find("did not complete within 5 s") != std::string::npos &&
+                         (out.find("on host sr-h2 has not reached it") != std::string::npos ||
+                          out.find("of group 'cross_node' instead") != std::string::npos)
+                     ? 1
+                     : 0;
     }
+    CHECK(named >= 1);
     std::string check;
     CHECK(newest_checkpoint_loads(f.run, &check) >= 20);
     INFO(check);
