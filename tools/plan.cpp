@@ -173,6 +173,7 @@ int plan_main(const std::vector<std::string>& args) {
         fmt::print("module: \n\n{}\n\n{}", plan_table(plan, config.model.tables, table_options),
                    estimate_report(estimate, config, topology, a.full ? SIZE_MAX : 16));
         fmt::print("{}", cache_report(plan, config, measured_hit_rates(a.measured)));
+        fmt::print("{}", managed_collision_report(plan, config));
         if (!fits) {
             fmt::print("DOES NOT FIT: a rank needs {:.2f} GiB, the limit is {:.2f} GiB\n",
                        static_cast<double>(estimate.max_memory_bytes()) / 1073741824.0,

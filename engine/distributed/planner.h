@@ -85,4 +85,9 @@ std::string cache_report(const ShardingPlan& plan,
                          const Config& config,
                          const std::map<std::string, double>& measured);
 
+// Managed-collision tables (empty when there are none): per table its buckets, slots a bucket,
+// the rank that keeps each bucket's remap state (bucket_owner) and the most slot-map bytes on
+// one rank.
+std::string managed_collision_report(const ShardingPlan& plan, const Config& config);
+
 }  // namespace shardrec

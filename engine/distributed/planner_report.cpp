@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "engine/distributed/planner.h"
+#include "engine/modules/managed_collision.h"
 
 namespace shardrec {
 
@@ -240,6 +241,42 @@ std::string cache_report(const ShardingPlan& plan,
                "{:->10} | {:->11} | {:->11} | {:->9} | {:->8} | {:->9} | {:->9} | {:->8}\n",
                config.data.type, "table", "rows", "cache slots", "cache MiB", "rows GiB",
                "ids/batch", "predicted", "measured", "", "", "", "", "", "", "", "") +
+           rows;
+}
+
+std::string managed_collision_report(const ShardingPlan& plan, const Config& config) {
+    std::string rows;
+    for (const ModelConfig::Table& t : config.model.tables) {
+        const ModelConfig::Table::ManagedCollision& mc = t.managed_collision;
+        if (mc.zch_size == 0)
+            continue;
+        const int64_t k = std::max<int64_t>(mc.total_num_buckets, 1);
+        std::map<int, std::vector<int64_t>> owned;  // rank -> its buckets
+        for (int64_t b = 0; b < k; ++b)
+            owned[bucket_owner(plan.at(t.name), b * (t.num_embeddings / k), b)].push_back(b);
+        std::vector<std::string> ranks;
+        size_t most = 0;
+        for (const auto& [rank, buckets] : owned) {
+            most = std::max(most, buckets.size());
+            ranks.push_back(buckets.size() == 1
+                                ? fmt::format("{}: bucket {}", rank, buckets[0])
+                                : fmt::format("{}: {} buckets ({}-{})", rank, buckets.size(),
+                                              buckets.front(), buckets.back()));
+        }
+        const double bytes =
+            static_cast<double>(most) *
+            static_cast<double>(MCHManagedCollisionModule::slot_bytes(mc.zch_size / k));
+        rows += fmt::format("{:>10} | {:>7} | {:>11} | {:>12.2f} | {}\n", t.name, k,
+                            mc.zch_size / k, bytes / kMiB, fmt::join(ranks, ", "));
+    }
+    if (rows.empty())
+        return "";
+    return fmt::format(
+               "\nmanaged-collision tables (each bucket's remap state in host memory on the rank "
+               "holding its first row)\n"
+               "{:>10} | {:>7} | {:>11} | {:>12} | {}\n{:->10} | {:->7} | {:->11} | {:->12} | "
+               "{:->5}\n",
+               "table", "buckets", "slots each", "MiB, a rank", "ranks", "", "", "", "", "") +
            rows;
 }
 

@@ -134,3 +134,19 @@ TEST_CASE("shardrec plan: sharding.replica_groups plans one sharding group", "[c
     CHECK_THAT(r.output, Contains("the plan of one sharding group of 2 ranks, replicated 2 times"));
     CHECK_THAT(r.output, Contains("topology: 2 ranks (1 node of 2)"));
 }
+
+// Managed-collision tables: where each bucket's remap state lives, and its slot maps' size.
+TEST_CASE("shardrec plan: managed-collision buckets on the ranks holding their rows", "[cli]") {
+    const std::string config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const Run r = run_plan({config, "--world-size", "2", "--planner", "config", "--set",
+                            "model.tables[4].managed_collision.zch_size=1000", "--set",
+                            "model.tables[4].managed_collision.total_num_buckets=4", "--set",
+                            "sharding.tables[2].sharding_type=row_wise"});
+    INFO(r.output);
+    CHECK(r.rc == 0);
+    CHECK_THAT(r.output, Contains("managed-collision tables"));
+    CHECK_THAT(r.output, Contains("        t4 |       4 |         250 |"));
+    CHECK_THAT(r.output, Contains("| 0: 2 buckets (0-1), 1: 2 buckets (2-3)"));
+    const Run plain = run_plan({config, "--world-size", "2", "--planner", "config"});
+    CHECK(plain.output.find("managed-collision tables") == std::string::npos);
+}
