@@ -111,14 +111,12 @@ std::vector<RankMemory> plan_rank_memory(const Config& config, int world_size, i
         const ModelConfig::Table::ManagedCollision& mc = table.managed_collision;
         if (mc.zch_size == 0 || config.runtime.device != "cpu")
             continue;
-        const int64_t k = std::max<int64_t>(mc.total_num_buckets, 1);
-        for (int64_t b = 0; b < k; ++b) {
-            const int owner = world_size == 1 ? 0
-                                              : bucket_owner(plan.at(table.name),
-                                                             b * (table.num_embeddings / k), b);
+        const std::vector<int> owners =
+            bucket_owners(world_size == 1 ? nullptr : &plan.at(table.name), table);
+        const auto k = static_cast<int64_t>(owners.size());
+        for (const int owner : owners)
             ranks[static_cast<size_t>(owner)].remap_bytes +=
                 static_cast<double>(MCHManagedCollisionModule::slot_bytes(mc.zch_size / k));
-        }
     }
     for (RankMemory& r : ranks) {
         std::stable_sort(

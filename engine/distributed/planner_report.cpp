@@ -250,10 +250,11 @@ std::string managed_collision_report(const ShardingPlan& plan, const Config& con
         const ModelConfig::Table::ManagedCollision& mc = t.managed_collision;
         if (mc.zch_size == 0)
             continue;
-        const int64_t k = std::max<int64_t>(mc.total_num_buckets, 1);
+        const std::vector<int> owners = bucket_owners(&plan.at(t.name), t);
+        const auto k = static_cast<int64_t>(owners.size());
         std::map<int, std::vector<int64_t>> owned;  // rank -> its buckets
         for (int64_t b = 0; b < k; ++b)
-            owned[bucket_owner(plan.at(t.name), b * (t.num_embeddings / k), b)].push_back(b);
+            owned[owners[static_cast<size_t>(b)]].push_back(b);
         std::vector<std::string> ranks;
         size_t most = 0;
         for (const auto& [rank, buckets] : owned) {

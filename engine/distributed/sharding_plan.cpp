@@ -195,4 +195,12 @@ int bucket_owner(const ParameterSharding& sharding, int64_t first_row, int64_t b
     return holders[static_cast<size_t>(bucket) % holders.size()];
 }
 
+std::vector<int> bucket_owners(const ParameterSharding* sharding, const ModelConfig::Table& table) {
+    const int64_t k = std::max<int64_t>(table.managed_collision.total_num_buckets, 1);
+    std::vector<int> owners(static_cast<size_t>(k), 0);
+    for (int64_t b = 0; sharding != nullptr && b < k; ++b)
+        owners[static_cast<size_t>(b)] = bucket_owner(*sharding, b * (table.num_embeddings / k), b);
+    return owners;
+}
+
 }  // namespace shardrec

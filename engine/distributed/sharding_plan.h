@@ -72,6 +72,9 @@ void check_plan(const ShardingPlan& plan, const std::vector<ModelConfig::Table>&
 // `first_row`: the rank of the table's shard holding that row at column 0; several
 // (data_parallel: every rank) take the buckets in turn (bucket mod their number).
 int bucket_owner(const ParameterSharding& sharding, int64_t first_row, int64_t bucket);
+// The owner of each of a managed-collision table's total_num_buckets buckets (bucket b's first
+// row is b * num_embeddings / K); `sharding` null: one process, rank 0 keeps them all.
+std::vector<int> bucket_owners(const ParameterSharding* sharding, const ModelConfig::Table& table);
 
 // ---- plan files ----
 

@@ -211,6 +211,18 @@ void CachedEmbeddingShard::init_payload(int64_t row, char* p) {
 
 // ---- the cache ----
 
+int64_t CachedEmbeddingShard::set_of(int64_t row) const {
+    return static_cast<int64_t>(mix(static_cast<uint64_t>(row)) % static_cast<uint64_t>(sets_));
+}
+
+int64_t CachedEmbeddingShard::way_of(int64_t row, int64_t set) const {
+    for (int64_t s = set * ways_; s < (set + 1) * ways_; ++s) {
+        if (slot_row_[static_cast<size_t>(s)] == row)
+            return s;
+    }
+    return -1;
+}
+
 int64_t CachedEmbeddingShard::victim(int64_t set) const {
     int64_t best = -1;
     for (int64_t s = set * ways_; s < (set + 1) * ways_; ++s) {
@@ -307,15 +319,8 @@ void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out, Mov
     fill_slots_.clear();
     for (int64_t i = 0; i < n; ++i) {
         const int64_t row = id[i];
-        const int64_t set =
-            static_cast<int64_t>(mix(static_cast<uint64_t>(row)) % static_cast<uint64_t>(sets_));
-        int64_t slot = -1;
-        for (int64_t s = set * ways_; s < (set + 1) * ways_; ++s) {
-            if (slot_row_[static_cast<size_t>(s)] == row) {
-                slot = s;
-                break;
-            }
-        }
+        const int64_t set = set_of(row);
+        int64_t slot = way_of(row, set);
         if (slot >= 0) {
             const auto s = static_cast<size_t>(slot);
             slot_tick_[s] = std::max(slot_tick_[s], tick);
@@ -452,11 +457,7 @@ void CachedEmbeddingShard::reset_rows(const std::vector<int64_t>& rows) {
     for (const int64_t row : rows) {
         SR_CHECK(row >= 0 && row < layout_.rows, "{}: row {} reset, outside the shard",
                  owner(layout_), row);
-        const int64_t set =
-            static_cast<int64_t>(mix(static_cast<uint64_t>(row)) % static_cast<uint64_t>(sets_));
-        int64_t slot = -1;
-        for (int64_t s = set * ways_; s < (set + 1) * ways_; ++s)
-            slot = slot_row_[static_cast<size_t>(s)] == row ? s : slot;
+        int64_t slot = way_of(row, set_of(row));
         const auto over = overflow_slot_.find(row);
         if (slot < 0 && over != overflow_slot_.end())
             slot = over->second;

@@ -168,7 +168,9 @@ private:
     void ensure_capacity(int64_t capacity, Stream& stream);
     void check_ids(const Tensor& ids) const;
     void place(const int64_t* ids, int64_t n, int64_t* out, Mover& mover);
-    int64_t victim(int64_t set) const;  // an unlocked way of the set, or -1
+    int64_t set_of(int64_t row) const;
+    int64_t way_of(int64_t row, int64_t set) const;  // the row's slot among the set's, or -1
+    int64_t victim(int64_t set) const;               // an unlocked way of the set, or -1
 
     void count(int64_t row) {  // lfu: one more lookup of the row
         if (!row_count_.empty()) {

@@ -50,16 +50,15 @@ ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model,
         table.num_embeddings = t.num_embeddings;
         table.eviction_interval = t.managed_collision.eviction_interval;
         table.features = t.feature_names;
-        const int64_t k = t.managed_collision.total_num_buckets;
-        for (int64_t b = 0; b < k; ++b) {
-            const ManagedCollisionOptions o = managed_collision_options(t, seed, b);
+        table.owner = bucket_owners(plan != nullptr ? &plan->at(t.name) : nullptr, t);
+        for (size_t b = 0; b < table.owner.size(); ++b) {
+            const ManagedCollisionOptions o =
+                managed_collision_options(t, seed, static_cast<int64_t>(b));
             table.input_hash_size = o.input_hash_size;
-            const int owner =
-                plan != nullptr ? bucket_owner(plan->at(t.name), o.output_global_offset, b) : 0;
-            table.owner.push_back(owner);
             table.seen.emplace_back();
-            table.modules.push_back(
-                owner == rank_ ? std::make_unique<MCHManagedCollisionModule>(t.name, o) : nullptr);
+            table.modules.push_back(table.owner[b] == rank_
+                                        ? std::make_unique<MCHManagedCollisionModule>(t.name, o)
+                                        : nullptr);
         }
         tables_.push_back(std::move(table));
     }
