@@ -18,7 +18,8 @@ void embedding_init(Tensor& rows,
                     int64_t row_begin,
                     int64_t col_begin,
                     int64_t num_embeddings,
-                    Stream& stream) {
+                    Stream& stream,
+                    const Tensor* which) {
     SR_CHECK(rows.defined() && rows.dim() == 2 && is_floating(rows.dtype()),
              "embedding_init: rows must be a [R, C] f32, f16 or bf16 tensor, got {}",
              rows.defined() ? rows.str() : "undefined");
@@ -33,6 +34,23 @@ void embedding_init(Tensor& rows,
     p.row_begin = row_begin;
     p.col_begin = col_begin;
     p.bound = std::sqrt(1.0 / static_cast<double>(num_embeddings));
+    if (which != nullptr) {
+        SR_CHECK(which->defined() && which->dim() == 1 && which->dtype() == DType::kI64 &&
+                     which->device() == rows.device(),
+                 "embedding_init: which must be an i64 [N] tensor on {}, got {}",
+                 rows.device().str(), which->defined() ? which->str() : "undefined");
+        p.which = which->data<int64_t>();
+        p.num_which = which->numel();
+        if (rows.device().is_cpu()) {
+            for (int64_t i = 0; i < p.num_which; ++i) {
+                SR_CHECK(p.which[i] >= 0 && p.which[i] < rows.size(0),
+                         "embedding_init: which[{}] = {} is not a row of the [{}, {}] rows", i,
+                         p.which[i], rows.size(0), rows.size(1));
+            }
+        }
+        if (p.num_which == 0)
+            return;
+    }
     if (rows.numel() == 0)
         return;
     switch (rows.device().type) {

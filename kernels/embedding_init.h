@@ -34,20 +34,27 @@ float embedding_init_value(
 //                   num_embeddings), rounded to nearest even in the storage dtype
 //   table           >= 0; row_begin, col_begin >= 0
 //   num_embeddings  E of the whole table, > 0
+//   which           null: every row r; else i64 [N] on rows' device, contiguous: only the rows
+//                   r = which[i] are written (the others stay as they are), each in [0, R)
+//                   (checked on the CPU; the CUDA kernel skips others), repeats allowed. Resets
+//                   rows in place (managed collision's evicted rows) without a copy a row.
 void embedding_init(Tensor& rows,
                     uint64_t seed,
                     int64_t table,
                     int64_t row_begin,
                     int64_t col_begin,
                     int64_t num_embeddings,
-                    Stream& stream);
+                    Stream& stream,
+                    const Tensor* which = nullptr);
 
 // The fill as the backends take it.
 struct EmbeddingInit {
     uint64_t key = 0;  // seed ^ kEmbeddingInitSalt
     uint64_t table = 0;
     int64_t row_begin = 0, col_begin = 0;
-    double bound = 0;  // sqrt(1 / E)
+    double bound = 0;                // sqrt(1 / E)
+    const int64_t* which = nullptr;  // the rows to write (on the rows' device), or null: all
+    int64_t num_which = 0;
 };
 
 namespace cpu {

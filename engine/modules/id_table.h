@@ -10,7 +10,35 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/core/allocator.h"
+
 namespace shardrec {
+
+// std::vector's allocator through device_alloc on the host: large tables (the slot maps of
+// millions of ids) sit on transparent huge pages, so a random probe is one cache miss and rarely
+// a page walk, and they are counted in the host's allocation stats.
+template <class T>
+struct HostAllocator {
+    using value_type = T;
+    HostAllocator() = default;
+
+    template <class U>
+    HostAllocator(const HostAllocator<U>&) {}
+
+    T* allocate(size_t n) { return static_cast<T*>(device_alloc(Device::cpu(), n * sizeof(T))); }
+
+    void deallocate(T* p, size_t n) { device_free(Device::cpu(), p, n * sizeof(T)); }
+
+    template <class U>
+    bool operator==(const HostAllocator<U>&) const {
+        return true;
+    }
+
+    template <class U>
+    bool operator!=(const HostAllocator<U>&) const {
+        return false;
+    }
+};
 
 template <class V>
 class IdTable {
@@ -138,7 +166,7 @@ private:
     }
 
     void rehash(size_t cap) {
-        std::vector<Cell> old;
+        std::vector<Cell, HostAllocator<Cell>> old;
         old.swap(cells_);
         cells_.assign(cap, Cell{});
         mask_ = cap - 1;
@@ -157,7 +185,7 @@ private:
         }
     }
 
-    std::vector<Cell> cells_;
+    std::vector<Cell, HostAllocator<Cell>> cells_;
     size_t size_ = 0;
     size_t mask_ = 0;
     unsigned shift_ = 64;

@@ -7,6 +7,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
+#include "kernels/threads.h"
 
 namespace shardrec {
 
@@ -16,6 +17,26 @@ __extension__ typedef unsigned __int128 u128;
 
 // How many ids ahead the batch loops prefetch their hash-table cells.
 constexpr size_t kPrefetchAhead = 8;
+
+// Batches of fewer ids stay on one thread.
+constexpr size_t kParallelIds = 4096;
+
+// f(lo, hi) over [0, count) in contiguous chunks, one a CPU thread (one chunk for small counts).
+template <class F>
+void for_chunks(size_t count, F&& f) {
+    const int64_t chunks = count >= kParallelIds ? kernels::cpu_threads() : 1;
+    kernels::parallel_tasks(chunks, [&](int64_t c) {
+        const auto k = static_cast<size_t>(c), m = static_cast<size_t>(chunks);
+        f(count * k / m, count * (k + 1) / m);
+    });
+}
+
+// Which of `parts` parts an id (after input hashing) falls in: the top bits of a multiplicative
+// hash other than the slot map's, so each part's ids spread over the whole map.
+int64_t part_of(uint64_t id, int64_t parts) {
+    const uint64_t h = (id * 0xD6E8FEB86659FD93ull) >> 32;
+    return static_cast<int64_t>((h * static_cast<uint64_t>(parts)) >> 32);
+}
 
 // A slot's or a candidate's metadata, for the policy's score.
 struct Scored {
@@ -238,19 +259,20 @@ void MCHManagedCollisionModule::forward(const int64_t* ids, int64_t n, int64_t* 
     // Between passes a slot keeps its id, so what profile found stands unless new ids took free
     // slots (an id without a slot may have one now) or a pass ran (any may have moved).
     const bool moved = fresh_.size() > 0 || step_ % options_.eviction_interval == 0;
-    const size_t count = hashed_.size();
-    for (size_t i = 0; i < count; ++i) {
-        if (moved && i + kPrefetchAhead < count) {
-            slot_of_.prefetch(hashed_[i + kPrefetchAhead]);
+    for_chunks(hashed_.size(), [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) {
+            if (moved && i + kPrefetchAhead < hi) {
+                slot_of_.prefetch(hashed_[i + kPrefetchAhead]);
+            }
+            const uint64_t id = hashed_[i];
+            int64_t slot = found_[i];
+            if (moved) {
+                const Slot* s = slot_of_.find(id);
+                slot = s != nullptr ? s->slot : -1;
+            }
+            out[i] = slot >= 0 ? options_.output_global_offset + slot : unmapped_row(id);
         }
-        const uint64_t id = hashed_[i];
-        int64_t slot = found_[i];
-        if (moved) {
-            const Slot* s = slot_of_.find(id);
-            slot = s != nullptr ? s->slot : -1;
-        }
-        out[i] = slot >= 0 ? options_.output_global_offset + slot : unmapped_row(id);
-    }
+    });
 }
 
 void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
@@ -258,27 +280,65 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
     const size_t count = static_cast<size_t>(std::max<int64_t>(n, 0));
     hashed_.resize(count);
     found_.resize(count);
-    for (size_t i = 0; i < count; ++i) {
-        hashed_[i] = hash_input(ids[i]);
-    }
     window_total_ += static_cast<int64_t>(count);
-    // First the slots (one random cache line an id, fetched a few ids ahead): a mapped id's
-    // uses go to its slot.
+    // First the slots (one random cache line an id, fetched a few ids ahead): a mapped id's uses
+    // go to its slot. On the CPU threads, each taking the ids of its part (a hash of the id), so
+    // a slot is counted by one thread only and the counts do not depend on the thread count.
+    // The ids are hashed and binned by part first, each thread a contiguous chunk of the batch:
+    // bins_[chunk * P + part] holds the places of the chunk's ids of that part, in batch order.
+    const int64_t parts = count >= kParallelIds ? kernels::cpu_threads() : 1;
+    const auto P = static_cast<size_t>(parts);
+    unmapped_parts_.resize(P);
+    bins_.resize(P * P);
+    kernels::parallel_tasks(parts, [&](int64_t chunk) {
+        const auto c = static_cast<size_t>(chunk);
+        for (size_t p = 0; p < P; ++p) {
+            bins_[c * P + p].clear();
+        }
+        for (size_t i = count * c / P; i < count * (c + 1) / P; ++i) {
+            hashed_[i] = hash_input(ids[i]);
+            bins_[c * P + static_cast<size_t>(part_of(hashed_[i], parts))].push_back(i);
+        }
+    });
+    kernels::parallel_tasks(parts, [&](int64_t part) {
+        const auto t = static_cast<size_t>(part);
+        std::vector<uint64_t>& unmapped = unmapped_parts_[t];
+        unmapped.clear();
+        const auto visit = [&](size_t i) {
+            const uint64_t id = hashed_[i];
+            Slot* s = slot_of_.find(id);
+            if (s == nullptr) {
+                found_[i] = -1;
+                unmapped.push_back(id);
+                return;
+            }
+            ++s->count;
+            s->last = step_;
+            found_[i] = s->slot;
+        };
+        // The part's ids chunk by chunk from its own chunk on (so the threads seldom write the
+        // same lines of found_ at once), each visited kPrefetchAhead ids after its cell was
+        // prefetched.
+        size_t ring[kPrefetchAhead];
+        size_t seen = 0;
+        for (size_t k = 0; k < P; ++k) {
+            for (const size_t i : bins_[((t + k) % P) * P + t]) {
+                slot_of_.prefetch(hashed_[i]);
+                const size_t at = seen % kPrefetchAhead;
+                if (seen >= kPrefetchAhead) {
+                    visit(ring[at]);
+                }
+                ring[at] = i;
+                ++seen;
+            }
+        }
+        for (size_t j = seen > kPrefetchAhead ? seen - kPrefetchAhead : 0; j < seen; ++j) {
+            visit(ring[j % kPrefetchAhead]);
+        }
+    });
     unmapped_.clear();
-    for (size_t i = 0; i < count; ++i) {
-        if (i + kPrefetchAhead < count) {
-            slot_of_.prefetch(hashed_[i + kPrefetchAhead]);
-        }
-        const uint64_t id = hashed_[i];
-        Slot* s = slot_of_.find(id);
-        if (s == nullptr) {
-            found_[i] = -1;
-            unmapped_.push_back(id);
-            continue;
-        }
-        ++s->count;
-        s->last = step_;
-        found_[i] = s->slot;
+    for (const std::vector<uint64_t>& part : unmapped_parts_) {
+        unmapped_.insert(unmapped_.end(), part.begin(), part.end());
     }
     // Then the ids without a slot, into the window. Grown before the loop, not inside it, so the
     // prefetched cells stay where they are.
@@ -473,14 +533,16 @@ void MCHManagedCollisionModule::eviction_pass() {
 }
 
 void MCHManagedCollisionModule::remap(const int64_t* ids, int64_t n, int64_t* out) const {
-    for (int64_t i = 0; i < n; ++i) {
-        if (i + static_cast<int64_t>(kPrefetchAhead) < n) {
-            slot_of_.prefetch(hash_input(ids[i + static_cast<int64_t>(kPrefetchAhead)]));
+    for_chunks(static_cast<size_t>(std::max<int64_t>(n, 0)), [&](size_t lo, size_t hi) {
+        for (size_t i = lo; i < hi; ++i) {
+            if (i + kPrefetchAhead < hi) {
+                slot_of_.prefetch(hash_input(ids[i + kPrefetchAhead]));
+            }
+            const uint64_t id = hash_input(ids[i]);
+            const Slot* s = slot_of_.find(id);
+            out[i] = s != nullptr ? options_.output_global_offset + s->slot : unmapped_row(id);
         }
-        const uint64_t id = hash_input(ids[i]);
-        const Slot* s = slot_of_.find(id);
-        out[i] = s != nullptr ? options_.output_global_offset + s->slot : unmapped_row(id);
-    }
+    });
 }
 
 std::vector<int64_t> MCHManagedCollisionModule::evict() {

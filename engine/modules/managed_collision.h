@@ -163,6 +163,8 @@ private:
     std::vector<uint64_t> hashed_;    // scratch: a step's ids after input hashing
     std::vector<int64_t> found_;      // scratch: their slots at profile, -1 for none
     std::vector<uint64_t> unmapped_;  // scratch: the step's ids without a slot
+    std::vector<std::vector<uint64_t>> unmapped_parts_;  // scratch: those of each thread's part
+    std::vector<std::vector<size_t>> bins_;  // scratch: [chunk * parts + part] the ids' places
 };
 
 }  // namespace shardrec

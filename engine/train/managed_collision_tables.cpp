@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/modules/embedding_config.h"
+#include "kernels/embedding_init.h"
 #include "kernels/threads.h"
 
 namespace shardrec::train {
@@ -373,26 +374,32 @@ void ManagedCollisionTables::reset_rows(const Table& t,
             s.cached->reset_rows(mine);
             continue;
         }
-        const auto reset = [&](size_t lo, size_t hi) {
-            for (size_t j = lo; j < hi; ++j) {
-                const int64_t r = mine[j] - s.row_offset;
-                Tensor w = s.weight.slice(r, r + 1);
-                init_embedding_rows(w, seed_, t.index, mine[j], s.col_offset, t.num_embeddings);
+        for (int64_t& row : mine)
+            row -= s.row_offset;
+        const Tensor local = Tensor::from_vector(mine).to(s.weight.device());
+        kernels::embedding_init(s.weight, seed_, t.index, s.row_offset, s.col_offset,
+                                t.num_embeddings, stream, &local);
+        if (!s.weight.device().is_cpu()) {  // each row's writes synchronous, in order
+            for (const int64_t r : mine) {
                 for (Tensor& state : s.optimizer_state) {
                     Tensor part = state.slice(r, r + 1);
                     part.zero_();
                 }
             }
-        };
-        if (!s.weight.device().is_cpu()) {  // each row's writes synchronous, in order
-            reset(0, mine.size());
+            stream.synchronize();  // the init before `local` goes
             continue;
         }
         // Host rows: independent, so in chunks on the CPU threads (a pass may turn over many).
         const size_t chunks = std::min<size_t>(64, (mine.size() + 255) / 256);
         kernels::parallel_tasks(static_cast<int64_t>(chunks), [&](int64_t c) {
             const auto k = static_cast<size_t>(c);
-            reset(mine.size() * k / chunks, mine.size() * (k + 1) / chunks);
+            for (size_t j = mine.size() * k / chunks; j < mine.size() * (k + 1) / chunks; ++j) {
+                for (Tensor& state : s.optimizer_state) {
+                    const int64_t width = state.numel() / state.size(0);
+                    std::memset(state.data<float>() + mine[j] * width, 0,
+                                static_cast<size_t>(width) * sizeof(float));
+                }
+            }
         });
     }
 }
