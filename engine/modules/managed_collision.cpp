@@ -31,6 +31,39 @@ void for_chunks(size_t count, F&& f) {
     });
 }
 
+// Sorts v[0, end) by `less`, a total order (so the result is the one std::sort gives): chunks
+// sorted on the CPU threads at once, then merged in pairs.
+template <class T, class Less>
+void parallel_sort(std::vector<T>& v, size_t end, Less less) {
+    constexpr size_t kMinChunk = 1 << 16;
+    size_t chunks =
+        std::max<size_t>(1, std::min(static_cast<size_t>(kernels::cpu_threads()), end / kMinChunk));
+    std::vector<size_t> at(chunks + 1);
+    for (size_t k = 0; k <= chunks; ++k) {
+        at[k] = end * k / chunks;
+    }
+    const auto it = [&](size_t i) { return v.begin() + static_cast<std::ptrdiff_t>(i); };
+    kernels::parallel_tasks(static_cast<int64_t>(chunks), [&](int64_t k) {
+        std::sort(it(at[static_cast<size_t>(k)]), it(at[static_cast<size_t>(k) + 1]), less);
+    });
+    while (chunks > 1) {
+        const size_t pairs = chunks / 2;
+        kernels::parallel_tasks(static_cast<int64_t>(pairs), [&](int64_t p) {
+            const auto k = 2 * static_cast<size_t>(p);
+            std::inplace_merge(it(at[k]), it(at[k + 1]), it(at[k + 2]), less);
+        });
+        std::vector<size_t> merged;
+        for (size_t k = 0; k <= chunks; k += 2) {
+            merged.push_back(at[k]);
+        }
+        if (merged.back() != end) {
+            merged.push_back(end);
+        }
+        at.swap(merged);
+        chunks = at.size() - 1;
+    }
+}
+
 // Which of `parts` parts an id (after input hashing) falls in: the top bits of a multiplicative
 // hash other than the slot map's, so each part's ids spread over the whole map.
 int64_t part_of(uint64_t id, int64_t parts) {
@@ -368,6 +401,7 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
         }
         slot_of_.get_or_insert(fresh_[i]) = Slot{occupancy(), static_cast<int64_t>(j - i), step_};
         slot_ids_.push_back(fresh_[i]);
+        window_may_hold_slots_ = true;
         ++admissions_total_;
         i = j;
     }
@@ -375,6 +409,7 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
         eviction_pass();
         window_.clear();
         window_total_ = 0;
+        window_may_hold_slots_ = false;
     }
 }
 
@@ -415,11 +450,14 @@ void MCHManagedCollisionModule::eviction_pass() {
     // The interval's distinct ids: those still without a slot (an id of the window may have taken
     // a free slot since) and the slots used since the last pass. Only the average and dynamic
     // filters need the number.
+    // Only ids that took a free slot since the last pass can be both (the finds are skipped
+    // otherwise: the slots are full in a steady state).
+    const bool check = window_may_hold_slots_;
+    const auto unmapped = [&](uint64_t id) { return !check || slot_of_.find(id) == nullptr; };
     uint64_t num_ids = 0;
     const ThresholdKind filter = options_.threshold.kind;
     if (filter == ThresholdKind::kAverage || filter == ThresholdKind::kDynamic) {
-        window_.for_each(
-            [&](uint64_t id, const Seen&) { num_ids += slot_of_.find(id) == nullptr ? 1 : 0; });
+        window_.for_each([&](uint64_t id, const Seen&) { num_ids += unmapped(id) ? 1 : 0; });
         const int64_t since = step_ - options_.eviction_interval;
         slot_of_.for_each([&](uint64_t, const Slot& s) { num_ids += s.last > since ? 1 : 0; });
     }
@@ -427,7 +465,7 @@ void MCHManagedCollisionModule::eviction_pass() {
     const int64_t step = step_;
     std::vector<Scored> candidates;
     window_.for_each([&](uint64_t id, const Seen& seen) {
-        if (slot_of_.find(id) == nullptr && admitted(id, seen.count, num_ids, total)) {
+        if (unmapped(id) && admitted(id, seen.count, num_ids, total)) {
             candidates.push_back(scored(policy, step, seen.count, seen.last, id, -1));
         }
     });
@@ -435,7 +473,7 @@ void MCHManagedCollisionModule::eviction_pass() {
         return;
     }
     // Best first, in the merged order's tie rule.
-    std::sort(candidates.begin(), candidates.end(), [&](const Scored& a, const Scored& b) {
+    parallel_sort(candidates, candidates.size(), [&](const Scored& a, const Scored& b) {
         const int c = compare_scores(policy, step, a, b);
         if (c != 0) {
             return c > 0;
@@ -467,16 +505,33 @@ void MCHManagedCollisionModule::eviction_pass() {
         }
     }
     std::vector<Scored> worst;
+    // The slot map's cells split over the CPU threads, the lists joined in cell order.
+    const size_t cells = slot_of_.capacity();
+    const size_t chunks = std::max<size_t>(
+        1, std::min(static_cast<size_t>(kernels::cpu_threads()), cells / (size_t{1} << 16)));
+    std::vector<std::vector<Scored>> listed(chunks);
+    std::vector<char> nan_in(chunks);
     const auto list_incumbents = [&](double below) {
-        worst.clear();
-        bool nan = false;
-        slot_of_.for_each([&](uint64_t id, const Slot& s) {
-            const double key = score_key(policy, step, s.count, s.last);
-            if (!(key > below)) {
-                nan = nan || std::isnan(key);
-                worst.push_back({s.count, s.last, id, s.slot, key});
-            }
+        kernels::parallel_tasks(static_cast<int64_t>(chunks), [&](int64_t c) {
+            const auto k = static_cast<size_t>(c);
+            std::vector<Scored>& out = listed[k];
+            out.clear();
+            bool nan = false;
+            slot_of_.for_each(cells * k / chunks, cells * (k + 1) / chunks,
+                              [&](uint64_t id, const Slot& s) {
+                                  const double key = score_key(policy, step, s.count, s.last);
+                                  if (!(key > below)) {
+                                      nan = nan || std::isnan(key);
+                                      out.push_back({s.count, s.last, id, s.slot, key});
+                                  }
+                              });
+            nan_in[k] = nan ? 1 : 0;
         });
+        worst.clear();
+        for (const std::vector<Scored>& part : listed) {
+            worst.insert(worst.end(), part.begin(), part.end());
+        }
+        const bool nan = std::find(nan_in.begin(), nan_in.end(), 1) != nan_in.end();
         return !nan && worst.size() >= want;
     };
     if (!list_incumbents(threshold) && !std::isinf(threshold)) {
@@ -489,7 +544,7 @@ void MCHManagedCollisionModule::eviction_pass() {
     const size_t k = std::min(candidates.size(), worst.size());
     std::nth_element(worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(k), worst.end(),
                      worse);
-    std::sort(worst.begin(), worst.begin() + static_cast<std::ptrdiff_t>(k), worse);
+    parallel_sort(worst, k, worse);
     // Free slots (none after the first fill, but kept general) go first, lowest first; then
     // candidate m enters the best usable_ iff it ranks above the m-th worst incumbent.
     const int64_t occupied = occupancy();
@@ -615,6 +670,7 @@ void MCHManagedCollisionModule::load_state(const ManagedCollisionState& s) {
     slot_of_ = std::move(slot_of);
     window_ = std::move(window);
     window_total_ = s.window_total;
+    window_may_hold_slots_ = true;
     pending_evictions_ = s.pending_evictions;
     evictions_total_ = s.evictions_total;
     admissions_total_ = s.admissions_total;

@@ -155,6 +155,8 @@ private:
     // (last > the pass's step) distinct ids.
     IdTable<Seen> window_;
     int64_t window_total_ = 0;
+    // Whether an id may have taken a free slot since the last pass (then it is in both).
+    bool window_may_hold_slots_ = true;
     uint64_t hash_mask_ = 0;  // input_hash_size - 1 when a power of two, else 0 (modulo)
     std::vector<int64_t> pending_evictions_;
     int64_t evictions_total_ = 0;

@@ -10,6 +10,7 @@
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
 #include "engine/modules/managed_collision.h"
+#include "kernels/threads.h"
 #include "test/reference/managed_collision.h"
 
 using namespace shardrec;
@@ -168,6 +169,40 @@ TEST_CASE("managed collision matches the reference when few of many slots change
         }
         REQUIRE(evicted > 0);
     }
+}
+
+TEST_CASE("managed collision matches the reference with a batch's ids on 1, 2 or 3 threads",
+          "[mc]") {
+    // Batches of 6000 ids (past the size profile and remap split over the CPU threads): each
+    // thread counts the ids of its part, so the rows, evictions and state must not depend on the
+    // thread count, and stay the reference's.
+    const int restore = kernels::cpu_threads();
+    for (const int threads : {1, 2, 3}) {
+        kernels::set_cpu_threads(threads);
+        ManagedCollisionOptions o;
+        o.zch_size = 3000;
+        o.eviction_policy = EvictionPolicy::kDistanceLfu;
+        o.eviction_interval = 3;
+        REQUIRE(parse_threshold_filter("average", &o.threshold).empty());
+        INFO("threads " << threads);
+        MCHManagedCollisionModule m("t", o);
+        ref::ManagedCollisionRef r(to_ref(o));
+        int64_t evicted = 0;
+        for (const auto& batch : shifting_stream(31, 12, 6000, 30000, 6)) {
+            REQUIRE(forward(m, batch) == r.forward(batch));
+            const std::vector<int64_t> rows = m.evict();
+            REQUIRE(rows == r.evict());
+            evicted += static_cast<int64_t>(rows.size());
+            std::vector<int64_t> out(batch.size());
+            m.remap(batch.data(), static_cast<int64_t>(batch.size()), out.data());
+            REQUIRE(out == r.remap(batch));
+        }
+        REQUIRE(evicted > 500);
+        for (const auto& [id, slot] : r.id_to_slot()) {
+            REQUIRE(m.slot_of(static_cast<int64_t>(id)) == slot);
+        }
+    }
+    kernels::set_cpu_threads(restore);
 }
 
 TEST_CASE("managed collision: slots do not depend on the order of ids in a batch", "[mc]") {
