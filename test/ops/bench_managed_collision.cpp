@@ -10,7 +10,8 @@
 // row is in range.
 //
 //   bench_managed_collision [--zch N] [--batch B] [--pooling L] [--dim D] [--interval I]
-//                           [--buckets K] [--steps S]
+//                           [--buckets K] [--steps S] [--threshold none|average|dynamic:N|
+//                           probabilistic:p]
 // Prints a CSV header and row: ..., forward_ns_per_id (mean over the timed steps, eviction passes
 // included), remap_ns_per_id, forward_no_eviction_ns_per_id (the steps without a pass),
 // lookup_ns_per_id, and forward's and remap's ratio to the lookup.
@@ -56,10 +57,13 @@ int64_t zipf_raw_id(uint64_t bits, double n, double alpha) {
 int main(int argc, char** argv) {
     int64_t zch = 1 << 20, batch = 2048, pooling = 10, dim = 128, interval = 100, steps = 200;
     int64_t buckets = 1;
+    std::string threshold = "none";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         const int64_t v = std::atoll(argv[i + 1]);
-        if (a == "--zch")
+        if (a == "--threshold")
+            threshold = argv[i + 1];
+        else if (a == "--zch")
             zch = v;
         else if (a == "--batch")
             batch = v;
@@ -79,8 +83,7 @@ int main(int argc, char** argv) {
         }
     }
     const int64_t n = batch * pooling;  // fixed pooling: every bag has L ids
-    const std::string yaml =
-        fmt::format(R"(
+    const std::string yaml = fmt::format(R"(
 train: {{steps: 1, seed: 7}}
 data: {{type: synthetic, batch_size: {batch}}}
 model:
@@ -90,11 +93,13 @@ model:
   top_mlp: [1]
   tables:
     - {{name: t, num_embeddings: {zch}, managed_collision: {{zch_size: {zch},
-        eviction_policy: distance_lfu, eviction_interval: {interval}, total_num_buckets: {k}}}}}
+        eviction_policy: distance_lfu, eviction_interval: {interval}, total_num_buckets: {k},
+        threshold: "{threshold}"}}}}
 optimizer: {{sparse: {{type: rowwise_adagrad}}}}
 )",
-                    fmt::arg("batch", batch), fmt::arg("dim", dim), fmt::arg("zch", zch),
-                    fmt::arg("interval", interval), fmt::arg("k", buckets));
+                                         fmt::arg("batch", batch), fmt::arg("dim", dim),
+                                         fmt::arg("zch", zch), fmt::arg("interval", interval),
+                                         fmt::arg("k", buckets), fmt::arg("threshold", threshold));
     const Config config = parse_config(yaml, {});
     auto ebc = make_embedding_bag_collection(config.model, 7,
                                              sparse_optimizer_params(config.optimizer.sparse));
@@ -182,11 +187,11 @@ optimizer: {{sparse: {{type: rowwise_adagrad}}}}
     const double p =
         t_profile_plain * 1e9 / static_cast<double>(n * std::max<int64_t>(plain_steps, 1));
     std::printf(
-        "zch,buckets,batch,pooling,dim,ids_per_step,warmup_steps,forward_ns_per_id,"
+        "zch,buckets,threshold,batch,pooling,dim,ids_per_step,warmup_steps,forward_ns_per_id,"
         "remap_ns_per_id,forward_no_eviction_ns_per_id,lookup_ns_per_id,forward_over_lookup,"
         "remap_over_lookup,evictions_per_pass,hit_fraction\n");
-    std::printf("%lld,%lld,%lld,%lld,%lld,%lld,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.0f,%.3f\n",
-                static_cast<long long>(zch), static_cast<long long>(buckets),
+    std::printf("%lld,%lld,%s,%lld,%lld,%lld,%lld,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.0f,%.3f\n",
+                static_cast<long long>(zch), static_cast<long long>(buckets), threshold.c_str(),
                 static_cast<long long>(batch), static_cast<long long>(pooling),
                 static_cast<long long>(dim), static_cast<long long>(n),
                 static_cast<long long>(warm), f, r, p, l, f / l, r / l,
