@@ -1,6 +1,7 @@
 #include "engine/modules/managed_collision.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -315,79 +316,84 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
     found_.resize(count);
     window_total_ += static_cast<int64_t>(count);
     // First the slots (one random cache line an id, fetched a few ids ahead): a mapped id's uses
-    // go to its slot. On the CPU threads, each taking the ids of its part (a hash of the id), so
-    // a slot is counted by one thread only and the counts do not depend on the thread count.
-    // The ids are hashed and binned by part first, each thread a contiguous chunk of the batch:
-    // bins_[chunk * P + part] holds the places of the chunk's ids of that part, in batch order.
-    const int64_t parts = count >= kParallelIds ? kernels::cpu_threads() : 1;
-    const auto P = static_cast<size_t>(parts);
-    unmapped_parts_.resize(P);
-    bins_.resize(P * P);
-    kernels::parallel_tasks(parts, [&](int64_t chunk) {
+    // go to its slot; then the ids without a slot, into the window. On the CPU threads, thread t
+    // taking the ids of parts t, t + T, ... (part_of the id), so a slot and a window part are
+    // written by one thread only and the counts do not depend on the thread count. The ids are
+    // hashed and binned by part first, each thread a contiguous chunk of the batch:
+    // bins_[chunk * kWindowParts + part] holds the places of the chunk's ids of that part.
+    const int64_t threads =
+        count >= kParallelIds ? std::min<int64_t>(kernels::cpu_threads(), kWindowParts) : 1;
+    const auto T = static_cast<size_t>(threads), P = static_cast<size_t>(kWindowParts);
+    bins_.resize(T * P);
+    kernels::parallel_tasks(threads, [&](int64_t chunk) {
         const auto c = static_cast<size_t>(chunk);
         for (size_t p = 0; p < P; ++p) {
             bins_[c * P + p].clear();
         }
-        for (size_t i = count * c / P; i < count * (c + 1) / P; ++i) {
+        for (size_t i = count * c / T; i < count * (c + 1) / T; ++i) {
             hashed_[i] = hash_input(ids[i]);
-            bins_[c * P + static_cast<size_t>(part_of(hashed_[i], parts))].push_back(i);
+            bins_[c * P + static_cast<size_t>(part_of(hashed_[i], kWindowParts))].push_back(i);
         }
     });
-    kernels::parallel_tasks(parts, [&](int64_t part) {
-        const auto t = static_cast<size_t>(part);
-        std::vector<uint64_t>& unmapped = unmapped_parts_[t];
-        unmapped.clear();
+    kernels::parallel_tasks(threads, [&](int64_t thread) {
+        const auto t = static_cast<size_t>(thread);
         const auto visit = [&](size_t i) {
             const uint64_t id = hashed_[i];
             Slot* s = slot_of_.find(id);
             if (s == nullptr) {
                 found_[i] = -1;
-                unmapped.push_back(id);
+                unmapped_parts_[static_cast<size_t>(part_of(id, kWindowParts))].push_back(id);
                 return;
             }
             ++s->count;
             s->last = step_;
             found_[i] = s->slot;
         };
-        // The part's ids chunk by chunk from its own chunk on (so the threads seldom write the
+        // The thread's ids chunk by chunk from its own chunk on (so the threads seldom write the
         // same lines of found_ at once), each visited kPrefetchAhead ids after its cell was
         // prefetched.
         size_t ring[kPrefetchAhead];
         size_t seen = 0;
-        for (size_t k = 0; k < P; ++k) {
-            for (const size_t i : bins_[((t + k) % P) * P + t]) {
-                slot_of_.prefetch(hashed_[i]);
-                const size_t at = seen % kPrefetchAhead;
-                if (seen >= kPrefetchAhead) {
-                    visit(ring[at]);
+        for (size_t p = t; p < P; p += T) {
+            unmapped_parts_[p].clear();
+        }
+        for (size_t k = 0; k < T; ++k) {
+            for (size_t p = t; p < P; p += T) {
+                for (const size_t i : bins_[((t + k) % T) * P + p]) {
+                    slot_of_.prefetch(hashed_[i]);
+                    const size_t at = seen % kPrefetchAhead;
+                    if (seen >= kPrefetchAhead) {
+                        visit(ring[at]);
+                    }
+                    ring[at] = i;
+                    ++seen;
                 }
-                ring[at] = i;
-                ++seen;
             }
         }
         for (size_t j = seen > kPrefetchAhead ? seen - kPrefetchAhead : 0; j < seen; ++j) {
             visit(ring[j % kPrefetchAhead]);
         }
-    });
-    unmapped_.clear();
-    for (const std::vector<uint64_t>& part : unmapped_parts_) {
-        unmapped_.insert(unmapped_.end(), part.begin(), part.end());
-    }
-    // Then the ids without a slot, into the window. Grown before the loop, not inside it, so the
-    // prefetched cells stay where they are.
-    window_.reserve(window_.size() + unmapped_.size());
-    for (size_t i = 0; i < unmapped_.size(); ++i) {
-        if (i + kPrefetchAhead < unmapped_.size()) {
-            window_.prefetch(unmapped_[i + kPrefetchAhead]);
+        // The window grown before the loop, not inside it, so the prefetched cells stay put.
+        for (size_t p = t; p < P; p += T) {
+            const std::vector<uint64_t>& unmapped = unmapped_parts_[p];
+            IdTable<Seen>& window = window_[p];
+            window.reserve(window.size() + unmapped.size());
+            for (size_t i = 0; i < unmapped.size(); ++i) {
+                if (i + kPrefetchAhead < unmapped.size()) {
+                    window.prefetch(unmapped[i + kPrefetchAhead]);
+                }
+                Seen& w = window.get_or_insert(unmapped[i]);
+                ++w.count;
+                w.last = step_;
+            }
         }
-        Seen& seen = window_.get_or_insert(unmapped_[i]);
-        ++seen.count;
-        seen.last = step_;
-    }
+    });
     // Unmapped ids matter only while free slots are left (they take them below).
     fresh_.clear();
     if (occupancy() < usable_) {
-        fresh_.swap(unmapped_);
+        for (const std::vector<uint64_t>& part : unmapped_parts_) {
+            fresh_.insert(fresh_.end(), part.begin(), part.end());
+        }
     }
     // New ids take the free slots at once, in ascending id order so the slots do not depend on
     // the order of ids within the batch. TorchRec admits them only at the next eviction pass
@@ -407,7 +413,9 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
     }
     if (step_ % options_.eviction_interval == 0) {
         eviction_pass();
-        window_.clear();
+        for (IdTable<Seen>& window : window_) {
+            window.clear();
+        }
         window_total_ = 0;
         window_may_hold_slots_ = false;
     }
@@ -457,14 +465,14 @@ void MCHManagedCollisionModule::eviction_pass() {
     uint64_t num_ids = 0;
     const ThresholdKind filter = options_.threshold.kind;
     if (filter == ThresholdKind::kAverage || filter == ThresholdKind::kDynamic) {
-        window_.for_each([&](uint64_t id, const Seen&) { num_ids += unmapped(id) ? 1 : 0; });
+        for_each_window([&](uint64_t id, const Seen&) { num_ids += unmapped(id) ? 1 : 0; });
         const int64_t since = step_ - options_.eviction_interval;
         slot_of_.for_each([&](uint64_t, const Slot& s) { num_ids += s.last > since ? 1 : 0; });
     }
     const EvictionPolicy policy = options_.eviction_policy;
     const int64_t step = step_;
     std::vector<Scored> candidates;
-    window_.for_each([&](uint64_t id, const Seen& seen) {
+    for_each_window([&](uint64_t id, const Seen& seen) {
         if (unmapped(id) && admitted(id, seen.count, num_ids, total)) {
             candidates.push_back(scored(policy, step, seen.count, seen.last, id, -1));
         }
@@ -619,8 +627,7 @@ ManagedCollisionState MCHManagedCollisionModule::state() const {
         s.slot_lasts[static_cast<size_t>(slot.slot)] = slot.last;
     });
     std::vector<std::pair<uint64_t, Seen>> window;
-    window.reserve(window_.size());
-    window_.for_each([&](uint64_t id, const Seen& seen) { window.emplace_back(id, seen); });
+    for_each_window([&](uint64_t id, const Seen& seen) { window.emplace_back(id, seen); });
     std::sort(window.begin(), window.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& w : window) {
@@ -657,13 +664,14 @@ void MCHManagedCollisionModule::load_state(const ManagedCollisionState& s) {
                  s.slot_ids[i]);
         slot = Slot{static_cast<int64_t>(i), s.slot_counts[i], s.slot_lasts[i]};
     }
-    IdTable<Seen> window;
-    window.reserve(s.window_ids.size());
+    std::array<IdTable<Seen>, kWindowParts> window;
     for (size_t i = 0; i < s.window_ids.size(); ++i) {
-        SR_CHECK(s.window_ids[i] < (uint64_t{1} << 63),
+        const uint64_t id = s.window_ids[i];
+        SR_CHECK(id < (uint64_t{1} << 63),
                  "table {}: the managed-collision state's window holds id {}, beyond 2^63", name_,
-                 s.window_ids[i]);
-        window.get_or_insert(s.window_ids[i]) = Seen{s.window_counts[i], s.window_lasts[i]};
+                 id);
+        window[static_cast<size_t>(part_of(id, kWindowParts))].get_or_insert(id) =
+            Seen{s.window_counts[i], s.window_lasts[i]};
     }
     step_ = s.step;
     slot_ids_ = s.slot_ids;

@@ -14,6 +14,7 @@
 // the same ids; so the new ids of an eviction step can get a slot in that step.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -150,10 +151,20 @@ private:
     std::vector<uint64_t> slot_ids_;
     // Iterated only into lists that are then ordered by a total order (score, id) or by slot/id.
     IdTable<Slot> slot_of_;
-    // The ids seen without a slot since the last pass. The threshold filters' statistics over
-    // all the interval's ids: window_total_ uses, and window_ plus the slots used since the pass
-    // (last > the pass's step) distinct ids.
-    IdTable<Seen> window_;
+    // The ids seen without a slot since the last pass, in kWindowParts tables by a hash of the id
+    // (so threads fill them at once). The threshold filters' statistics over all the interval's
+    // ids: window_total_ uses, and the window plus the slots used since the pass (last > the
+    // pass's step) distinct ids.
+    static constexpr int64_t kWindowParts = 16;
+    std::array<IdTable<Seen>, kWindowParts> window_;
+
+    template <class F>
+    void for_each_window(F&& f) const {
+        for (const IdTable<Seen>& window : window_) {
+            window.for_each(f);
+        }
+    }
+
     int64_t window_total_ = 0;
     // Whether an id may have taken a free slot since the last pass (then it is in both).
     bool window_may_hold_slots_ = true;
@@ -161,12 +172,12 @@ private:
     std::vector<int64_t> pending_evictions_;
     int64_t evictions_total_ = 0;
     int64_t admissions_total_ = 0;
-    std::vector<uint64_t> fresh_;     // scratch: a step's unmapped ids
-    std::vector<uint64_t> hashed_;    // scratch: a step's ids after input hashing
-    std::vector<int64_t> found_;      // scratch: their slots at profile, -1 for none
-    std::vector<uint64_t> unmapped_;  // scratch: the step's ids without a slot
-    std::vector<std::vector<uint64_t>> unmapped_parts_;  // scratch: those of each thread's part
-    std::vector<std::vector<size_t>> bins_;  // scratch: [chunk * parts + part] the ids' places
+    std::vector<uint64_t> fresh_;   // scratch: a step's unmapped ids
+    std::vector<uint64_t> hashed_;  // scratch: a step's ids after input hashing
+    std::vector<int64_t> found_;    // scratch: their slots at profile, -1 for none
+    // scratch: the step's ids without a slot, by window part
+    std::array<std::vector<uint64_t>, kWindowParts> unmapped_parts_;
+    std::vector<std::vector<size_t>> bins_;  // scratch: [chunk * kWindowParts + part] id places
 };
 
 }  // namespace shardrec
