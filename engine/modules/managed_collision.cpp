@@ -72,15 +72,7 @@ int64_t part_of(uint64_t id, int64_t parts) {
     return static_cast<int64_t>((h * static_cast<uint64_t>(parts)) >> 32);
 }
 
-// A slot's or a candidate's metadata, for the policy's score.
-struct Scored {
-    int64_t count = 0;
-    int64_t last = 0;
-    uint64_t id = 0;
-    int64_t slot = -1;  // incumbents only
-    // The score in floating point, a fast path for the exact comparison (NaN: none).
-    double key = 0.0;
-};
+using Scored = ManagedCollisionScored;
 
 // Sign of a's eviction score minus b's (higher scores are kept). TorchRec: lfu count; lru
 // -(step - last + 1)^decay, ordered as last; distance_lfu count / (step - last + 1), compared
@@ -471,7 +463,8 @@ void MCHManagedCollisionModule::eviction_pass() {
     }
     const EvictionPolicy policy = options_.eviction_policy;
     const int64_t step = step_;
-    std::vector<Scored> candidates;
+    std::vector<Scored>& candidates = candidates_;
+    candidates.clear();
     for_each_window([&](uint64_t id, const Seen& seen) {
         if (unmapped(id) && admitted(id, seen.count, num_ids, total)) {
             candidates.push_back(scored(policy, step, seen.count, seen.last, id, -1));
@@ -512,12 +505,13 @@ void MCHManagedCollisionModule::eviction_pass() {
             threshold = sample[q];
         }
     }
-    std::vector<Scored> worst;
+    std::vector<Scored>& worst = worst_;
     // The slot map's cells split over the CPU threads, the lists joined in cell order.
     const size_t cells = slot_of_.capacity();
     const size_t chunks = std::max<size_t>(
         1, std::min(static_cast<size_t>(kernels::cpu_threads()), cells / (size_t{1} << 16)));
-    std::vector<std::vector<Scored>> listed(chunks);
+    std::vector<std::vector<Scored>>& listed = listed_;
+    listed.resize(chunks);
     std::vector<char> nan_in(chunks);
     const auto list_incumbents = [&](double below) {
         kernels::parallel_tasks(static_cast<int64_t>(chunks), [&](int64_t c) {
@@ -569,12 +563,13 @@ void MCHManagedCollisionModule::eviction_pass() {
             break;
         }
     }
-    std::vector<Scored> in(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(m));
     // Lowest admitted id to the lowest freed slot, whatever the scores: order-free and simple.
-    std::sort(in.begin(), in.end(), [](const Scored& a, const Scored& b) { return a.id < b.id; });
+    const std::vector<Scored>& in = candidates;
+    std::sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(m),
+              [](const Scored& a, const Scored& b) { return a.id < b.id; });
     std::sort(out.begin(), out.end());
-    for (size_t i = 0; i < in.size(); ++i) {
-        if (i + kPrefetchAhead < in.size()) {
+    for (size_t i = 0; i < m; ++i) {
+        if (i + kPrefetchAhead < m) {
             const int64_t ahead = out[i + kPrefetchAhead];
             if (ahead < occupied) {
                 slot_of_.prefetch(slot_ids_[static_cast<size_t>(ahead)]);

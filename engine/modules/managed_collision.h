@@ -81,6 +81,16 @@ struct ManagedCollisionState {
     int64_t admissions_total = 0;
 };
 
+// A slot's or a candidate's metadata in an eviction pass, for the policy's score.
+struct ManagedCollisionScored {
+    int64_t count = 0;
+    int64_t last = 0;
+    uint64_t id = 0;
+    int64_t slot = -1;  // incumbents only
+    // The score in floating point, a fast path for the exact comparison (NaN: none).
+    double key = 0.0;
+};
+
 class MCHManagedCollisionModule {
 public:
     // name: the table, for errors. Throws on options out of range.
@@ -177,6 +187,9 @@ private:
     std::vector<int64_t> found_;    // scratch: their slots at profile, -1 for none
     // scratch: the step's ids without a slot, by window part
     std::array<std::vector<uint64_t>, kWindowParts> unmapped_parts_;
+    // scratch of the eviction pass, kept so a pass of the same size allocates (and faults) nothing
+    std::vector<ManagedCollisionScored> candidates_, worst_;
+    std::vector<std::vector<ManagedCollisionScored>> listed_;  // [chunk]
     std::vector<std::vector<size_t>> bins_;  // scratch: [chunk * kWindowParts + part] id places
 };
 
