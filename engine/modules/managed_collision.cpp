@@ -484,21 +484,22 @@ void MCHManagedCollisionModule::eviction_pass() {
     // Worst first: by score ascending, ties by id descending (the last in the merged order drops
     // first). At most one incumbent per candidate can go, so only that many worst are ordered.
     // Only incumbents with a key <= a threshold are listed: a key quantile of a sample of the
-    // slots, chosen so that about twice the candidates fall below it. Any incumbent left out has
-    // a key above every listed one, hence a strictly better score than each of them; so when at
-    // least as many incumbents as candidates are listed (and no key is NaN), the worst ones are
-    // all among them. Otherwise every incumbent is listed.
+    // slots, chosen so that about 1/8 more than the candidates (and 64 samples) fall below it.
+    // Any incumbent left out has a key above every listed one, hence a strictly better score than
+    // each of them; so when at least as many incumbents as candidates are listed (and no key is
+    // NaN), the worst ones are all among them. Otherwise every incumbent is listed.
     const size_t want = std::min(candidates.size(), slot_ids_.size());
     double threshold = std::numeric_limits<double>::infinity();
     constexpr size_t kSample = 4096;
-    if (slot_ids_.size() >= 4 * kSample && want * 4 < slot_ids_.size()) {
+    const size_t share = want * kSample / std::max<size_t>(slot_ids_.size(), 1);
+    const size_t q = share + share / 8 + 64;
+    if (slot_ids_.size() >= 4 * kSample && q < kSample) {
         std::vector<double> sample;
         for (size_t i = 0; i < kSample; ++i) {
             const size_t slot = i * slot_ids_.size() / kSample;
             const Slot* s = slot_of_.find(slot_ids_[slot]);
             sample.push_back(score_key(policy, step, s->count, s->last));
         }
-        const size_t q = std::min(kSample - 1, 2 * want * kSample / slot_ids_.size() + 64);
         std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(q),
                          sample.end());
         if (!std::isnan(sample[q])) {
