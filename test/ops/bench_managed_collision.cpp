@@ -14,7 +14,9 @@
 //                           probabilistic:p]
 // Prints a CSV header and row: ..., forward_ns_per_id (mean over the timed steps, eviction passes
 // included), remap_ns_per_id, forward_no_eviction_ns_per_id (the steps without a pass),
-// lookup_ns_per_id, and forward's and remap's ratio to the lookup.
+// lookup_ns_per_id, and forward's and remap's ratio to the lookup; update_ns_per_id (the fused
+// row-wise Adagrad update of the same rows, the rest of a training step's embedding work) and
+// forward's ratios to the lookup and update together (all its steps, and those without a pass).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -141,7 +143,16 @@ optimizer: {{sparse: {{type: rowwise_adagrad}}}}
     for (int64_t b = 0; b <= batch; ++b)
         offsets.data<int64_t>()[b] = b * pooling;
     Tensor out = Tensor::empty({batch, dim}, DType::kF32);
-    double t_forward = 0, t_remap = 0, t_lookup = 0;
+    // The training step's own work on the same rows: the fused row-wise Adagrad update.
+    Tensor grad = Tensor::empty({batch, dim}, DType::kF32);
+    for (int64_t i = 0; i < batch * dim; ++i)
+        grad.data<float>()[i] =
+            static_cast<float>(rng::uniform(9, static_cast<uint64_t>(i))) - 0.5f;
+    const kernels::FusedOptimizerParams optim = sparse_optimizer_params(config.optimizer.sparse);
+    Tensor weights_rw = ebc->shard_states().at(0).weight;
+    Tensor state = ebc->shard_states().at(0).optimizer_state.at(0);
+    kernels::EmbeddingBackwardWorkspace workspace;
+    double t_forward = 0, t_remap = 0, t_lookup = 0, t_update = 0;
     double t_profile_plain = 0;  // forward in the steps without an eviction pass
     int64_t plain_steps = 0;
     int64_t wrong = 0;
@@ -168,6 +179,11 @@ optimizer: {{sparse: {{type: rowwise_adagrad}}}}
         kernels::embedding_bag_forward(weights, table_offsets, feature_table, rows, offsets,
                                        nullptr, PoolingMode::kSum, out, Stream::cpu());
         t_lookup += seconds_since(t0);
+        t0 = Clock::now();
+        kernels::embedding_bag_backward_fused(grad, table_offsets, feature_table, rows, offsets,
+                                              nullptr, PoolingMode::kSum, optim, weights_rw, &state,
+                                              nullptr, workspace, Stream::cpu());
+        t_update += seconds_since(t0);
     }
     int64_t evicted = 0, passes = 0;
     double hits = 0;
@@ -183,19 +199,22 @@ optimizer: {{sparse: {{type: rowwise_adagrad}}}}
     }
     const double ids_total = static_cast<double>(n * steps);
     const double f = t_forward * 1e9 / ids_total, r = t_remap * 1e9 / ids_total,
-                 l = t_lookup * 1e9 / ids_total;
+                 l = t_lookup * 1e9 / ids_total, u = t_update * 1e9 / ids_total;
     const double p =
         t_profile_plain * 1e9 / static_cast<double>(n * std::max<int64_t>(plain_steps, 1));
     std::printf(
         "zch,buckets,threshold,batch,pooling,dim,ids_per_step,warmup_steps,forward_ns_per_id,"
         "remap_ns_per_id,forward_no_eviction_ns_per_id,lookup_ns_per_id,forward_over_lookup,"
-        "remap_over_lookup,evictions_per_pass,hit_fraction\n");
-    std::printf("%lld,%lld,%s,%lld,%lld,%lld,%lld,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.0f,%.3f\n",
-                static_cast<long long>(zch), static_cast<long long>(buckets), threshold.c_str(),
-                static_cast<long long>(batch), static_cast<long long>(pooling),
-                static_cast<long long>(dim), static_cast<long long>(n),
-                static_cast<long long>(warm), f, r, p, l, f / l, r / l,
-                static_cast<double>(evicted) / static_cast<double>(std::max<int64_t>(passes, 1)),
-                hits / static_cast<double>(std::max<int64_t>(passes, 1)));
+        "remap_over_lookup,update_ns_per_id,forward_over_lookup_and_update,"
+        "no_eviction_over_lookup_and_update,evictions_per_pass,hit_fraction\n");
+    std::printf(
+        "%lld,%lld,%s,%lld,%lld,%lld,%lld,%lld,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.2f,%.3f,%.3f,%.0f,%."
+        "3f\n",
+        static_cast<long long>(zch), static_cast<long long>(buckets), threshold.c_str(),
+        static_cast<long long>(batch), static_cast<long long>(pooling), static_cast<long long>(dim),
+        static_cast<long long>(n), static_cast<long long>(warm), f, r, p, l, f / l, r / l, u,
+        f / (l + u), p / (l + u),
+        static_cast<double>(evicted) / static_cast<double>(std::max<int64_t>(passes, 1)),
+        hits / static_cast<double>(std::max<int64_t>(passes, 1)));
     return 0;
 }
