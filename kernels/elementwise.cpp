@@ -18,9 +18,35 @@ void add_(Tensor& a, const Tensor& b, Stream& stream) {
     }
 }
 
-void fill_(Tensor& a, float value, Stream& stream) {
+void fill_(Tensor& a, float value, Stream& stream, const Tensor* which) {
     SR_CHECK(a.defined() && a.dtype() == DType::kF32, "fill_: {} must be f32",
              a.defined() ? a.str() : "undefined");
+    if (which != nullptr) {
+        SR_CHECK(a.dim() >= 1, "fill_: rows of a scalar {}", a.str());
+        SR_CHECK(which->defined() && which->dim() == 1 && which->dtype() == DType::kI64 &&
+                     which->device() == a.device(),
+                 "fill_: which must be an i64 [N] tensor on {}, got {}", a.device().str(),
+                 which->defined() ? which->str() : "undefined");
+        FillRows p;
+        p.a = a.data<float>();
+        p.rows = a.size(0);
+        p.width = p.rows > 0 ? a.numel() / p.rows : 0;
+        p.which = which->data<int64_t>();
+        p.n = which->numel();
+        p.value = value;
+        if (p.n == 0 || p.width == 0)
+            return;
+        switch (a.device().type) {
+            case DeviceType::kCpu:
+                for (int64_t i = 0; i < p.n; ++i) {
+                    SR_CHECK(p.which[i] >= 0 && p.which[i] < p.rows,
+                             "fill_: which[{}] = {} is not a row of {}", i, p.which[i], a.str());
+                }
+                return cpu::fill_rows(p);
+            case DeviceType::kCuda:
+                return cuda::fill_rows(p, stream);
+        }
+    }
     switch (a.device().type) {
         case DeviceType::kCpu:
             return cpu::fill_(a, value);

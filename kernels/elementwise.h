@@ -14,8 +14,11 @@ namespace shardrec::kernels {
 //   b   the same numel, f32, on a's device (it may not alias a)
 void add_(Tensor& a, const Tensor& b, Stream& stream);
 
-//   a   any shape, f32, contiguous, set in place: a[i] = value for every i (torch's fill_)
-void fill_(Tensor& a, float value, Stream& stream);
+//   a      any shape, f32, contiguous, set in place: a[i] = value for every i (torch's fill_)
+//   which  null, or i64 [N] on a's device: only rows which[i] of a (as [R, numel / R], R =
+//          a.size(0)) are set, each in [0, R) (checked on the CPU; the CUDA kernel skips
+//          others), repeats allowed (the optimizer state of evicted rows back to zero)
+void fill_(Tensor& a, float value, Stream& stream, const Tensor* which = nullptr);
 
 // How columns_axpy scales: a division where the unsharded computation divides (MEAN pooling:
 // the sum, then / L; the gradient division by the world size, torch's div_), so sharded results
@@ -57,15 +60,26 @@ struct ColumnsAxpy {
     bool accumulate = false;
 };
 
+// fill_'s listed rows, as the backends take them.
+struct FillRows {
+    float* a = nullptr;
+    int64_t rows = 0, width = 0;  // a as [rows, width]
+    const int64_t* which = nullptr;
+    int64_t n = 0;
+    float value = 0.f;
+};
+
 namespace cpu {
 void add_(Tensor& a, const Tensor& b);
 void fill_(Tensor& a, float value);
+void fill_rows(const FillRows& p);
 void columns_axpy(const ColumnsAxpy& p);
 }  // namespace cpu
 
 namespace cuda {
 void add_(Tensor& a, const Tensor& b, Stream& stream);
 void fill_(Tensor& a, float value, Stream& stream);
+void fill_rows(const FillRows& p, Stream& stream);
 void columns_axpy(const ColumnsAxpy& p, Stream& stream);
 }  // namespace cuda
 

@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/modules/embedding_config.h"
+#include "kernels/elementwise.h"
 #include "kernels/embedding_init.h"
 #include "kernels/threads.h"
 
@@ -357,50 +358,27 @@ void ManagedCollisionTables::reset_rows(const Table& t,
                                         Stream& stream) const {
     if (rows.empty())
         return;
-    // On a GPU the steps before may still update these rows: the reset comes after them, and
-    // is done (each write synchronous) before the next step's kernels are enqueued.
+    // On a GPU the steps before may still update these rows: the reset comes after them (the
+    // caches reset on the host), and is done before the next step's kernels are enqueued.
     stream.synchronize();
     for (EmbeddingShardState& s : sparse.shard_states()) {
         if (s.table != t.index)
             continue;
-        std::vector<int64_t> mine;  // rows of this shard
+        std::vector<int64_t> mine;  // rows of this shard, local to it
         for (int64_t row : rows) {
             if (row >= s.row_offset && row < s.row_offset + s.rows)
-                mine.push_back(row);
+                mine.push_back(row - s.row_offset);
         }
         if (s.cached != nullptr) {  // key_value, fused_uvm_caching: in the cache or the store
-            for (int64_t& row : mine)
-                row -= s.row_offset;
             s.cached->reset_rows(mine);
             continue;
         }
-        for (int64_t& row : mine)
-            row -= s.row_offset;
         const Tensor local = Tensor::from_vector(mine).to(s.weight.device());
         kernels::embedding_init(s.weight, seed_, t.index, s.row_offset, s.col_offset,
                                 t.num_embeddings, stream, &local);
-        if (!s.weight.device().is_cpu()) {  // each row's writes synchronous, in order
-            for (const int64_t r : mine) {
-                for (Tensor& state : s.optimizer_state) {
-                    Tensor part = state.slice(r, r + 1);
-                    part.zero_();
-                }
-            }
-            stream.synchronize();  // the init before `local` goes
-            continue;
-        }
-        // Host rows: independent, so in chunks on the CPU threads (a pass may turn over many).
-        const size_t chunks = std::min<size_t>(64, (mine.size() + 255) / 256);
-        kernels::parallel_tasks(static_cast<int64_t>(chunks), [&](int64_t c) {
-            const auto k = static_cast<size_t>(c);
-            for (size_t j = mine.size() * k / chunks; j < mine.size() * (k + 1) / chunks; ++j) {
-                for (Tensor& state : s.optimizer_state) {
-                    const int64_t width = state.numel() / state.size(0);
-                    std::memset(state.data<float>() + mine[j] * width, 0,
-                                static_cast<size_t>(width) * sizeof(float));
-                }
-            }
-        });
+        for (Tensor& state : s.optimizer_state)
+            kernels::fill_(state, 0.f, stream, &local);
+        stream.synchronize();  // done before `local` goes and the next step's kernels
     }
 }
 

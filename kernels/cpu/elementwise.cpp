@@ -20,6 +20,15 @@ void fill_(Tensor& a, float value) {
         x[i] = value;
 }
 
+void fill_rows(const FillRows& p) {
+#pragma omp parallel for schedule(static) if (p.n * p.width > (int64_t{1} << 16))
+    for (int64_t i = 0; i < p.n; ++i) {
+        float* row = p.a + p.which[i] * p.width;
+        for (int64_t c = 0; c < p.width; ++c)
+            row[c] = p.value;
+    }
+}
+
 void columns_axpy(const ColumnsAxpy& p) {
 #pragma omp parallel for schedule(static) if (p.rows * p.n > (int64_t{1} << 16))
     for (int64_t b = 0; b < p.rows; ++b) {

@@ -297,6 +297,10 @@ void fill_(Tensor&, float, Stream&) {
     throw_not_built("cuda::fill_");
 }
 
+void fill_rows(const FillRows&, Stream&) {
+    throw_not_built("cuda::fill_rows");
+}
+
 void columns_axpy(const ColumnsAxpy&, Stream&) {
     throw_not_built("cuda::columns_axpy");
 }

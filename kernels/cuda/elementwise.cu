@@ -1,4 +1,5 @@
-// Element-wise ops on CUDA: one thread per element (columns_axpy: per element of the block).
+// Element-wise ops on CUDA: one thread per element (columns_axpy: per element of the block;
+// fill_rows: of the listed rows).
 #include "kernels/cuda/common.cuh"
 #include "kernels/elementwise.h"
 
@@ -16,6 +17,17 @@ __global__ void fill_kernel(int64_t n, float* a, float value) {
     const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
     if (i < n) {
         a[i] = value;
+    }
+}
+
+__global__ void fill_rows_kernel(FillRows p) {
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i >= p.n * p.width)
+        return;
+    const int64_t k = i / p.width, c = i - k * p.width;
+    const int64_t r = p.which[k];
+    if (r >= 0 && r < p.rows) {
+        p.a[r * p.width + c] = p.value;
     }
 }
 
@@ -49,6 +61,12 @@ void fill_(Tensor& a, float value, Stream& stream) {
         return;
     const cudaStream_t s = cuda_stream(stream);
     fill_kernel<<<blocks_for(n), kBlockSize, 0, s>>>(n, a.data<float>(), value);
+    SR_CUDA_LAUNCH_CHECK(s);
+}
+
+void fill_rows(const FillRows& p, Stream& stream) {
+    const cudaStream_t s = cuda_stream(stream);
+    fill_rows_kernel<<<blocks_for(p.n * p.width), kBlockSize, 0, s>>>(p);
     SR_CUDA_LAUNCH_CHECK(s);
 }
 

@@ -56,12 +56,15 @@ private:
 
 class FillCase : public OpCase {
 public:
-    FillCase(Shape shape, float value) : shape_(std::move(shape)), value_(value) {}
+    // listed > 0: only that many rows (random, repeats included) are set.
+    FillCase(Shape shape, float value, int64_t listed = 0)
+        : shape_(std::move(shape)), value_(value), listed_(listed) {}
 
     OpKind kind() const override { return OpKind::kFill; }
 
     std::string vars() const override {
-        return fmt::format("shape={},value={}", shape_str(shape_), value_);
+        return fmt::format("shape={},value={}{}", shape_str(shape_), value_,
+                           listed_ > 0 ? fmt::format(",listed={}", listed_) : "");
     }
 
     void make_inputs(uint64_t seed) override {  // what fill_ overwrites
@@ -70,23 +73,44 @@ public:
         for (float& x : a)
             x = r.uniform(-4.f, 4.f);
         a_ = Tensor::from_vector(a, shape_);
+        std::vector<int64_t> which;
+        for (int64_t i = 0; i < listed_; ++i)  // every third a repeat of the one before
+            which.push_back(
+                i % 3 == 2 ? which.back()
+                           : static_cast<int64_t>(r.next_u64() % static_cast<uint64_t>(shape_[0])));
+        which_ = Tensor::from_vector(which);
     }
 
     std::vector<RefOutput> reference() const override {
-        const std::vector<double> v(static_cast<size_t>(shape_numel(shape_)), value_);
-        return {RefOutput{"a", v, v}};
+        const auto n = static_cast<size_t>(shape_numel(shape_));
+        if (listed_ == 0) {
+            const std::vector<double> v(n, value_);
+            return {RefOutput{"a", v, v}};
+        }
+        std::vector<double> v(a_.data<float>(), a_.data<float>() + n);
+        const size_t width = n / static_cast<size_t>(shape_[0]);
+        for (int64_t i = 0; i < listed_; ++i) {
+            const auto row = static_cast<size_t>(which_.data<int64_t>()[i]);
+            std::fill(v.begin() + static_cast<std::ptrdiff_t>(row * width),
+                      v.begin() + static_cast<std::ptrdiff_t>((row + 1) * width), value_);
+        }
+        std::vector<double> mag(v.size());
+        for (size_t i = 0; i < v.size(); ++i)
+            mag[i] = std::fabs(v[i]);
+        return {RefOutput{"a", v, mag}};
     }
 
     std::vector<Tensor> run(Device /*device*/) override {
         Tensor a = make_output_like(a_);
-        kernels::fill_(a, value_, stream());
+        kernels::fill_(a, value_, stream(), listed_ > 0 ? &in(which_) : nullptr);
         return {a};
     }
 
 private:
     Shape shape_;
     float value_;
-    Tensor a_;
+    int64_t listed_;
+    Tensor a_, which_;
 };
 
 struct ColumnsAxpyVars {
@@ -193,6 +217,10 @@ const RegisterOpCases kRegister([] {
     for (const Shape& s : std::vector<Shape>{{1}, {0}, {37}, {64, 33}, {1000, 3}})
         cases.push_back(std::make_unique<FillCase>(s, 0.1f));
     cases.push_back(std::make_unique<FillCase>(Shape{300}, 0.f));
+    // Listed rows (the optimizer state of evicted rows): row-wise [R] and [R, D] states.
+    cases.push_back(std::make_unique<FillCase>(Shape{300}, 0.f, 40));
+    cases.push_back(std::make_unique<FillCase>(Shape{64, 33}, 0.f, 20));
+    cases.push_back(std::make_unique<FillCase>(Shape{1000, 3}, 0.5f, 1));
     for (const ColumnsAxpyVars& v :
          std::vector<ColumnsAxpyVars>{{1, 1, 0, 1, 0, 1, 1.0f, false, false, false, false},
                                       {37, 40, 8, 24, 3, 16, 1.0f, false, false, true, false},
