@@ -35,6 +35,32 @@ void mapped_host_free(void* host_ptr, size_t bytes);
 void with_host_mapped_allocations(const std::function<void()>& fn);
 bool host_mapped_allocations();  // inside such a scope on this thread
 
+// std::vector's allocator through device_alloc on the host: large arrays (managed collision's slot
+// maps of millions of ids) sit on transparent huge pages, so a random probe is one cache miss and
+// rarely a page walk, and they are counted in the host's allocation stats.
+template <class T>
+struct HostAllocator {
+    using value_type = T;
+    HostAllocator() = default;
+
+    template <class U>
+    HostAllocator(const HostAllocator<U>&) {}
+
+    T* allocate(size_t n) { return static_cast<T*>(device_alloc(Device::cpu(), n * sizeof(T))); }
+
+    void deallocate(T* p, size_t n) { device_free(Device::cpu(), p, n * sizeof(T)); }
+
+    template <class U>
+    bool operator==(const HostAllocator<U>&) const {
+        return true;
+    }
+
+    template <class U>
+    bool operator!=(const HostAllocator<U>&) const {
+        return false;
+    }
+};
+
 // Copies bytes between any two devices (synchronously with respect to the host).
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void device_memset_zero(void* dst, Device device, size_t bytes);

@@ -3,7 +3,7 @@
 // touches one cache line, where std::unordered_map chases a node pointer), capacity a power of two
 // kept at least twice the size, erase by backward shift (no tombstones). Ids must be < 2^63: the
 // all-ones word marks an empty cell. Iteration order is the hash order: callers that need an
-// order sort what they collect.
+// order sort what they collect. The cells come from HostAllocator (huge pages for large tables).
 #pragma once
 
 #include <cstddef>
@@ -13,32 +13,6 @@
 #include "engine/core/allocator.h"
 
 namespace shardrec {
-
-// std::vector's allocator through device_alloc on the host: large tables (the slot maps of
-// millions of ids) sit on transparent huge pages, so a random probe is one cache miss and rarely
-// a page walk, and they are counted in the host's allocation stats.
-template <class T>
-struct HostAllocator {
-    using value_type = T;
-    HostAllocator() = default;
-
-    template <class U>
-    HostAllocator(const HostAllocator<U>&) {}
-
-    T* allocate(size_t n) { return static_cast<T*>(device_alloc(Device::cpu(), n * sizeof(T))); }
-
-    void deallocate(T* p, size_t n) { device_free(Device::cpu(), p, n * sizeof(T)); }
-
-    template <class U>
-    bool operator==(const HostAllocator<U>&) const {
-        return true;
-    }
-
-    template <class U>
-    bool operator!=(const HostAllocator<U>&) const {
-        return false;
-    }
-};
 
 template <class V>
 class IdTable {

@@ -448,10 +448,8 @@ bool MCHManagedCollisionModule::admitted(uint64_t id,
 void MCHManagedCollisionModule::eviction_pass() {
     const auto total = static_cast<uint64_t>(window_total_);
     // The interval's distinct ids: those still without a slot (an id of the window may have taken
-    // a free slot since) and the slots used since the last pass. Only the average and dynamic
-    // filters need the number.
-    // Only ids that took a free slot since the last pass can be both (the finds are skipped
-    // otherwise: the slots are full in a steady state).
+    // a free slot since: looked up only when one may have, never once the slots are full) and the
+    // slots used since the last pass. Only the average and dynamic filters need the number.
     const bool check = window_may_hold_slots_;
     const auto unmapped = [&](uint64_t id) { return !check || slot_of_.find(id) == nullptr; };
     uint64_t num_ids = 0;

@@ -6,8 +6,9 @@
 // fallback row. Evicted rows are reported by evict() so the caller resets them.
 //
 // Deterministic: every decision is a function of the multiset of ids of each step, never of their
-// order within a step, of hash-map iteration order or of a global RNG (probabilistic admission
-// draws from hash(seed, id, step)).
+// order within a step, of hash-map iteration order, of the CPU thread count (a step's ids and a
+// pass's lists are split over the threads) or of a global RNG (probabilistic admission draws
+// from hash(seed, id, step)).
 //
 // Step semantics, as TorchRec's profile()/remap(): a training forward counts a step (the first is
 // step 1), records its ids, runs the eviction pass when step % eviction_interval == 0, then remaps
