@@ -605,7 +605,9 @@ void MCHManagedCollisionModule::remap(const int64_t* ids, int64_t n, int64_t* ou
 std::vector<int64_t> MCHManagedCollisionModule::evict() {
     std::vector<int64_t> rows;
     rows.swap(pending_evictions_);
-    std::sort(rows.begin(), rows.end());
+    if (!std::is_sorted(rows.begin(), rows.end())) {  // one pass's are sorted already
+        std::sort(rows.begin(), rows.end());
+    }
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     return rows;
 }
