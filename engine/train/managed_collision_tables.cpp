@@ -373,7 +373,9 @@ void ManagedCollisionTables::reset_rows(const Table& t,
             s.cached->reset_rows(mine);
             continue;
         }
-        const Tensor local = Tensor::from_vector(mine).to(s.weight.device());
+        Tensor local = Tensor::from_vector(mine);
+        if (!s.weight.device().is_cpu())
+            local = local.to(s.weight.device());
         kernels::embedding_init(s.weight, seed_, t.index, s.row_offset, s.col_offset,
                                 t.num_embeddings, stream, &local);
         for (Tensor& state : s.optimizer_state)
