@@ -89,10 +89,16 @@ void* device_alloc(Device device, size_t bytes) {
         counters(DeviceType::kCuda).add(bytes);
         return p;
     }
+    return host_alloc(bytes, kHugePageMinBytes);
+}
+
+void* host_alloc(size_t bytes, size_t huge_from) {
+    if (bytes == 0)
+        return nullptr;
     // Large buffers (embedding tables) start on a 2 MiB boundary and ask for transparent huge
     // pages: random row gathers then rarely miss the TLB (about 1.5x on a 512 MiB table lookup).
     constexpr size_t kHugePage = size_t{2} << 20;
-    const bool huge = bytes >= kHugePageMinBytes;
+    const bool huge = bytes >= huge_from;
     const size_t align = huge ? kHugePage : kCpuAlignment;
     const size_t rounded = (bytes + align - 1) / align * align;
     void* p = std::aligned_alloc(align, rounded);

@@ -19,6 +19,9 @@ constexpr size_t kCpuAlignment = 64;
 void* device_alloc(Device device, size_t bytes);
 void device_free(Device device, void* ptr, size_t bytes);
 
+// Host memory (what device_alloc gives on the CPU) on transparent huge pages from huge_from bytes.
+void* host_alloc(size_t bytes, size_t huge_from);
+
 // Page-locked host memory for host-to-device staging (CUDA builds only), counted as the host's.
 void* pinned_alloc(size_t bytes);
 void pinned_free(void* ptr, size_t bytes);
@@ -35,9 +38,10 @@ void mapped_host_free(void* host_ptr, size_t bytes);
 void with_host_mapped_allocations(const std::function<void()>& fn);
 bool host_mapped_allocations();  // inside such a scope on this thread
 
-// std::vector's allocator through device_alloc on the host: large arrays (managed collision's slot
-// maps of millions of ids) sit on transparent huge pages, so a random probe is one cache miss and
-// rarely a page walk, and they are counted in the host's allocation stats.
+// std::vector's allocator for hash tables probed at random (managed collision's slot maps and
+// windows): from 1 MiB on transparent huge pages, so a probe is one cache miss and rarely a page
+// walk (tables are few and long-lived: rounding up to 2 MiB costs little), and counted in the
+// host's allocation stats.
 template <class T>
 struct HostAllocator {
     using value_type = T;
@@ -46,7 +50,7 @@ struct HostAllocator {
     template <class U>
     HostAllocator(const HostAllocator<U>&) {}
 
-    T* allocate(size_t n) { return static_cast<T*>(device_alloc(Device::cpu(), n * sizeof(T))); }
+    T* allocate(size_t n) { return static_cast<T*>(host_alloc(n * sizeof(T), size_t{1} << 20)); }
 
     void deallocate(T* p, size_t n) { device_free(Device::cpu(), p, n * sizeof(T)); }
 

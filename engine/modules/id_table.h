@@ -107,10 +107,14 @@ public:
         return true;
     }
 
-    // A hint that id is looked up soon (a batch loop issues it some ids ahead).
+    // A hint that id is looked up soon (a batch loop issues it some ids ahead): its home cell and
+    // the next, where a probe goes on and which for cells of 24 or 32 bytes is often on the next
+    // cache line.
     void prefetch(uint64_t id) const {
         if (!cells_.empty()) {
-            __builtin_prefetch(&cells_[home(id)]);
+            const size_t h = home(id);
+            __builtin_prefetch(&cells_[h]);
+            __builtin_prefetch(&cells_[(h + 1) & mask_]);
         }
     }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
@@ -17,7 +18,7 @@ namespace {
 __extension__ typedef unsigned __int128 u128;
 
 // How many ids ahead the batch loops prefetch their hash-table cells.
-constexpr size_t kPrefetchAhead = 8;
+constexpr size_t kPrefetchAhead = 16;
 
 // Batches of fewer ids stay on one thread.
 constexpr size_t kParallelIds = 4096;
@@ -281,50 +282,50 @@ int64_t MCHManagedCollisionModule::slot_of(int64_t raw_id) const {
 }
 
 void MCHManagedCollisionModule::forward(const int64_t* ids, int64_t n, int64_t* out) {
-    profile(ids, n);  // leaves the hashed ids in hashed_, their slots then in found_
-    // Between passes a slot keeps its id, so what profile found stands unless new ids took free
+    profile(ids, n, out);
+    // Between passes a slot keeps its id, so the rows profile wrote stand unless new ids took free
     // slots (an id without a slot may have one now) or a pass ran (any may have moved).
-    const bool moved = fresh_.size() > 0 || step_ % options_.eviction_interval == 0;
-    for_chunks(hashed_.size(), [&](size_t lo, size_t hi) {
-        for (size_t i = lo; i < hi; ++i) {
-            if (moved && i + kPrefetchAhead < hi) {
-                slot_of_.prefetch(hashed_[i + kPrefetchAhead]);
-            }
-            const uint64_t id = hashed_[i];
-            int64_t slot = found_[i];
-            if (moved) {
-                const Slot* s = slot_of_.find(id);
-                slot = s != nullptr ? s->slot : -1;
-            }
-            out[i] = slot >= 0 ? options_.output_global_offset + slot : unmapped_row(id);
-        }
-    });
+    if (!fresh_.empty() || step_ % options_.eviction_interval == 0) {
+        remap(ids, n, out);
+    }
 }
 
-void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
+void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* out) {
     ++step_;
     const size_t count = static_cast<size_t>(std::max<int64_t>(n, 0));
     hashed_.resize(count);
-    found_.resize(count);
     window_total_ += static_cast<int64_t>(count);
     // First the slots (one random cache line an id, fetched a few ids ahead): a mapped id's uses
     // go to its slot; then the ids without a slot, into the window. On the CPU threads, thread t
     // taking the ids of parts t, t + T, ... (part_of the id), so a slot and a window part are
     // written by one thread only and the counts do not depend on the thread count. The ids are
     // hashed and binned by part first, each thread a contiguous chunk of the batch:
-    // bins_[chunk * kWindowParts + part] holds the places of the chunk's ids of that part.
+    // binned_ holds each chunk's id places in its own range of the batch, ordered by part (a
+    // counting sort: the parts in part_, then the places); bin_at_[chunk * kWindowParts + part]
+    // is where that bin starts, the next entry where it ends.
     const int64_t threads =
         count >= kParallelIds ? std::min<int64_t>(kernels::cpu_threads(), kWindowParts) : 1;
     const auto T = static_cast<size_t>(threads), P = static_cast<size_t>(kWindowParts);
-    bins_.resize(T * P);
+    binned_.resize(count);
+    part_.resize(count);
+    bin_at_.resize(T * P + 1);
+    bin_at_[T * P] = count;
     kernels::parallel_tasks(threads, [&](int64_t chunk) {
         const auto c = static_cast<size_t>(chunk);
-        for (size_t p = 0; p < P; ++p) {
-            bins_[c * P + p].clear();
-        }
-        for (size_t i = count * c / T; i < count * (c + 1) / T; ++i) {
+        const size_t lo = count * c / T, hi = count * (c + 1) / T;
+        size_t at[kWindowParts] = {};
+        for (size_t i = lo; i < hi; ++i) {
             hashed_[i] = hash_input(ids[i]);
-            bins_[c * P + static_cast<size_t>(part_of(hashed_[i], kWindowParts))].push_back(i);
+            const int64_t part = part_of(hashed_[i], kWindowParts);
+            part_[i] = static_cast<uint8_t>(part);
+            ++at[part];
+        }
+        for (size_t p = 0, next = lo; p < P; ++p) {
+            bin_at_[c * P + p] = next;
+            next += std::exchange(at[p], next);
+        }
+        for (size_t i = lo; i < hi; ++i) {
+            binned_[at[part_[i]]++] = i;
         }
     });
     kernels::parallel_tasks(threads, [&](int64_t thread) {
@@ -333,16 +334,16 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
             const uint64_t id = hashed_[i];
             Slot* s = slot_of_.find(id);
             if (s == nullptr) {
-                found_[i] = -1;
-                unmapped_parts_[static_cast<size_t>(part_of(id, kWindowParts))].push_back(id);
+                out[i] = unmapped_row(id);
+                unmapped_parts_[part_[i]].push_back(id);
                 return;
             }
             ++s->count;
             s->last = step_;
-            found_[i] = s->slot;
+            out[i] = options_.output_global_offset + s->slot;
         };
         // The thread's ids chunk by chunk from its own chunk on (so the threads seldom write the
-        // same lines of found_ at once), each visited kPrefetchAhead ids after its cell was
+        // same lines of out at once), each visited kPrefetchAhead ids after its cell was
         // prefetched.
         size_t ring[kPrefetchAhead];
         size_t seen = 0;
@@ -351,7 +352,9 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n) {
         }
         for (size_t k = 0; k < T; ++k) {
             for (size_t p = t; p < P; p += T) {
-                for (const size_t i : bins_[((t + k) % T) * P + p]) {
+                const size_t bin = ((t + k) % T) * P + p;
+                for (size_t j = bin_at_[bin]; j < bin_at_[bin + 1]; ++j) {
+                    const size_t i = binned_[j];
                     slot_of_.prefetch(hashed_[i]);
                     const size_t at = seen % kPrefetchAhead;
                     if (seen >= kPrefetchAhead) {

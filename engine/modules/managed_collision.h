@@ -100,7 +100,6 @@ public:
     // Training forward: profile (count a step, record the ids, evict every eviction_interval
     // steps) then remap. ids [n] raw, out [n] rows in [offset, offset + output_size()).
     void forward(const int64_t* ids, int64_t n, int64_t* out);
-    void profile(const int64_t* ids, int64_t n);
     // Read-only (eval, predict): mapped ids to their row, others to the residual or fallback.
     void remap(const int64_t* ids, int64_t n, int64_t* out) const;
 
@@ -149,6 +148,9 @@ private:
         int64_t last = 0;
     };
 
+    // Counts a step and records its ids (evicting at an eviction step), writing each id's row as
+    // the slots stand before any new id takes one.
+    void profile(const int64_t* ids, int64_t n, int64_t* out);
     uint64_t hash_input(int64_t raw_id) const;
     int64_t unmapped_row(uint64_t id) const;
     bool admitted(uint64_t id, int64_t count, uint64_t num_ids, uint64_t total) const;
@@ -185,13 +187,15 @@ private:
     int64_t admissions_total_ = 0;
     std::vector<uint64_t> fresh_;   // scratch: a step's unmapped ids
     std::vector<uint64_t> hashed_;  // scratch: a step's ids after input hashing
-    std::vector<int64_t> found_;    // scratch: their slots at profile, -1 for none
     // scratch: the step's ids without a slot, by window part
     std::array<std::vector<uint64_t>, kWindowParts> unmapped_parts_;
     // scratch of the eviction pass, kept so a pass of the same size allocates (and faults) nothing
     std::vector<ManagedCollisionScored> candidates_, worst_;
     std::vector<std::vector<ManagedCollisionScored>> listed_;  // [chunk]
-    std::vector<std::vector<size_t>> bins_;  // scratch: [chunk * kWindowParts + part] id places
+    // scratch: a step's id places binned by chunk and part, their parts, where each bin starts
+    std::vector<size_t> binned_;
+    std::vector<uint8_t> part_;
+    std::vector<size_t> bin_at_;
 };
 
 }  // namespace shardrec

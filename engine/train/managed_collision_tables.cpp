@@ -109,7 +109,9 @@ Tensor exchange(comm::ProcessGroup* pg,
 
 // The sender groups its ids by owner (then table, then KJT order), the owners learn how many of
 // each table come from each rank, remap them bucket by bucket and send the rows back in the order
-// they came. Every owned bucket is called, so each steps once per batch with or without ids.
+// they came. Every owned bucket is called, so each steps once per batch with or without ids. Ids
+// move in runs of consecutive values bound for the same owner and table: a table of one bucket
+// sends each of its features' segments as one run (copies, no work an id).
 template <typename Tables, typename Map>
 Batch ManagedCollisionTables::route(const Batch& batch,
                                     comm::ProcessGroup* pg,
@@ -122,43 +124,54 @@ Batch ManagedCollisionTables::route(const Batch& batch,
     const auto T = static_cast<int64_t>(tables.size());
     Tensor values = kjt.values().clone();
     int64_t* v = values.data<int64_t>();
-    // The managed ids: position in the values, destination rank and table.
-    int64_t total = 0;
-    for (const auto& t : tables) {
-        for (int64_t f = 0; f < kjt.num_keys(); ++f) {
-            if (is_managed(t.features, kjt.keys()[static_cast<size_t>(f)]))
-                total += kjt.offset_per_key()[f + 1] - kjt.offset_per_key()[f];
-        }
-    }
-    std::vector<int64_t> pos(static_cast<size_t>(total)), where(static_cast<size_t>(total));
+
+    struct Run {
+        int64_t at;    // first value in the KJT
+        int64_t len;   // values
+        int64_t cell;  // owner rank * T + table, then the run's place in out_ids
+    };
+
+    std::vector<Run> runs;
     std::vector<int64_t> send_counts(static_cast<size_t>(W * T), 0);
-    size_t m = 0;
     for (int64_t ti = 0; ti < T; ++ti) {
         const auto& t = tables[static_cast<size_t>(ti)];
         const auto k = static_cast<int64_t>(t.owner.size());
         for (int64_t f = 0; f < kjt.num_keys(); ++f) {
             if (!is_managed(t.features, kjt.keys()[static_cast<size_t>(f)]))
                 continue;
-            for (int64_t n = kjt.offset_per_key()[f]; n < kjt.offset_per_key()[f + 1]; ++n, ++m) {
-                const int64_t b = k == 1 ? 0 : managed_collision_bucket(v[n], t.input_hash_size, k);
+            const int64_t lo = kjt.offset_per_key()[f], hi = kjt.offset_per_key()[f + 1];
+            if (k == 1) {
+                const int64_t cell = t.owner[0] * T + ti;
+                send_counts[static_cast<size_t>(cell)] += hi - lo;
+                if (hi > lo)
+                    runs.push_back({lo, hi - lo, cell});
+                continue;
+            }
+            for (int64_t n = lo; n < hi; ++n) {
+                const int64_t b = managed_collision_bucket(v[n], t.input_hash_size, k);
                 const int64_t cell = t.owner[static_cast<size_t>(b)] * T + ti;
-                pos[m] = n;
-                where[m] = cell;
                 ++send_counts[static_cast<size_t>(cell)];
+                if (n > lo && runs.back().cell == cell)
+                    ++runs.back().len;
+                else
+                    runs.push_back({n, 1, cell});
             }
         }
     }
     std::vector<int64_t> cell_at(send_counts.size(), 0), send(static_cast<size_t>(W), 0);
-    for (size_t c = 0, at = 0; c < send_counts.size(); ++c) {
-        cell_at[c] = static_cast<int64_t>(at);
-        at += static_cast<size_t>(send_counts[c]);
+    int64_t total = 0;
+    for (size_t c = 0; c < send_counts.size(); ++c) {
+        cell_at[c] = total;
+        total += send_counts[c];
         send[c / static_cast<size_t>(T)] += send_counts[c];
     }
-    Tensor out_ids = Tensor::empty({static_cast<int64_t>(pos.size())}, DType::kI64);
+    Tensor out_ids = Tensor::empty({total}, DType::kI64);
     int64_t* o = out_ids.data<int64_t>();
-    for (size_t j = 0; j < pos.size(); ++j) {
-        where[j] = cell_at[static_cast<size_t>(where[j])]++;  // now the id's place in out_ids
-        o[where[j]] = v[pos[j]];
+    for (Run& r : runs) {
+        const int64_t place = cell_at[static_cast<size_t>(r.cell)];
+        cell_at[static_cast<size_t>(r.cell)] += r.len;
+        r.cell = place;
+        std::copy_n(v + r.at, r.len, o + place);
     }
     const std::vector<int64_t> per_rank(static_cast<size_t>(W), T);
     const Tensor counts_in = exchange(pg, i64_tensor(send_counts), per_rank, per_rank);
@@ -172,7 +185,8 @@ Batch ManagedCollisionTables::route(const Batch& batch,
     Tensor rows = Tensor::empty({in_ids.numel()}, DType::kI64);
     int64_t* rows_out = rows.data<int64_t>();
 
-    // Per table: the received ids grouped by bucket (counting sort), each owned bucket remapped.
+    // Per table: the received ids grouped by bucket (counting sort; one bucket: the ranks'
+    // segments one after another), each owned bucket remapped.
     std::vector<int64_t> seg_at(static_cast<size_t>(W * T), 0);
     for (int64_t c = 0, at = 0; c < W * T; ++c) {
         seg_at[static_cast<size_t>(c)] = at;
@@ -182,9 +196,33 @@ Batch ManagedCollisionTables::route(const Batch& batch,
     for (int64_t ti = 0; ti < T; ++ti) {
         auto& t = tables[static_cast<size_t>(ti)];
         const auto k = static_cast<int64_t>(t.owner.size());
-        if (k == 1 && W == 1) {  // one process, one bucket: the ids as they are
-            const int64_t lo = seg_at[static_cast<size_t>(ti)];
-            map(t, 0, in + lo, rc[ti], rows_out + lo);
+        if (k == 1) {
+            int64_t got = 0;
+            for (int64_t r = 0; r < W; ++r)
+                got += rc[r * T + ti];
+            if (t.owner[0] != me) {
+                SR_CHECK(got == 0,
+                         "managed collision: rank {} got {} ids of table '{}', which rank {} keeps",
+                         me, got, t.name, t.owner[0]);
+                continue;
+            }
+            if (W == 1) {  // the ids as they are
+                const int64_t lo = seg_at[static_cast<size_t>(ti)];
+                map(t, 0, in + lo, got, rows_out + lo);
+                continue;
+            }
+            ids.clear();
+            for (int64_t r = 0; r < W; ++r) {
+                const int64_t lo = seg_at[static_cast<size_t>(r * T + ti)];
+                ids.insert(ids.end(), in + lo, in + lo + rc[r * T + ti]);
+            }
+            mapped.resize(ids.size());
+            map(t, 0, ids.data(), got, mapped.data());
+            for (int64_t r = 0, at = 0; r < W; ++r) {
+                const int64_t lo = seg_at[static_cast<size_t>(r * T + ti)];
+                std::copy_n(mapped.data() + at, rc[r * T + ti], rows_out + lo);
+                at += rc[r * T + ti];
+            }
             continue;
         }
         std::vector<int64_t> first(static_cast<size_t>(k + 1), 0);
@@ -193,8 +231,7 @@ Batch ManagedCollisionTables::route(const Batch& batch,
         for (int64_t r = 0; r < W; ++r) {
             const int64_t lo = seg_at[static_cast<size_t>(r * T + ti)];
             for (int64_t j = lo; j < lo + rc[r * T + ti]; ++j) {
-                const int64_t b =
-                    k == 1 ? 0 : managed_collision_bucket(in[j], t.input_hash_size, k);
+                const int64_t b = managed_collision_bucket(in[j], t.input_hash_size, k);
                 SR_CHECK(t.owner[static_cast<size_t>(b)] == me,
                          "managed collision: rank {} got an id of table '{}' bucket {}, which "
                          "rank {} keeps",
@@ -232,8 +269,8 @@ Batch ManagedCollisionTables::route(const Batch& batch,
 
     const Tensor back = exchange(pg, rows, recv, send);
     const int64_t* bk = back.data<int64_t>();
-    for (size_t j = 0; j < pos.size(); ++j)
-        v[pos[j]] = bk[where[j]];
+    for (const Run& r : runs)
+        std::copy_n(bk + r.cell, r.len, v + r.at);
     return Batch{batch.dense, batch.sparse.with_values(values), batch.labels};
 }
 

@@ -241,14 +241,16 @@ TEST_CASE("managed collision e2e: a checkpoint without its remap state is refuse
 // Sharded: t4's ids in 4 hash buckets, each remapped on the rank holding its rows (row_wise at 2
 // ranks: two buckets a rank; column_wise at 4: the first column shard's rank), so 1, 2 and 4 ranks
 // with the same global batch (32) assign the same slots, evict the same ids and train the same
-// model; so do 4 ranks in two replica groups (2D). The state written at 4 ranks resumes at 2.
+// model; so do 4 ranks in two replica groups (2D). The state written at 4 ranks resumes at 2. With
+// one bucket, 2 ranks give what 1 does.
 TEST_CASE(
     "managed collision e2e: 1, 2 and 4 ranks give the same slots and losses, and resume "
     "across world sizes",
     "[e2e][mc]") {
     const auto dir = fresh_dir("mc_world");
     const auto run = [&](int np, const std::string& name, const std::string& plan,
-                         const std::string& resume, const std::string& extra = "") {
+                         const std::string& resume, const std::string& extra = "",
+                         int buckets = 4) {
         auto args = mc_args(dir / name, 8);
         if (!extra.empty())
             args.insert(args.end(), {"--set", extra});
@@ -258,7 +260,8 @@ TEST_CASE(
         args.insert(args.end(), {"--set", "data.batch_size=" + std::to_string(32 / np), "--set",
                                  "optimizer.dense.type=sgd", "--set", "optimizer.sparse.type=sgd",
                                  "--set", "optimizer.sparse.learning_rate=2", "--set",
-                                 "model.tables[4].managed_collision.total_num_buckets=4"});
+                                 "model.tables[4].managed_collision.total_num_buckets=" +
+                                     std::to_string(buckets)});
         if (!plan.empty())
             args.insert(args.end(), {"--set", "sharding.tables[2].sharding_type=" + plan});
         if (!resume.empty())
@@ -277,6 +280,9 @@ TEST_CASE(
     run(4, "np4_2d", "row_wise", "", "sharding.replica_groups=2");
     const fs::path resume_from = dir / "np4" / "checkpoints" / "step-00000004";
     run(2, "np4_to_np2", "row_wise", resume_from.string());
+    // One bucket: every rank sends its ids of t4 to the one rank that keeps it.
+    run(1, "np1_k1", "", "", "", 1);
+    run(2, "np2_k1", "row_wise", "", "", 1);
 
     // The metrics: loss, AUC and NE within 1e-5 (the dense gradients are averaged over ranks in
     // another order; without managed collision this model agrees to ~1e-7), the remap's counts
@@ -301,9 +307,10 @@ TEST_CASE(
     };
     const auto reference = split(numbers(dir / "np1", 0));
     REQUIRE(reference.first.size() == 14);  // train 1..8, managed_collision 2, 4, 6, 8, eval 4, 8
-    const auto check_same = [&](const std::string& name, int from) {
+    const auto check_same = [&](const std::string& name, int from,
+                                const std::string& reference_run = "np1") {
         INFO(name);
-        auto want = split(numbers(dir / "np1", from));
+        auto want = split(numbers(dir / reference_run, from));
         const auto got = split(numbers(dir / name, 0));
         CHECK(got.first == want.first);
         REQUIRE(got.second.size() == want.second.size());
@@ -322,11 +329,12 @@ TEST_CASE(
     check_same("np4", 0);
     check_same("np4_2d", 0);
     check_same("np4_to_np2", 5);
+    check_same("np2_k1", 0, "np1_k1");
 
     // The remap state of the 4 buckets, bitwise, at the checkpoint of step 4 and after step 8.
-    const auto state = [&](const std::string& name, const char* step) {
+    const auto state = [&](const std::string& name, const char* step, int buckets = 4) {
         std::string all;
-        for (int b = 0; b < 4; ++b) {
+        for (int b = 0; b < buckets; ++b) {
             std::ifstream in(dir / name / "checkpoints" / step /
                                  shardrec::train::managed_collision_file("t4", b),
                              std::ios::binary);
@@ -338,8 +346,9 @@ TEST_CASE(
     };
     // The rows of t4 (evicted rows reset on the rank that holds them) within 1e-5 (~2e-9 seen);
     // a row trained but not reset is off by its updates.
-    const auto rows_close = [&](const std::string& name, const char* step) {
-        const auto want = table_rows(dir / "np1" / "checkpoints" / step, "t4");
+    const auto rows_close = [&](const std::string& name, const char* step,
+                                const std::string& reference_run = "np1") {
+        const auto want = table_rows(dir / reference_run / "checkpoints" / step, "t4");
         const auto got = table_rows(dir / name / "checkpoints" / step, "t4");
         REQUIRE(got.size() == want.size());
         size_t off = 0;
@@ -358,6 +367,9 @@ TEST_CASE(
         rows_close("np2", step);
         rows_close("np4", step);
         rows_close("np4_2d", step);
+        REQUIRE(!state("np1_k1", step, 1).empty());
+        CHECK(state("np2_k1", step, 1) == state("np1_k1", step, 1));
+        rows_close("np2_k1", step, "np1_k1");
     }
     rows_close("np4_to_np2", "step-00000008");
     CHECK(state("np4_to_np2", "step-00000008") == state("np1", "step-00000008"));
