@@ -25,6 +25,10 @@ int cpu_threads() {
 }
 
 void parallel_tasks(int64_t n, const std::function<void(int64_t)>& task) {
+    if (n == 1) {  // no parallel region: the task's own regions get the threads
+        task(0);
+        return;
+    }
     std::exception_ptr first;
     std::mutex mutex;
 #pragma omp parallel for schedule(dynamic, 1) if (n > 1)

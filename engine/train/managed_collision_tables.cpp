@@ -107,11 +107,12 @@ Tensor exchange(comm::ProcessGroup* pg,
 
 }  // namespace
 
-// The sender groups its ids by owner (then table, then KJT order), the owners learn how many of
-// each table come from each rank, remap them bucket by bucket and send the rows back in the order
-// they came. Every owned bucket is called, so each steps once per batch with or without ids. Ids
-// move in runs of consecutive values bound for the same owner and table: a table of one bucket
-// sends each of its features' segments as one run (copies, no work an id).
+// The sender groups its ids by owner, then table and bucket (in KJT order within each), the
+// owners learn how many of each table's bucket come from each rank, remap each owned bucket's ids
+// and send the rows back in the order they came. Every owned bucket is called, so each steps
+// once per batch with or without ids. A table of one bucket sends each of its features' segments
+// as one run (copies, no work an id); a table of several buckets its ids one by one, to the
+// bucket the sender hashed each to (the owner does no work an id).
 template <typename Tables, typename Map>
 Batch ManagedCollisionTables::route(const Batch& batch,
                                     comm::ProcessGroup* pg,
@@ -122,26 +123,42 @@ Batch ManagedCollisionTables::route(const Batch& batch,
              "managed collision: the batch's ids must be on the host before the remap");
     const int W = pg != nullptr ? pg->size() : 1, me = pg != nullptr ? pg->rank() : 0;
     const auto T = static_cast<int64_t>(tables.size());
+    // A rank's cells: each table's buckets one after another, table ti's from first_bucket[ti].
+    std::vector<int64_t> first_bucket(static_cast<size_t>(T + 1), 0);
+    for (int64_t ti = 0; ti < T; ++ti) {
+        first_bucket[static_cast<size_t>(ti + 1)] =
+            first_bucket[static_cast<size_t>(ti)] +
+            static_cast<int64_t>(tables[static_cast<size_t>(ti)].owner.size());
+    }
+    const int64_t B = first_bucket[static_cast<size_t>(T)];
     Tensor values = kjt.values().clone();
     int64_t* v = values.data<int64_t>();
 
     struct Run {
         int64_t at;    // first value in the KJT
         int64_t len;   // values
-        int64_t cell;  // owner rank * T + table, then the run's place in out_ids
+        int64_t cell;  // owner rank * B + the bucket's cell, then the run's place in out_ids
     };
 
-    std::vector<Run> runs;
-    std::vector<int64_t> send_counts(static_cast<size_t>(W * T), 0);
+    std::vector<Run> runs;  // one-bucket tables: a run a feature
+
+    struct Single {
+        int64_t at;    // the value in the KJT
+        int64_t cell;  // owner rank * B + the bucket's cell, then the id's place in out_ids
+    };
+
+    std::vector<Single> singles;  // the ids of tables of several buckets, one by one
+    std::vector<int64_t> send_counts(static_cast<size_t>(W * B), 0);
     for (int64_t ti = 0; ti < T; ++ti) {
         const auto& t = tables[static_cast<size_t>(ti)];
         const auto k = static_cast<int64_t>(t.owner.size());
+        const int64_t base = first_bucket[static_cast<size_t>(ti)];
         for (int64_t f = 0; f < kjt.num_keys(); ++f) {
             if (!is_managed(t.features, kjt.keys()[static_cast<size_t>(f)]))
                 continue;
             const int64_t lo = kjt.offset_per_key()[f], hi = kjt.offset_per_key()[f + 1];
             if (k == 1) {
-                const int64_t cell = t.owner[0] * T + ti;
+                const int64_t cell = t.owner[0] * B + base;
                 send_counts[static_cast<size_t>(cell)] += hi - lo;
                 if (hi > lo)
                     runs.push_back({lo, hi - lo, cell});
@@ -149,12 +166,9 @@ Batch ManagedCollisionTables::route(const Batch& batch,
             }
             for (int64_t n = lo; n < hi; ++n) {
                 const int64_t b = managed_collision_bucket(v[n], t.input_hash_size, k);
-                const int64_t cell = t.owner[static_cast<size_t>(b)] * T + ti;
+                const int64_t cell = t.owner[static_cast<size_t>(b)] * B + base + b;
                 ++send_counts[static_cast<size_t>(cell)];
-                if (n > lo && runs.back().cell == cell)
-                    ++runs.back().len;
-                else
-                    runs.push_back({n, 1, cell});
+                singles.push_back({n, cell});
             }
         }
     }
@@ -163,7 +177,7 @@ Batch ManagedCollisionTables::route(const Batch& batch,
     for (size_t c = 0; c < send_counts.size(); ++c) {
         cell_at[c] = total;
         total += send_counts[c];
-        send[c / static_cast<size_t>(T)] += send_counts[c];
+        send[c / static_cast<size_t>(B)] += send_counts[c];
     }
     Tensor out_ids = Tensor::empty({total}, DType::kI64);
     int64_t* o = out_ids.data<int64_t>();
@@ -173,104 +187,72 @@ Batch ManagedCollisionTables::route(const Batch& batch,
         r.cell = place;
         std::copy_n(v + r.at, r.len, o + place);
     }
-    const std::vector<int64_t> per_rank(static_cast<size_t>(W), T);
+    for (Single& one : singles) {
+        one.cell = cell_at[static_cast<size_t>(one.cell)]++;
+        o[one.cell] = v[one.at];
+    }
+    const std::vector<int64_t> per_rank(static_cast<size_t>(W), B);
     const Tensor counts_in = exchange(pg, i64_tensor(send_counts), per_rank, per_rank);
-    const int64_t* rc = counts_in.data<int64_t>();  // [W, T]: ids of each table from each rank
-    std::vector<int64_t> recv(static_cast<size_t>(W), 0);
-    for (int64_t r = 0; r < W; ++r)
-        for (int64_t ti = 0; ti < T; ++ti)
-            recv[static_cast<size_t>(r)] += rc[r * T + ti];
+    const int64_t* rc = counts_in.data<int64_t>();  // [W, B]: ids of each bucket from each rank
+    std::vector<int64_t> recv(static_cast<size_t>(W), 0), seg_at(static_cast<size_t>(W * B), 0);
+    for (int64_t c = 0, at = 0; c < W * B; ++c) {
+        recv[static_cast<size_t>(c / B)] += rc[c];
+        seg_at[static_cast<size_t>(c)] = at;
+        at += rc[c];
+    }
     const Tensor in_ids = exchange(pg, out_ids, send, recv);
     const int64_t* in = in_ids.data<int64_t>();
     Tensor rows = Tensor::empty({in_ids.numel()}, DType::kI64);
     int64_t* rows_out = rows.data<int64_t>();
 
-    // Per table: the received ids grouped by bucket (counting sort; one bucket: the ranks'
-    // segments one after another), each owned bucket remapped.
-    std::vector<int64_t> seg_at(static_cast<size_t>(W * T), 0);
-    for (int64_t c = 0, at = 0; c < W * T; ++c) {
-        seg_at[static_cast<size_t>(c)] = at;
-        at += rc[c];
-    }
-    std::vector<int64_t> bucket_of, order, ids, mapped;
+    // Each owned bucket (on the CPU threads at once): its ids from every rank, one segment a
+    // rank, remapped together (one process: the segment as it is).
+    std::vector<std::pair<int64_t, int64_t>> owned;  // (table, bucket)
     for (int64_t ti = 0; ti < T; ++ti) {
-        auto& t = tables[static_cast<size_t>(ti)];
-        const auto k = static_cast<int64_t>(t.owner.size());
-        if (k == 1) {
-            int64_t got = 0;
-            for (int64_t r = 0; r < W; ++r)
-                got += rc[r * T + ti];
-            if (t.owner[0] != me) {
-                SR_CHECK(got == 0,
-                         "managed collision: rank {} got {} ids of table '{}', which rank {} keeps",
-                         me, got, t.name, t.owner[0]);
+        const auto& t = tables[static_cast<size_t>(ti)];
+        for (size_t b = 0; b < t.owner.size(); ++b) {
+            const int64_t cell = first_bucket[static_cast<size_t>(ti)] + static_cast<int64_t>(b);
+            if (t.owner[b] == me) {
+                owned.emplace_back(ti, static_cast<int64_t>(b));
                 continue;
             }
-            if (W == 1) {  // the ids as they are
-                const int64_t lo = seg_at[static_cast<size_t>(ti)];
-                map(t, 0, in + lo, got, rows_out + lo);
-                continue;
-            }
-            ids.clear();
             for (int64_t r = 0; r < W; ++r) {
-                const int64_t lo = seg_at[static_cast<size_t>(r * T + ti)];
-                ids.insert(ids.end(), in + lo, in + lo + rc[r * T + ti]);
-            }
-            mapped.resize(ids.size());
-            map(t, 0, ids.data(), got, mapped.data());
-            for (int64_t r = 0, at = 0; r < W; ++r) {
-                const int64_t lo = seg_at[static_cast<size_t>(r * T + ti)];
-                std::copy_n(mapped.data() + at, rc[r * T + ti], rows_out + lo);
-                at += rc[r * T + ti];
-            }
-            continue;
-        }
-        std::vector<int64_t> first(static_cast<size_t>(k + 1), 0);
-        bucket_of.clear();
-        order.clear();
-        for (int64_t r = 0; r < W; ++r) {
-            const int64_t lo = seg_at[static_cast<size_t>(r * T + ti)];
-            for (int64_t j = lo; j < lo + rc[r * T + ti]; ++j) {
-                const int64_t b = managed_collision_bucket(in[j], t.input_hash_size, k);
-                SR_CHECK(t.owner[static_cast<size_t>(b)] == me,
-                         "managed collision: rank {} got an id of table '{}' bucket {}, which "
-                         "rank {} keeps",
-                         me, t.name, b, t.owner[static_cast<size_t>(b)]);
-                bucket_of.push_back(b);
-                order.push_back(j);
-                ++first[static_cast<size_t>(b + 1)];
+                SR_CHECK(rc[r * B + cell] == 0,
+                         "managed collision: rank {} got {} ids of table '{}' bucket {} from rank "
+                         "{}, which rank {} keeps",
+                         me, rc[r * B + cell], t.name, b, r, t.owner[b]);
             }
         }
-        for (int64_t b = 0; b < k; ++b)
-            first[static_cast<size_t>(b + 1)] += first[static_cast<size_t>(b)];
-        std::vector<int64_t> fill(first.begin(), first.end() - 1);
-        ids.resize(order.size());
-        std::vector<int64_t> sorted(order.size());
-        for (size_t j = 0; j < order.size(); ++j) {
-            const int64_t at = fill[static_cast<size_t>(bucket_of[j])]++;
-            sorted[static_cast<size_t>(at)] = order[j];
-            ids[static_cast<size_t>(at)] = in[order[j]];
-        }
-        mapped.resize(ids.size());
-        std::vector<int64_t> owned;
-        for (int64_t b = 0; b < k; ++b) {
-            if (t.owner[static_cast<size_t>(b)] == me)
-                owned.push_back(b);
-        }
-        kernels::parallel_tasks(static_cast<int64_t>(owned.size()), [&](int64_t j) {
-            const int64_t b = owned[static_cast<size_t>(j)];
-            const int64_t lo = first[static_cast<size_t>(b)],
-                          hi = first[static_cast<size_t>(b + 1)];
-            map(t, b, ids.data() + lo, hi - lo, mapped.data() + lo);
-        });
-        for (size_t j = 0; j < sorted.size(); ++j)
-            rows_out[sorted[j]] = mapped[j];
     }
+    kernels::parallel_tasks(static_cast<int64_t>(owned.size()), [&](int64_t j) {
+        const auto [ti, b] = owned[static_cast<size_t>(j)];
+        auto& t = tables[static_cast<size_t>(ti)];
+        const int64_t cell = first_bucket[static_cast<size_t>(ti)] + b;
+        if (W == 1) {
+            map(t, b, in + seg_at[static_cast<size_t>(cell)], rc[cell],
+                rows_out + seg_at[static_cast<size_t>(cell)]);
+            return;
+        }
+        std::vector<int64_t> ids;
+        for (int64_t r = 0; r < W; ++r) {
+            const int64_t* seg = in + seg_at[static_cast<size_t>(r * B + cell)];
+            ids.insert(ids.end(), seg, seg + rc[r * B + cell]);
+        }
+        std::vector<int64_t> mapped(ids.size());
+        map(t, b, ids.data(), static_cast<int64_t>(ids.size()), mapped.data());
+        for (int64_t r = 0, at = 0; r < W; ++r) {
+            std::copy_n(mapped.data() + at, rc[r * B + cell],
+                        rows_out + seg_at[static_cast<size_t>(r * B + cell)]);
+            at += rc[r * B + cell];
+        }
+    });
 
     const Tensor back = exchange(pg, rows, recv, send);
     const int64_t* bk = back.data<int64_t>();
     for (const Run& r : runs)
         std::copy_n(bk + r.cell, r.len, v + r.at);
+    for (const Single& one : singles)
+        v[one.at] = bk[one.cell];
     return Batch{batch.dense, batch.sparse.with_values(values), batch.labels};
 }
 
