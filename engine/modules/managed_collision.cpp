@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <utility>
 
@@ -567,9 +568,8 @@ void MCHManagedCollisionModule::eviction_pass() {
     }
     // Lowest admitted id to the lowest freed slot, whatever the scores: order-free and simple.
     const std::vector<Scored>& in = candidates;
-    std::sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(m),
-              [](const Scored& a, const Scored& b) { return a.id < b.id; });
-    std::sort(out.begin(), out.end());
+    parallel_sort(candidates, m, [](const Scored& a, const Scored& b) { return a.id < b.id; });
+    parallel_sort(out, out.size(), std::less<int64_t>());
     for (size_t i = 0; i < m; ++i) {
         if (i + kPrefetchAhead < m) {
             const int64_t ahead = out[i + kPrefetchAhead];
