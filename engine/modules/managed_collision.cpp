@@ -68,7 +68,7 @@ void parallel_sort(std::vector<T>& v, size_t end, Less less) {
 }
 
 // Which of `parts` parts an id (after input hashing) falls in: the top bits of a multiplicative
-// hash other than the slot map's, so each part's ids spread over the whole map.
+// hash other than the tables' own, so each part's ids spread over the whole of its tables.
 int64_t part_of(uint64_t id, int64_t parts) {
     const uint64_t h = (id * 0xD6E8FEB86659FD93ull) >> 32;
     return static_cast<int64_t>((h * static_cast<uint64_t>(parts)) >> 32);
@@ -258,7 +258,10 @@ int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64
 
 int64_t MCHManagedCollisionModule::slot_bytes(int64_t zch_size) {
     const auto n = static_cast<size_t>(std::max<int64_t>(zch_size, 0));
-    return static_cast<int64_t>(IdTable<Slot>::capacity_for(n) * sizeof(IdTable<Slot>::Cell) +
+    // kParts tables of about n / kParts ids each (an eighth more for the spread of the parts).
+    const size_t part = n / kParts + n / (8 * kParts);
+    return static_cast<int64_t>(kParts * IdTable<Slot>::capacity_for(part) *
+                                    sizeof(IdTable<Slot>::Cell) +
                                 n * sizeof(uint64_t));
 }
 
@@ -277,8 +280,18 @@ int64_t MCHManagedCollisionModule::unmapped_row(uint64_t id) const {
     return o.output_global_offset + o.zch_size + static_cast<int64_t>(h);
 }
 
+IdTable<MCHManagedCollisionModule::Slot>& MCHManagedCollisionModule::slots_of(uint64_t id) {
+    return slots_[static_cast<size_t>(part_of(id, kParts))];
+}
+
+const IdTable<MCHManagedCollisionModule::Slot>& MCHManagedCollisionModule::slots_of(
+    uint64_t id) const {
+    return slots_[static_cast<size_t>(part_of(id, kParts))];
+}
+
 int64_t MCHManagedCollisionModule::slot_of(int64_t raw_id) const {
-    const Slot* s = slot_of_.find(hash_input(raw_id));
+    const uint64_t id = hash_input(raw_id);
+    const Slot* s = slots_of(id).find(id);
     return s == nullptr ? -1 : s->slot;
 }
 
@@ -298,15 +311,15 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* 
     window_total_ += static_cast<int64_t>(count);
     // First the slots (one random cache line an id, fetched a few ids ahead): a mapped id's uses
     // go to its slot; then the ids without a slot, into the window. On the CPU threads, thread t
-    // taking the ids of parts t, t + T, ... (part_of the id), so a slot and a window part are
+    // taking the ids of parts t, t + T, ... (part_of the id), so a part's slots and window are
     // written by one thread only and the counts do not depend on the thread count. The ids are
     // hashed and binned by part first, each thread a contiguous chunk of the batch:
     // binned_ holds each chunk's id places in its own range of the batch, ordered by part (a
-    // counting sort: the parts in part_, then the places); bin_at_[chunk * kWindowParts + part]
+    // counting sort: the parts in part_, then the places); bin_at_[chunk * kParts + part]
     // is where that bin starts, the next entry where it ends.
     const int64_t threads =
-        count >= kParallelIds ? std::min<int64_t>(kernels::cpu_threads(), kWindowParts) : 1;
-    const auto T = static_cast<size_t>(threads), P = static_cast<size_t>(kWindowParts);
+        count >= kParallelIds ? std::min<int64_t>(kernels::cpu_threads(), kParts) : 1;
+    const auto T = static_cast<size_t>(threads), P = static_cast<size_t>(kParts);
     binned_.resize(count);
     part_.resize(count);
     bin_at_.resize(T * P + 1);
@@ -314,10 +327,10 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* 
     kernels::parallel_tasks(threads, [&](int64_t chunk) {
         const auto c = static_cast<size_t>(chunk);
         const size_t lo = count * c / T, hi = count * (c + 1) / T;
-        size_t at[kWindowParts] = {};
+        size_t at[kParts] = {};
         for (size_t i = lo; i < hi; ++i) {
             hashed_[i] = hash_input(ids[i]);
-            const int64_t part = part_of(hashed_[i], kWindowParts);
+            const int64_t part = part_of(hashed_[i], kParts);
             part_[i] = static_cast<uint8_t>(part);
             ++at[part];
         }
@@ -333,7 +346,7 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* 
         const auto t = static_cast<size_t>(thread);
         const auto visit = [&](size_t i) {
             const uint64_t id = hashed_[i];
-            Slot* s = slot_of_.find(id);
+            Slot* s = slots_[part_[i]].find(id);
             if (s == nullptr) {
                 out[i] = unmapped_row(id);
                 unmapped_parts_[part_[i]].push_back(id);
@@ -356,7 +369,7 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* 
                 const size_t bin = ((t + k) % T) * P + p;
                 for (size_t j = bin_at_[bin]; j < bin_at_[bin + 1]; ++j) {
                     const size_t i = binned_[j];
-                    slot_of_.prefetch(hashed_[i]);
+                    slots_[p].prefetch(hashed_[i]);
                     const size_t at = seen % kPrefetchAhead;
                     if (seen >= kPrefetchAhead) {
                         visit(ring[at]);
@@ -401,7 +414,8 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* 
         while (j < fresh_.size() && fresh_[j] == fresh_[i]) {
             ++j;
         }
-        slot_of_.get_or_insert(fresh_[i]) = Slot{occupancy(), static_cast<int64_t>(j - i), step_};
+        slots_of(fresh_[i]).get_or_insert(fresh_[i]) =
+            Slot{occupancy(), static_cast<int64_t>(j - i), step_};
         slot_ids_.push_back(fresh_[i]);
         window_may_hold_slots_ = true;
         ++admissions_total_;
@@ -455,13 +469,15 @@ void MCHManagedCollisionModule::eviction_pass() {
     // a free slot since: looked up only when one may have, never once the slots are full) and the
     // slots used since the last pass. Only the average and dynamic filters need the number.
     const bool check = window_may_hold_slots_;
-    const auto unmapped = [&](uint64_t id) { return !check || slot_of_.find(id) == nullptr; };
+    const auto unmapped = [&](uint64_t id) { return !check || slots_of(id).find(id) == nullptr; };
     uint64_t num_ids = 0;
     const ThresholdKind filter = options_.threshold.kind;
     if (filter == ThresholdKind::kAverage || filter == ThresholdKind::kDynamic) {
         for_each_window([&](uint64_t id, const Seen&) { num_ids += unmapped(id) ? 1 : 0; });
         const int64_t since = step_ - options_.eviction_interval;
-        slot_of_.for_each([&](uint64_t, const Slot& s) { num_ids += s.last > since ? 1 : 0; });
+        for (const IdTable<Slot>& part : slots_) {
+            part.for_each([&](uint64_t, const Slot& s) { num_ids += s.last > since ? 1 : 0; });
+        }
     }
     const EvictionPolicy policy = options_.eviction_policy;
     const int64_t step = step_;
@@ -499,7 +515,7 @@ void MCHManagedCollisionModule::eviction_pass() {
         std::vector<double> sample;
         for (size_t i = 0; i < kSample; ++i) {
             const size_t slot = i * slot_ids_.size() / kSample;
-            const Slot* s = slot_of_.find(slot_ids_[slot]);
+            const Slot* s = slots_of(slot_ids_[slot]).find(slot_ids_[slot]);
             sample.push_back(score_key(policy, step, s->count, s->last));
         }
         std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(q),
@@ -509,31 +525,25 @@ void MCHManagedCollisionModule::eviction_pass() {
         }
     }
     std::vector<Scored>& worst = worst_;
-    // The slot map's cells split over the CPU threads, the lists joined in cell order.
-    const size_t cells = slot_of_.capacity();
-    const size_t chunks = std::max<size_t>(
-        1, std::min(static_cast<size_t>(kernels::cpu_threads()), cells / (size_t{1} << 16)));
-    std::vector<std::vector<Scored>>& listed = listed_;
-    listed.resize(chunks);
-    std::vector<char> nan_in(chunks);
+    // The parts listed on the CPU threads, the lists joined in part order.
+    const auto P = static_cast<int64_t>(kParts);
+    std::array<char, kParts> nan_in{};
     const auto list_incumbents = [&](double below) {
-        kernels::parallel_tasks(static_cast<int64_t>(chunks), [&](int64_t c) {
-            const auto k = static_cast<size_t>(c);
-            std::vector<Scored>& out = listed[k];
+        kernels::parallel_tasks(P, [&](int64_t p) {
+            std::vector<Scored>& out = listed_[static_cast<size_t>(p)];
             out.clear();
             bool nan = false;
-            slot_of_.for_each(cells * k / chunks, cells * (k + 1) / chunks,
-                              [&](uint64_t id, const Slot& s) {
-                                  const double key = score_key(policy, step, s.count, s.last);
-                                  if (!(key > below)) {
-                                      nan = nan || std::isnan(key);
-                                      out.push_back({s.count, s.last, id, s.slot, key});
-                                  }
-                              });
-            nan_in[k] = nan ? 1 : 0;
+            slots_[static_cast<size_t>(p)].for_each([&](uint64_t id, const Slot& s) {
+                const double key = score_key(policy, step, s.count, s.last);
+                if (!(key > below)) {
+                    nan = nan || std::isnan(key);
+                    out.push_back({s.count, s.last, id, s.slot, key});
+                }
+            });
+            nan_in[static_cast<size_t>(p)] = nan ? 1 : 0;
         });
         worst.clear();
-        for (const std::vector<Scored>& part : listed) {
+        for (const std::vector<Scored>& part : listed_) {
             worst.insert(worst.end(), part.begin(), part.end());
         }
         const bool nan = std::find(nan_in.begin(), nan_in.end(), 1) != nan_in.end();
@@ -570,36 +580,56 @@ void MCHManagedCollisionModule::eviction_pass() {
     const std::vector<Scored>& in = candidates;
     parallel_sort(candidates, m, [](const Scored& a, const Scored& b) { return a.id < b.id; });
     parallel_sort(out, out.size(), std::less<int64_t>());
+    // The slots change owners here; the parts' tables then change on the CPU threads at once,
+    // each its evicted ids out, then its admitted ids in (in this order, so the same cells).
+    for (size_t p = 0; p < static_cast<size_t>(kParts); ++p) {
+        gone_[p].clear();
+        taking_[p].clear();
+    }
     for (size_t i = 0; i < m; ++i) {
-        if (i + kPrefetchAhead < m) {
-            const int64_t ahead = out[i + kPrefetchAhead];
-            if (ahead < occupied) {
-                slot_of_.prefetch(slot_ids_[static_cast<size_t>(ahead)]);
-            }
-            slot_of_.prefetch(in[i + kPrefetchAhead].id);
-        }
         const int64_t slot = out[i];
         if (slot >= occupied) {  // free slots are taken from the lowest, so they stay a suffix
             slot_ids_.push_back(0);
         } else {
-            slot_of_.erase(slot_ids_[static_cast<size_t>(slot)]);
+            const uint64_t gone = slot_ids_[static_cast<size_t>(slot)];
+            gone_[static_cast<size_t>(part_of(gone, kParts))].push_back(gone);
             pending_evictions_.push_back(options_.output_global_offset + slot);
             ++evictions_total_;
         }
         slot_ids_[static_cast<size_t>(slot)] = in[i].id;
-        slot_of_.get_or_insert(in[i].id) = Slot{slot, in[i].count, in[i].last};
+        taking_[static_cast<size_t>(part_of(in[i].id, kParts))].push_back(i);
         ++admissions_total_;
     }
+    kernels::parallel_tasks(P, [&](int64_t part) {
+        IdTable<Slot>& slots = slots_[static_cast<size_t>(part)];
+        const std::vector<uint64_t>& gone = gone_[static_cast<size_t>(part)];
+        for (size_t j = 0; j < gone.size(); ++j) {
+            if (j + kPrefetchAhead < gone.size()) {
+                slots.prefetch(gone[j + kPrefetchAhead]);
+            }
+            slots.erase(gone[j]);
+        }
+        const std::vector<size_t>& taking = taking_[static_cast<size_t>(part)];
+        slots.reserve(slots.size() + taking.size());
+        for (size_t j = 0; j < taking.size(); ++j) {
+            if (j + kPrefetchAhead < taking.size()) {
+                slots.prefetch(in[taking[j + kPrefetchAhead]].id);
+            }
+            const Scored& c = in[taking[j]];
+            slots.get_or_insert(c.id) = Slot{out[taking[j]], c.count, c.last};
+        }
+    });
 }
 
 void MCHManagedCollisionModule::remap(const int64_t* ids, int64_t n, int64_t* out) const {
     for_chunks(static_cast<size_t>(std::max<int64_t>(n, 0)), [&](size_t lo, size_t hi) {
         for (size_t i = lo; i < hi; ++i) {
             if (i + kPrefetchAhead < hi) {
-                slot_of_.prefetch(hash_input(ids[i + kPrefetchAhead]));
+                const uint64_t ahead = hash_input(ids[i + kPrefetchAhead]);
+                slots_of(ahead).prefetch(ahead);
             }
             const uint64_t id = hash_input(ids[i]);
-            const Slot* s = slot_of_.find(id);
+            const Slot* s = slots_of(id).find(id);
             out[i] = s != nullptr ? options_.output_global_offset + s->slot : unmapped_row(id);
         }
     });
@@ -621,10 +651,12 @@ ManagedCollisionState MCHManagedCollisionModule::state() const {
     s.slot_ids = slot_ids_;
     s.slot_counts.resize(slot_ids_.size());
     s.slot_lasts.resize(slot_ids_.size());
-    slot_of_.for_each([&](uint64_t, const Slot& slot) {
-        s.slot_counts[static_cast<size_t>(slot.slot)] = slot.count;
-        s.slot_lasts[static_cast<size_t>(slot.slot)] = slot.last;
-    });
+    for (const IdTable<Slot>& part : slots_) {
+        part.for_each([&](uint64_t, const Slot& slot) {
+            s.slot_counts[static_cast<size_t>(slot.slot)] = slot.count;
+            s.slot_lasts[static_cast<size_t>(slot.slot)] = slot.last;
+        });
+    }
     std::vector<std::pair<uint64_t, Seen>> window;
     for_each_window([&](uint64_t id, const Seen& seen) { window.emplace_back(id, seen); });
     std::sort(window.begin(), window.end(),
@@ -650,31 +682,31 @@ void MCHManagedCollisionModule::load_state(const ManagedCollisionState& s) {
     SR_CHECK(s.window_counts.size() == s.window_ids.size() &&
                  s.window_lasts.size() == s.window_ids.size(),
              "table {}: the managed-collision state's window lists differ in length", name_);
-    IdTable<Slot> slot_of;
-    slot_of.reserve(n);
+    std::array<IdTable<Slot>, kParts> slots;
     for (size_t i = 0; i < n; ++i) {
         // Ids are < 2^63 after input hashing; a larger one is not a state of this module.
         SR_CHECK(s.slot_ids[i] < (uint64_t{1} << 63),
                  "table {}: the managed-collision state holds id {}, beyond 2^63", name_,
                  s.slot_ids[i]);
         bool inserted = false;
-        Slot& slot = slot_of.get_or_insert(s.slot_ids[i], &inserted);
+        Slot& slot = slots[static_cast<size_t>(part_of(s.slot_ids[i], kParts))].get_or_insert(
+            s.slot_ids[i], &inserted);
         SR_CHECK(inserted, "table {}: the managed-collision state maps id {} twice", name_,
                  s.slot_ids[i]);
         slot = Slot{static_cast<int64_t>(i), s.slot_counts[i], s.slot_lasts[i]};
     }
-    std::array<IdTable<Seen>, kWindowParts> window;
+    std::array<IdTable<Seen>, kParts> window;
     for (size_t i = 0; i < s.window_ids.size(); ++i) {
         const uint64_t id = s.window_ids[i];
         SR_CHECK(id < (uint64_t{1} << 63),
                  "table {}: the managed-collision state's window holds id {}, beyond 2^63", name_,
                  id);
-        window[static_cast<size_t>(part_of(id, kWindowParts))].get_or_insert(id) =
+        window[static_cast<size_t>(part_of(id, kParts))].get_or_insert(id) =
             Seen{s.window_counts[i], s.window_lasts[i]};
     }
     step_ = s.step;
     slot_ids_ = s.slot_ids;
-    slot_of_ = std::move(slot_of);
+    slots_ = std::move(slots);
     window_ = std::move(window);
     window_total_ = s.window_total;
     window_may_hold_slots_ = true;

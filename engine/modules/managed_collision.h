@@ -162,14 +162,18 @@ private:
     int64_t step_ = 0;
     // Slots fill in order 0, 1, ... and never empty again, so the occupied slots are a prefix.
     std::vector<uint64_t> slot_ids_;
-    // Iterated only into lists that are then ordered by a total order (score, id) or by slot/id.
-    IdTable<Slot> slot_of_;
-    // The ids seen without a slot since the last pass, in kWindowParts tables by a hash of the id
-    // (so threads fill them at once). The threshold filters' statistics over all the interval's
-    // ids: window_total_ uses, and the window plus the slots used since the pass (last > the
-    // pass's step) distinct ids.
-    static constexpr int64_t kWindowParts = 16;
-    std::array<IdTable<Seen>, kWindowParts> window_;
+    // The mapped ids, and the ids seen without a slot since the last pass (the window), each in
+    // kParts tables by a hash of the id (part_of), so the CPU threads probe, fill and change
+    // them at once, each its own parts. Iterated only into lists that are then ordered by a
+    // total order (score, id) or by slot/id. The threshold filters' statistics over all the
+    // interval's ids: window_total_ uses, and the window plus the slots used since the pass
+    // (last > the pass's step) distinct ids.
+    static constexpr int64_t kParts = 16;
+    std::array<IdTable<Slot>, kParts> slots_;
+    std::array<IdTable<Seen>, kParts> window_;
+
+    IdTable<Slot>& slots_of(uint64_t id);
+    const IdTable<Slot>& slots_of(uint64_t id) const;
 
     template <class F>
     void for_each_window(F&& f) const {
@@ -187,11 +191,13 @@ private:
     int64_t admissions_total_ = 0;
     std::vector<uint64_t> fresh_;   // scratch: a step's unmapped ids
     std::vector<uint64_t> hashed_;  // scratch: a step's ids after input hashing
-    // scratch: the step's ids without a slot, by window part
-    std::array<std::vector<uint64_t>, kWindowParts> unmapped_parts_;
+    // scratch: the step's ids without a slot, by part
+    std::array<std::vector<uint64_t>, kParts> unmapped_parts_;
     // scratch of the eviction pass, kept so a pass of the same size allocates (and faults) nothing
     std::vector<ManagedCollisionScored> candidates_, worst_;
-    std::vector<std::vector<ManagedCollisionScored>> listed_;  // [chunk]
+    std::array<std::vector<ManagedCollisionScored>, kParts> listed_;
+    std::array<std::vector<uint64_t>, kParts> gone_;  // scratch of a pass: evicted ids by part
+    std::array<std::vector<size_t>, kParts> taking_;  // and the admitted candidates' places
     // scratch: a step's id places binned by chunk and part, their parts, where each bin starts
     std::vector<size_t> binned_;
     std::vector<uint8_t> part_;
