@@ -258,8 +258,10 @@ int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64
 
 int64_t MCHManagedCollisionModule::slot_bytes(int64_t zch_size) {
     const auto n = static_cast<size_t>(std::max<int64_t>(zch_size, 0));
-    // kParts tables of about n / kParts ids each (an eighth more for the spread of the parts).
-    const size_t part = n / kParts + n / (8 * kParts);
+    // kParts tables of about n / kParts ids each (a part's count is binomial: 4 standard
+    // deviations more cover the largest part).
+    const size_t mean = n / kParts;
+    const auto part = mean + static_cast<size_t>(4.0 * std::sqrt(static_cast<double>(mean)));
     return static_cast<int64_t>(kParts * IdTable<Slot>::capacity_for(part) *
                                     sizeof(IdTable<Slot>::Cell) +
                                 n * sizeof(uint64_t));
