@@ -121,20 +121,12 @@ public:
     // f(id, value) for every entry, in hash order.
     template <class F>
     void for_each(F&& f) const {
-        for_each(0, cells_.size(), f);
-    }
-
-    // The same over cells [lo, hi) of capacity() only (to split a walk over threads).
-    template <class F>
-    void for_each(size_t lo, size_t hi, F&& f) const {
-        for (size_t i = lo; i < hi; ++i) {
-            if (cells_[i].id != kEmpty) {
-                f(cells_[i].id, cells_[i].value);
+        for (const Cell& c : cells_) {
+            if (c.id != kEmpty) {
+                f(c.id, c.value);
             }
         }
     }
-
-    size_t capacity() const { return cells_.size(); }
 
     // The cells a table of n ids takes (a power of two, at least twice n).
     static size_t capacity_for(size_t n) {
