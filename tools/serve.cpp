@@ -176,7 +176,7 @@ private:
 class Batcher {
 public:
     Batcher(RecModel& model,
-            const train::ManagedCollisionTables& mc,
+            train::ManagedCollisionTables& mc,
             data::ScoreSchema schema,
             Metrics& metrics,
             int64_t max_batch,
@@ -279,7 +279,7 @@ private:
     }
 
     RecModel& model_;
-    const train::ManagedCollisionTables& mc_;
+    train::ManagedCollisionTables& mc_;  // used by the scoring thread only
     const data::ScoreSchema schema_;
     Metrics& metrics_;
     const int64_t max_batch_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #include "engine/core/error.h"
 #include "engine/modules/embedding_config.h"
@@ -82,25 +83,29 @@ bool is_managed(const std::vector<std::string>& features, const std::string& key
     return std::find(features.begin(), features.end(), key) != features.end();
 }
 
-Tensor i64_tensor(const std::vector<int64_t>& a) {
-    Tensor t = Tensor::empty({static_cast<int64_t>(a.size())}, DType::kI64);
+// a as an i64 tensor: in *buffer (grow-only) when given, else in one of its own.
+Tensor i64_tensor(const std::vector<int64_t>& a, Tensor* buffer = nullptr) {
+    const auto n = static_cast<int64_t>(a.size());
+    Tensor t =
+        buffer != nullptr ? grow_prefix(*buffer, n, DType::kI64) : Tensor::empty({n}, DType::kI64);
     if (!a.empty())
         std::memcpy(t.data_ptr(), a.data(), a.size() * sizeof(int64_t));
     return t;
 }
 
-// One all-to-all of i64 segments (send[r] elements to rank r, recv[r] from it); one process
-// keeps its own.
+// One all-to-all of i64 segments (send[r] elements to rank r, recv[r] from it) into `buffer`
+// (grow-only); one process keeps its own.
 Tensor exchange(comm::ProcessGroup* pg,
                 const Tensor& input,
                 const std::vector<int64_t>& send,
-                const std::vector<int64_t>& recv) {
+                const std::vector<int64_t>& recv,
+                Tensor& buffer) {
     if (pg == nullptr || pg->size() == 1)
         return input;
     int64_t n = 0;
     for (int64_t c : recv)
         n += c;
-    Tensor out = Tensor::empty({n}, DType::kI64);
+    Tensor out = grow_prefix(buffer, n, DType::kI64);
     pg->all_to_all_v(input, send, out, recv).wait();
     return out;
 }
@@ -114,10 +119,8 @@ Tensor exchange(comm::ProcessGroup* pg,
 // as one run (copies, no work an id); a table of several buckets its ids one by one, to the
 // bucket the sender hashed each to (the owner does no work an id).
 template <typename Tables, typename Map>
-Batch ManagedCollisionTables::route(const Batch& batch,
-                                    comm::ProcessGroup* pg,
-                                    Tables& tables,
-                                    Map&& map) {
+Batch ManagedCollisionTables::route(
+    const Batch& batch, comm::ProcessGroup* pg, Tables& tables, RouteBuffers& buffers, Map&& map) {
     const KeyedJaggedTensor& kjt = batch.sparse;
     SR_CHECK(kjt.values().device().is_cpu(),
              "managed collision: the batch's ids must be on the host before the remap");
@@ -131,7 +134,8 @@ Batch ManagedCollisionTables::route(const Batch& batch,
             static_cast<int64_t>(tables[static_cast<size_t>(ti)].owner.size());
     }
     const int64_t B = first_bucket[static_cast<size_t>(T)];
-    Tensor values = kjt.values().clone();
+    Tensor values = grow_prefix(buffers.values.acquire().values, kjt.values().numel(), DType::kI64);
+    values.copy_from(kjt.values());
     int64_t* v = values.data<int64_t>();
 
     struct Run {
@@ -179,7 +183,7 @@ Batch ManagedCollisionTables::route(const Batch& batch,
         total += send_counts[c];
         send[c / static_cast<size_t>(B)] += send_counts[c];
     }
-    Tensor out_ids = Tensor::empty({total}, DType::kI64);
+    Tensor out_ids = grow_prefix(buffers.send_ids, total, DType::kI64);
     int64_t* o = out_ids.data<int64_t>();
     for (Run& r : runs) {
         const int64_t place = cell_at[static_cast<size_t>(r.cell)];
@@ -192,7 +196,8 @@ Batch ManagedCollisionTables::route(const Batch& batch,
         o[one.cell] = v[one.at];
     }
     const std::vector<int64_t> per_rank(static_cast<size_t>(W), B);
-    const Tensor counts_in = exchange(pg, i64_tensor(send_counts), per_rank, per_rank);
+    const Tensor counts_in = exchange(pg, i64_tensor(send_counts, &buffers.send_counts), per_rank,
+                                      per_rank, buffers.recv_counts);
     const int64_t* rc = counts_in.data<int64_t>();  // [W, B]: ids of each bucket from each rank
     std::vector<int64_t> recv(static_cast<size_t>(W), 0), seg_at(static_cast<size_t>(W * B), 0);
     for (int64_t c = 0, at = 0; c < W * B; ++c) {
@@ -200,9 +205,9 @@ Batch ManagedCollisionTables::route(const Batch& batch,
         seg_at[static_cast<size_t>(c)] = at;
         at += rc[c];
     }
-    const Tensor in_ids = exchange(pg, out_ids, send, recv);
+    const Tensor in_ids = exchange(pg, out_ids, send, recv, buffers.recv_ids);
     const int64_t* in = in_ids.data<int64_t>();
-    Tensor rows = Tensor::empty({in_ids.numel()}, DType::kI64);
+    Tensor rows = grow_prefix(buffers.rows, in_ids.numel(), DType::kI64);
     int64_t* rows_out = rows.data<int64_t>();
 
     // Each owned bucket (on the CPU threads at once): its ids from every rank, one segment a
@@ -247,7 +252,7 @@ Batch ManagedCollisionTables::route(const Batch& batch,
         }
     });
 
-    const Tensor back = exchange(pg, rows, recv, send);
+    const Tensor back = exchange(pg, rows, recv, send, buffers.back);
     const int64_t* bk = back.data<int64_t>();
     for (const Run& r : runs)
         std::copy_n(bk + r.cell, r.len, v + r.at);
@@ -271,15 +276,15 @@ Batch ManagedCollisionTables::remap_train(const Batch& batch,
         const std::vector<int64_t> evicted = m.evict();
         seen.evicted.insert(seen.evicted.end(), evicted.begin(), evicted.end());
     };
-    Batch out = route(batch, pg_.get(), tables_, step);
+    Batch out = route(batch, pg_.get(), tables_, train_buffers_, step);
     for (Table& t : tables_)
         ++t.step;
     record_and_reset(sparse, stream);
     return out;
 }
 
-Batch ManagedCollisionTables::remap_eval(const Batch& batch) const {
-    return route(batch, pg_.get(), tables_,
+Batch ManagedCollisionTables::remap_eval(const Batch& batch) {
+    return route(batch, pg_.get(), std::as_const(tables_), eval_buffers_,
                  [](const Table& t, int64_t b, const int64_t* in, int64_t n, int64_t* out) {
                      t.modules[static_cast<size_t>(b)]->remap(in, n, out);
                  });
@@ -332,14 +337,15 @@ void ManagedCollisionTables::record_and_reset(EmbeddingBagCollectionInterface& s
     std::vector<int64_t> sizes{static_cast<int64_t>(mine.size())};
     if (pg_ != nullptr && pg_->size() > 1) {
         const auto W = static_cast<size_t>(pg_->size());
-        Tensor n = Tensor::empty({static_cast<int64_t>(W)}, DType::kI64);
-        pg_->all_gather_v(i64_tensor(sizes), n, std::vector<int64_t>(W, 1)).wait();
+        RecordBuffers& b = record_buffers_;
+        Tensor n = grow_prefix(b.sizes, static_cast<int64_t>(W), DType::kI64);
+        pg_->all_gather_v(i64_tensor(sizes, &b.size), n, std::vector<int64_t>(W, 1)).wait();
         sizes.assign(n.data<int64_t>(), n.data<int64_t>() + W);
         int64_t total = 0;
         for (int64_t c : sizes)
             total += c;
-        Tensor g = Tensor::empty({total}, DType::kI64);
-        pg_->all_gather_v(i64_tensor(mine), g, sizes).wait();
+        Tensor g = grow_prefix(b.all, total, DType::kI64);
+        pg_->all_gather_v(i64_tensor(mine, &b.mine), g, sizes).wait();
         all.assign(g.data<int64_t>(), g.data<int64_t>() + total);
     }
     // Each rank's part holds the due tables in order: seven counts, then the evicted rows.
@@ -374,7 +380,7 @@ void ManagedCollisionTables::record_and_reset(EmbeddingBagCollectionInterface& s
 void ManagedCollisionTables::reset_rows(const Table& t,
                                         const std::vector<int64_t>& rows,
                                         EmbeddingBagCollectionInterface& sparse,
-                                        Stream& stream) const {
+                                        Stream& stream) {
     if (rows.empty())
         return;
     // On a GPU the steps before may still update these rows: the reset comes after them (the
@@ -392,9 +398,13 @@ void ManagedCollisionTables::reset_rows(const Table& t,
             s.cached->reset_rows(mine);
             continue;
         }
-        Tensor local = Tensor::from_vector(mine);
-        if (!s.weight.device().is_cpu())
-            local = local.to(s.weight.device());
+        Tensor local = i64_tensor(mine, &reset_rows_);
+        if (!s.weight.device().is_cpu()) {
+            Tensor on_device =
+                grow_prefix(reset_rows_device_, local.numel(), DType::kI64, s.weight.device());
+            on_device.copy_from(local);
+            local = on_device;
+        }
         kernels::embedding_init(s.weight, seed_, t.index, s.row_offset, s.col_offset,
                                 t.num_embeddings, stream, &local);
         for (Tensor& state : s.optimizer_state)

@@ -27,6 +27,7 @@
 #include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/managed_collision.h"
 #include "engine/sparse/batch.h"
+#include "engine/sparse/keyed_jagged_tensor.h"
 
 namespace shardrec::train {
 
@@ -70,8 +71,9 @@ public:
     // the host for every device, as the ids arrive there. Collective over pg (every rank calls
     // it once per training step).
     Batch remap_train(const Batch& batch, EmbeddingBagCollectionInterface& sparse, Stream& stream);
-    // Evaluation and prediction: the same remap without counting or evicting (collective).
-    Batch remap_eval(const Batch& batch) const;
+    // Evaluation and prediction: the same remap without counting or evicting (collective). Not
+    // const: it reuses its buffers (one caller at a time).
+    Batch remap_eval(const Batch& batch);
 
     // Records of the eviction passes since the last call.
     std::vector<ManagedCollisionRecord> take_records() { return std::move(records_); }
@@ -121,23 +123,44 @@ private:
         int64_t evictions_seen = 0, admissions_seen = 0;
     };
 
+    // The route's per-batch tensors, grow-only, so that a step allocates none once the batch
+    // sizes have been seen: the remapped values go out with the batch, so each of those is reused
+    // only once no batch holds it (pipelines keep several); the others live within one route.
+    struct RouteBuffers {
+        KJTBufferPool values;
+        Tensor send_counts, recv_counts, send_ids, recv_ids, rows, back;
+    };
+
     // Maps the managed features' ids of `batch` through map(table, bucket, ids, n, rows), called
     // on the bucket's owner for every owned bucket (n may be 0), the buckets of a table on the
     // CPU threads at once.
     template <typename Tables, typename Map>
-    static Batch route(const Batch& batch, comm::ProcessGroup* pg, Tables& tables, Map&& map);
+    static Batch route(const Batch& batch,
+                       comm::ProcessGroup* pg,
+                       Tables& tables,
+                       RouteBuffers& buffers,
+                       Map&& map);
 
     void record_and_reset(EmbeddingBagCollectionInterface& sparse, Stream& stream);
     void reset_rows(const Table& t,
                     const std::vector<int64_t>& rows,
                     EmbeddingBagCollectionInterface& sparse,
-                    Stream& stream) const;
+                    Stream& stream);
 
     uint64_t seed_;
     std::shared_ptr<comm::ProcessGroup> pg_;
     int rank_ = 0;
     std::vector<Table> tables_;
     std::vector<ManagedCollisionRecord> records_;
+    RouteBuffers train_buffers_, eval_buffers_;
+
+    // record_and_reset's all-gathers (this rank's size and part, every rank's), grow-only.
+    struct RecordBuffers {
+        Tensor size, sizes, mine, all;
+    };
+
+    RecordBuffers record_buffers_;
+    Tensor reset_rows_, reset_rows_device_;  // the rows reset_rows resets, grow-only
 };
 
 }  // namespace shardrec::train

@@ -57,7 +57,8 @@ int64_t step_allocations(const std::vector<std::string>& sets,
 TEST_CASE("sharded training steps: no allocation per step after warm-up", "[mpi][e2e]") {
     // Reused instead: the KJTAllToAll counts, receive buffers and received KJTs, the entries
     // path's and bucketize's send buffers, the permuted row-wise and data-parallel keys, the
-    // data_parallel backward's all-gather buffers and the lookups' offsets.
+    // data_parallel backward's all-gather buffers, the lookups' offsets, and the managed-collision
+    // route's ids, rows and remapped values with the eviction records' all-gathers.
     const std::vector<std::vector<std::string>> cases = {
         {"sharding.sharding_type=table_wise"},
         {"sharding.sharding_type=column_wise"},
@@ -70,6 +71,15 @@ TEST_CASE("sharded training steps: no allocation per step after warm-up", "[mpi]
         {"sharding.sharding_type=row_wise", "model.tables[0].weighted=true",
          "model.tables[1].weighted=true", "model.tables[2].weighted=true"},
         {"sharding.sharding_type=table_wise", "model.tables[2].position_weights=4"},
+        // Managed-collision tables: the route's all-to-alls and the eviction passes' records
+        // (evicting every other step), one bucket and a table of two.
+        {"sharding.sharding_type=row_wise", "model.tables[0].managed_collision.zch_size=100",
+         "model.tables[0].managed_collision.mch_size=201",
+         "model.tables[0].managed_collision.eviction_interval=2",
+         "model.tables[1].num_embeddings=96", "model.tables[1].managed_collision.zch_size=60",
+         "model.tables[1].managed_collision.mch_size=36",
+         "model.tables[1].managed_collision.total_num_buckets=2",
+         "model.tables[1].managed_collision.eviction_interval=2"},
     };
     // Each pooled buffer set grows until it has held the largest batch of the cycle.
     const int64_t warmup = 12, measured = 4;
