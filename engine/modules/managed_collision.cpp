@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -297,16 +298,17 @@ int64_t MCHManagedCollisionModule::slot_of(int64_t raw_id) const {
     return s == nullptr ? -1 : s->slot;
 }
 
-void MCHManagedCollisionModule::forward(const int64_t* ids, int64_t n, int64_t* out) {
-    profile(ids, n, out);
+int64_t MCHManagedCollisionModule::forward(const int64_t* ids, int64_t n, int64_t* out) {
+    const int64_t hits = profile(ids, n, out);
     // Between passes a slot keeps its id, so the rows profile wrote stand unless new ids took free
     // slots (an id without a slot may have one now) or a pass ran (any may have moved).
     if (!fresh_.empty() || step_ % options_.eviction_interval == 0) {
-        remap(ids, n, out);
+        return remap(ids, n, out);
     }
+    return hits;
 }
 
-void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* out) {
+int64_t MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* out) {
     ++step_;
     const size_t count = static_cast<size_t>(std::max<int64_t>(n, 0));
     hashed_.resize(count);
@@ -344,8 +346,10 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* 
             binned_[at[part_[i]]++] = i;
         }
     });
+    std::atomic<int64_t> hits{0};
     kernels::parallel_tasks(threads, [&](int64_t thread) {
         const auto t = static_cast<size_t>(thread);
+        int64_t found = 0;
         const auto visit = [&](size_t i) {
             const uint64_t id = hashed_[i];
             Slot* s = slots_[part_[i]].find(id);
@@ -354,6 +358,7 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* 
                 unmapped_parts_[part_[i]].push_back(id);
                 return;
             }
+            ++found;
             ++s->count;
             s->last = step_;
             out[i] = options_.output_global_offset + s->slot;
@@ -384,6 +389,7 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* 
         for (size_t j = seen > kPrefetchAhead ? seen - kPrefetchAhead : 0; j < seen; ++j) {
             visit(ring[j % kPrefetchAhead]);
         }
+        hits += found;
         // The window grown before the loop, not inside it, so the prefetched cells stay put.
         for (size_t p = t; p < P; p += T) {
             const std::vector<uint64_t>& unmapped = unmapped_parts_[p];
@@ -431,6 +437,7 @@ void MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* 
         window_total_ = 0;
         window_may_hold_slots_ = false;
     }
+    return hits;
 }
 
 bool MCHManagedCollisionModule::admitted(uint64_t id,
@@ -623,8 +630,10 @@ void MCHManagedCollisionModule::eviction_pass() {
     });
 }
 
-void MCHManagedCollisionModule::remap(const int64_t* ids, int64_t n, int64_t* out) const {
+int64_t MCHManagedCollisionModule::remap(const int64_t* ids, int64_t n, int64_t* out) const {
+    std::atomic<int64_t> hits{0};
     for_chunks(static_cast<size_t>(std::max<int64_t>(n, 0)), [&](size_t lo, size_t hi) {
+        int64_t found = 0;
         for (size_t i = lo; i < hi; ++i) {
             if (i + kPrefetchAhead < hi) {
                 const uint64_t ahead = hash_input(ids[i + kPrefetchAhead]);
@@ -633,8 +642,11 @@ void MCHManagedCollisionModule::remap(const int64_t* ids, int64_t n, int64_t* ou
             const uint64_t id = hash_input(ids[i]);
             const Slot* s = slots_of(id).find(id);
             out[i] = s != nullptr ? options_.output_global_offset + s->slot : unmapped_row(id);
+            found += s != nullptr;
         }
+        hits += found;
     });
+    return hits;
 }
 
 std::vector<int64_t> MCHManagedCollisionModule::evict() {

@@ -98,10 +98,12 @@ public:
     MCHManagedCollisionModule(std::string name, const ManagedCollisionOptions& options);
 
     // Training forward: profile (count a step, record the ids, evict every eviction_interval
-    // steps) then remap. ids [n] raw, out [n] rows in [offset, offset + output_size()).
-    void forward(const int64_t* ids, int64_t n, int64_t* out);
+    // steps) then remap. ids [n] raw, out [n] rows in [offset, offset + output_size()). Returns
+    // how many of the ids own a slot.
+    int64_t forward(const int64_t* ids, int64_t n, int64_t* out);
     // Read-only (eval, predict): mapped ids to their row, others to the residual or fallback.
-    void remap(const int64_t* ids, int64_t n, int64_t* out) const;
+    // Returns how many of the ids own a slot.
+    int64_t remap(const int64_t* ids, int64_t n, int64_t* out) const;
 
     // Rows (with the offset) whose slot changed owner since the last call, ascending and unique;
     // the caller resets their weights to the initial values and their optimizer state to zero.
@@ -149,8 +151,8 @@ private:
     };
 
     // Counts a step and records its ids (evicting at an eviction step), writing each id's row as
-    // the slots stand before any new id takes one.
-    void profile(const int64_t* ids, int64_t n, int64_t* out);
+    // the slots stand before any new id takes one; returns how many of the ids had a slot then.
+    int64_t profile(const int64_t* ids, int64_t n, int64_t* out);
     uint64_t hash_input(int64_t raw_id) const;
     int64_t unmapped_row(uint64_t id) const;
     bool admitted(uint64_t id, int64_t count, uint64_t num_ids, uint64_t total) const;

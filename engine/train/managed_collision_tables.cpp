@@ -266,13 +266,9 @@ Batch ManagedCollisionTables::remap_train(const Batch& batch,
                                           Stream& stream) {
     const auto step = [](Table& t, int64_t b, const int64_t* ids, int64_t n, int64_t* out) {
         MCHManagedCollisionModule& m = *t.modules[static_cast<size_t>(b)];
-        m.forward(ids, n, out);
-        // A bucket's slots 0 .. usable_slots - 1 are owned by ids; the unmapped ids go above.
-        const int64_t first = m.options().output_global_offset, owned = m.usable_slots();
         Table::Seen& seen = t.seen[static_cast<size_t>(b)];
+        seen.hits += m.forward(ids, n, out);
         seen.ids += n;
-        for (int64_t i = 0; i < n; ++i)
-            seen.hits += out[i] - first < owned ? 1 : 0;
         const std::vector<int64_t> evicted = m.evict();
         seen.evicted.insert(seen.evicted.end(), evicted.begin(), evicted.end());
     };

@@ -65,9 +65,18 @@ ref::McOptions to_ref(const ManagedCollisionOptions& o) {
     return r;
 }
 
+// The ids of a batch that own a slot: their rows are the first usable_slots of the module's.
+int64_t owning(const MCHManagedCollisionModule& m, const std::vector<int64_t>& rows) {
+    const int64_t first = m.options().output_global_offset;
+    return std::count_if(rows.begin(), rows.end(), [&](int64_t row) {
+        return row >= first && row < first + m.usable_slots();
+    });
+}
+
 std::vector<int64_t> forward(MCHManagedCollisionModule& m, const std::vector<int64_t>& ids) {
     std::vector<int64_t> out(ids.size());
-    m.forward(ids.data(), static_cast<int64_t>(ids.size()), out.data());
+    const int64_t hits = m.forward(ids.data(), static_cast<int64_t>(ids.size()), out.data());
+    CHECK(hits == owning(m, out));
     return out;
 }
 
@@ -194,8 +203,10 @@ TEST_CASE("managed collision matches the reference with a batch's ids on 1, 2 or
             REQUIRE(rows == r.evict());
             evicted += static_cast<int64_t>(rows.size());
             std::vector<int64_t> out(batch.size());
-            m.remap(batch.data(), static_cast<int64_t>(batch.size()), out.data());
+            const int64_t hits =
+                m.remap(batch.data(), static_cast<int64_t>(batch.size()), out.data());
             REQUIRE(out == r.remap(batch));
+            CHECK(hits == owning(m, out));
         }
         REQUIRE(evicted > 500);
         for (const auto& [id, slot] : r.id_to_slot()) {
