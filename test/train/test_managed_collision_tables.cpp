@@ -202,6 +202,66 @@ TEST_CASE("ManagedCollisionTables: buckets split the ids by hash, each into its 
     CHECK(occupancy == 100);
 }
 
+TEST_CASE("ManagedCollisionTables: one process remaps a table's features as its module does",
+          "[train][mc]") {
+    // Table a has one managed feature (remapped where it lies in the batch), table b two (their
+    // ids gathered, remapped together, and put back); f_c is not managed and passes unchanged.
+    const char* const config_text = R"(
+train: {steps: 6, seed: 5, log_every: 1, eval_samples: 64}
+data: {type: synthetic, batch_size: 4}
+model:
+  type: dlrm
+  embedding_dim: 4
+  bottom_mlp: [8, 4]
+  top_mlp: [8, 1]
+  tables:
+    - {name: a, num_embeddings: 20, feature_names: [a1],
+       managed_collision: {zch_size: 6, mch_size: 14, eviction_interval: 2}}
+    - {name: c, num_embeddings: 50, feature_names: [c1]}
+    - {name: b, num_embeddings: 30, feature_names: [b1, b2],
+       managed_collision: {zch_size: 5, mch_size: 25, eviction_interval: 2}}
+optimizer:
+  dense: {type: adagrad, learning_rate: 0.05}
+  sparse: {type: rowwise_adagrad, learning_rate: 0.05}
+)";
+    const Config config = parse_config(config_text, {});
+    auto ebc = make_embedding_bag_collection(config.model, 5,
+                                             sparse_optimizer_params(config.optimizer.sparse));
+    train::ManagedCollisionTables mc(config.model, 5);
+    const auto options = [&](size_t t) {
+        return train::managed_collision_options(config.model.tables[t], 5);
+    };
+    MCHManagedCollisionModule ref_a("a", options(0)), ref_b("b", options(2));
+    for (int64_t step = 0; step < 5; ++step) {
+        // 4 samples a feature, one id each; a: 8 distinct ids, b: 10 over its two features.
+        std::vector<int64_t> a1, c1, b1, b2;
+        for (int64_t s = 0; s < 4; ++s) {
+            a1.push_back(1000 + (step * 3 + s) % 8);
+            c1.push_back((step + s) % 50);
+            b1.push_back(2000 + (step * 5 + s) % 10);
+            b2.push_back(2000 + (step * 7 + s * 3) % 10);
+        }
+        std::vector<int64_t> values = a1;
+        for (const auto* f : {&c1, &b1, &b2})
+            values.insert(values.end(), f->begin(), f->end());
+        Batch batch;
+        batch.sparse = KeyedJaggedTensor::from_lengths_sync(
+            {"a1", "c1", "b1", "b2"}, Tensor::from_vector(values),
+            Tensor::from_vector(std::vector<int64_t>(16, 1)));
+        const Batch out = mc.remap_train(batch, *ebc, Stream::cpu());
+        const int64_t* rows = out.sparse.values().data<int64_t>();
+        std::vector<int64_t> want_a(4), want_b(8);
+        ref_a.forward(a1.data(), 4, want_a.data());
+        std::vector<int64_t> b_ids = b1;
+        b_ids.insert(b_ids.end(), b2.begin(), b2.end());
+        ref_b.forward(b_ids.data(), 8, want_b.data());
+        INFO("step " << step);
+        CHECK(std::vector<int64_t>(rows, rows + 4) == want_a);
+        CHECK(std::vector<int64_t>(rows + 4, rows + 8) == c1);
+        CHECK(std::vector<int64_t>(rows + 8, rows + 16) == want_b);
+    }
+}
+
 TEST_CASE("bucket_owner: the rank that holds the bucket's first row at column 0", "[train][mc]") {
     ParameterSharding rw;
     rw.sharding_type = ShardingType::kRowWise;
