@@ -204,61 +204,50 @@ TEST_CASE("ManagedCollisionTables: buckets split the ids by hash, each into its 
 
 TEST_CASE("ManagedCollisionTables: one process remaps a table's features as its module does",
           "[train][mc]") {
-    // Table a has one managed feature (remapped where it lies in the batch), table b two (their
-    // ids gathered, remapped together, and put back); f_c is not managed and passes unchanged.
-    const char* const config_text = R"(
-train: {steps: 6, seed: 5, log_every: 1, eval_samples: 64}
-data: {type: synthetic, batch_size: 4}
-model:
-  type: dlrm
-  embedding_dim: 4
-  bottom_mlp: [8, 4]
-  top_mlp: [8, 1]
-  tables:
-    - {name: a, num_embeddings: 20, feature_names: [a1],
-       managed_collision: {zch_size: 6, mch_size: 14, eviction_interval: 2}}
-    - {name: c, num_embeddings: 50, feature_names: [c1]}
-    - {name: b, num_embeddings: 30, feature_names: [b1, b2],
-       managed_collision: {zch_size: 5, mch_size: 25, eviction_interval: 2}}
-optimizer:
-  dense: {type: adagrad, learning_rate: 0.05}
-  sparse: {type: rowwise_adagrad, learning_rate: 0.05}
-)";
-    const Config config = parse_config(config_text, {});
+    // Table a has one feature (remapped where it lies in the batch); table b two, b1 and b2, with
+    // f_a between them (their ids gathered, remapped together, and put back).
+    const Config config =
+        parse_config(kConfig, {"model.tables[0].managed_collision.zch_size=6",
+                               "model.tables[0].managed_collision.mch_size=44",
+                               "model.tables[0].managed_collision.eviction_interval=2",
+                               "model.tables[1].feature_names=[b1, b2]",
+                               "model.tables[1].managed_collision.zch_size=5",
+                               "model.tables[1].managed_collision.mch_size=295",
+                               "model.tables[1].managed_collision.eviction_interval=2"});
     auto ebc = make_embedding_bag_collection(config.model, 5,
                                              sparse_optimizer_params(config.optimizer.sparse));
     train::ManagedCollisionTables mc(config.model, 5);
-    const auto options = [&](size_t t) {
-        return train::managed_collision_options(config.model.tables[t], 5);
-    };
-    MCHManagedCollisionModule ref_a("a", options(0)), ref_b("b", options(2));
+    MCHManagedCollisionModule ref_a("a",
+                                    train::managed_collision_options(config.model.tables[0], 5));
+    MCHManagedCollisionModule ref_b("b",
+                                    train::managed_collision_options(config.model.tables[1], 5));
     for (int64_t step = 0; step < 5; ++step) {
         // 4 samples a feature, one id each; a: 8 distinct ids, b: 10 over its two features.
-        std::vector<int64_t> a1, c1, b1, b2;
+        std::vector<int64_t> b1, a1, b2;
         for (int64_t s = 0; s < 4; ++s) {
-            a1.push_back(1000 + (step * 3 + s) % 8);
-            c1.push_back((step + s) % 50);
             b1.push_back(2000 + (step * 5 + s) % 10);
+            a1.push_back(1000 + (step * 3 + s) % 8);
             b2.push_back(2000 + (step * 7 + s * 3) % 10);
         }
-        std::vector<int64_t> values = a1;
-        for (const auto* f : {&c1, &b1, &b2})
-            values.insert(values.end(), f->begin(), f->end());
+        std::vector<int64_t> values = b1;
+        values.insert(values.end(), a1.begin(), a1.end());
+        values.insert(values.end(), b2.begin(), b2.end());
         Batch batch;
-        batch.sparse = KeyedJaggedTensor::from_lengths_sync(
-            {"a1", "c1", "b1", "b2"}, Tensor::from_vector(values),
-            Tensor::from_vector(std::vector<int64_t>(16, 1)));
+        batch.sparse =
+            KeyedJaggedTensor::from_lengths_sync({"b1", "f_a", "b2"}, Tensor::from_vector(values),
+                                                 Tensor::from_vector(std::vector<int64_t>(12, 1)));
         const Batch out = mc.remap_train(batch, *ebc, Stream::cpu());
         const int64_t* rows = out.sparse.values().data<int64_t>();
-        std::vector<int64_t> want_a(4), want_b(8);
-        ref_a.forward(a1.data(), 4, want_a.data());
-        std::vector<int64_t> b_ids = b1;
+        std::vector<int64_t> want_a(4), want_b(8), b_ids = b1;
         b_ids.insert(b_ids.end(), b2.begin(), b2.end());
+        ref_a.forward(a1.data(), 4, want_a.data());
         ref_b.forward(b_ids.data(), 8, want_b.data());
         INFO("step " << step);
-        CHECK(std::vector<int64_t>(rows, rows + 4) == want_a);
-        CHECK(std::vector<int64_t>(rows + 4, rows + 8) == c1);
-        CHECK(std::vector<int64_t>(rows + 8, rows + 16) == want_b);
+        CHECK(std::vector<int64_t>(rows + 4, rows + 8) == want_a);
+        CHECK(std::vector<int64_t>(rows, rows + 4) ==
+              std::vector<int64_t>(want_b.begin(), want_b.begin() + 4));
+        CHECK(std::vector<int64_t>(rows + 8, rows + 12) ==
+              std::vector<int64_t>(want_b.begin() + 4, want_b.end()));
     }
 }
 
