@@ -79,6 +79,9 @@ const MCHManagedCollisionModule& ManagedCollisionTables::module(size_t i, int64_
 
 namespace {
 
+// Ids of tables of several buckets a batch from which the route bins them on the CPU threads.
+constexpr int64_t kParallelSingles = 4096;
+
 bool is_managed(const std::vector<std::string>& features, const std::string& key) {
     return std::find(features.begin(), features.end(), key) != features.end();
 }
@@ -152,30 +155,69 @@ Batch ManagedCollisionTables::route(
         int64_t cell;  // owner rank * B + the bucket's cell, then the id's place in out_ids
     };
 
-    std::vector<Single> singles;  // the ids of tables of several buckets, one by one
+    struct Segment {
+        int64_t lo, hi, table;  // a feature's values of a table of several buckets
+    };
+
+    std::vector<Segment> segments;
     std::vector<int64_t> send_counts(static_cast<size_t>(W * B), 0);
     for (int64_t ti = 0; ti < T; ++ti) {
         const auto& t = tables[static_cast<size_t>(ti)];
-        const auto k = static_cast<int64_t>(t.owner.size());
         const int64_t base = first_bucket[static_cast<size_t>(ti)];
         for (int64_t f = 0; f < kjt.num_keys(); ++f) {
             if (!is_managed(t.features, kjt.keys()[static_cast<size_t>(f)]))
                 continue;
             const int64_t lo = kjt.offset_per_key()[f], hi = kjt.offset_per_key()[f + 1];
-            if (k == 1) {
-                const int64_t cell = t.owner[0] * B + base;
-                send_counts[static_cast<size_t>(cell)] += hi - lo;
-                if (hi > lo)
-                    runs.push_back({lo, hi - lo, cell, false});
+            if (t.owner.size() > 1) {
+                segments.push_back({lo, hi, ti});
                 continue;
             }
-            for (int64_t n = lo; n < hi; ++n) {
-                const int64_t b = managed_collision_bucket(v[n], t.input_hash_size, k);
-                const int64_t cell = t.owner[static_cast<size_t>(b)] * B + base + b;
-                ++send_counts[static_cast<size_t>(cell)];
-                singles.push_back({n, cell});
-            }
+            const int64_t cell = t.owner[0] * B + base;
+            send_counts[static_cast<size_t>(cell)] += hi - lo;
+            if (hi > lo)
+                runs.push_back({lo, hi - lo, cell, false});
         }
+    }
+    // The segments' ids one by one, in order: each id's bucket and cell found on the CPU threads,
+    // a contiguous chunk each, with the chunk's counts per cell (chunk_counts[chunk][cell]), so
+    // the places given below are those of one pass in order (a stable counting sort).
+    std::vector<int64_t> segment_at(segments.size() + 1, 0);
+    for (size_t s = 0; s < segments.size(); ++s)
+        segment_at[s + 1] = segment_at[s] + segments[s].hi - segments[s].lo;
+    const int64_t num_singles = segment_at.back();
+    std::vector<Single> singles(static_cast<size_t>(num_singles));
+    const int64_t chunks = num_singles >= kParallelSingles ? kernels::cpu_threads() : 1;
+    const auto cells = static_cast<size_t>(W * B);
+    std::vector<int64_t> chunk_counts(static_cast<size_t>(chunks) * cells, 0);
+    const auto chunk_range = [&](int64_t c) {
+        return std::pair<int64_t, int64_t>{num_singles * c / chunks,
+                                           num_singles * (c + 1) / chunks};
+    };
+    kernels::parallel_tasks(chunks, [&](int64_t c) {
+        const auto [first, end] = chunk_range(c);
+        std::vector<int64_t> counts(cells, 0);  // this thread's own (no line shared)
+        size_t s = static_cast<size_t>(
+            std::upper_bound(segment_at.begin(), segment_at.end(), first) - segment_at.begin() - 1);
+        for (int64_t i = first; i < end; ++i) {
+            while (i >= segment_at[s + 1])
+                ++s;
+            const Segment& seg = segments[s];
+            const auto& t = tables[static_cast<size_t>(seg.table)];
+            const int64_t n = seg.lo + i - segment_at[s];
+            const int64_t b = managed_collision_bucket(v[n], t.input_hash_size,
+                                                       static_cast<int64_t>(t.owner.size()));
+            const int64_t cell = t.owner[static_cast<size_t>(b)] * B +
+                                 first_bucket[static_cast<size_t>(seg.table)] + b;
+            singles[static_cast<size_t>(i)] = {n, cell};
+            ++counts[static_cast<size_t>(cell)];
+        }
+        std::copy(
+            counts.begin(), counts.end(),
+            chunk_counts.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(c) * cells));
+    });
+    for (int64_t c = 0; c < chunks; ++c) {
+        for (size_t cell = 0; cell < cells; ++cell)
+            send_counts[cell] += chunk_counts[static_cast<size_t>(c) * cells + cell];
     }
     std::vector<int64_t> cell_at(send_counts.size(), 0), send(static_cast<size_t>(W), 0);
     int64_t total = 0;
@@ -208,10 +250,25 @@ Batch ManagedCollisionTables::route(
         r.cell = place;
         std::copy_n(v + r.at, r.len, o + place);
     }
-    for (Single& one : singles) {
-        one.cell = cell_at[static_cast<size_t>(one.cell)]++;
-        o[one.cell] = v[one.at];
+    // Each chunk's first place in each cell (runs and singles never share a cell), then the
+    // singles to their places, on the threads.
+    for (size_t cell = 0; cell < cells; ++cell) {
+        for (int64_t c = 0; c < chunks; ++c) {
+            int64_t& count = chunk_counts[static_cast<size_t>(c) * cells + cell];
+            count = std::exchange(cell_at[cell], cell_at[cell] + count);
+        }
     }
+    kernels::parallel_tasks(chunks, [&](int64_t c) {
+        const auto [first, end] = chunk_range(c);
+        const auto from =
+            chunk_counts.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(c) * cells);
+        std::vector<int64_t> place(from, from + static_cast<std::ptrdiff_t>(cells));
+        for (int64_t i = first; i < end; ++i) {
+            Single& one = singles[static_cast<size_t>(i)];
+            one.cell = place[static_cast<size_t>(one.cell)]++;
+            o[one.cell] = v[one.at];
+        }
+    });
     const std::vector<int64_t> per_rank(static_cast<size_t>(W), B);
     const Tensor counts_in = exchange(pg, i64_tensor(send_counts, &buffers.send_counts), per_rank,
                                       per_rank, buffers.recv_counts);
@@ -279,8 +336,13 @@ Batch ManagedCollisionTables::route(
         if (!r.direct)
             std::copy_n(bk + r.cell, r.len, v + r.at);
     }
-    for (const Single& one : singles)
-        v[one.at] = bk[one.cell];
+    kernels::parallel_tasks(chunks, [&](int64_t c) {
+        const auto [first, end] = chunk_range(c);
+        for (int64_t i = first; i < end; ++i) {
+            const Single& one = singles[static_cast<size_t>(i)];
+            v[one.at] = bk[one.cell];
+        }
+    });
     return Batch{batch.dense, batch.sparse.with_values(values), batch.labels};
 }
 

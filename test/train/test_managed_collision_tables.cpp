@@ -160,46 +160,50 @@ TEST_CASE("Trainer: a managed table that holds every id trains as the table on r
 
 TEST_CASE("ManagedCollisionTables: buckets split the ids by hash, each into its own rows",
           "[train][mc]") {
-    // 4 buckets of 75 rows: 50 slots, then 25 residual rows each.
+    // 4 buckets of 75 rows: 50 slots, then 25 residual rows each. 100 ids, each 50 times (so the
+    // route bins them on the threads), then one more equal to id 7 modulo input_hash_size.
     const Config config =
         parse_config(kConfig, {"model.tables[1].managed_collision.zch_size=200",
                                "model.tables[1].managed_collision.mch_size=100",
                                "model.tables[1].managed_collision.total_num_buckets=4",
                                "model.tables[1].managed_collision.input_hash_size=1000"});
-    auto ebc = make_embedding_bag_collection(config.model, 5,
-                                             sparse_optimizer_params(config.optimizer.sparse));
-    train::ManagedCollisionTables mc(config.model, 5);
-    REQUIRE(mc.num_buckets(0) == 4);
     std::vector<int64_t> ids;
-    for (int64_t id = 0; id < 100; ++id)
-        ids.push_back(id);
-    ids.push_back(1007);  // 7 modulo input_hash_size: the same id
-    const Batch out = mc.remap_train(ids_batch(ids), *ebc, Stream::cpu());
-    const int64_t* rows = out.sparse.values().data<int64_t>();
-    std::vector<int64_t> per_bucket(4, 0);
-    std::set<int64_t> distinct;
-    for (size_t i = 0; i < ids.size(); ++i) {
-        const int64_t b = managed_collision_bucket(ids[i], 1000, 4);
-        const MCHManagedCollisionModule& m = mc.module(0, b);
-        INFO("id " << ids[i] << " bucket " << b << " row " << rows[i]);
-        CHECK(m.options().output_global_offset == 75 * b);
-        CHECK(m.options().zch_size == 50);
-        CHECK(m.options().mch_size == 25);
-        // Under 50 ids a bucket: each has a slot of its own bucket.
-        CHECK(rows[i] == 75 * b + m.slot_of(ids[i]));
-        CHECK(m.slot_of(ids[i]) >= 0);
-        ++per_bucket[static_cast<size_t>(b)];
-        distinct.insert(rows[i]);
+    for (int64_t i = 0; i < 5000; ++i)
+        ids.push_back(i % 100);
+    ids.push_back(1007);
+    for (const int threads : {1, 2}) {
+        kernels::set_cpu_threads(threads);
+        auto ebc = make_embedding_bag_collection(config.model, 5,
+                                                 sparse_optimizer_params(config.optimizer.sparse));
+        train::ManagedCollisionTables mc(config.model, 5);
+        REQUIRE(mc.num_buckets(0) == 4);
+        const Batch out = mc.remap_train(ids_batch(ids), *ebc, Stream::cpu());
+        const int64_t* rows = out.sparse.values().data<int64_t>();
+        std::vector<int64_t> per_bucket(4, 0);
+        std::set<int64_t> distinct;
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const int64_t b = managed_collision_bucket(ids[i], 1000, 4);
+            const MCHManagedCollisionModule& m = mc.module(0, b);
+            INFO(threads << " threads: id " << ids[i] << " bucket " << b << " row " << rows[i]);
+            CHECK(m.options().output_global_offset == 75 * b);
+            CHECK(m.options().zch_size == 50);
+            CHECK(m.options().mch_size == 25);
+            // Under 50 ids a bucket: each has a slot of its own bucket.
+            CHECK(rows[i] == 75 * b + m.slot_of(ids[i]));
+            CHECK(m.slot_of(ids[i]) >= 0);
+            ++per_bucket[static_cast<size_t>(b)];
+            distinct.insert(rows[i]);
+        }
+        CHECK(rows[ids.size() - 1] == rows[7]);
+        CHECK(distinct.size() == 100);
+        int64_t occupancy = 0;
+        for (int64_t b = 0; b < 4; ++b) {
+            CHECK(per_bucket[static_cast<size_t>(b)] > 500);  // sequential ids spread
+            occupancy += mc.module(0, b).occupancy();
+            CHECK(mc.module(0, b).step() == 1);  // every bucket steps with the batch
+        }
+        CHECK(occupancy == 100);
     }
-    CHECK(rows[100] == rows[7]);
-    CHECK(distinct.size() == 100);
-    int64_t occupancy = 0;
-    for (int64_t b = 0; b < 4; ++b) {
-        CHECK(per_bucket[static_cast<size_t>(b)] > 10);  // sequential ids spread
-        occupancy += mc.module(0, b).occupancy();
-        CHECK(mc.module(0, b).step() == 1);  // every bucket steps with the batch
-    }
-    CHECK(occupancy == 100);
 }
 
 TEST_CASE("ManagedCollisionTables: one process remaps a table's features as its module does",
