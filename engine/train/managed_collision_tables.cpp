@@ -145,7 +145,6 @@ Batch ManagedCollisionTables::route(
         int64_t at;    // first value in the KJT
         int64_t len;   // values
         int64_t cell;  // owner rank * B + the bucket's cell, then the run's place in out_ids
-        bool direct;   // remapped where it lies (below)
     };
 
     std::vector<Run> runs;  // one-bucket tables: a run a feature
@@ -175,7 +174,7 @@ Batch ManagedCollisionTables::route(
             const int64_t cell = t.owner[0] * B + base;
             send_counts[static_cast<size_t>(cell)] += hi - lo;
             if (hi > lo)
-                runs.push_back({lo, hi - lo, cell, false});
+                runs.push_back({lo, hi - lo, cell});
         }
     }
     // The segments' ids one by one, in order: each id's bucket and cell found on the CPU threads,
@@ -226,25 +225,9 @@ Batch ManagedCollisionTables::route(
         total += send_counts[c];
         send[c / static_cast<size_t>(B)] += send_counts[c];
     }
-    // One process: a bucket whose ids are one run (a table of one bucket and one managed feature)
-    // is remapped from the batch into the values where the run lies, without the copies through
-    // out_ids and rows. direct_run[cell]: that run.
-    std::vector<const Run*> direct_run(static_cast<size_t>(B), nullptr);
-    if (W == 1) {
-        std::vector<int64_t> runs_of(static_cast<size_t>(B), 0);
-        for (const Run& r : runs)
-            ++runs_of[static_cast<size_t>(r.cell)];
-        for (Run& r : runs) {
-            r.direct = runs_of[static_cast<size_t>(r.cell)] == 1;
-            if (r.direct)
-                direct_run[static_cast<size_t>(r.cell)] = &r;
-        }
-    }
     Tensor out_ids = grow_prefix(buffers.send_ids, total, DType::kI64);
     int64_t* o = out_ids.data<int64_t>();
     for (Run& r : runs) {
-        if (r.direct)
-            continue;
         const int64_t place = cell_at[static_cast<size_t>(r.cell)];
         cell_at[static_cast<size_t>(r.cell)] += r.len;
         r.cell = place;
@@ -307,10 +290,6 @@ Batch ManagedCollisionTables::route(
         const auto [ti, b] = owned[static_cast<size_t>(j)];
         auto& t = tables[static_cast<size_t>(ti)];
         const int64_t cell = first_bucket[static_cast<size_t>(ti)] + b;
-        if (const Run* r = W == 1 ? direct_run[static_cast<size_t>(cell)] : nullptr) {
-            map(t, b, kjt.values().template data<int64_t>() + r->at, r->len, v + r->at);
-            return;
-        }
         if (W == 1) {
             map(t, b, in + seg_at[static_cast<size_t>(cell)], rc[cell],
                 rows_out + seg_at[static_cast<size_t>(cell)]);
@@ -332,10 +311,8 @@ Batch ManagedCollisionTables::route(
 
     const Tensor back = exchange(pg, rows, recv, send, buffers.back);
     const int64_t* bk = back.data<int64_t>();
-    for (const Run& r : runs) {
-        if (!r.direct)
-            std::copy_n(bk + r.cell, r.len, v + r.at);
-    }
+    for (const Run& r : runs)
+        std::copy_n(bk + r.cell, r.len, v + r.at);
     kernels::parallel_tasks(chunks, [&](int64_t c) {
         const auto [first, end] = chunk_range(c);
         for (int64_t i = first; i < end; ++i) {

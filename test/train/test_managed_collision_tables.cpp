@@ -208,8 +208,8 @@ TEST_CASE("ManagedCollisionTables: buckets split the ids by hash, each into its 
 
 TEST_CASE("ManagedCollisionTables: one process remaps a table's features as its module does",
           "[train][mc]") {
-    // Table a has one feature (remapped where it lies in the batch); table b two, b1 and b2, with
-    // f_a between them (their ids gathered, remapped together, and put back).
+    // Table a has one feature; table b two, b1 and b2, with f_a between them (their ids gathered,
+    // remapped together, and put back).
     const Config config =
         parse_config(kConfig, {"model.tables[0].managed_collision.zch_size=6",
                                "model.tables[0].managed_collision.mch_size=44",
