@@ -1,5 +1,11 @@
 // Completion by polling: MPI has no timeout, so wait() tests the requests until they complete or
 // the deadline passes, spinning first and then sleeping so a long wait leaves the core to others.
+//
+// A stop signal during a long wait is reported twice over: a reporter thread says where the
+// process waits (it needs no MPI, so it speaks even when the waiting thread is stuck inside MPI:
+// Open MPI 4.1 prints its warning on a connection refused by a dead process from inside its
+// progress loop, and that print can block until the launcher's SIGKILL), and the waiting thread
+// then probes the peers and says which of them have not arrived.
 #include "comm/mpi_work.h"
 
 #include <algorithm>
@@ -30,6 +36,93 @@ constexpr int64_t kMaxSleepUs = 200;
 // kills the surviving ranks of a job that lost a host (SIGTERM, then SIGKILL), and they would
 // otherwise end without naming the collective or the peers they waited for.
 constexpr double kStopReportS = 0.5;
+
+// The wait in progress (the collectives run on one thread at a time), for the stop reporter.
+// Set and cleared under the mutex; the waiting MpiWork outlives its entry. Never destroyed, so the
+// reporter thread may read it while the process exits.
+struct WaitBoard {
+    std::mutex mutex;
+    const char* collective = nullptr;  // null: no wait in progress
+    const std::string* group = nullptr;
+    int64_t sequence = 0;
+    std::chrono::steady_clock::time_point since;
+    bool said = false;  // this wait's stop was reported
+};
+
+WaitBoard& wait_board() {
+    static WaitBoard* board = new WaitBoard;
+    return *board;
+}
+
+// Says, once per wait, that a stop signal arrived while this process waits in a collective.
+void say_stop_while_waiting() {
+    WaitBoard& b = wait_board();
+    std::string what;
+    double waited = 0;
+    {
+        std::lock_guard<std::mutex> lock(b.mutex);
+        if (b.collective == nullptr || b.said) {
+            return;
+        }
+        b.said = true;
+        what = fmt::format("{} #{} of group '{}'", b.collective, b.sequence, *b.group);
+        waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - b.since).count();
+    }
+    const ProcessInfo& me = process_info();
+    log::all().warn("rank {} on host {}: asked to stop ({}) while waiting {:.1f} s in {}", me.rank,
+                    me.host, stop_signal_name(stop_signal_received()), waited, what);
+}
+
+// The stop reporter: from the first wait on, a thread checks every 50 ms for a stop signal
+// during a wait of kStopReportS or longer.
+void start_stop_reporter() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        std::thread([] {
+            for (;;) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                if (stop_signal_received() == 0) {
+                    continue;
+                }
+                bool long_wait = false;
+                {
+                    WaitBoard& b = wait_board();
+                    std::lock_guard<std::mutex> lock(b.mutex);
+                    long_wait = b.collective != nullptr && !b.said &&
+                                std::chrono::steady_clock::now() - b.since >
+                                    std::chrono::duration<double>(kStopReportS);
+                }
+                if (long_wait) {
+                    say_stop_while_waiting();
+                }
+            }
+        }).detach();
+    });
+}
+
+// Enters this wait on the board for its lifetime.
+class OnWaitBoard {
+public:
+    OnWaitBoard(const char* collective, const std::string& group, int64_t sequence) {
+        WaitBoard& b = wait_board();
+        std::lock_guard<std::mutex> lock(b.mutex);
+        b.collective = collective;
+        b.group = &group;
+        b.sequence = sequence;
+        b.since = std::chrono::steady_clock::now();
+        b.said = false;
+    }
+
+    ~OnWaitBoard() {
+        WaitBoard& b = wait_board();
+        std::lock_guard<std::mutex> lock(b.mutex);
+        b.collective = nullptr;
+        b.group = nullptr;
+    }
+
+    OnWaitBoard(const OnWaitBoard&) = delete;
+    OnWaitBoard& operator=(const OnWaitBoard&) = delete;
+};
 
 // What a failed collective may still touch: MPI cannot cancel one, and a late peer can complete
 // it later, so it lives until the process ends.
@@ -112,6 +205,8 @@ void MpiWork::wait() {
     if (state_ == State::kFailed || group_failed()) {
         throw Error(error_);
     }
+    start_stop_reporter();
+    const OnWaitBoard on_board(collective_, group_, sequence_);
     const auto start = std::chrono::steady_clock::now();
     int64_t sleep_us = kMinSleepUs;
     std::string what;                  // this wait, as the peer probes name it
@@ -138,13 +233,13 @@ void MpiWork::wait() {
         if (!stop_reported && waited.count() > kStopReportS && stop_signal_received() != 0) {
             // Said, not thrown: under a preemption every rank is asked to stop and a late peer
             // still arrives; this rank goes on waiting until the stop or the launcher's kill.
+            // Where it waits first (unless the reporter said it), then who is missing.
             stop_reported = true;
-            log::all().warn(
-                "rank {} on host {}: asked to stop ({}) while waiting {:.1f} s in {}: {}",
-                process_info().rank, process_info().host, stop_signal_name(stop_signal_received()),
-                waited.count(), what,
-                describe_missing_peers(what, *world_ranks_,
-                                       std::clamp(0.1 * timeout_s_, 0.05, 0.5)));
+            say_stop_while_waiting();
+            const ProcessInfo& me = process_info();
+            log::all().warn("rank {} on host {}: in {}: {}", me.rank, me.host, what,
+                            describe_missing_peers(what, *world_ranks_,
+                                                   std::clamp(0.1 * timeout_s_, 0.05, 0.5)));
         }
         answer_peer_probes();
         std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
