@@ -90,11 +90,12 @@ void answer_peer_probes() {
     }
 }
 
-std::string describe_missing_peers(const std::string& what,
-                                   const std::vector<int>& world_ranks,
-                                   double grace_s) {
+std::optional<std::string> describe_missing_peers(const std::string& what,
+                                                  const std::vector<int>& world_ranks,
+                                                  double grace_s,
+                                                  const std::function<bool()>& completed) {
     if (probe_comm() == MPI_COMM_NULL) {
-        return "";
+        return std::string();
     }
     const int me = process_info().rank;
     const std::string id = std::to_string(g_next_query++);
@@ -108,6 +109,9 @@ std::string describe_missing_peers(const std::string& what,
     std::map<int, std::string> answers;  // world rank -> where it waits
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
     while (answers.size() < peers && std::chrono::steady_clock::now() < deadline) {
+        if (completed && completed()) {
+            return std::nullopt;
+        }
         answer_peer_probes();  // peers that timed out too ask this rank meanwhile
         int source = 0;
         std::string answer;
@@ -128,7 +132,8 @@ std::string describe_missing_peers(const std::string& what,
         std::string line;
         if (it == answers.end()) {
             line = fmt::format(
-                "rank {} on host {} has not reached it (no answer within {} s: it stalls, died or "
+                "rank {} on host {} has not reached it (no answer within {:.2g} s: it stalls, died "
+                "or "
                 "computes outside communication)",
                 r, host_of(r), grace_s);
         } else if (it->second.empty()) {

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +30,11 @@ void answer_peer_probes();
 // Asks every rank of world_ranks but this one where it waits, for up to grace_s seconds, and
 // describes the ones that are not in `what` (this rank's wait, as given to WaitingIn): "rank 1
 // on host h has not reached it (...)", "rank 2 on host h waits in barrier #3 of group 'world'".
-std::string describe_missing_peers(const std::string& what,
-                                   const std::vector<int>& world_ranks,
-                                   double grace_s);
+// `completed`, when given, is polled meanwhile: once it is true the wait is over and there is
+// nothing to describe (nullopt).
+std::optional<std::string> describe_missing_peers(const std::string& what,
+                                                  const std::vector<int>& world_ranks,
+                                                  double grace_s,
+                                                  const std::function<bool()>& completed = {});
 
 }  // namespace shardrec::comm

@@ -221,14 +221,19 @@ void MpiWork::wait() {
             what = fmt::format("{} #{} of group '{}'", collective_, sequence_, group_);
             waiting.emplace(what);
         }
-        if (timeout_s_ > 0 && waited.count() > timeout_s_) {
-            // The probes take a tenth of the timeout at most, so the run still ends well
-            // within 1.5 timeouts.
-            const double grace_s = std::clamp(0.1 * timeout_s_, 0.05, 2.0);
-            fail("wait",
-                 fmt::format("did not complete within {} s (runtime.comm_timeout_s or "
-                             "SHARDREC_COMM_TIMEOUT_S): {}",
-                             timeout_s_, describe_missing_peers(what, *world_ranks_, grace_s)));
+        // The peers are probed in the timeout's last tenth (up to 2 s), still polling the
+        // collective, so that the wait fails, naming them, when the timeout is up.
+        const double grace_s = std::clamp(0.1 * timeout_s_, 0.05, 2.0);
+        if (timeout_s_ > 0 && waited.count() > timeout_s_ - grace_s) {
+            const std::optional<std::string> missing = describe_missing_peers(
+                what, *world_ranks_, std::max(timeout_s_ - waited.count(), 0.05),
+                [this] { return test(); });
+            if (!missing) {
+                return;  // completed within the timeout after all
+            }
+            fail("wait", fmt::format("did not complete within {} s (runtime.comm_timeout_s or "
+                                     "SHARDREC_COMM_TIMEOUT_S): {}",
+                                     timeout_s_, *missing));
         }
         if (!stop_reported && waited.count() > kStopReportS && stop_signal_received() != 0) {
             // Said, not thrown: under a preemption every rank is asked to stop and a late peer
@@ -237,9 +242,10 @@ void MpiWork::wait() {
             stop_reported = true;
             say_stop_while_waiting();
             const ProcessInfo& me = process_info();
-            log::all().warn("rank {} on host {}: in {}: {}", me.rank, me.host, what,
-                            describe_missing_peers(what, *world_ranks_,
-                                                   std::clamp(0.1 * timeout_s_, 0.05, 0.5)));
+            log::all().warn(
+                "rank {} on host {}: in {}: {}", me.rank, me.host, what,
+                describe_missing_peers(what, *world_ranks_, std::clamp(0.1 * timeout_s_, 0.05, 0.5))
+                    .value_or(""));
         }
         answer_peer_probes();
         std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
