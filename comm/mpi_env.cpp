@@ -123,10 +123,10 @@ void finalize_process() {
 }
 
 void abort_process(int code) {
-    // MPI_Abort tells the launcher within milliseconds, then can stay blocked while the launcher
-    // kills the job: with a host cut off, Open MPI 4.1 held one rank of each aborting pair until
-    // its SIGKILL a second later. The process ends by itself shortly after (the launcher
-    // sees an exit without MPI_Finalize, and ends the job, either way).
+    // MPI_Abort tells the launcher within milliseconds, but can then stay blocked while the
+    // launcher ends the job (with a host cut off, one of the two aborting ranks on mpirun's host
+    // ended a second after the other, at the launcher's SIGKILL). So the process ends itself
+    // shortly after; a launcher that sees an exit without MPI_Finalize ends the job all the same.
     std::thread([code] {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         std::_Exit(code);

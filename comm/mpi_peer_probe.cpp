@@ -132,9 +132,8 @@ std::optional<std::string> describe_missing_peers(const std::string& what,
         std::string line;
         if (it == answers.end()) {
             line = fmt::format(
-                "rank {} on host {} has not reached it (no answer within {:.2g} s: it stalls, died "
-                "or "
-                "computes outside communication)",
+                "rank {} on host {} has not reached it (no answer within {:.2g} s: it stalls, "
+                "died or computes outside communication)",
                 r, host_of(r), grace_s);
         } else if (it->second.empty()) {
             line = fmt::format("rank {} on host {} answered outside any wait", r, host_of(r));
