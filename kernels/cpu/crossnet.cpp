@@ -11,7 +11,55 @@
 namespace shardrec::kernels::cpu {
 
 // Single-threaded epilogues between the sgemms, as in kernels/cpu/linear.cpp (OpenMP regions
-// between OpenBLAS calls slow the next sgemm several-fold).
+// between OpenBLAS calls slow the next sgemm several-fold). Built for AVX-512 too and picked at
+// run time; the file is compiled without fused multiply-adds (CMakeLists.txt), so both builds
+// round alike, bit for bit.
+namespace {
+
+// u += bias (per column); out = x0 * u + xl. x0 and xl may be one tensor.
+__attribute__((target_clones("arch=skylake-avx512", "default"))) void forward_epilogue(
+    int64_t B,
+    int64_t N,
+    const float* __restrict bias,
+    const float* __restrict x0,
+    const float* __restrict xl,
+    float* __restrict u,
+    float* __restrict out) {
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t row = b * N;  // row b of every [B, N] tensor
+        for (int64_t n = 0; n < N; ++n) {
+            const float un = u[row + n] + bias[n];
+            u[row + n] = un;
+            out[row + n] = x0[row + n] * un + xl[row + n];
+        }
+    }
+}
+
+// gu = g * x0; gx0 += g * u; gb = the column sums of gu, over the rows in order.
+__attribute__((target_clones("arch=skylake-avx512", "default"))) void backward_epilogue(
+    int64_t B,
+    int64_t N,
+    const float* __restrict g,
+    const float* __restrict x0,
+    const float* __restrict u,
+    float* __restrict gu,
+    float* __restrict gx0,
+    float* __restrict gb) {
+    for (int64_t n = 0; n < N; ++n) {
+        gb[n] = 0.0f;
+    }
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t row = b * N;
+        for (int64_t n = 0; n < N; ++n) {
+            const float gun = g[row + n] * x0[row + n];
+            gu[row + n] = gun;
+            gx0[row + n] += g[row + n] * u[row + n];
+            gb[n] += gun;
+        }
+    }
+}
+
+}  // namespace
 
 void crossnet_forward(const Tensor& x0,
                       const Tensor& xl,
@@ -32,17 +80,7 @@ void crossnet_forward(const Tensor& x0,
         sgemm(Trans::kNo, Trans::kYes, B, r, N, xlp, N, v->data<float>(), N, 0.0f, vxp, r);
         sgemm(Trans::kNo, Trans::kYes, B, N, r, vxp, r, w.data<float>(), r, 0.0f, up, N);
     }
-    const float* bp = bias.data<float>();
-    const float* x0p = x0.data<float>();
-    float* op = out.data<float>();
-    for (int64_t b = 0; b < B; ++b) {
-        const int64_t row = b * N;  // row b of every [B, N] tensor
-        for (int64_t n = 0; n < N; ++n) {
-            const float un = up[row + n] + bp[n];
-            up[row + n] = un;
-            op[row + n] = x0p[row + n] * un + xlp[row + n];
-        }
-    }
+    forward_epilogue(B, N, bias.data<float>(), x0.data<float>(), xlp, up, out.data<float>());
 }
 
 void crossnet_backward(const Tensor& x0,
@@ -64,19 +102,7 @@ void crossnet_backward(const Tensor& x0,
     const float* x0p = x0.data<float>();
     const float* up = u.data<float>();
     float* gx0 = grad_x0.data<float>();
-    float* gb = grad_b.data<float>();
-    for (int64_t n = 0; n < N; ++n) {
-        gb[n] = 0.0f;
-    }
-    for (int64_t b = 0; b < B; ++b) {
-        const int64_t row = b * N;
-        for (int64_t n = 0; n < N; ++n) {
-            const float g = gop[row + n];
-            gu[row + n] = g * x0p[row + n];
-            gx0[row + n] += g * up[row + n];
-            gb[n] += gu[row + n];
-        }
-    }
+    backward_epilogue(B, N, gop, x0p, up, gu, gx0, grad_b.data<float>());
     const float* xlp = xl.data<float>();
     float* gxl = grad_xl.data<float>();
     if (gxl == gx0) {  // layer 0: the residual adds onto the accumulated grad_x0
