@@ -2,6 +2,7 @@
 // activation epilogue, and its backward. Letters: B batch rows, I input features, O outputs.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "engine/core/stream.h"
@@ -65,6 +66,20 @@ GemmMath gemm_math();
 // rounding per call. A no-op unless the math is bf16 and w is on the CPU.
 void refresh_gemm_weight(const Tensor& w);
 void drop_gemm_weight_copies();
+
+// Likewise for an activation: a module keeps a copy of its input x (2-D, f32) from its forward
+// to its backward, which the GEMMs of both read, so x is rounded once a step instead of once a
+// GEMM (same bits). The copy is found while this handle lives and x's storage does (a freed
+// buffer reused by another tensor never finds it). x must not change while the handle lives.
+// Empty (nothing kept) unless the math is bf16 and x is on the CPU.
+class Bf16ActivationCopy {
+public:
+    Bf16ActivationCopy() = default;
+    explicit Bf16ActivationCopy(const Tensor& x);
+
+private:
+    std::shared_ptr<const void> token_;  // the copy lives while this does
+};
 
 // What the CPU GEMMs run on in each math, found at run time, e.g. "f32: OpenBLAS sgemm; bf16:
 // oneDNN 2.6.3 brg:avx512_core_amx_bf16 (AMX)" or "... brg:avx512_core_bf16 (AVX512-BF16, no

@@ -21,6 +21,7 @@ template <typename Layer>
 const Tensor& cross_forward(CrossNetBuffers& b, size_t num_layers, const Tensor& x, Layer&& layer) {
     b.input = x;
     b.out.resize(num_layers);
+    b.xl_bf16.resize(num_layers);
     for (size_t l = 0; l < num_layers; ++l) {
         const Tensor& xl = l == 0 ? x : b.out[l - 1];
         layer(l, xl, init::reuse_or_allocate(b.out[l], x.shape(), x.device()));
@@ -46,6 +47,7 @@ const Tensor& cross_backward(
         Tensor& grad_xl = l == 0 ? b.grad_input : (l % 2 == 1 ? b.grad_ping : b.grad_pong);
         layer(l, l == 0 ? b.input : b.out[l - 1], *g, grad_xl);
         g = &grad_xl;
+        b.xl_bf16[l] = {};
     }
     return b.grad_input;
 }
@@ -98,6 +100,7 @@ const Tensor& CrossNet::forward_impl(const Tensor& x, Stream& stream) {
     return cross_forward(buf_, kernels_.size(), x, [&](size_t l, const Tensor& xl, Tensor& out) {
         init::reuse_or_allocate(u_[l], x.shape(), x.device());
         kernels::refresh_gemm_weight(kernels_[l].value);  // bf16 math: once for fwd + bwd
+        buf_.xl_bf16[l] = kernels::Bf16ActivationCopy(xl);
         kernels::crossnet_forward(x, xl, kernels_[l].value, nullptr, bias_[l].value, out, u_[l],
                                   nullptr, stream);
     });
@@ -145,6 +148,7 @@ const Tensor& LowRankCrossNet::forward_impl(const Tensor& x, Stream& stream) {
         init::reuse_or_allocate(vx_[l], {x.size(0), low_rank_}, x.device());
         kernels::refresh_gemm_weight(w_[l].value);  // bf16 math: once for fwd + bwd
         kernels::refresh_gemm_weight(v_[l].value);
+        buf_.xl_bf16[l] = kernels::Bf16ActivationCopy(xl);
         kernels::crossnet_forward(x, xl, w_[l].value, &v_[l].value, bias_[l].value, out, u_[l],
                                   &vx_[l], stream);
     });

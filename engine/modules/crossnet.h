@@ -21,6 +21,9 @@ struct CrossNetBuffers {
     std::vector<Tensor> out;      // [L] x [B, N]
     Tensor grad_input;            // [B, N]: the accumulated gradient wrt x0, returned by backward
     Tensor grad_ping, grad_pong;  // [B, N]: gradients wrt the inner layers' inputs
+    // [L]: bf16 math, each layer's input rounded once for the GEMMs of its forward and backward
+    // (the layers whose GEMMs read their input keep it; released by the backward)
+    std::vector<kernels::Bf16ActivationCopy> xl_bf16;
 };
 
 class CrossNet : public DenseModule {

@@ -35,6 +35,7 @@ const Tensor& Perceptron::forward_impl(const Tensor& x, Stream& stream) {
     input_ = x;
     init::reuse_or_allocate(output_, {x.size(0), out_size_}, x.device());
     kernels::refresh_gemm_weight(weight_.value);  // bf16 math: rounded once for fwd + bwd
+    input_bf16_ = kernels::Bf16ActivationCopy(x);
     kernels::linear_forward(x, weight_.value, bias_.value.defined() ? &bias_.value : nullptr,
                             activation_, output_, stream);
     return output_;
@@ -45,6 +46,7 @@ const Tensor& Perceptron::backward_impl(const Tensor& grad_out, Stream& stream) 
     init::reuse_or_allocate(grad_input_, input_.shape(), input_.device());
     kernels::linear_backward(input_, weight_.value, output_, grad_out, activation_, &grad_input_,
                              weight_.grad, bias_.value.defined() ? &bias_.grad : nullptr, stream);
+    input_bf16_ = {};
     return grad_input_;
 }
 

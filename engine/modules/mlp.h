@@ -45,9 +45,10 @@ private:
     int64_t in_size_, out_size_;
     kernels::Activation activation_;
     Parameter weight_, bias_;
-    Tensor input_;       // handle to the latest forward's input
-    Tensor output_;      // [B, out], reused
-    Tensor grad_input_;  // [B, in], reused
+    Tensor input_;                            // handle to the latest forward's input
+    kernels::Bf16ActivationCopy input_bf16_;  // bf16 math: input_ rounded once for fwd + bwd
+    Tensor output_;                           // [B, out], reused
+    Tensor grad_input_;                       // [B, in], reused
 };
 
 class MLP : public DenseModule {

@@ -22,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -160,7 +161,7 @@ public:
         Entry* e = find_locked(base);
         if (e == nullptr || e->n != n) {
             drop_if([&](const Entry& x) { return x.base == base; });
-            entries_.push_back(Entry{base, n, w.storage_token(), {}});
+            entries_.push_back(Entry{base, n, w.storage_token(), {}, {}, false});
             e = &entries_.back();
             e->copy.resize(n);
         }
@@ -174,14 +175,21 @@ public:
         entries_.clear();
     }
 
-    // A copy of [rows, cols] at x (row stride ld) that lives as long as `token`.
+    // A copy of [rows, cols] at x (row stride ld) that lives as long as `token` (and, when
+    // given, x's storage `owner`).
     void add(const float* x,
              int64_t rows,
              int64_t cols,
              int64_t ld,
-             const std::shared_ptr<const void>& token) {
+             const std::shared_ptr<const void>& token,
+             std::optional<std::weak_ptr<const void>> owner = std::nullopt) {
         const auto n = static_cast<size_t>((rows - 1) * ld + cols);
-        Entry e{x, n, token, std::vector<uint16_t>(n)};
+        Entry e{x,
+                n,
+                token,
+                std::vector<uint16_t>(n),
+                owner.value_or(std::weak_ptr<const void>()),
+                owner.has_value()};
         round_rows_to_bf16(x, rows, cols, ld, e.copy.data(), ld);
         std::lock_guard<std::mutex> lock(mutex_);
         drop_if([&](const Entry& old) { return old.base == x; });
@@ -191,7 +199,7 @@ public:
     // The bf16 copy of the f32 operand at p spanning `extent` elements, or nullptr.
     const uint16_t* find(const float* p, int64_t extent) {
         std::lock_guard<std::mutex> lock(mutex_);
-        drop_if([](const Entry& x) { return x.storage.expired(); });
+        drop_if([](const Entry& x) { return x.storage.expired() || x.owner_gone(); });
         for (const Entry& e : entries_) {
             if (p >= e.base && p + extent <= e.base + e.n) {
                 return e.copy.data() + (p - e.base);
@@ -206,6 +214,10 @@ private:
         size_t n;
         std::weak_ptr<const void> storage;
         std::vector<uint16_t> copy;
+        std::weak_ptr<const void> owner;  // an activation's storage (has_owner)
+        bool has_owner = false;
+
+        bool owner_gone() const { return has_owner && owner.expired(); }
     };
 
     template <typename Pred>
@@ -377,6 +389,16 @@ namespace shardrec::kernels {
 
 void drop_gemm_weight_copies() {
     cpu::bf16_copies().clear();
+}
+
+Bf16ActivationCopy::Bf16ActivationCopy(const Tensor& x) {
+    if (gemm_math() != GemmMath::kBf16 || !x.device().is_cpu() || x.dim() != 2 || x.numel() == 0) {
+        return;
+    }
+    SR_CHECK(x.dtype() == DType::kF32, "Bf16ActivationCopy: {} must be f32", x.str());
+    token_ = std::make_shared<int>(0);
+    cpu::bf16_copies().add(x.data<float>(), x.size(0), x.size(1), x.size(1), token_,
+                           x.storage_token());
 }
 
 void refresh_gemm_weight(const Tensor& w) {

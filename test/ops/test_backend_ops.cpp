@@ -110,6 +110,74 @@ TEST_CASE("bf16 math on the CPU: a weight's refreshed copy gives the bits of rou
     CHECK(std::memcmp(fresh.data<float>(), stale.data<float>(), sizeof(float) * B * O) != 0);
 }
 
+TEST_CASE(
+    "bf16 math on the CPU: an activation's kept copy gives the bits of rounding per GEMM, "
+    "and dies with its storage",
+    "[ops][cpu]") {
+    struct Restore {
+        ~Restore() { kernels::set_gemm_math(kernels::GemmMath::kF32); }
+    } restore;
+
+    kernels::set_gemm_math(kernels::GemmMath::kBf16);
+    Stream& stream = Stream::cpu();
+    const int64_t B = 37, I = 70, O = 45;
+    std::vector<float> xv(B * I), wv(O * I), gv(B * O);
+    for (size_t i = 0; i < xv.size(); ++i)
+        xv[i] = std::sin(0.37f * static_cast<float>(i));
+    for (size_t i = 0; i < wv.size(); ++i)
+        wv[i] = std::cos(0.11f * static_cast<float>(i));
+    for (size_t i = 0; i < gv.size(); ++i)
+        gv[i] = std::sin(0.23f * static_cast<float>(i) + 1.0f);
+    Tensor x = Tensor::from_vector(xv, {B, I});
+    const Tensor w = Tensor::from_vector(wv, {O, I});
+    const Tensor grad_y = Tensor::from_vector(gv, {B, O});
+
+    struct Step {
+        Tensor y, grad_x, grad_w;
+    };
+
+    const auto step = [&](const Tensor& in) {
+        Step s{Tensor::empty({B, O}, DType::kF32), Tensor::empty({B, I}, DType::kF32),
+               Tensor::empty({O, I}, DType::kF32)};
+        kernels::linear_forward(in, w, nullptr, kernels::Activation::kRelu, s.y, stream);
+        kernels::linear_backward(in, w, s.y, grad_y, kernels::Activation::kRelu, &s.grad_x,
+                                 s.grad_w, nullptr, stream);
+        return s;
+    };
+    const auto same = [](const Tensor& a, const Tensor& b) {
+        return std::memcmp(a.data<float>(), b.data<float>(), sizeof(float) * a.numel()) == 0;
+    };
+    const Step per_call = step(x);
+    {
+        const kernels::Bf16ActivationCopy kept(x);  // a module's forward to its backward
+        const Step copied = step(x);
+        CHECK(same(per_call.y, copied.y));
+        CHECK(same(per_call.grad_w, copied.grad_w));
+        CHECK(same(per_call.grad_x, copied.grad_x));
+        // The GEMMs read the copy while the handle lives (x must not change meanwhile).
+        x.data<float>()[0] += 1.0f;
+        CHECK(same(per_call.y, step(x).y));
+    }
+    // Dropped: x is rounded per call again.
+    CHECK(!same(per_call.y, step(x).y));
+    // A copy dies with its tensor's storage: another tensor at the same address afterwards (a
+    // freed buffer reused) is rounded afresh though the handle still lives.
+    std::vector<float> memory(xv);
+    kernels::Bf16ActivationCopy kept;
+    {
+        const Tensor t = Tensor::from_blob(memory.data(), {B, I}, DType::kF32);
+        kept = kernels::Bf16ActivationCopy(t);
+    }
+    for (float& v : memory)
+        v = 0.5f - v;
+    const Tensor u = Tensor::from_blob(memory.data(), {B, I}, DType::kF32);
+    const Step fresh = step(u);
+    kept = {};
+    const Step expect = step(u);
+    CHECK(same(fresh.y, expect.y));
+    CHECK(same(fresh.grad_w, expect.grad_w));
+}
+
 TEST_CASE("host ceilings: random-row reads are measured, and odd rows are refused", "[ops][cpu]") {
     // 256-byte rows of a 4 MiB table: small enough for a test, the path of bench_ops's %rr.
     const double gbps = kernels::host_random_row_gbps(256, size_t{4} << 20, 1 << 14, 1);
