@@ -37,6 +37,11 @@ constexpr int64_t kMaxSleepUs = 200;
 // otherwise end without naming the collective or the peers they waited for.
 constexpr double kStopReportS = 0.5;
 
+// A wait as the peer probes and the messages name it: "all_reduce #12 of group 'world'".
+std::string wait_name(const char* collective, int64_t sequence, const std::string& group) {
+    return fmt::format("{} #{} of group '{}'", collective, sequence, group);
+}
+
 // The wait in progress (the collectives run on one thread at a time), for the stop reporter.
 // Set and cleared under the mutex; the waiting MpiWork outlives its entry. Never destroyed, so the
 // reporter thread may read it while the process exits.
@@ -65,7 +70,7 @@ void say_stop_while_waiting() {
             return;
         }
         b.said = true;
-        what = fmt::format("{} #{} of group '{}'", b.collective, b.sequence, *b.group);
+        what = wait_name(b.collective, b.sequence, *b.group);
         waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - b.since).count();
     }
     const ProcessInfo& me = process_info();
@@ -218,7 +223,7 @@ void MpiWork::wait() {
             continue;
         }
         if (!waiting) {
-            what = fmt::format("{} #{} of group '{}'", collective_, sequence_, group_);
+            what = wait_name(collective_, sequence_, group_);
             waiting.emplace(what);
         }
         // The peers are probed in the timeout's last tenth (up to 2 s), still polling the

@@ -22,7 +22,6 @@
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
-#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -161,7 +160,7 @@ public:
         Entry* e = find_locked(base);
         if (e == nullptr || e->n != n) {
             drop_if([&](const Entry& x) { return x.base == base; });
-            entries_.push_back(Entry{base, n, w.storage_token(), {}, {}, false});
+            entries_.push_back(Entry{base, n, w.storage_token(), w.storage_token(), {}});
             e = &entries_.back();
             e->copy.resize(n);
         }
@@ -175,21 +174,16 @@ public:
         entries_.clear();
     }
 
-    // A copy of [rows, cols] at x (row stride ld) that lives as long as `token` (and, when
-    // given, x's storage `owner`).
+    // A copy of [rows, cols] at x (row stride ld) that lives as long as `token` and `owner` (x's
+    // storage, where the caller names it).
     void add(const float* x,
              int64_t rows,
              int64_t cols,
              int64_t ld,
              const std::shared_ptr<const void>& token,
-             std::optional<std::weak_ptr<const void>> owner = std::nullopt) {
+             const std::weak_ptr<const void>& owner) {
         const auto n = static_cast<size_t>((rows - 1) * ld + cols);
-        Entry e{x,
-                n,
-                token,
-                std::vector<uint16_t>(n),
-                owner.value_or(std::weak_ptr<const void>()),
-                owner.has_value()};
+        Entry e{x, n, token, owner, std::vector<uint16_t>(n)};
         round_rows_to_bf16(x, rows, cols, ld, e.copy.data(), ld);
         std::lock_guard<std::mutex> lock(mutex_);
         drop_if([&](const Entry& old) { return old.base == x; });
@@ -199,7 +193,7 @@ public:
     // The bf16 copy of the f32 operand at p spanning `extent` elements, or nullptr.
     const uint16_t* find(const float* p, int64_t extent) {
         std::lock_guard<std::mutex> lock(mutex_);
-        drop_if([](const Entry& x) { return x.storage.expired() || x.owner_gone(); });
+        drop_if([](const Entry& x) { return x.storage.expired() || x.owner.expired(); });
         for (const Entry& e : entries_) {
             if (p >= e.base && p + extent <= e.base + e.n) {
                 return e.copy.data() + (p - e.base);
@@ -212,12 +206,9 @@ private:
     struct Entry {
         const float* base;
         size_t n;
-        std::weak_ptr<const void> storage;
+        std::weak_ptr<const void> storage;  // the copy is dropped once either is gone
+        std::weak_ptr<const void> owner;
         std::vector<uint16_t> copy;
-        std::weak_ptr<const void> owner;  // an activation's storage (has_owner)
-        bool has_owner = false;
-
-        bool owner_gone() const { return has_owner && owner.expired(); }
     };
 
     template <typename Pred>
@@ -295,7 +286,7 @@ Bf16OperandScope::Bf16OperandScope(const float* x, int64_t rows, int64_t cols, i
         return;
     }
     token_ = std::make_shared<int>(0);
-    bf16_copies().add(x, rows, cols, ld, token_);
+    bf16_copies().add(x, rows, cols, ld, token_, token_);
 }
 
 void sgemm(Trans ta,
