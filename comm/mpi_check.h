@@ -8,9 +8,6 @@
 
 namespace shardrec::comm {
 std::string mpi_error_string(int code);
-// A dup of MPI_COMM_WORLD made by init_process for the peer probes of a timed-out wait
-// (comm/mpi_peer_probe.h): their messages never match a collective's.
-MPI_Comm probe_comm();
 }  // namespace shardrec::comm
 
 #define SR_MPI_CHECK(expr)                                                           \

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "comm/mpi_check.h"
+#include "comm/peer_probe.h"
 #include "engine/core/log.h"
 
 namespace shardrec::comm {
@@ -18,7 +19,6 @@ namespace {
 
 ProcessInfo g_info;
 bool g_initialised_here = false;
-MPI_Comm g_probe_comm = MPI_COMM_NULL;
 
 }  // namespace
 
@@ -54,10 +54,6 @@ const ProcessInfo& init_process(int* argc, char*** argv) {
     for (int r = 0; r < g_info.world_size; ++r) {
         g_info.hosts.emplace_back(hosts.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME);
     }
-    if (g_probe_comm == MPI_COMM_NULL) {
-        SR_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_probe_comm));
-        MPI_Comm_set_errhandler(g_probe_comm, MPI_ERRORS_RETURN);
-    }
 
     MPI_Comm local;
     SR_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_info.rank,
@@ -80,6 +76,7 @@ const ProcessInfo& init_process(int* argc, char*** argv) {
 
     set_error_context(g_info.rank, g_info.world_size, g_info.host);
     log::init(g_info.rank, g_info.world_size, g_info.host);
+    start_peer_probe_service();  // so that a timed-out collective can say who did not arrive
     return g_info;
 }
 
@@ -109,10 +106,6 @@ int block_local_size(const std::vector<std::string>& hosts) {
 
 const ProcessInfo& process_info() {
     return g_info;
-}
-
-MPI_Comm probe_comm() {
-    return g_probe_comm;
 }
 
 void finalize_process() {

@@ -1,11 +1,10 @@
 // Completion by polling: MPI has no timeout, so wait() tests the requests until they complete or
 // the deadline passes, spinning first and then sleeping so a long wait leaves the core to others.
 //
-// A stop signal during a long wait is reported twice over: a reporter thread says where the
-// process waits (it needs no MPI, so it speaks even when the waiting thread is stuck inside MPI:
-// Open MPI 4.1 prints its warning on a connection refused by a dead process from inside its
-// progress loop, and that print can block until the launcher's SIGKILL), and the waiting thread
-// then probes the peers and says which of them have not arrived.
+// A stop signal during a long wait is reported by a thread of its own, which says where the process
+// waits and which peers have not arrived. It needs no MPI, so it speaks even when the waiting
+// thread is stuck inside MPI: Open MPI 4.1 prints its warning on a connection refused by a dead
+// process from inside its progress loop, and that print can block until the launcher's SIGKILL.
 #include "comm/mpi_work.h"
 
 #include <algorithm>
@@ -13,11 +12,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "comm/mpi_check.h"
 #include "comm/mpi_env.h"
-#include "comm/mpi_peer_probe.h"
+#include "comm/peer_probe.h"
 #include "comm/stop_signal.h"
 #include "engine/core/log.h"
 
@@ -37,49 +37,9 @@ constexpr int64_t kMaxSleepUs = 200;
 // otherwise end without naming the collective or the peers they waited for.
 constexpr double kStopReportS = 0.5;
 
-// A wait as the peer probes and the messages name it: "all_reduce #12 of group 'world'".
-std::string wait_name(const char* collective, int64_t sequence, const std::string& group) {
-    return fmt::format("{} #{} of group '{}'", collective, sequence, group);
-}
-
-// The wait in progress (the collectives run on one thread at a time), for the stop reporter.
-// Set and cleared under the mutex; the waiting MpiWork outlives its entry. Never destroyed, so the
-// reporter thread may read it while the process exits.
-struct WaitBoard {
-    std::mutex mutex;
-    const char* collective = nullptr;  // null: no wait in progress
-    const std::string* group = nullptr;
-    int64_t sequence = 0;
-    std::chrono::steady_clock::time_point since;
-    bool said = false;  // this wait's stop was reported
-};
-
-WaitBoard& wait_board() {
-    static WaitBoard* board = new WaitBoard;
-    return *board;
-}
-
-// Says, once per wait, that a stop signal arrived while this process waits in a collective.
-void say_stop_while_waiting() {
-    WaitBoard& b = wait_board();
-    std::string what;
-    double waited = 0;
-    {
-        std::lock_guard<std::mutex> lock(b.mutex);
-        if (b.collective == nullptr || b.said) {
-            return;
-        }
-        b.said = true;
-        what = wait_name(b.collective, b.sequence, *b.group);
-        waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - b.since).count();
-    }
-    const ProcessInfo& me = process_info();
-    log::all().warn("rank {} on host {}: asked to stop ({}) while waiting {:.1f} s in {}", me.rank,
-                    me.host, stop_signal_name(stop_signal_received()), waited, what);
-}
-
 // The stop reporter: from the first wait on, a thread checks every 50 ms for a stop signal
-// during a wait of kStopReportS or longer.
+// during a wait of kStopReportS or longer, and says once per wait where this rank waits and who
+// has not arrived (the peer probes need no MPI either).
 void start_stop_reporter() {
     static std::once_flag once;
     std::call_once(once, [] {
@@ -89,45 +49,21 @@ void start_stop_reporter() {
                 if (stop_signal_received() == 0) {
                     continue;
                 }
-                bool long_wait = false;
-                {
-                    WaitBoard& b = wait_board();
-                    std::lock_guard<std::mutex> lock(b.mutex);
-                    long_wait = b.collective != nullptr && !b.said &&
-                                std::chrono::steady_clock::now() - b.since >
-                                    std::chrono::duration<double>(kStopReportS);
+                const std::optional<LongWait> wait = claim_long_wait(kStopReportS);
+                if (!wait) {
+                    continue;
                 }
-                if (long_wait) {
-                    say_stop_while_waiting();
-                }
+                const ProcessInfo& me = process_info();
+                log::all().warn(
+                    "rank {} on host {}: asked to stop ({}) while waiting {:.1f} s in {}", me.rank,
+                    me.host, stop_signal_name(stop_signal_received()), wait->waited_s, wait->what);
+                log::all().warn(
+                    "rank {} on host {}: in {}: {}", me.rank, me.host, wait->what,
+                    describe_missing_peers(wait->what, wait->world_ranks, 0.5).value_or(""));
             }
         }).detach();
     });
 }
-
-// Enters this wait on the board for its lifetime.
-class OnWaitBoard {
-public:
-    OnWaitBoard(const char* collective, const std::string& group, int64_t sequence) {
-        WaitBoard& b = wait_board();
-        std::lock_guard<std::mutex> lock(b.mutex);
-        b.collective = collective;
-        b.group = &group;
-        b.sequence = sequence;
-        b.since = std::chrono::steady_clock::now();
-        b.said = false;
-    }
-
-    ~OnWaitBoard() {
-        WaitBoard& b = wait_board();
-        std::lock_guard<std::mutex> lock(b.mutex);
-        b.collective = nullptr;
-        b.group = nullptr;
-    }
-
-    OnWaitBoard(const OnWaitBoard&) = delete;
-    OnWaitBoard& operator=(const OnWaitBoard&) = delete;
-};
 
 // What a failed collective may still touch: MPI cannot cancel one, and a late peer can complete
 // it later, so it lives until the process ends.
@@ -211,48 +147,31 @@ void MpiWork::wait() {
         throw Error(error_);
     }
     start_stop_reporter();
-    const OnWaitBoard on_board(collective_, group_, sequence_);
+    const WaitingIn waiting(collective_, group_, sequence_, *world_ranks_);
     const auto start = std::chrono::steady_clock::now();
     int64_t sleep_us = kMinSleepUs;
-    std::string what;                  // this wait, as the peer probes name it
-    std::optional<WaitingIn> waiting;  // past the spin: peers' probes are answered
-    bool stop_reported = false;
+    // The peers are asked in the timeout's last tenth (up to 2 s), still polling the collective,
+    // so that the wait fails, naming them, when the timeout is up.
+    const double grace_s = std::clamp(0.1 * timeout_s_, 0.05, 2.0);
+    std::optional<std::string> missing;
     while (!test()) {
         const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
         if (waited.count() < kSpinS) {
             continue;
         }
-        if (!waiting) {
-            what = wait_name(collective_, sequence_, group_);
-            waiting.emplace(what);
-        }
-        // The peers are probed in the timeout's last tenth (up to 2 s), still polling the
-        // collective, so that the wait fails, naming them, when the timeout is up.
-        const double grace_s = std::clamp(0.1 * timeout_s_, 0.05, 2.0);
-        if (timeout_s_ > 0 && waited.count() > timeout_s_ - grace_s) {
-            const std::optional<std::string> missing = describe_missing_peers(
-                what, *world_ranks_, std::max(timeout_s_ - waited.count(), 0.05),
-                [this] { return test(); });
+        if (timeout_s_ > 0 && !missing && waited.count() > timeout_s_ - grace_s) {
+            missing = describe_missing_peers(
+                wait_name(collective_, sequence_, group_), *world_ranks_,
+                std::max(timeout_s_ - waited.count(), 0.05), [this] { return test(); });
             if (!missing) {
                 return;  // completed within the timeout after all
             }
+        }
+        if (missing && waited.count() >= timeout_s_) {
             fail("wait", fmt::format("did not complete within {} s (runtime.comm_timeout_s or "
                                      "SHARDREC_COMM_TIMEOUT_S): {}",
                                      timeout_s_, *missing));
         }
-        if (!stop_reported && waited.count() > kStopReportS && stop_signal_received() != 0) {
-            // Said, not thrown: under a preemption every rank is asked to stop and a late peer
-            // still arrives; this rank goes on waiting until the stop or the launcher's kill.
-            // Where it waits first (unless the reporter said it), then who is missing.
-            stop_reported = true;
-            say_stop_while_waiting();
-            const ProcessInfo& me = process_info();
-            log::all().warn(
-                "rank {} on host {}: in {}: {}", me.rank, me.host, what,
-                describe_missing_peers(what, *world_ranks_, std::clamp(0.1 * timeout_s_, 0.05, 0.5))
-                    .value_or(""));
-        }
-        answer_peer_probes();
         std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
         sleep_us = std::min(2 * sleep_us, kMaxSleepUs);
     }

@@ -1,5 +1,8 @@
 // Sub-groups (split, intra_and_cross_node_pg), several Works in flight, the deadline on a wait,
 // and the argument errors every rank detects locally (so no rank is left in a collective).
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -192,8 +195,8 @@ TEST_CASE(
     Tensor b = Tensor::from_vector(std::vector<int64_t>{1});
     world->barrier().wait();
     if (world->rank() == 1) {
-        // Stalls outside communication, so it answers no probe; then it joins, which completes
-        // the collectives the others abandoned.
+        // Stalls outside communication (its probe service says so); then it joins, which
+        // completes the collectives the others abandoned.
         std::this_thread::sleep_for(std::chrono::duration<double>(2.5 * kTimeoutS));
         group->all_reduce(a, ReduceOp::kSum).wait();
         group->all_reduce(b, ReduceOp::kSum).wait();
@@ -215,7 +218,9 @@ TEST_CASE(
         const std::string host1 = comm::process_info().hosts.at(1);
         CHECK_THAT(message, Contains("all_reduce on group 'stalled'") &&
                                 Contains("its collective #1) did not complete within 1 s") &&
-                                Contains("rank 1 on host " + host1 + " has not reached it"));
+                                Contains("rank 1 on host " + host1 +
+                                         " has not reached it (it computes outside "
+                                         "communication: its last collective, barrier #"));
         // The peers are probed in the timeout's last tenth: the wait fails when it is up.
         CHECK(seconds_since(t0) >= 0.99 * kTimeoutS);
         CHECK(seconds_since(t0) < 1.2 * kTimeoutS);
@@ -249,6 +254,38 @@ TEST_CASE(
     }
     group->all_reduce(a, ReduceOp::kSum).wait();
     CHECK(a.data<int64_t>()[0] == world->size());
+    world->barrier().wait();
+}
+
+TEST_CASE("MpiProcessGroup: a stopped peer is named as not answering", "[comm][multirank]") {
+    auto world = mpi_world();
+    const comm::ProcessInfo& info = comm::process_info();
+    // Rank 0 resumes rank 1 by its pid, so both must run on one host (every rank decides alike).
+    if (world->size() < 2 || info.hosts.at(0) != info.hosts.at(1)) {
+        return;
+    }
+    const std::vector<int64_t> pids = comm::all_gather_int64(*world, getpid());
+    MPI_Comm c = MPI_COMM_NULL;
+    REQUIRE(MPI_Comm_split(MPI_COMM_WORLD, info.rank < 2 ? 0 : 1, info.rank, &c) == MPI_SUCCESS);
+    auto pair = std::make_shared<comm::MpiProcessGroup>(c, "stopped", 1.0);
+    world->barrier().wait();
+    if (info.rank == 1) {
+        // Every thread stops, the probe service's too; after rank 0's SIGCONT it joins the
+        // barrier rank 0 abandoned.
+        raise(SIGSTOP);
+        pair->barrier().wait();
+    } else if (info.rank == 0) {
+        std::string message;
+        try {
+            pair->barrier().wait();
+        } catch (const Error& e) {
+            message = e.what();
+        }
+        kill(static_cast<pid_t>(pids.at(1)), SIGCONT);
+        CHECK_THAT(message, Contains("rank 1 on host " + info.hosts.at(1) +
+                                     " has not reached it (no answer within ") &&
+                                Contains("or the process is stopped)"));
+    }
     world->barrier().wait();
 }
 
