@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <map>
 #include <thread>
@@ -30,6 +31,10 @@ std::string mpi_error_string(int code) {
 }
 
 const ProcessInfo& init_process(int* argc, char*** argv) {
+    // A write to a dead peer's socket (Open MPI's TCP transport, the peer probes) is an error to
+    // report, not a reason to die: by default SIGPIPE ends the process silently, and a rank
+    // sending to a killed host was ended so before it could say where it waited.
+    signal(SIGPIPE, SIG_IGN);
     int initialised = 0;
     MPI_Initialized(&initialised);
     if (!initialised) {
