@@ -12,6 +12,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -144,7 +145,8 @@ int listen_any(uint32_t* port) {
     addr.sin_addr.s_addr = htonl(INADDR_ANY);
     addr.sin_port = 0;
     socklen_t len = sizeof(addr);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0 ||
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        listen(fd, SOMAXCONN) != 0 ||
         getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
         close(fd);
         return -1;
@@ -296,6 +298,12 @@ void start_peer_probe_service() {
     if (me.world_size < 2 || !g_endpoints.empty()) {
         return;
     }
+    // A timed-out wait asks every peer of its group at once, a socket each (an address each).
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &files);
+    }
     Endpoint mine;
     const int listener = listen_any(&mine.port);
     if (listener < 0) {
@@ -439,12 +447,18 @@ std::optional<std::string> describe_missing_peers(const std::string& what,
     for (Attempt& a : attempts) {
         finish(a, peers, true);  // still connecting or answering at the deadline
     }
+    // The first kMaxNamed peers that are not in this wait, and how many more.
+    constexpr int kMaxNamed = 16;
     std::string out;
+    int named = 0;
     for (const PeerProbe& p : peers) {
         const std::string line = describe(p, what, grace_s);
-        if (!line.empty()) {
+        if (!line.empty() && ++named <= kMaxNamed) {
             out += (out.empty() ? "" : "; ") + line;
         }
+    }
+    if (named > kMaxNamed) {
+        out += fmt::format("; and {} more ranks", named - kMaxNamed);
     }
     return out.empty() ? fmt::format("every rank of the group is waiting in {} too", what) : out;
 }
