@@ -59,10 +59,9 @@ WaitBoard& wait_board() {
 }
 
 // What the service answers: where this rank stands now.
-std::string where_this_rank_is() {
+std::string where_this_rank_is(int rank) {
     WaitBoard& b = wait_board();
     std::lock_guard<std::mutex> lock(b.mutex);
-    const int rank = process_info().rank;
     if (b.collective != nullptr) {
         return fmt::format("{}|w|{:.1f}|{}", rank, seconds_since(b.since),
                            wait_name(b.collective, b.sequence, *b.group));
@@ -116,7 +115,7 @@ bool read_exactly(int fd, void* data, size_t n, int timeout_ms) {
     return true;
 }
 
-void serve(int listener) {
+void serve(int listener, int rank) {
     for (;;) {
         const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0) {
@@ -127,7 +126,7 @@ void serve(int listener) {
         }
         Query q;
         if (read_exactly(fd, &q, sizeof(q), 200) && q.token == g_token) {
-            const std::string answer = where_this_rank_is();
+            const std::string answer = where_this_rank_is(rank);
             (void)send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
         }
         close(fd);
@@ -324,7 +323,7 @@ void start_peer_probe_service() {
     SR_MPI_CHECK(MPI_Allgather(&mine, kBytes, MPI_BYTE, g_endpoints.data(), kBytes, MPI_BYTE,
                                MPI_COMM_WORLD));
     if (listener >= 0) {
-        std::thread(serve, listener).detach();
+        std::thread(serve, listener, me.rank).detach();
     }
 }
 
