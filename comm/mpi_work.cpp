@@ -57,6 +57,9 @@ void start_stop_reporter() {
                 log::all().warn(
                     "rank {} on host {}: asked to stop ({}) while waiting {:.1f} s in {}", me.rank,
                     me.host, stop_signal_name(stop_signal_received()), wait->waited_s, wait->what);
+                if (wait->world_ranks.empty()) {
+                    continue;  // a group whose members are not known (a split NCCL group)
+                }
                 log::all().warn(
                     "rank {} on host {}: in {}: {}", me.rank, me.host, wait->what,
                     describe_missing_peers(wait->what, wait->world_ranks, 0.5).value_or(""));

@@ -7,12 +7,17 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
+#include "comm/collective_utils.h"
+#include "comm/mpi_env.h"
 #include "comm/nccl_check.h"
+#include "comm/peer_probe.h"
 #include "engine/core/cuda/cuda_check.h"
 #include "engine/core/log.h"
 
@@ -114,29 +119,50 @@ public:
              const NcclProcessGroup& pg,
              std::shared_ptr<NcclProcessGroup::Comm> comm,
              Stream& stream,
-             std::vector<Tensor> keep)
+             std::vector<Tensor> keep,
+             int64_t sequence,
+             std::shared_ptr<const std::vector<int>> world_ranks)
         : collective_(collective),
           group_(pg.name()),
           rank_(pg.rank()),
           size_(pg.size()),
           timeout_s_(pg.timeout_s()),
+          sequence_(sequence),
+          world_ranks_(std::move(world_ranks)),
           comm_(std::move(comm)),
           event_(pg.device()),
           keep_(std::move(keep)) {
         event_.record(stream);
     }
 
-    // Polls the event and the communicator's asynchronous error until done or the deadline.
+    // Polls the event and the communicator's asynchronous error until done or the deadline. As
+    // MpiWork::wait, the peers (when the group knows them) are asked in the timeout's last tenth.
     void wait() override {
+        const std::vector<int> unknown;
+        const WaitingIn waiting(collective_, group_, sequence_,
+                                world_ranks_ != nullptr ? *world_ranks_ : unknown);
         const auto start = Clock::now();
+        const double grace_s = std::clamp(0.1 * timeout_s_, 0.05, 2.0);
+        std::optional<std::string> missing;
         while (!is_completed()) {
             const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+            if (timeout_s_ > 0 && world_ranks_ != nullptr && !missing &&
+                waited > timeout_s_ - grace_s) {
+                missing = describe_missing_peers(wait_name(collective_, sequence_, group_),
+                                                 *world_ranks_, std::max(timeout_s_ - waited, 0.05),
+                                                 [this] { return is_completed(); });
+                if (!missing) {
+                    return;  // completed within the timeout after all
+                }
+            }
             if (timeout_s_ > 0 && waited > timeout_s_) {
                 fail(
-                    fmt::format("did not complete within {} s (runtime.comm_timeout_s): a peer "
-                                "died, stalls or called collectives in another order; the "
+                    fmt::format("did not complete within {} s (runtime.comm_timeout_s): {}; the "
                                 "communicator is aborted",
-                                timeout_s_));
+                                timeout_s_,
+                                missing ? *missing
+                                        : std::string("a peer died, stalls or called "
+                                                      "collectives in another order")));
             }
             std::this_thread::sleep_for(std::chrono::microseconds(waited < 5e-3 ? 0 : 100));
         }
@@ -163,8 +189,8 @@ private:
     [[noreturn]] void fail(const std::string& why) {
         comm_->abort();
         throw_error("wait", collective_, __FILE__, __LINE__,
-                    fmt::format("{} on NCCL group '{}' (rank {} of {}) {}", collective_, group_,
-                                rank_, size_, why));
+                    fmt::format("{} on NCCL group '{}' (rank {} of {}, its collective #{}) {}",
+                                collective_, group_, rank_, size_, sequence_, why));
     }
 
     const char* collective_;
@@ -172,6 +198,8 @@ private:
     int rank_;
     int size_;
     double timeout_s_;
+    int64_t sequence_;
+    std::shared_ptr<const std::vector<int>> world_ranks_;
     std::shared_ptr<NcclProcessGroup::Comm> comm_;
     Event event_;
     std::vector<Tensor> keep_;  // the tensors the collective reads or writes
@@ -218,8 +246,11 @@ std::shared_ptr<NcclProcessGroup> NcclProcessGroup::create(ProcessGroup& bootstr
     SR_CUDA_CHECK(cudaSetDevice(device.index));
     auto comm = std::make_shared<Comm>();
     SR_NCCL_CHECK(ncclCommInitRank(&comm->comm, bootstrap.size(), id, bootstrap.rank()), nullptr);
-    return std::make_shared<NcclProcessGroup>(std::move(comm), bootstrap.rank(), bootstrap.size(),
-                                              name, device, timeout_s);
+    // The members' world ranks, so that a timed-out collective can ask them where they are.
+    const std::vector<int64_t> members = all_gather_int64(bootstrap, process_info().rank);
+    return std::make_shared<NcclProcessGroup>(
+        std::move(comm), bootstrap.rank(), bootstrap.size(), name, device, timeout_s,
+        std::make_shared<const std::vector<int>>(members.begin(), members.end()));
 }
 
 NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Comm> comm,
@@ -227,11 +258,13 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Comm> comm,
                                    int size,
                                    std::string name,
                                    Device device,
-                                   double timeout_s)
+                                   double timeout_s,
+                                   std::shared_ptr<const std::vector<int>> world_ranks)
     : ProcessGroup(rank, size, std::move(name)),
       comm_(std::move(comm)),
       device_(device),
       timeout_s_(timeout_s),
+      world_ranks_(std::move(world_ranks)),
       own_stream_(device),
       stream_(&own_stream_),
       barrier_buffer_(Tensor::zeros({1}, DType::kF32, device)) {}
@@ -256,7 +289,8 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::split(int color, int key, const 
 }
 
 Work NcclProcessGroup::enqueued(const char* collective, std::vector<Tensor> keep) {
-    return Work(std::make_unique<NcclWork>(collective, *this, comm_, *stream_, std::move(keep)));
+    return Work(std::make_unique<NcclWork>(collective, *this, comm_, *stream_, std::move(keep),
+                                           ++posted_, world_ranks_));
 }
 
 // ---- collectives ----

@@ -5,13 +5,15 @@
 // group's stream (set_stream) and returns a Work whose wait() blocks the host until the stream
 // has passed it; the wait polls ncclCommGetAsyncError and, after the timeout, aborts the
 // communicator (ncclCommAbort) and throws naming the rank, host and collective, instead of
-// hanging. all_to_all_v is grouped ncclSend/ncclRecv; reduce_scatter_v and all_gather_v with
-// unequal splits are grouped ncclReduce / ncclBroadcast, one root per rank. Compiled only with
-// CUDA (SHARDREC_WITH_CUDA); no CUDA or NCCL type appears here (STYLE.md R1).
+// hanging; in a group made by create() it also names the peers that did not arrive and where
+// they are (comm/peer_probe.h). all_to_all_v is grouped ncclSend/ncclRecv; reduce_scatter_v and
+// all_gather_v with unequal splits are grouped ncclReduce / ncclBroadcast, one root per rank.
+// Compiled only with CUDA (SHARDREC_WITH_CUDA); no CUDA or NCCL type appears here (STYLE.md R1).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/process_group.h"
 #include "engine/core/device.h"
@@ -28,12 +30,14 @@ public:
                                                     Device device,
                                                     double timeout_s,
                                                     const std::string& name = "world");
+    // world_ranks: the group's members by group rank (null: unknown, as for a split's).
     NcclProcessGroup(std::shared_ptr<Comm> comm,
                      int rank,
                      int size,
                      std::string name,
                      Device device,
-                     double timeout_s);
+                     double timeout_s,
+                     std::shared_ptr<const std::vector<int>> world_ranks = nullptr);
     ~NcclProcessGroup() override;
     NcclProcessGroup(const NcclProcessGroup&) = delete;
     NcclProcessGroup& operator=(const NcclProcessGroup&) = delete;
@@ -71,6 +75,8 @@ private:
     std::shared_ptr<Comm> comm_;
     Device device_;
     double timeout_s_;
+    std::shared_ptr<const std::vector<int>> world_ranks_;
+    int64_t posted_ = 0;  // collectives enqueued, for their names in the peer probes
     Stream own_stream_;
     Stream* stream_;
     Tensor barrier_buffer_;  // [1] f32 on the device

@@ -332,11 +332,25 @@ std::optional<std::string> describe_missing_peers(const std::string& what,
                                                   double grace_s,
                                                   const std::function<bool()>& completed) {
     const ProcessInfo& me = process_info();
-    if (g_endpoints.empty()) {
+    if (g_endpoints.empty() || world_ranks.empty()) {
         return std::string();
     }
     std::vector<PeerProbe> peers;
     std::vector<Attempt> attempts;
+
+    // Closes what is still open when `completed` throws (a failed collective).
+    struct CloseAll {
+        std::vector<Attempt>& attempts;
+
+        ~CloseAll() {
+            for (const Attempt& a : attempts) {
+                if (a.fd >= 0) {
+                    close(a.fd);
+                }
+            }
+        }
+    } close_all{attempts};
+
     const Query query{g_token, me.rank, 0};
     for (const int r : world_ranks) {
         if (r == me.rank) {

@@ -55,7 +55,8 @@ void start_peer_probe_service();
 // "rank 2 on host h waits in barrier #3 of group 'other' instead", "rank 3 on host h has not
 // reached it (its process is gone: host h refused the connection)". `completed`, when given, is
 // polled meanwhile: once it is true the wait is over and there is nothing to describe (nullopt).
-// Callable from any thread.
+// world_ranks empty: the group's members are not known, and nothing is asked. Callable from any
+// thread.
 std::optional<std::string> describe_missing_peers(const std::string& what,
                                                   const std::vector<int>& world_ranks,
                                                   double grace_s,

@@ -2,7 +2,8 @@
 // a host-facing group copies each host tensor to the GPU, runs the NCCL collective there, waits,
 // and copies the result back, so the cases run unchanged. Every dtype NCCL can move or reduce,
 // equal and unequal segments (the grouped ncclReduce / ncclBroadcast paths), sub-groups from
-// ncclCommSplit, and the deadline: a collective only some ranks join aborts the communicator.
+// ncclCommSplit, and the deadline: a collective only some ranks join aborts the communicator,
+// naming the peers that did not arrive and where they wait.
 #include <catch2/catch.hpp>
 #include <chrono>
 
@@ -102,9 +103,13 @@ TEST_CASE("NcclProcessGroup: a collective a peer never joins fails at the deadli
     if (info.rank == 0) {
         Tensor t = Tensor::zeros({8}, DType::kF32, device);
         const auto t0 = std::chrono::steady_clock::now();
-        CHECK_THROWS_WITH(group->all_reduce(t, ReduceOp::kSum).wait(),
-                          Catch::Contains("did not complete within 2 s") &&
-                              Catch::Contains("all_reduce") && Catch::Contains("rank 0"));
+        // The others wait in the world's (MPI) barrier below, and say so when asked.
+        CHECK_THROWS_WITH(
+            group->all_reduce(t, ReduceOp::kSum).wait(),
+            Catch::Contains("did not complete within 2 s") && Catch::Contains("all_reduce") &&
+                Catch::Contains("rank 0") &&
+                Catch::Contains("rank 1 on host " + info.hosts.at(1) + " waits in barrier #") &&
+                Catch::Contains("of group 'world' instead"));
         const double waited =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         CHECK(waited < 30.0);
