@@ -27,7 +27,7 @@ std::shared_ptr<ProcessGroup> device_process_group(const std::shared_ptr<Process
             host_group->name());
         return std::make_shared<StagedProcessGroup>(host_group);
     }
-    return NcclProcessGroup::create(*host_group, device, timeout_s, host_group->name());
+    return NcclProcessGroup::create(host_group, device, timeout_s, host_group->name());
 #else
     (void)timeout_s;
     SR_CHECK(false,

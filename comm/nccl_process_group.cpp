@@ -232,11 +232,23 @@ private:
 
 // ---- group lifetime ----
 
-std::shared_ptr<NcclProcessGroup> NcclProcessGroup::create(ProcessGroup& bootstrap,
-                                                           Device device,
-                                                           double timeout_s,
-                                                           const std::string& name) {
+namespace {
+
+// The world ranks of a host group's members, by group rank (collective over it).
+std::shared_ptr<const std::vector<int>> world_ranks_of(ProcessGroup& host) {
+    const std::vector<int64_t> ranks = all_gather_int64(host, process_info().rank);
+    return std::make_shared<const std::vector<int>>(ranks.begin(), ranks.end());
+}
+
+}  // namespace
+
+std::shared_ptr<NcclProcessGroup> NcclProcessGroup::create(
+    const std::shared_ptr<ProcessGroup>& bootstrap_group,
+    Device device,
+    double timeout_s,
+    const std::string& name) {
     SR_CHECK(device.is_cuda(), "NcclProcessGroup: device {} is not a CUDA device", device.str());
+    ProcessGroup& bootstrap = *bootstrap_group;
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));
     if (bootstrap.rank() == 0)
@@ -246,11 +258,9 @@ std::shared_ptr<NcclProcessGroup> NcclProcessGroup::create(ProcessGroup& bootstr
     SR_CUDA_CHECK(cudaSetDevice(device.index));
     auto comm = std::make_shared<Comm>();
     SR_NCCL_CHECK(ncclCommInitRank(&comm->comm, bootstrap.size(), id, bootstrap.rank()), nullptr);
-    // The members' world ranks, so that a timed-out collective can ask them where they are.
-    const std::vector<int64_t> members = all_gather_int64(bootstrap, process_info().rank);
-    return std::make_shared<NcclProcessGroup>(
-        std::move(comm), bootstrap.rank(), bootstrap.size(), name, device, timeout_s,
-        std::make_shared<const std::vector<int>>(members.begin(), members.end()));
+    return std::make_shared<NcclProcessGroup>(std::move(comm), bootstrap.rank(), bootstrap.size(),
+                                              name, device, timeout_s, bootstrap_group,
+                                              world_ranks_of(bootstrap));
 }
 
 NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Comm> comm,
@@ -259,11 +269,13 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Comm> comm,
                                    std::string name,
                                    Device device,
                                    double timeout_s,
+                                   std::shared_ptr<ProcessGroup> host,
                                    std::shared_ptr<const std::vector<int>> world_ranks)
     : ProcessGroup(rank, size, std::move(name)),
       comm_(std::move(comm)),
       device_(device),
       timeout_s_(timeout_s),
+      host_(std::move(host)),
       world_ranks_(std::move(world_ranks)),
       own_stream_(device),
       stream_(&own_stream_),
@@ -284,8 +296,15 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::split(int color, int key, const 
     int rank = 0, size = 0;
     SR_NCCL_CHECK(ncclCommUserRank(sub->comm, &rank), sub->comm);
     SR_NCCL_CHECK(ncclCommCount(sub->comm, &size), sub->comm);
-    return std::make_shared<NcclProcessGroup>(std::move(sub), rank, size, name, device_,
-                                              timeout_s_);
+    // The same split of the host group gives the members' world ranks (the peer probes').
+    std::shared_ptr<ProcessGroup> host;
+    std::shared_ptr<const std::vector<int>> members;
+    if (host_ != nullptr) {
+        host = host_->split(color, key, name);
+        members = world_ranks_of(*host);
+    }
+    return std::make_shared<NcclProcessGroup>(std::move(sub), rank, size, name, device_, timeout_s_,
+                                              std::move(host), std::move(members));
 }
 
 Work NcclProcessGroup::enqueued(const char* collective, std::vector<Tensor> keep) {

@@ -5,10 +5,11 @@
 // group's stream (set_stream) and returns a Work whose wait() blocks the host until the stream
 // has passed it; the wait polls ncclCommGetAsyncError and, after the timeout, aborts the
 // communicator (ncclCommAbort) and throws naming the rank, host and collective, instead of
-// hanging; in a group made by create() it also names the peers that did not arrive and where
-// they are (comm/peer_probe.h). all_to_all_v is grouped ncclSend/ncclRecv; reduce_scatter_v and
-// all_gather_v with unequal splits are grouped ncclReduce / ncclBroadcast, one root per rank.
-// Compiled only with CUDA (SHARDREC_WITH_CUDA); no CUDA or NCCL type appears here (STYLE.md R1).
+// hanging, naming the peers that did not arrive and where they are (comm/peer_probe.h; the host
+// group over the same ranks, kept and split alongside, gives their world ranks). all_to_all_v is
+// grouped ncclSend/ncclRecv; reduce_scatter_v and all_gather_v with unequal splits are grouped
+// ncclReduce / ncclBroadcast, one root per rank. Compiled only with CUDA (SHARDREC_WITH_CUDA); no
+// CUDA or NCCL type appears here (STYLE.md R1).
 #pragma once
 
 #include <memory>
@@ -26,18 +27,20 @@ public:
     struct Comm;  // the ncclComm_t, destroyed (or aborted, after a failure) once
 
     // Collective over `bootstrap` (an MPI group of the ranks that will form this group).
-    static std::shared_ptr<NcclProcessGroup> create(ProcessGroup& bootstrap,
+    static std::shared_ptr<NcclProcessGroup> create(const std::shared_ptr<ProcessGroup>& bootstrap,
                                                     Device device,
                                                     double timeout_s,
                                                     const std::string& name = "world");
-    // world_ranks: the group's members by group rank (null: unknown, as for a split's).
+    // host: the host group over the same ranks (null: none), world_ranks its members by group
+    // rank.
     NcclProcessGroup(std::shared_ptr<Comm> comm,
                      int rank,
                      int size,
                      std::string name,
                      Device device,
                      double timeout_s,
-                     std::shared_ptr<const std::vector<int>> world_ranks = nullptr);
+                     std::shared_ptr<ProcessGroup> host,
+                     std::shared_ptr<const std::vector<int>> world_ranks);
     ~NcclProcessGroup() override;
     NcclProcessGroup(const NcclProcessGroup&) = delete;
     NcclProcessGroup& operator=(const NcclProcessGroup&) = delete;
@@ -75,6 +78,7 @@ private:
     std::shared_ptr<Comm> comm_;
     Device device_;
     double timeout_s_;
+    std::shared_ptr<ProcessGroup> host_;
     std::shared_ptr<const std::vector<int>> world_ranks_;
     int64_t posted_ = 0;  // collectives enqueued, for their names in the peer probes
     Stream own_stream_;
