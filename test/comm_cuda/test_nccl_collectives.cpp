@@ -117,6 +117,22 @@ TEST_CASE("NcclProcessGroup: a collective a peer never joins fails at the deadli
     comm::world_process_group()->barrier().wait();
 }
 
+TEST_CASE("NcclProcessGroup: a split group's deadline names its peers too",
+          "[cuda][comm][multirank]") {
+    const auto& info = comm::process_info();
+    const Device device = Device::cuda(info.local_rank % cuda::device_count());
+    auto group = comm::device_process_group(comm::world_process_group(), device, 2.0)
+                     ->split(0, info.rank, "split");
+    if (info.rank == 0) {
+        Tensor t = Tensor::zeros({8}, DType::kF32, device);
+        CHECK_THROWS_WITH(
+            group->all_reduce(t, ReduceOp::kSum).wait(),
+            Catch::Contains("did not complete within 2 s") && Catch::Contains("group 'split'") &&
+                Catch::Contains("rank 1 on host " + info.hosts.at(1) + " waits in barrier #"));
+    }
+    comm::world_process_group()->barrier().wait();
+}
+
 TEST_CASE("NcclProcessGroup: tensors on another device are rejected before any NCCL call",
           "[cuda][comm]") {
     auto nccl = nccl_world();
