@@ -58,7 +58,7 @@ void start_stop_reporter() {
                     "rank {} on host {}: asked to stop ({}) while waiting {:.1f} s in {}", me.rank,
                     me.host, stop_signal_name(stop_signal_received()), wait->waited_s, wait->what);
                 if (wait->world_ranks.empty()) {
-                    continue;  // a group whose members are not known (a split NCCL group)
+                    continue;  // a group that does not know its members' world ranks
                 }
                 log::all().warn(
                     "rank {} on host {}: in {}: {}", me.rank, me.host, wait->what,
