@@ -89,7 +89,9 @@ struct Endpoint {
 };
 
 uint64_t g_token = 0;
-std::vector<Endpoint> g_endpoints;  // by world rank, set once by start_peer_probe_service
+// By world rank, set once by start_peer_probe_service; never destroyed (the threads that read it
+// may outlive static destruction).
+std::vector<Endpoint>& g_endpoints = *new std::vector<Endpoint>;
 
 // Reads exactly n bytes within timeout_ms; false on a timeout, an error or an early close.
 bool read_exactly(int fd, void* data, size_t n, int timeout_ms) {
