@@ -14,6 +14,7 @@
 #include "comm/collective_utils.h"
 #include "comm/mpi_env.h"
 #include "comm/mpi_process_group.h"
+#include "comm/peer_probe.h"
 #include "test/comm/comm_pattern.h"
 #include "test/support/compare.h"
 
@@ -254,6 +255,30 @@ TEST_CASE(
     }
     group->all_reduce(a, ReduceOp::kSum).wait();
     CHECK(a.data<int64_t>()[0] == world->size());
+    world->barrier().wait();
+}
+
+TEST_CASE("describe_missing_peers: names at most 16 peers and counts the rest",
+          "[comm][multirank]") {
+    auto world = mpi_world();
+    if (world->size() < 2) {
+        return;
+    }
+    world->barrier().wait();
+    if (comm::process_info().rank == 0) {
+        // Rank 1 twenty times over (a wide group stood in for): it waits in the world's barrier.
+        const std::vector<int> peers(20, 1);
+        const std::string line =
+            "rank 1 on host " + comm::process_info().hosts.at(1) + " waits in barrier #";
+        const std::string text =
+            comm::describe_missing_peers("barrier #1 of group 'g'", peers, 2.0).value_or("");
+        size_t named = 0;
+        for (size_t at = text.find(line); at != std::string::npos; at = text.find(line, at + 1)) {
+            ++named;
+        }
+        CHECK(named == 16);
+        CHECK_THAT(text, Contains("; and 4 more ranks"));
+    }
     world->barrier().wait();
 }
 
