@@ -1,7 +1,7 @@
 // Aggregate-then-update, shared by the pooled and the sequence embedding backward (see the
-// header). Sort: LSD radix over the row bits, one thread. Update: OpenMP over touched rows in
-// dynamic chunks; each row's duplicates are summed in id order into a per-thread D-float
-// accumulator, so nothing of size [U, D] is written.
+// header). Sort: LSD radix over the row bits, on the threads for large batches. Update: OpenMP
+// over touched rows in dynamic chunks; each row's duplicates are summed in id order into a
+// per-thread D-float accumulator, so nothing of size [U, D] is written.
 #include "kernels/cpu/embedding_bag_update.h"
 
 #include <algorithm>
@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -43,22 +45,52 @@ T* slot_buffer(EmbeddingBackwardWorkspace& ws, Slot slot, int64_t count) {
     return static_cast<T*>(ws.buffer(slot, count * static_cast<int64_t>(sizeof(T)), Device::cpu()));
 }
 
-// Stable counting-sort pass on the digit of `keys_in` at `shift`. One thread: a batch's ids are
-// few next to the rows they move, and every parallel region is a barrier that costs a scheduler
-// quantum when another process holds the core.
-void radix_pass(int64_t n, int shift, uint64_t mask, const uint64_t* keys_in, uint64_t* keys_out) {
-    std::array<int64_t, (size_t{1} << kMaxDigitBits)> count{};
-    for (int64_t i = 0; i < n; ++i) {
-        ++count[(keys_in[i] >> shift) & mask];
+// Ids from which the sort's passes run on the threads. Below, one thread: a batch's ids are few
+// next to the rows they move, and every parallel region is a barrier that costs a scheduler
+// quantum when another process holds the core. Above, the sort was about a tenth of the fused
+// update's time with the other thread idle (2 GiB table, 655 K ids, bench_ops).
+constexpr int64_t kParallelSortIds = int64_t{1} << 17;
+
+using DigitCounts = std::array<int64_t, (size_t{1} << kMaxDigitBits)>;
+
+// Stable counting-sort pass on the digit of `keys_in` at `shift`, over `chunks` contiguous
+// chunks at once (one a thread; `counts` holds one DigitCounts a chunk): each chunk counts its
+// digits, then writes its keys after the same digit's keys of the chunks before it, so the
+// result is the one-thread pass's whatever the chunk count.
+void radix_pass(int64_t n,
+                int shift,
+                uint64_t mask,
+                const uint64_t* keys_in,
+                uint64_t* keys_out,
+                int chunks,
+                DigitCounts* counts) {
+    const auto chunk_of = [&](int c) {
+        return std::pair<int64_t, int64_t>{n * c / chunks, n * (c + 1) / chunks};
+    };
+#pragma omp parallel for num_threads(chunks) if (chunks > 1) schedule(static, 1)
+    for (int c = 0; c < chunks; ++c) {
+        DigitCounts& count = counts[c];
+        count.fill(0);
+        const auto [lo, hi] = chunk_of(c);
+        for (int64_t i = lo; i < hi; ++i) {
+            ++count[(keys_in[i] >> shift) & mask];
+        }
     }
     int64_t sum = 0;
     for (uint64_t d = 0; d <= mask; ++d) {
-        const int64_t c = count[d];
-        count[d] = sum;
-        sum += c;
+        for (int c = 0; c < chunks; ++c) {
+            const int64_t k = counts[c][d];
+            counts[c][d] = sum;
+            sum += k;
+        }
     }
-    for (int64_t i = 0; i < n; ++i) {
-        keys_out[count[(keys_in[i] >> shift) & mask]++] = keys_in[i];
+#pragma omp parallel for num_threads(chunks) if (chunks > 1) schedule(static, 1)
+    for (int c = 0; c < chunks; ++c) {
+        DigitCounts& count = counts[c];
+        const auto [lo, hi] = chunk_of(c);
+        for (int64_t i = lo; i < hi; ++i) {
+            keys_out[count[(keys_in[i] >> shift) & mask]++] = keys_in[i];
+        }
     }
 }
 
@@ -226,6 +258,8 @@ RowSegments sort_by_row(const RowContributions& c,
              "embedding backward: {} rows and {} ids do not pack in 64 bits", num_rows, n);
     uint64_t* keys[2] = {slot_buffer<uint64_t>(workspace, kSortKeysA, n),
                          slot_buffer<uint64_t>(workspace, kSortKeysB, n)};
+    const int chunks = n >= kParallelSortIds ? max_threads() : 1;
+#pragma omp parallel for num_threads(chunks) if (chunks > 1)
     for (int64_t i = 0; i < n; ++i) {
         keys[1][i] = (static_cast<uint64_t>(c.rows[i]) << index_bits) | static_cast<uint64_t>(i);
     }
@@ -234,8 +268,12 @@ RowSegments sort_by_row(const RowContributions& c,
     const int passes = (row_bits + kMaxDigitBits - 1) / kMaxDigitBits;
     const int digit_bits = (row_bits + passes - 1) / passes;
     const uint64_t mask = (uint64_t{1} << digit_bits) - 1;
+    DigitCounts one;
+    std::vector<DigitCounts> many(chunks > 1 ? static_cast<size_t>(chunks) : 0);
+    DigitCounts* counts = chunks > 1 ? many.data() : &one;
     for (int p = 0; p < passes; ++p) {
-        radix_pass(n, index_bits + p * digit_bits, mask, keys[(p + 1) & 1], keys[p & 1]);
+        radix_pass(n, index_bits + p * digit_bits, mask, keys[(p + 1) & 1], keys[p & 1], chunks,
+                   counts);
     }
     const uint64_t* sorted = keys[(passes + 1) & 1];
     int64_t* begin = slot_buffer<int64_t>(workspace, kSegmentBegin, n + 1);

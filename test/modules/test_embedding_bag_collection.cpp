@@ -2,9 +2,11 @@
 // 18.5, 18.6, 18.8), KJT key handling, shared tables, pooling modes, deterministic init, the fused
 // optimizer (touched rows only, duplicates aggregated, row-wise Adagrad against the float64
 // reference), dense mode, determinism and no allocation in a repeated step.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "engine/core/allocator.h"
 #include "engine/core/rng.h"
@@ -537,6 +539,34 @@ TEST_CASE("embedding_bag kernels: rows past 2^31 elements are addressed with 64-
         CHECK(last[d] == static_cast<float>(d) + 0.5f);
         CHECK(before[d] == static_cast<float>(2 * d) - 0.5f);
     }
+}
+
+TEST_CASE("embedding_bag kernels: a large batch's row sort, on the threads, is the stable sort",
+          "[modules][ops]") {
+    // More ids than the size from which the radix passes run on the threads; rows of 22 bits (two
+    // passes of 11) drawn from 5000 values, so most rows repeat and their id order is checked.
+    namespace detail = kernels::cpu::detail;
+    const int64_t n = (int64_t{1} << 17) + 12345, num_rows = int64_t{1} << 22;
+    kernels::EmbeddingBackwardWorkspace workspace;
+    const detail::RowContributions c = detail::alloc_contributions(n, workspace);
+    for (int64_t i = 0; i < n; ++i) {
+        c.rows[i] = static_cast<int64_t>(rng::hash(3, static_cast<uint64_t>(i)) % 5000) * 838;
+    }
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return c.rows[a] < c.rows[b]; });
+    const detail::RowSegments sg = detail::sort_by_row(c, num_rows, workspace);
+    int64_t wrong = 0, segments = 0;
+    for (int64_t k = 0; k < n; ++k) {
+        const int64_t i = order[static_cast<size_t>(k)];
+        wrong += sg.row(k) != c.rows[i] || sg.index(k) != i ? 1 : 0;
+        if (k == 0 || c.rows[i] != c.rows[order[static_cast<size_t>(k) - 1]]) {
+            wrong += sg.begin[segments++] != k ? 1 : 0;
+        }
+    }
+    CHECK(wrong == 0);
+    CHECK(sg.num_segments == segments);
 }
 
 TEST_CASE("embedding_bag kernels: the inline f16 load matches half_to_float on every value",
