@@ -57,9 +57,6 @@ void start_stop_reporter() {
                 log::all().warn(
                     "rank {} on host {}: asked to stop ({}) while waiting {:.1f} s in {}", me.rank,
                     me.host, stop_signal_name(stop_signal_received()), wait->waited_s, wait->what);
-                if (wait->world_ranks.empty()) {
-                    continue;  // a group that does not know its members' world ranks
-                }
                 log::all().warn(
                     "rank {} on host {}: in {}: {}", me.rank, me.host, wait->what,
                     describe_missing_peers(wait->what, wait->world_ranks, 0.5).value_or(""));
@@ -153,24 +150,17 @@ void MpiWork::wait() {
     const WaitingIn waiting(collective_, group_, sequence_, *world_ranks_);
     const auto start = std::chrono::steady_clock::now();
     int64_t sleep_us = kMinSleepUs;
-    // The peers are asked in the timeout's last tenth (up to 2 s), still polling the collective,
-    // so that the wait fails, naming them, when the timeout is up.
-    const double grace_s = std::clamp(0.1 * timeout_s_, 0.05, 2.0);
-    std::optional<std::string> missing;
+    PeerDeadline deadline(timeout_s_, *world_ranks_);
     while (!test()) {
         const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
         if (waited.count() < kSpinS) {
             continue;
         }
-        if (timeout_s_ > 0 && !missing && waited.count() > timeout_s_ - grace_s) {
-            missing = describe_missing_peers(
-                wait_name(collective_, sequence_, group_), *world_ranks_,
-                std::max(timeout_s_ - waited.count(), 0.05), [this] { return test(); });
-            if (!missing) {
-                return;  // completed within the timeout after all
-            }
+        if (!deadline.ask_when_due(waited.count(), collective_, sequence_, group_,
+                                   [this] { return test(); })) {
+            return;  // completed within the timeout after all
         }
-        if (missing && waited.count() >= timeout_s_) {
+        if (const std::optional<std::string> missing = deadline.expired(waited.count())) {
             fail("wait", fmt::format("did not complete within {} s (runtime.comm_timeout_s or "
                                      "SHARDREC_COMM_TIMEOUT_S): {}",
                                      timeout_s_, *missing));

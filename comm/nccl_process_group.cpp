@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -135,34 +134,23 @@ public:
         event_.record(stream);
     }
 
-    // Polls the event and the communicator's asynchronous error until done or the deadline. As
-    // MpiWork::wait, the peers (when the group knows them) are asked in the timeout's last tenth.
+    // Polls the event and the communicator's asynchronous error until done or the deadline; the
+    // peers are asked in the timeout's last tenth, as in MpiWork::wait.
     void wait() override {
-        const std::vector<int> unknown;
-        const WaitingIn waiting(collective_, group_, sequence_,
-                                world_ranks_ != nullptr ? *world_ranks_ : unknown);
+        const WaitingIn waiting(collective_, group_, sequence_, *world_ranks_);
         const auto start = Clock::now();
-        const double grace_s = std::clamp(0.1 * timeout_s_, 0.05, 2.0);
-        std::optional<std::string> missing;
+        PeerDeadline deadline(timeout_s_, *world_ranks_);
         while (!is_completed()) {
             const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-            if (timeout_s_ > 0 && world_ranks_ != nullptr && !missing &&
-                waited > timeout_s_ - grace_s) {
-                missing = describe_missing_peers(wait_name(collective_, sequence_, group_),
-                                                 *world_ranks_, std::max(timeout_s_ - waited, 0.05),
-                                                 [this] { return is_completed(); });
-                if (!missing) {
-                    return;  // completed within the timeout after all
-                }
+            if (!deadline.ask_when_due(waited, collective_, sequence_, group_,
+                                       [this] { return is_completed(); })) {
+                return;  // completed within the timeout after all
             }
-            if (timeout_s_ > 0 && waited > timeout_s_) {
+            if (const std::optional<std::string> missing = deadline.expired(waited)) {
                 fail(
                     fmt::format("did not complete within {} s (runtime.comm_timeout_s): {}; the "
                                 "communicator is aborted",
-                                timeout_s_,
-                                missing ? *missing
-                                        : std::string("a peer died, stalls or called "
-                                                      "collectives in another order")));
+                                timeout_s_, *missing));
             }
             std::this_thread::sleep_for(std::chrono::microseconds(waited < 5e-3 ? 0 : 100));
         }
@@ -297,12 +285,8 @@ std::shared_ptr<ProcessGroup> NcclProcessGroup::split(int color, int key, const 
     SR_NCCL_CHECK(ncclCommUserRank(sub->comm, &rank), sub->comm);
     SR_NCCL_CHECK(ncclCommCount(sub->comm, &size), sub->comm);
     // The same split of the host group gives the members' world ranks (the peer probes').
-    std::shared_ptr<ProcessGroup> host;
-    std::shared_ptr<const std::vector<int>> members;
-    if (host_ != nullptr) {
-        host = host_->split(color, key, name);
-        members = world_ranks_of(*host);
-    }
+    std::shared_ptr<ProcessGroup> host = host_->split(color, key, name);
+    std::shared_ptr<const std::vector<int>> members = world_ranks_of(*host);
     return std::make_shared<NcclProcessGroup>(std::move(sub), rank, size, name, device_, timeout_s_,
                                               std::move(host), std::move(members));
 }

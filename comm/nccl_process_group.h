@@ -31,8 +31,8 @@ public:
                                                     Device device,
                                                     double timeout_s,
                                                     const std::string& name = "world");
-    // host: the host group over the same ranks (null: none), world_ranks its members by group
-    // rank.
+    // host: the host group over the same ranks (kept for splits), world_ranks its members by
+    // group rank.
     NcclProcessGroup(std::shared_ptr<Comm> comm,
                      int rank,
                      int size,

@@ -334,7 +334,7 @@ std::optional<std::string> describe_missing_peers(const std::string& what,
                                                   double grace_s,
                                                   const std::function<bool()>& completed) {
     const ProcessInfo& me = process_info();
-    if (g_endpoints.empty() || world_ranks.empty()) {
+    if (g_endpoints.empty()) {
         return std::string();
     }
     std::vector<PeerProbe> peers;
@@ -476,6 +476,28 @@ std::optional<std::string> describe_missing_peers(const std::string& what,
         out += fmt::format("; and {} more ranks", named - kMaxNamed);
     }
     return out.empty() ? fmt::format("every rank of the group is waiting in {} too", what) : out;
+}
+
+PeerDeadline::PeerDeadline(double timeout_s, const std::vector<int>& world_ranks)
+    : timeout_s_(timeout_s),
+      grace_s_(std::clamp(0.1 * timeout_s, 0.05, 2.0)),
+      world_ranks_(world_ranks) {}
+
+bool PeerDeadline::ask_when_due(double waited_s,
+                                const char* collective,
+                                int64_t sequence,
+                                const std::string& group,
+                                const std::function<bool()>& completed) {
+    if (timeout_s_ <= 0 || missing_ || waited_s <= timeout_s_ - grace_s_) {
+        return true;
+    }
+    missing_ = describe_missing_peers(wait_name(collective, sequence, group), world_ranks_,
+                                      std::max(timeout_s_ - waited_s, 0.05), completed);
+    return missing_.has_value();
+}
+
+std::optional<std::string> PeerDeadline::expired(double waited_s) const {
+    return timeout_s_ > 0 && waited_s >= timeout_s_ ? missing_ : std::nullopt;
 }
 
 }  // namespace shardrec::comm

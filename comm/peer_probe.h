@@ -55,11 +55,35 @@ void start_peer_probe_service();
 // "rank 2 on host h waits in barrier #3 of group 'other' instead", "rank 3 on host h has not
 // reached it (its process is gone: host h refused the connection)". `completed`, when given, is
 // polled meanwhile: once it is true the wait is over and there is nothing to describe (nullopt).
-// world_ranks empty: the group's members are not known, and nothing is asked. Callable from any
-// thread.
+// Callable from any thread.
 std::optional<std::string> describe_missing_peers(const std::string& what,
                                                   const std::vector<int>& world_ranks,
                                                   double grace_s,
                                                   const std::function<bool()>& completed = {});
+
+// A wait's timeout (0: none), its peers asked in the last tenth (up to 2 s) while the caller
+// keeps polling its collective, so that the wait fails, naming them, when the timeout is up.
+// `world_ranks` must outlive it.
+class PeerDeadline {
+public:
+    PeerDeadline(double timeout_s, const std::vector<int>& world_ranks);
+
+    // At waited_s into the wait: once the last tenth has begun, asks the peers once (polling
+    // `completed` meanwhile). False when the wait completed while they were asked.
+    bool ask_when_due(double waited_s,
+                      const char* collective,
+                      int64_t sequence,
+                      const std::string& group,
+                      const std::function<bool()>& completed);
+
+    // Once the timeout is up: the peers that did not arrive, described; else nullopt.
+    std::optional<std::string> expired(double waited_s) const;
+
+private:
+    double timeout_s_;
+    double grace_s_;
+    const std::vector<int>& world_ranks_;
+    std::optional<std::string> missing_;
+};
 
 }  // namespace shardrec::comm
