@@ -318,8 +318,8 @@ int64_t MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_
     // taking the ids of parts t, t + T, ... (part_of the id), so a part's slots and window are
     // written by one thread only and the counts do not depend on the thread count. The ids are
     // hashed and binned by part first, each thread a contiguous chunk of the batch:
-    // binned_ holds each chunk's id places in its own range of the batch, ordered by part (a
-    // counting sort: the parts in part_, then the places); bin_at_[chunk * kParts + part]
+    // binned_ holds each chunk's ids and their places in its own range of the batch, ordered by
+    // part (a counting sort: the parts in part_, then the places); bin_at_[chunk * kParts + part]
     // is where that bin starts, the next entry where it ends.
     const int64_t threads =
         count >= kParallelIds ? std::min<int64_t>(kernels::cpu_threads(), kParts) : 1;
@@ -343,19 +343,20 @@ int64_t MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_
             next += std::exchange(at[p], next);
         }
         for (size_t i = lo; i < hi; ++i) {
-            binned_[at[part_[i]]++] = i;
+            binned_[at[part_[i]]++] = {i, hashed_[i]};
         }
     });
     std::atomic<int64_t> hits{0};
     kernels::parallel_tasks(threads, [&](int64_t thread) {
         const auto t = static_cast<size_t>(thread);
         int64_t found = 0;
-        const auto visit = [&](size_t i) {
-            const uint64_t id = hashed_[i];
-            Slot* s = slots_[part_[i]].find(id);
+        const auto visit = [&](size_t p, const Binned& b) {
+            const size_t i = b.at;
+            const uint64_t id = b.id;
+            Slot* s = slots_[p].find(id);
             if (s == nullptr) {
                 out[i] = unmapped_row(id);
-                unmapped_parts_[part_[i]].push_back(id);
+                unmapped_parts_[p].push_back(id);
                 return;
             }
             ++found;
@@ -366,7 +367,8 @@ int64_t MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_
         // The thread's ids chunk by chunk from its own chunk on (so the threads seldom write the
         // same lines of out at once), each visited kPrefetchAhead ids after its cell was
         // prefetched.
-        size_t ring[kPrefetchAhead];
+        size_t ring[kPrefetchAhead];  // places in binned_, and their parts
+        uint8_t ring_part[kPrefetchAhead];
         size_t seen = 0;
         for (size_t p = t; p < P; p += T) {
             unmapped_parts_[p].clear();
@@ -375,19 +377,19 @@ int64_t MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_
             for (size_t p = t; p < P; p += T) {
                 const size_t bin = ((t + k) % T) * P + p;
                 for (size_t j = bin_at_[bin]; j < bin_at_[bin + 1]; ++j) {
-                    const size_t i = binned_[j];
-                    slots_[p].prefetch(hashed_[i]);
+                    slots_[p].prefetch(binned_[j].id);
                     const size_t at = seen % kPrefetchAhead;
                     if (seen >= kPrefetchAhead) {
-                        visit(ring[at]);
+                        visit(ring_part[at], binned_[ring[at]]);
                     }
-                    ring[at] = i;
+                    ring[at] = j;
+                    ring_part[at] = static_cast<uint8_t>(p);
                     ++seen;
                 }
             }
         }
         for (size_t j = seen > kPrefetchAhead ? seen - kPrefetchAhead : 0; j < seen; ++j) {
-            visit(ring[j % kPrefetchAhead]);
+            visit(ring_part[j % kPrefetchAhead], binned_[ring[j % kPrefetchAhead]]);
         }
         hits += found;
         // The window grown before the loop, not inside it, so the prefetched cells stay put.

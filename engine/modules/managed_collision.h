@@ -200,8 +200,15 @@ private:
     std::array<std::vector<ManagedCollisionScored>, kParts> listed_;
     std::array<std::vector<uint64_t>, kParts> gone_;  // scratch of a pass: evicted ids by part
     std::array<std::vector<size_t>, kParts> taking_;  // and the admitted candidates' places
-    // scratch: a step's id places binned by chunk and part, their parts, where each bin starts
-    std::vector<size_t> binned_;
+
+    // scratch: a step's ids (after input hashing) with their places, binned by chunk and part;
+    // their parts; where each bin starts
+    struct Binned {
+        size_t at;
+        uint64_t id;
+    };
+
+    std::vector<Binned> binned_;
     std::vector<uint8_t> part_;
     std::vector<size_t> bin_at_;
 };

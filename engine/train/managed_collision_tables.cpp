@@ -113,6 +113,35 @@ Tensor exchange(comm::ProcessGroup* pg,
     return out;
 }
 
+// A run of a one-bucket table: a feature's values, sent together.
+struct Run {
+    int64_t at;    // first value in the KJT
+    int64_t len;   // values
+    int64_t cell;  // owner rank * B + the bucket's cell, then the run's place in out_ids
+};
+
+// to_place(r) = true: copies each run's values from src + r.at to dst + r.cell, else from
+// src + r.cell to dst + r.at; the runs' values split evenly over the CPU threads (a batch's ids
+// are a few hundred KB, one thread copies them at a fraction of the memory's rate).
+void copy_runs(const std::vector<Run>& runs, const int64_t* src, int64_t* dst, bool to_place) {
+    int64_t total = 0;
+    for (const Run& r : runs)
+        total += r.len;
+    const int64_t chunks = total >= kParallelSingles ? kernels::cpu_threads() : 1;
+    kernels::parallel_tasks(chunks, [&](int64_t c) {
+        const int64_t first = total * c / chunks, end = total * (c + 1) / chunks;
+        int64_t at = 0;  // the first value of run r among all the runs' values
+        for (const Run& r : runs) {
+            const int64_t lo = std::max(first, at) - at, hi = std::min(end, at + r.len) - at;
+            if (lo < hi) {
+                const int64_t from = to_place ? r.at : r.cell, to = to_place ? r.cell : r.at;
+                std::copy_n(src + from + lo, hi - lo, dst + to + lo);
+            }
+            at += r.len;
+        }
+    });
+}
+
 }  // namespace
 
 // The sender groups its ids by owner, then table and bucket (in KJT order within each), the
@@ -137,15 +166,19 @@ Batch ManagedCollisionTables::route(
             static_cast<int64_t>(tables[static_cast<size_t>(ti)].owner.size());
     }
     const int64_t B = first_bucket[static_cast<size_t>(T)];
+    // The remapped batch's values: the managed features' rows come back below, the others are
+    // copied as they are.
     Tensor values = grow_prefix(buffers.values.acquire().values, kjt.values().numel(), DType::kI64);
-    values.copy_from(kjt.values());
+    const int64_t* kv = kjt.values().data<int64_t>();
     int64_t* v = values.data<int64_t>();
-
-    struct Run {
-        int64_t at;    // first value in the KJT
-        int64_t len;   // values
-        int64_t cell;  // owner rank * B + the bucket's cell, then the run's place in out_ids
-    };
+    for (int64_t f = 0; f < kjt.num_keys(); ++f) {
+        const std::string& key = kjt.keys()[static_cast<size_t>(f)];
+        if (std::none_of(tables.begin(), tables.end(),
+                         [&](const auto& t) { return is_managed(t.features, key); })) {
+            const int64_t lo = kjt.offset_per_key()[f], hi = kjt.offset_per_key()[f + 1];
+            std::copy(kv + lo, kv + hi, v + lo);
+        }
+    }
 
     std::vector<Run> runs;  // one-bucket tables: a run a feature
 
@@ -177,6 +210,22 @@ Batch ManagedCollisionTables::route(
                 runs.push_back({lo, hi - lo, cell});
         }
     }
+    // One process: a bucket whose ids are one run (a table of one feature) is remapped in place,
+    // from the KJT's values straight into the new ones; in_place[cell] is its run, or len -1.
+    std::vector<Run> in_place(static_cast<size_t>(B), Run{0, -1, 0});
+    if (W == 1) {
+        std::vector<int64_t> runs_of(static_cast<size_t>(B), 0);
+        for (const Run& r : runs)
+            ++runs_of[static_cast<size_t>(r.cell)];
+        const auto alone = [&](const Run& r) { return runs_of[static_cast<size_t>(r.cell)] == 1; };
+        for (const Run& r : runs) {
+            if (alone(r)) {
+                in_place[static_cast<size_t>(r.cell)] = r;
+                send_counts[static_cast<size_t>(r.cell)] -= r.len;
+            }
+        }
+        runs.erase(std::remove_if(runs.begin(), runs.end(), alone), runs.end());
+    }
     // The segments' ids one by one, in order: each id's bucket and cell found on the CPU threads,
     // a contiguous chunk each, with the chunk's counts per cell (chunk_counts[chunk][cell]), so
     // the places given below are those of one pass in order (a stable counting sort).
@@ -203,7 +252,7 @@ Batch ManagedCollisionTables::route(
             const Segment& seg = segments[s];
             const auto& t = tables[static_cast<size_t>(seg.table)];
             const int64_t n = seg.lo + i - segment_at[s];
-            const int64_t b = managed_collision_bucket(v[n], t.input_hash_size,
+            const int64_t b = managed_collision_bucket(kv[n], t.input_hash_size,
                                                        static_cast<int64_t>(t.owner.size()));
             const int64_t cell = t.owner[static_cast<size_t>(b)] * B +
                                  first_bucket[static_cast<size_t>(seg.table)] + b;
@@ -231,8 +280,8 @@ Batch ManagedCollisionTables::route(
         const int64_t place = cell_at[static_cast<size_t>(r.cell)];
         cell_at[static_cast<size_t>(r.cell)] += r.len;
         r.cell = place;
-        std::copy_n(v + r.at, r.len, o + place);
     }
+    copy_runs(runs, kv, o, true);
     // Each chunk's first place in each cell (runs and singles never share a cell), then the
     // singles to their places, on the threads.
     for (size_t cell = 0; cell < cells; ++cell) {
@@ -249,7 +298,7 @@ Batch ManagedCollisionTables::route(
         for (int64_t i = first; i < end; ++i) {
             Single& one = singles[static_cast<size_t>(i)];
             one.cell = place[static_cast<size_t>(one.cell)]++;
-            o[one.cell] = v[one.at];
+            o[one.cell] = kv[one.at];
         }
     });
     const std::vector<int64_t> per_rank(static_cast<size_t>(W), B);
@@ -291,8 +340,12 @@ Batch ManagedCollisionTables::route(
         auto& t = tables[static_cast<size_t>(ti)];
         const int64_t cell = first_bucket[static_cast<size_t>(ti)] + b;
         if (W == 1) {
-            map(t, b, in + seg_at[static_cast<size_t>(cell)], rc[cell],
-                rows_out + seg_at[static_cast<size_t>(cell)]);
+            const Run& r = in_place[static_cast<size_t>(cell)];
+            if (r.len >= 0)
+                map(t, b, kv + r.at, r.len, v + r.at);
+            else
+                map(t, b, in + seg_at[static_cast<size_t>(cell)], rc[cell],
+                    rows_out + seg_at[static_cast<size_t>(cell)]);
             return;
         }
         std::vector<int64_t> ids;
@@ -311,8 +364,7 @@ Batch ManagedCollisionTables::route(
 
     const Tensor back = exchange(pg, rows, recv, send, buffers.back);
     const int64_t* bk = back.data<int64_t>();
-    for (const Run& r : runs)
-        std::copy_n(bk + r.cell, r.len, v + r.at);
+    copy_runs(runs, bk, v, false);
     kernels::parallel_tasks(chunks, [&](int64_t c) {
         const auto [first, end] = chunk_range(c);
         for (int64_t i = first; i < end; ++i) {

@@ -3,6 +3,7 @@
 // slots hold every id trains bitwise as the plain table given those ids remapped offline.
 #include <catch2/catch.hpp>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "engine/modules/embedding_config.h"
@@ -208,16 +209,21 @@ TEST_CASE("ManagedCollisionTables: buckets split the ids by hash, each into its 
 
 TEST_CASE("ManagedCollisionTables: one process remaps a table's features as its module does",
           "[train][mc]") {
-    // Table a has one feature; table b two, b1 and b2, with f_a between them (their ids gathered,
-    // remapped together, and put back).
+    // Table a has one feature (remapped in place); table b two, b1 and b2, with f_a between them
+    // (their ids gathered, remapped together, and put back); table c is not managed (its ids
+    // pass as they are).
+    std::string yaml = kConfig;
+    const std::string b_line = "    - {name: b, num_embeddings: 300}\n";
+    yaml.replace(yaml.find(b_line), b_line.size(),
+                 b_line + "    - {name: c, num_embeddings: 20}\n");
     const Config config =
-        parse_config(kConfig, {"model.tables[0].managed_collision.zch_size=6",
-                               "model.tables[0].managed_collision.mch_size=44",
-                               "model.tables[0].managed_collision.eviction_interval=2",
-                               "model.tables[1].feature_names=[b1, b2]",
-                               "model.tables[1].managed_collision.zch_size=5",
-                               "model.tables[1].managed_collision.mch_size=295",
-                               "model.tables[1].managed_collision.eviction_interval=2"});
+        parse_config(yaml, {"model.tables[0].managed_collision.zch_size=6",
+                            "model.tables[0].managed_collision.mch_size=44",
+                            "model.tables[0].managed_collision.eviction_interval=2",
+                            "model.tables[1].feature_names=[b1, b2]",
+                            "model.tables[1].managed_collision.zch_size=5",
+                            "model.tables[1].managed_collision.mch_size=295",
+                            "model.tables[1].managed_collision.eviction_interval=2"});
     auto ebc = make_embedding_bag_collection(config.model, 5,
                                              sparse_optimizer_params(config.optimizer.sparse));
     train::ManagedCollisionTables mc(config.model, 5);
@@ -233,15 +239,18 @@ TEST_CASE("ManagedCollisionTables: one process remaps a table's features as its 
             a1.push_back(1000 + (step * 3 + s) % 8);
             b2.push_back(2000 + (step * 7 + s * 3) % 10);
         }
+        const std::vector<int64_t> c1{3 + step, 7, 11, 19 - step};
         std::vector<int64_t> values = b1;
         values.insert(values.end(), a1.begin(), a1.end());
         values.insert(values.end(), b2.begin(), b2.end());
+        values.insert(values.end(), c1.begin(), c1.end());
         Batch batch;
-        batch.sparse =
-            KeyedJaggedTensor::from_lengths_sync({"b1", "f_a", "b2"}, Tensor::from_vector(values),
-                                                 Tensor::from_vector(std::vector<int64_t>(12, 1)));
+        batch.sparse = KeyedJaggedTensor::from_lengths_sync(
+            {"b1", "f_a", "b2", "f_c"}, Tensor::from_vector(values),
+            Tensor::from_vector(std::vector<int64_t>(16, 1)));
         const Batch out = mc.remap_train(batch, *ebc, Stream::cpu());
         const int64_t* rows = out.sparse.values().data<int64_t>();
+        CHECK(std::vector<int64_t>(rows + 12, rows + 16) == c1);
         std::vector<int64_t> want_a(4), want_b(8), b_ids = b1;
         b_ids.insert(b_ids.end(), b2.begin(), b2.end());
         ref_a.forward(a1.data(), 4, want_a.data());
