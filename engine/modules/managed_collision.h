@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/cache_line.h"
 #include "engine/modules/id_table.h"
 
 namespace shardrec {
@@ -194,12 +195,13 @@ private:
     std::vector<uint64_t> fresh_;   // scratch: a step's unmapped ids
     std::vector<uint64_t> hashed_;  // scratch: a step's ids after input hashing
     // scratch: the step's ids without a slot, by part
-    std::array<std::vector<uint64_t>, kParts> unmapped_parts_;
+    std::array<OwnLine<std::vector<uint64_t>>, kParts> unmapped_parts_;
     // scratch of the eviction pass, kept so a pass of the same size allocates (and faults) nothing
     std::vector<ManagedCollisionScored> candidates_, worst_;
-    std::array<std::vector<ManagedCollisionScored>, kParts> listed_;
-    std::array<std::vector<uint64_t>, kParts> gone_;  // scratch of a pass: evicted ids by part
-    std::array<std::vector<size_t>, kParts> taking_;  // and the admitted candidates' places
+    std::array<OwnLine<std::vector<ManagedCollisionScored>>, kParts> listed_;
+    std::array<OwnLine<std::vector<uint64_t>>, kParts> gone_;  // scratch of a pass: evicted ids
+    std::array<OwnLine<std::vector<size_t>>, kParts>
+        taking_;  // and the admitted candidates' places
 
     // scratch: a step's ids (after input hashing) with their places, binned by chunk and part;
     // their parts; where each bin starts

@@ -5,6 +5,7 @@
 #include <functional>
 #include <utility>
 
+#include "engine/core/cache_line.h"
 #include "engine/core/error.h"
 #include "engine/modules/embedding_config.h"
 #include "kernels/elementwise.h"
@@ -227,8 +228,9 @@ Batch ManagedCollisionTables::route(
         runs.erase(std::remove_if(runs.begin(), runs.end(), alone), runs.end());
     }
     // The segments' ids one by one, in order: each id's bucket and cell found on the CPU threads,
-    // a contiguous chunk each, with the chunk's counts per cell (chunk_counts[chunk][cell]), so
-    // the places given below are those of one pass in order (a stable counting sort).
+    // a contiguous chunk each, with the chunk's counts per cell (chunk_counts[chunk * stride +
+    // cell], a chunk's counts on lines of their own), so the places given below are those of one
+    // pass in order (a stable counting sort).
     std::vector<int64_t> segment_at(segments.size() + 1, 0);
     for (size_t s = 0; s < segments.size(); ++s)
         segment_at[s + 1] = segment_at[s] + segments[s].hi - segments[s].lo;
@@ -236,36 +238,41 @@ Batch ManagedCollisionTables::route(
     std::vector<Single> singles(static_cast<size_t>(num_singles));
     const int64_t chunks = num_singles >= kParallelSingles ? kernels::cpu_threads() : 1;
     const auto cells = static_cast<size_t>(W * B);
-    std::vector<int64_t> chunk_counts(static_cast<size_t>(chunks) * cells, 0);
+    const size_t stride = own_lines_stride(cells);
+    std::vector<int64_t> chunk_counts(static_cast<size_t>(chunks) * stride, 0);
     const auto chunk_range = [&](int64_t c) {
         return std::pair<int64_t, int64_t>{num_singles * c / chunks,
                                            num_singles * (c + 1) / chunks};
     };
     kernels::parallel_tasks(chunks, [&](int64_t c) {
         const auto [first, end] = chunk_range(c);
-        std::vector<int64_t> counts(cells, 0);  // this thread's own (no line shared)
-        size_t s = static_cast<size_t>(
-            std::upper_bound(segment_at.begin(), segment_at.end(), first) - segment_at.begin() - 1);
-        for (int64_t i = first; i < end; ++i) {
-            while (i >= segment_at[s + 1])
-                ++s;
-            const Segment& seg = segments[s];
+        int64_t* counts = chunk_counts.data() + static_cast<size_t>(c) * stride;
+        // Segment by segment, its table's constants in locals (a store to singles may alias any
+        // int64 the loop reads, which would then be read again for each id).
+        auto s = static_cast<size_t>(std::upper_bound(segment_at.begin(), segment_at.end(), first) -
+                                     segment_at.begin() - 1);
+        for (; s < segments.size() && segment_at[s] < end; ++s) {
+            const Segment seg = segments[s];
             const auto& t = tables[static_cast<size_t>(seg.table)];
-            const int64_t n = seg.lo + i - segment_at[s];
-            const int64_t b = managed_collision_bucket(kv[n], t.input_hash_size,
-                                                       static_cast<int64_t>(t.owner.size()));
-            const int64_t cell = t.owner[static_cast<size_t>(b)] * B +
-                                 first_bucket[static_cast<size_t>(seg.table)] + b;
-            singles[static_cast<size_t>(i)] = {n, cell};
-            ++counts[static_cast<size_t>(cell)];
+            const auto K = static_cast<int64_t>(t.owner.size());
+            const uint64_t hash_size = t.input_hash_size;
+            const int* owner = t.owner.data();
+            const int64_t base = first_bucket[static_cast<size_t>(seg.table)];
+            const int64_t lo = std::max(first, segment_at[s]),
+                          hi = std::min(end, segment_at[s + 1]);
+            const int64_t shift = seg.lo - segment_at[s];
+            for (int64_t i = lo; i < hi; ++i) {
+                const int64_t n = i + shift;
+                const int64_t b = managed_collision_bucket(kv[n], hash_size, K);
+                const int64_t cell = owner[b] * B + base + b;
+                singles[static_cast<size_t>(i)] = {n, cell};
+                ++counts[cell];
+            }
         }
-        std::copy(
-            counts.begin(), counts.end(),
-            chunk_counts.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(c) * cells));
     });
     for (int64_t c = 0; c < chunks; ++c) {
         for (size_t cell = 0; cell < cells; ++cell)
-            send_counts[cell] += chunk_counts[static_cast<size_t>(c) * cells + cell];
+            send_counts[cell] += chunk_counts[static_cast<size_t>(c) * stride + cell];
     }
     std::vector<int64_t> cell_at(send_counts.size(), 0), send(static_cast<size_t>(W), 0);
     int64_t total = 0;
@@ -286,18 +293,16 @@ Batch ManagedCollisionTables::route(
     // singles to their places, on the threads.
     for (size_t cell = 0; cell < cells; ++cell) {
         for (int64_t c = 0; c < chunks; ++c) {
-            int64_t& count = chunk_counts[static_cast<size_t>(c) * cells + cell];
+            int64_t& count = chunk_counts[static_cast<size_t>(c) * stride + cell];
             count = std::exchange(cell_at[cell], cell_at[cell] + count);
         }
     }
     kernels::parallel_tasks(chunks, [&](int64_t c) {
         const auto [first, end] = chunk_range(c);
-        const auto from =
-            chunk_counts.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(c) * cells);
-        std::vector<int64_t> place(from, from + static_cast<std::ptrdiff_t>(cells));
+        int64_t* place = chunk_counts.data() + static_cast<size_t>(c) * stride;
         for (int64_t i = first; i < end; ++i) {
             Single& one = singles[static_cast<size_t>(i)];
-            one.cell = place[static_cast<size_t>(one.cell)]++;
+            one.cell = place[one.cell]++;
             o[one.cell] = kv[one.at];
         }
     });

@@ -264,6 +264,59 @@ TEST_CASE("ManagedCollisionTables: one process remaps a table's features as its 
     }
 }
 
+TEST_CASE("ManagedCollisionTables: a table of two buckets over two features remaps as its modules",
+          "[train][mc]") {
+    // Table b's features b1 and b2 come after f_a's, so their ids sit at other places in the
+    // batch than in the route's list of them; 3000 ids each, so two threads split the list
+    // inside b1. Each bucket's module sees the ids of its bucket in batch order.
+    const Config config =
+        parse_config(kConfig, {"model.tables[0].managed_collision.zch_size=6",
+                               "model.tables[0].managed_collision.mch_size=44",
+                               "model.tables[1].feature_names=[b1, b2]",
+                               "model.tables[1].managed_collision.zch_size=100",
+                               "model.tables[1].managed_collision.mch_size=200",
+                               "model.tables[1].managed_collision.total_num_buckets=2",
+                               "model.tables[1].managed_collision.eviction_interval=2"});
+    for (const int threads : {1, 2}) {
+        kernels::set_cpu_threads(threads);
+        auto ebc = make_embedding_bag_collection(config.model, 5,
+                                                 sparse_optimizer_params(config.optimizer.sparse));
+        train::ManagedCollisionTables mc(config.model, 5);
+        std::vector<MCHManagedCollisionModule> ref;
+        for (int64_t b = 0; b < 2; ++b)
+            ref.emplace_back("b", train::managed_collision_options(config.model.tables[1], 5, b));
+        for (int64_t step = 0; step < 3; ++step) {
+            std::vector<int64_t> values;
+            for (int64_t i = 0; i < 6100; ++i)  // f_a: 100 ids, then b1 and b2: 3000 each
+                values.push_back(i < 100 ? 1000 + i % 8 : 5000 + (i * 7 + step * 13) % 997);
+            Batch batch;
+            batch.sparse = KeyedJaggedTensor::from_lengths_sync(
+                {"f_a", "b1", "b2"}, Tensor::from_vector(values),
+                Tensor::from_vector(std::vector<int64_t>{100, 3000, 3000}));
+            const Batch out = mc.remap_train(batch, *ebc, Stream::cpu());
+            const int64_t* rows = out.sparse.values().data<int64_t>();
+            std::vector<std::vector<int64_t>> ids(2), at(2);
+            for (size_t i = 100; i < values.size(); ++i) {
+                const int64_t b = managed_collision_bucket(values[i], uint64_t{1} << 63, 2);
+                ids[static_cast<size_t>(b)].push_back(values[i]);
+                at[static_cast<size_t>(b)].push_back(static_cast<int64_t>(i));
+            }
+            int64_t wrong = 0;
+            for (size_t b = 0; b < 2; ++b) {
+                std::vector<int64_t> want(ids[b].size());
+                ref[b].forward(ids[b].data(), static_cast<int64_t>(ids[b].size()), want.data());
+                for (size_t j = 0; j < want.size(); ++j)
+                    wrong += rows[at[b][j]] != want[j] ? 1 : 0;
+            }
+            INFO(threads << " threads, step " << step);
+            CHECK(ids[0].size() > 2000);
+            CHECK(ids[1].size() > 2000);
+            CHECK(wrong == 0);
+        }
+    }
+    kernels::set_cpu_threads(2);
+}
+
 TEST_CASE("bucket_owner: the rank that holds the bucket's first row at column 0", "[train][mc]") {
     ParameterSharding rw;
     rw.sharding_type = ShardingType::kRowWise;
