@@ -1,13 +1,17 @@
 // IdTable<V>: an open-addressing hash map from a 63-bit id to a small value V, for the managed
 // collision module's per-id state. Linear probing in one flat array of {id, V} cells (a lookup
 // touches one cache line, where std::unordered_map chases a node pointer), capacity a power of two
-// kept at least twice the size, erase by backward shift (no tombstones). Ids must be < 2^63: the
+// kept at least twice the size. Robin Hood order: along a run of cells, no id sits farther from
+// its home cell than one it passed, so a lookup of an absent id stops at the first cell nearer
+// its home than the probe (near half full, linear probing's misses would scan about 2.3 cells, into
+// cache lines not prefetched); erase by backward shift (no tombstones). Ids must be < 2^63: the
 // all-ones word marks an empty cell. Iteration order is the hash order: callers that need an
 // order sort what they collect. The cells come from HostAllocator (huge pages for large tables).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/core/allocator.h"
@@ -47,12 +51,12 @@ public:
         if (cells_.empty()) {
             return nullptr;
         }
-        for (size_t i = home(id);; i = (i + 1) & mask_) {
+        for (size_t i = home(id), d = 0;; i = (i + 1) & mask_, ++d) {
             const Cell& c = cells_[i];
             if (c.id == id) {
                 return &c.value;
             }
-            if (c.id == kEmpty) {
+            if (c.id == kEmpty || distance(c.id, i) < d) {
                 return nullptr;
             }
         }
@@ -65,8 +69,8 @@ public:
         if (2 * (size_ + 1) > cells_.size()) {
             rehash(capacity_for(size_ + 1));
         }
-        size_t i = home(id);
-        for (; cells_[i].id != kEmpty; i = (i + 1) & mask_) {
+        size_t i = home(id), d = 0;
+        for (; cells_[i].id != kEmpty && distance(cells_[i].id, i) >= d; i = (i + 1) & mask_, ++d) {
             if (cells_[i].id == id) {
                 if (inserted != nullptr) {
                     *inserted = false;
@@ -74,13 +78,10 @@ public:
                 return cells_[i].value;
             }
         }
-        cells_[i].id = id;
-        cells_[i].value = V{};
-        ++size_;
         if (inserted != nullptr) {
             *inserted = true;
         }
-        return cells_[i].value;
+        return place(i, Cell{id, V{}});
     }
 
     // Removes id if present: the cells after it in its probe run move back to close the gap.
@@ -94,13 +95,11 @@ public:
                 return false;
             }
         }
-        for (size_t j = (i + 1) & mask_; cells_[j].id != kEmpty; j = (j + 1) & mask_) {
-            const size_t h = home(cells_[j].id);
-            // Cell j may move to the hole i unless its home lies cyclically in (i, j].
-            if (((j - h) & mask_) >= ((j - i) & mask_)) {
-                cells_[i] = cells_[j];
-                i = j;
-            }
+        // The cells after it, up to an empty one or one at its home, each move back one.
+        for (size_t j = (i + 1) & mask_; cells_[j].id != kEmpty && distance(cells_[j].id, j) > 0;
+             j = (j + 1) & mask_) {
+            cells_[i] = cells_[j];
+            i = j;
         }
         cells_[i].id = kEmpty;
         --size_;
@@ -144,6 +143,29 @@ private:
         return static_cast<size_t>(((id ^ (id >> 32)) * 0x9E3779B97F4A7C15ull) >> shift_);
     }
 
+    // How far cell i is past id's home.
+    size_t distance(uint64_t id, size_t i) const { return (i - home(id)) & mask_; }
+
+    // Puts c at cell i, the first on its probe run nearer its home than c would be (or empty):
+    // the cells from there move on one by one, each taking the place of the next that is nearer
+    // its home, until one lands in an empty cell. Returns c's value.
+    V& place(size_t i, Cell c) {
+        const size_t at = i;
+        for (size_t d = distance(c.id, i);; i = (i + 1) & mask_, ++d) {
+            if (cells_[i].id == kEmpty) {
+                cells_[i] = c;
+                break;
+            }
+            const size_t di = distance(cells_[i].id, i);
+            if (di < d) {
+                std::swap(cells_[i], c);
+                d = di;
+            }
+        }
+        ++size_;
+        return cells_[at].value;
+    }
+
     void rehash(size_t cap) {
         std::vector<Cell, HostAllocator<Cell>> old;
         old.swap(cells_);
@@ -153,13 +175,14 @@ private:
         for (size_t c = cap; c > 1; c >>= 1) {
             --shift_;
         }
+        size_ = 0;
         for (const Cell& c : old) {
             if (c.id != kEmpty) {
                 size_t i = home(c.id);
-                while (cells_[i].id != kEmpty) {
-                    i = (i + 1) & mask_;
+                for (size_t d = 0; cells_[i].id != kEmpty && distance(cells_[i].id, i) >= d;
+                     i = (i + 1) & mask_, ++d) {
                 }
-                cells_[i] = c;
+                place(i, c);
             }
         }
     }
