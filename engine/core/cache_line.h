@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace shardrec {
 
@@ -19,7 +20,7 @@ struct alignas(kCacheLine) OwnLine : T {
 // Elements a thread's slice of counters takes in an array of int64 slices that share no line:
 // n rounded up to whole lines, plus a line (the array itself need not start on a line).
 constexpr size_t own_lines_stride(size_t n) {
-    constexpr size_t per_line = kCacheLine / sizeof(long long);
+    constexpr size_t per_line = kCacheLine / sizeof(int64_t);
     return (n + per_line - 1) / per_line * per_line + per_line;
 }
 

@@ -48,18 +48,8 @@ public:
     }
 
     const V* find(uint64_t id) const {
-        if (cells_.empty()) {
-            return nullptr;
-        }
-        for (size_t i = home(id), d = 0;; i = (i + 1) & mask_, ++d) {
-            const Cell& c = cells_[i];
-            if (c.id == id) {
-                return &c.value;
-            }
-            if (c.id == kEmpty || distance(c.id, i) < d) {
-                return nullptr;
-            }
-        }
+        const Cell* c = locate(id);
+        return c == nullptr ? nullptr : &c->value;
     }
 
     V* find(uint64_t id) { return const_cast<V*>(static_cast<const IdTable&>(*this).find(id)); }
@@ -81,20 +71,17 @@ public:
         if (inserted != nullptr) {
             *inserted = true;
         }
-        return place(i, Cell{id, V{}});
+        place(i, Cell{id, V{}});  // cell i is empty or nearer its home: the new id takes it
+        return cells_[i].value;
     }
 
     // Removes id if present: the cells after it in its probe run move back to close the gap.
     bool erase(uint64_t id) {
-        if (cells_.empty()) {
+        const Cell* c = locate(id);
+        if (c == nullptr) {
             return false;
         }
-        size_t i = home(id);
-        for (; cells_[i].id != id; i = (i + 1) & mask_) {
-            if (cells_[i].id == kEmpty) {
-                return false;
-            }
-        }
+        auto i = static_cast<size_t>(c - cells_.data());
         // The cells after it, up to an empty one or one at its home, each move back one.
         for (size_t j = (i + 1) & mask_; cells_[j].id != kEmpty && distance(cells_[j].id, j) > 0;
              j = (j + 1) & mask_) {
@@ -146,11 +133,26 @@ private:
     // How far cell i is past id's home.
     size_t distance(uint64_t id, size_t i) const { return (i - home(id)) & mask_; }
 
-    // Puts c at cell i, the first on its probe run nearer its home than c would be (or empty):
-    // the cells from there move on one by one, each taking the place of the next that is nearer
-    // its home, until one lands in an empty cell. Returns c's value.
-    V& place(size_t i, Cell c) {
-        const size_t at = i;
+    // The cell of id, or null: the probe stops at an empty cell or one nearer its home.
+    const Cell* locate(uint64_t id) const {
+        if (cells_.empty()) {
+            return nullptr;
+        }
+        for (size_t i = home(id), d = 0;; i = (i + 1) & mask_, ++d) {
+            const Cell& c = cells_[i];
+            if (c.id == id) {
+                return &c;
+            }
+            if (c.id == kEmpty || distance(c.id, i) < d) {
+                return nullptr;
+            }
+        }
+    }
+
+    // Inserts c (not present), probing from cell i on: c takes the first cell that is empty or
+    // nearer its home than c would be, the cell it displaces goes on the same way, and so on until
+    // one lands in an empty cell.
+    void place(size_t i, Cell c) {
         for (size_t d = distance(c.id, i);; i = (i + 1) & mask_, ++d) {
             if (cells_[i].id == kEmpty) {
                 cells_[i] = c;
@@ -163,7 +165,6 @@ private:
             }
         }
         ++size_;
-        return cells_[at].value;
     }
 
     void rehash(size_t cap) {
@@ -178,11 +179,7 @@ private:
         size_ = 0;
         for (const Cell& c : old) {
             if (c.id != kEmpty) {
-                size_t i = home(c.id);
-                for (size_t d = 0; cells_[i].id != kEmpty && distance(cells_[i].id, i) >= d;
-                     i = (i + 1) & mask_, ++d) {
-                }
-                place(i, c);
+                place(home(c.id), c);
             }
         }
     }

@@ -199,9 +199,9 @@ private:
     // scratch of the eviction pass, kept so a pass of the same size allocates (and faults) nothing
     std::vector<ManagedCollisionScored> candidates_, worst_;
     std::array<OwnLine<std::vector<ManagedCollisionScored>>, kParts> listed_;
-    std::array<OwnLine<std::vector<uint64_t>>, kParts> gone_;  // scratch of a pass: evicted ids
-    std::array<OwnLine<std::vector<size_t>>, kParts>
-        taking_;  // and the admitted candidates' places
+    // scratch of a pass: evicted ids by part, and the admitted candidates' places
+    std::array<OwnLine<std::vector<uint64_t>>, kParts> gone_;
+    std::array<OwnLine<std::vector<size_t>>, kParts> taking_;
 
     // scratch: a step's ids (after input hashing) with their places, binned by chunk and part;
     // their parts; where each bin starts
