@@ -246,17 +246,6 @@ MCHManagedCollisionModule::MCHManagedCollisionModule(std::string name,
     }
 }
 
-int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64_t buckets) {
-    if (buckets <= 1) {
-        return 0;
-    }
-    constexpr uint64_t kSalt = 0x6a09e667f3bcc909ULL;  // any constant: the residual mix has none
-    const uint64_t raw = static_cast<uint64_t>(raw_id);
-    const uint64_t id = (input_hash_size & (input_hash_size - 1)) == 0 ? raw & (input_hash_size - 1)
-                                                                       : raw % input_hash_size;
-    return static_cast<int64_t>(rng::mix64(id ^ kSalt) % static_cast<uint64_t>(buckets));
-}
-
 int64_t MCHManagedCollisionModule::slot_bytes(int64_t zch_size) {
     const auto n = static_cast<size_t>(std::max<int64_t>(zch_size, 0));
     // kParts tables of about n / kParts ids each (a part's count is binomial: 4 standard

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/core/cache_line.h"
+#include "engine/core/rng.h"
 #include "engine/modules/id_table.h"
 
 namespace shardrec {
@@ -64,7 +65,19 @@ std::string threshold_filter_name(const ThresholdFilter& filter);
 // bucket tells nothing of the residual row (mch_hash_func mixes without the salt). TorchRec's
 // HashZchManagedCollisionModule splits the hashed id range into its buckets instead; a mix keeps
 // raw ids that are small integers from all landing in bucket 0.
-int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64_t buckets);
+// Inline: the route computes it for every id of a table of several buckets, and a bucket count
+// that is a power of two takes a mask instead of a 64-bit division (the same bucket).
+inline int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64_t buckets) {
+    if (buckets <= 1) {
+        return 0;
+    }
+    constexpr uint64_t kSalt = 0x6a09e667f3bcc909ULL;  // any constant: the residual mix has none
+    const auto raw = static_cast<uint64_t>(raw_id);
+    const uint64_t id = (input_hash_size & (input_hash_size - 1)) == 0 ? raw & (input_hash_size - 1)
+                                                                       : raw % input_hash_size;
+    const uint64_t h = rng::mix64(id ^ kSalt), k = static_cast<uint64_t>(buckets);
+    return static_cast<int64_t>((k & (k - 1)) == 0 ? h & (k - 1) : h % k);
+}
 
 // Everything that an exact resume needs, in plain vectors (checkpoints store them as they are).
 struct ManagedCollisionState {

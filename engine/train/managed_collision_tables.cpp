@@ -183,11 +183,6 @@ Batch ManagedCollisionTables::route(
 
     std::vector<Run> runs;  // one-bucket tables: a run a feature
 
-    struct Single {
-        int64_t at;    // the value in the KJT
-        int64_t cell;  // owner rank * B + the bucket's cell, then the id's place in out_ids
-    };
-
     struct Segment {
         int64_t lo, hi, table;  // a feature's values of a table of several buckets
     };
@@ -235,7 +230,10 @@ Batch ManagedCollisionTables::route(
     for (size_t s = 0; s < segments.size(); ++s)
         segment_at[s + 1] = segment_at[s] + segments[s].hi - segments[s].lo;
     const int64_t num_singles = segment_at.back();
-    std::vector<Single> singles(static_cast<size_t>(num_singles));
+    using Single = RouteBuffers::Single;
+    if (buffers.singles.size() < static_cast<size_t>(num_singles))
+        buffers.singles.resize(static_cast<size_t>(num_singles));
+    Single* singles = buffers.singles.data();
     const int64_t chunks = num_singles >= kParallelSingles ? kernels::cpu_threads() : 1;
     const auto cells = static_cast<size_t>(W * B);
     const size_t stride = own_lines_stride(cells);
@@ -265,7 +263,7 @@ Batch ManagedCollisionTables::route(
                 const int64_t n = i + shift;
                 const int64_t b = managed_collision_bucket(kv[n], hash_size, K);
                 const int64_t cell = owner[b] * B + base + b;
-                singles[static_cast<size_t>(i)] = {n, cell};
+                singles[i] = {n, cell};
                 ++counts[cell];
             }
         }
@@ -301,7 +299,7 @@ Batch ManagedCollisionTables::route(
         const auto [first, end] = chunk_range(c);
         int64_t* place = chunk_counts.data() + static_cast<size_t>(c) * stride;
         for (int64_t i = first; i < end; ++i) {
-            Single& one = singles[static_cast<size_t>(i)];
+            Single& one = singles[i];
             one.cell = place[one.cell]++;
             o[one.cell] = kv[one.at];
         }
@@ -373,7 +371,7 @@ Batch ManagedCollisionTables::route(
     kernels::parallel_tasks(chunks, [&](int64_t c) {
         const auto [first, end] = chunk_range(c);
         for (int64_t i = first; i < end; ++i) {
-            const Single& one = singles[static_cast<size_t>(i)];
+            const Single& one = singles[i];
             v[one.at] = bk[one.cell];
         }
     });

@@ -129,6 +129,14 @@ private:
     struct RouteBuffers {
         KJTBufferPool values;
         Tensor send_counts, recv_counts, send_ids, recv_ids, rows, back;
+
+        // An id of a table of several buckets: its value in the KJT, and its cell (owner rank *
+        // buckets + the bucket's), then its place in send_ids.
+        struct Single {
+            int64_t at, cell;
+        };
+
+        std::vector<Single> singles;
     };
 
     // Maps the managed features' ids of `batch` through map(table, bucket, ids, n, rows), called
