@@ -75,6 +75,27 @@ int64_t part_of(uint64_t id, int64_t parts) {
     return static_cast<int64_t>((h * static_cast<uint64_t>(parts)) >> 32);
 }
 
+// f(i, raw id, place) for the ids i in [lo, hi) of the ranges' concatenation; range_at[r] is where
+// range r starts in it.
+template <class F>
+void for_range_ids(const std::vector<ManagedCollisionRange>& ranges,
+                   const std::vector<size_t>& range_at,
+                   size_t lo,
+                   size_t hi,
+                   F&& f) {
+    auto r = static_cast<size_t>(std::upper_bound(range_at.begin(), range_at.end(), lo) -
+                                 range_at.begin() - 1);
+    for (; lo < hi; ++r) {
+        // The range's fields in locals: a store of f may alias them.
+        const int64_t* ids = ranges[r].ids;
+        const size_t first = range_at[r], at = ranges[r].at, end = std::min(hi, range_at[r + 1]);
+        for (size_t i = lo; i < end; ++i) {
+            f(i, ids[i - first], at + (i - first));
+        }
+        lo = end;
+    }
+}
+
 using Scored = ManagedCollisionScored;
 
 // Sign of a's eviction score minus b's (higher scores are kept). TorchRec: lfu count; lru
@@ -246,6 +267,82 @@ MCHManagedCollisionModule::MCHManagedCollisionModule(std::string name,
     }
 }
 
+// Two passes over the ids, each chunk on a CPU thread: each id's bucket and part (its tag) and
+// the chunk's count of each tag, then, with every bin's start known, the ids to their bins (a
+// stable counting sort, so a bin's order, and every module's input, does not depend on the
+// thread count beyond the chunks it splits them into).
+void ManagedCollisionBins::bin(const std::vector<ManagedCollisionRange>& ranges,
+                               uint64_t input_hash_size,
+                               int64_t buckets) {
+    const auto K = static_cast<size_t>(std::max<int64_t>(buckets, 1));
+    constexpr auto P = static_cast<size_t>(kManagedCollisionParts);
+    range_at_.assign(1, 0);
+    for (const ManagedCollisionRange& r : ranges) {
+        range_at_.push_back(range_at_.back() + static_cast<size_t>(std::max<int64_t>(r.n, 0)));
+    }
+    const size_t count = range_at_.back();
+    const int64_t chunks = count >= kParallelIds
+                               ? std::min<int64_t>(kernels::cpu_threads(), kManagedCollisionParts)
+                               : 1;
+    const auto C = static_cast<size_t>(chunks);
+    const size_t stride = own_lines_stride(K * P);
+    counts_.assign(C * stride, 0);
+    if (tags_.size() < count) {
+        tags_.resize(count);
+    }
+    const uint64_t mask = (input_hash_size & (input_hash_size - 1)) == 0 ? input_hash_size - 1 : 0;
+    const auto hashed = [mask, input_hash_size](int64_t raw) {
+        const auto id = static_cast<uint64_t>(raw);
+        return mask != 0 ? id & mask : id % input_hash_size;
+    };
+    const auto chunk = [&](size_t c) { return std::pair{count * c / C, count * (c + 1) / C}; };
+    uint32_t* tags = tags_.data();
+    kernels::parallel_tasks(chunks, [&](int64_t c) {
+        size_t* n_of = counts_.data() + static_cast<size_t>(c) * stride;
+        const auto [lo, hi] = chunk(static_cast<size_t>(c));
+        for_range_ids(ranges, range_at_, lo, hi, [&](size_t i, int64_t raw, size_t) {
+            const auto part = static_cast<size_t>(part_of(hashed(raw), kManagedCollisionParts));
+            const size_t b =
+                K == 1
+                    ? 0
+                    : static_cast<size_t>(managed_collision_bucket(raw, input_hash_size, buckets));
+            const auto tag = static_cast<uint32_t>(b * P + part);
+            tags[i] = tag;
+            ++n_of[tag];
+        });
+    });
+    // Bucket b's ids: chunk by chunk, part by part; the counts become each bin's next place.
+    if (buckets_.size() < K) {
+        buckets_.resize(K);
+    }
+    std::vector<ManagedCollisionIds::Id*> base(K);
+    for (size_t b = 0; b < K; ++b) {
+        ManagedCollisionIds& out = buckets_[b];
+        out.chunks = chunks;
+        out.bin_at.resize(C * P + 1);
+        size_t at = 0;
+        for (size_t c = 0; c < C; ++c) {
+            for (size_t p = 0; p < P; ++p) {
+                out.bin_at[c * P + p] = at;
+                at += std::exchange(counts_[c * stride + b * P + p], at);
+            }
+        }
+        out.bin_at[C * P] = at;
+        if (out.ids.size() < at) {
+            out.ids.resize(at);
+        }
+        base[b] = out.ids.data();
+    }
+    kernels::parallel_tasks(chunks, [&](int64_t c) {
+        size_t* next = counts_.data() + static_cast<size_t>(c) * stride;
+        const auto [lo, hi] = chunk(static_cast<size_t>(c));
+        for_range_ids(ranges, range_at_, lo, hi, [&](size_t i, int64_t raw, size_t at) {
+            const uint32_t tag = tags[i];
+            base[tag / P][next[tag]++] = {at, hashed(raw)};
+        });
+    });
+}
+
 int64_t MCHManagedCollisionModule::slot_bytes(int64_t zch_size) {
     const auto n = static_cast<size_t>(std::max<int64_t>(zch_size, 0));
     // kParts tables of about n / kParts ids each (a part's count is binomial: 4 standard
@@ -288,58 +385,37 @@ int64_t MCHManagedCollisionModule::slot_of(int64_t raw_id) const {
 }
 
 int64_t MCHManagedCollisionModule::forward(const int64_t* ids, int64_t n, int64_t* out) {
-    const int64_t hits = profile(ids, n, out);
+    bins_.bin({ManagedCollisionRange{ids, n, 0}}, options_.input_hash_size, 1);
+    return forward(bins_.bucket(0), out);
+}
+
+int64_t MCHManagedCollisionModule::forward(const ManagedCollisionIds& ids, int64_t* out) {
+    const int64_t hits = profile(ids, out);
     // Between passes a slot keeps its id, so the rows profile wrote stand unless new ids took free
     // slots (an id without a slot may have one now) or a pass ran (any may have moved).
     if (!fresh_.empty() || step_ % options_.eviction_interval == 0) {
-        return remap(ids, n, out);
+        return remap(ids, out);
     }
     return hits;
 }
 
-int64_t MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_t* out) {
+int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64_t* out) {
     ++step_;
-    const size_t count = static_cast<size_t>(std::max<int64_t>(n, 0));
-    hashed_.resize(count);
-    window_total_ += static_cast<int64_t>(count);
+    window_total_ += static_cast<int64_t>(ids.size());
     // First the slots (one random cache line an id, fetched a few ids ahead): a mapped id's uses
     // go to its slot; then the ids without a slot, into the window. On the CPU threads, thread t
-    // taking the ids of parts t, t + T, ... (part_of the id), so a part's slots and window are
-    // written by one thread only and the counts do not depend on the thread count. The ids are
-    // hashed and binned by part first, each thread a contiguous chunk of the batch:
-    // binned_ holds each chunk's ids and their places in its own range of the batch, ordered by
-    // part (a counting sort: the parts in part_, then the places); bin_at_[chunk * kParts + part]
-    // is where that bin starts, the next entry where it ends.
-    const int64_t threads =
-        count >= kParallelIds ? std::min<int64_t>(kernels::cpu_threads(), kParts) : 1;
+    // taking the ids of parts t, t + T, ... (T: the chunks the ids were binned in), so a part's
+    // slots and window are written by one thread only and the counts do not depend on the thread
+    // count.
+    const int64_t threads = ids.chunks;
     const auto T = static_cast<size_t>(threads), P = static_cast<size_t>(kParts);
-    binned_.resize(count);
-    part_.resize(count);
-    bin_at_.resize(T * P + 1);
-    bin_at_[T * P] = count;
-    kernels::parallel_tasks(threads, [&](int64_t chunk) {
-        const auto c = static_cast<size_t>(chunk);
-        const size_t lo = count * c / T, hi = count * (c + 1) / T;
-        size_t at[kParts] = {};
-        for (size_t i = lo; i < hi; ++i) {
-            hashed_[i] = hash_input(ids[i]);
-            const int64_t part = part_of(hashed_[i], kParts);
-            part_[i] = static_cast<uint8_t>(part);
-            ++at[part];
-        }
-        for (size_t p = 0, next = lo; p < P; ++p) {
-            bin_at_[c * P + p] = next;
-            next += std::exchange(at[p], next);
-        }
-        for (size_t i = lo; i < hi; ++i) {
-            binned_[at[part_[i]]++] = {i, hashed_[i]};
-        }
-    });
+    const ManagedCollisionIds::Id* binned = ids.ids.data();
+    const size_t* bin_at = ids.bin_at.data();
     std::atomic<int64_t> hits{0};
     kernels::parallel_tasks(threads, [&](int64_t thread) {
         const auto t = static_cast<size_t>(thread);
         int64_t found = 0;
-        const auto visit = [&](size_t p, const Binned& b) {
+        const auto visit = [&](size_t p, const ManagedCollisionIds::Id& b) {
             const size_t i = b.at;
             const uint64_t id = b.id;
             Slot* s = slots_[p].find(id);
@@ -356,7 +432,7 @@ int64_t MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_
         // The thread's ids chunk by chunk from its own chunk on (so the threads seldom write the
         // same lines of out at once), each visited kPrefetchAhead ids after its cell was
         // prefetched.
-        size_t ring[kPrefetchAhead];  // places in binned_, and their parts
+        size_t ring[kPrefetchAhead];  // places in binned, and their parts
         uint8_t ring_part[kPrefetchAhead];
         size_t seen = 0;
         for (size_t p = t; p < P; p += T) {
@@ -365,11 +441,11 @@ int64_t MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_
         for (size_t k = 0; k < T; ++k) {
             for (size_t p = t; p < P; p += T) {
                 const size_t bin = ((t + k) % T) * P + p;
-                for (size_t j = bin_at_[bin]; j < bin_at_[bin + 1]; ++j) {
-                    slots_[p].prefetch(binned_[j].id);
+                for (size_t j = bin_at[bin]; j < bin_at[bin + 1]; ++j) {
+                    slots_[p].prefetch(binned[j].id);
                     const size_t at = seen % kPrefetchAhead;
                     if (seen >= kPrefetchAhead) {
-                        visit(ring_part[at], binned_[ring[at]]);
+                        visit(ring_part[at], binned[ring[at]]);
                     }
                     ring[at] = j;
                     ring_part[at] = static_cast<uint8_t>(p);
@@ -378,7 +454,7 @@ int64_t MCHManagedCollisionModule::profile(const int64_t* ids, int64_t n, int64_
             }
         }
         for (size_t j = seen > kPrefetchAhead ? seen - kPrefetchAhead : 0; j < seen; ++j) {
-            visit(ring_part[j % kPrefetchAhead], binned_[ring[j % kPrefetchAhead]]);
+            visit(ring_part[j % kPrefetchAhead], binned[ring[j % kPrefetchAhead]]);
         }
         hits += found;
         // The window grown before the loop, not inside it, so the prefetched cells stay put.
@@ -622,17 +698,24 @@ void MCHManagedCollisionModule::eviction_pass() {
 }
 
 int64_t MCHManagedCollisionModule::remap(const int64_t* ids, int64_t n, int64_t* out) const {
+    ManagedCollisionBins bins;
+    bins.bin({ManagedCollisionRange{ids, n, 0}}, options_.input_hash_size, 1);
+    return remap(bins.bucket(0), out);
+}
+
+int64_t MCHManagedCollisionModule::remap(const ManagedCollisionIds& ids, int64_t* out) const {
     std::atomic<int64_t> hits{0};
-    for_chunks(static_cast<size_t>(std::max<int64_t>(n, 0)), [&](size_t lo, size_t hi) {
+    const ManagedCollisionIds::Id* binned = ids.ids.data();
+    for_chunks(ids.size(), [&](size_t lo, size_t hi) {
         int64_t found = 0;
         for (size_t i = lo; i < hi; ++i) {
             if (i + kPrefetchAhead < hi) {
-                const uint64_t ahead = hash_input(ids[i + kPrefetchAhead]);
-                slots_of(ahead).prefetch(ahead);
+                slots_of(binned[i + kPrefetchAhead].id).prefetch(binned[i + kPrefetchAhead].id);
             }
-            const uint64_t id = hash_input(ids[i]);
+            const uint64_t id = binned[i].id;
             const Slot* s = slots_of(id).find(id);
-            out[i] = s != nullptr ? options_.output_global_offset + s->slot : unmapped_row(id);
+            out[binned[i].at] =
+                s != nullptr ? options_.output_global_offset + s->slot : unmapped_row(id);
             found += s != nullptr;
         }
         hits += found;

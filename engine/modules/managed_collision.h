@@ -79,6 +79,50 @@ inline int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size
     return static_cast<int64_t>((k & (k - 1)) == 0 ? h & (k - 1) : h % k);
 }
 
+// The CPU threads of a module's training forward each own some of its parts: the slot map and
+// the window are split into this many tables by a hash of the id.
+constexpr int64_t kManagedCollisionParts = 16;
+
+// Raw ids at consecutive places: ids[0, n), id i's row going to place at + i of the output.
+struct ManagedCollisionRange {
+    const int64_t* ids = nullptr;
+    int64_t n = 0;
+    size_t at = 0;
+};
+
+// One module's ids of a step in the order its training forward visits them: binned by chunk (a
+// contiguous share of the step's ids, one a CPU thread) and within a chunk by part, each with the
+// place of its row in the output. Reused from step to step (grow-only).
+struct ManagedCollisionIds {
+    struct Id {
+        size_t at;    // the place of the id's row
+        uint64_t id;  // after input hashing
+    };
+
+    std::vector<Id> ids;         // [size()] (may be longer)
+    std::vector<size_t> bin_at;  // [chunks * kManagedCollisionParts + 1]: where a bin starts
+    int64_t chunks = 1;
+
+    size_t size() const { return bin_at.empty() ? 0 : bin_at.back(); }
+};
+
+// A step's raw ids of a table's buckets, binned for the buckets' modules in one pass over them
+// (the bucket of an id: managed_collision_bucket). Grow-only buffers.
+class ManagedCollisionBins {
+public:
+    // Bins the ids of `ranges` (chunks split their ids in this order) over `buckets` buckets.
+    void bin(const std::vector<ManagedCollisionRange>& ranges,
+             uint64_t input_hash_size,
+             int64_t buckets);
+
+    const ManagedCollisionIds& bucket(int64_t b) const { return buckets_[static_cast<size_t>(b)]; }
+
+private:
+    std::vector<ManagedCollisionIds> buckets_;
+    std::vector<uint32_t> tags_;             // [ids]: bucket * parts + part
+    std::vector<size_t> counts_, range_at_;  // [chunks * tags], [ranges + 1]
+};
+
 // Everything that an exact resume needs, in plain vectors (checkpoints store them as they are).
 struct ManagedCollisionState {
     int64_t step = 0;
@@ -112,11 +156,15 @@ public:
     MCHManagedCollisionModule(std::string name, const ManagedCollisionOptions& options);
 
     // Training forward: profile (count a step, record the ids, evict every eviction_interval
-    // steps) then remap. ids [n] raw, out [n] rows in [offset, offset + output_size()). Returns
-    // how many of the ids own a slot.
-    int64_t forward(const int64_t* ids, int64_t n, int64_t* out);
+    // steps) then remap. Each id's row, in [offset, offset + output_size()), goes to out[at];
+    // the ids binned with this table's input_hash_size.
+    // Returns how many of the ids own a slot.
+    int64_t forward(const ManagedCollisionIds& ids, int64_t* out);
     // Read-only (eval, predict): mapped ids to their row, others to the residual or fallback.
     // Returns how many of the ids own a slot.
+    int64_t remap(const ManagedCollisionIds& ids, int64_t* out) const;
+    // The same for ids [n] raw, rows to out [n].
+    int64_t forward(const int64_t* ids, int64_t n, int64_t* out);
     int64_t remap(const int64_t* ids, int64_t n, int64_t* out) const;
 
     // Rows (with the offset) whose slot changed owner since the last call, ascending and unique;
@@ -166,7 +214,7 @@ private:
 
     // Counts a step and records its ids (evicting at an eviction step), writing each id's row as
     // the slots stand before any new id takes one; returns how many of the ids had a slot then.
-    int64_t profile(const int64_t* ids, int64_t n, int64_t* out);
+    int64_t profile(const ManagedCollisionIds& ids, int64_t* out);
     uint64_t hash_input(int64_t raw_id) const;
     int64_t unmapped_row(uint64_t id) const;
     bool admitted(uint64_t id, int64_t count, uint64_t num_ids, uint64_t total) const;
@@ -184,7 +232,7 @@ private:
     // total order (score, id) or by slot/id. The threshold filters' statistics over all the
     // interval's ids: window_total_ uses, and the window plus the slots used since the pass
     // (last > the pass's step) distinct ids.
-    static constexpr int64_t kParts = 16;
+    static constexpr int64_t kParts = kManagedCollisionParts;
     std::array<IdTable<Slot>, kParts> slots_;
     std::array<IdTable<Seen>, kParts> window_;
 
@@ -205,8 +253,8 @@ private:
     std::vector<int64_t> pending_evictions_;
     int64_t evictions_total_ = 0;
     int64_t admissions_total_ = 0;
-    std::vector<uint64_t> fresh_;   // scratch: a step's unmapped ids
-    std::vector<uint64_t> hashed_;  // scratch: a step's ids after input hashing
+    std::vector<uint64_t> fresh_;  // scratch: a step's unmapped ids
+    ManagedCollisionBins bins_;    // scratch: forward's ids binned
     // scratch: the step's ids without a slot, by part
     std::array<OwnLine<std::vector<uint64_t>>, kParts> unmapped_parts_;
     // scratch of the eviction pass, kept so a pass of the same size allocates (and faults) nothing
@@ -215,17 +263,6 @@ private:
     // scratch of a pass: evicted ids by part, and the admitted candidates' places
     std::array<OwnLine<std::vector<uint64_t>>, kParts> gone_;
     std::array<OwnLine<std::vector<size_t>>, kParts> taking_;
-
-    // scratch: a step's ids (after input hashing) with their places, binned by chunk and part;
-    // their parts; where each bin starts
-    struct Binned {
-        size_t at;
-        uint64_t id;
-    };
-
-    std::vector<Binned> binned_;
-    std::vector<uint8_t> part_;
-    std::vector<size_t> bin_at_;
 };
 
 }  // namespace shardrec

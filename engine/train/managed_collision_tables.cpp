@@ -145,12 +145,13 @@ void copy_runs(const std::vector<Run>& runs, const int64_t* src, int64_t* dst, b
 
 }  // namespace
 
-// The sender groups its ids by owner, then table and bucket (in KJT order within each), the
-// owners learn how many of each table's bucket come from each rank, remap each owned bucket's ids
-// and send the rows back in the order they came. Every owned bucket is called, so each steps
-// once per batch with or without ids. A table of one bucket sends each of its features' segments
-// as one run (copies, no work an id); a table of several buckets its ids one by one, to the
-// bucket the sender hashed each to (the owner does no work an id).
+// One process bins each table's ids for its buckets' modules where they lie in the batch, and the
+// modules write the rows in place. Several: the sender groups its ids by owner, then table and
+// bucket (in KJT order within each), the owners learn how many of each table's bucket come from
+// each rank, remap each owned bucket's ids where they arrived and send the rows back in the order
+// they came. A table of one bucket sends each of its features' segments as one run (copies, no
+// work an id); a table of several buckets its ids one by one, to the bucket the sender hashed
+// each to. Every owned bucket is called, so each steps once per batch with or without ids.
 template <typename Tables, typename Map>
 Batch ManagedCollisionTables::route(
     const Batch& batch, comm::ProcessGroup* pg, Tables& tables, RouteBuffers& buffers, Map&& map) {
@@ -181,6 +182,38 @@ Batch ManagedCollisionTables::route(
         }
     }
 
+    if (W == 1) {
+        // One process keeps every bucket: a table's ids are binned for its buckets' modules
+        // straight from the KJT's values, and the modules write the rows into the new ones.
+        if (buffers.bins.size() < static_cast<size_t>(T))
+            buffers.bins.resize(static_cast<size_t>(T));
+        std::vector<std::pair<int64_t, int64_t>> all;  // (table, bucket)
+        for (int64_t ti = 0; ti < T; ++ti) {
+            const auto& t = tables[static_cast<size_t>(ti)];
+            std::vector<ManagedCollisionRange> ranges;
+            for (int64_t f = 0; f < kjt.num_keys(); ++f) {
+                const int64_t lo = kjt.offset_per_key()[f], hi = kjt.offset_per_key()[f + 1];
+                if (is_managed(t.features, kjt.keys()[static_cast<size_t>(f)]))
+                    ranges.push_back({kv + lo, hi - lo, static_cast<size_t>(lo)});
+            }
+            const auto K = static_cast<int64_t>(t.owner.size());
+            buffers.bins[static_cast<size_t>(ti)].bin(ranges, t.input_hash_size, K);
+            for (int64_t b = 0; b < K; ++b) {
+                SR_CHECK(t.modules[static_cast<size_t>(b)] != nullptr,
+                         "managed collision: table '{}' bucket {} is kept by rank {}, not this "
+                         "process",
+                         t.name, b, t.owner[static_cast<size_t>(b)]);
+                all.emplace_back(ti, b);
+            }
+        }
+        kernels::parallel_tasks(static_cast<int64_t>(all.size()), [&](int64_t j) {
+            const auto [ti, b] = all[static_cast<size_t>(j)];
+            map(tables[static_cast<size_t>(ti)], b, buffers.bins[static_cast<size_t>(ti)].bucket(b),
+                v);
+        });
+        return Batch{batch.dense, batch.sparse.with_values(values), batch.labels};
+    }
+
     std::vector<Run> runs;  // one-bucket tables: a run a feature
 
     struct Segment {
@@ -205,22 +238,6 @@ Batch ManagedCollisionTables::route(
             if (hi > lo)
                 runs.push_back({lo, hi - lo, cell});
         }
-    }
-    // One process: a bucket whose ids are one run (a table of one feature) is remapped in place,
-    // from the KJT's values straight into the new ones; in_place[cell] is its run, or len -1.
-    std::vector<Run> in_place(static_cast<size_t>(B), Run{0, -1, 0});
-    if (W == 1) {
-        std::vector<int64_t> runs_of(static_cast<size_t>(B), 0);
-        for (const Run& r : runs)
-            ++runs_of[static_cast<size_t>(r.cell)];
-        const auto alone = [&](const Run& r) { return runs_of[static_cast<size_t>(r.cell)] == 1; };
-        for (const Run& r : runs) {
-            if (alone(r)) {
-                in_place[static_cast<size_t>(r.cell)] = r;
-                send_counts[static_cast<size_t>(r.cell)] -= r.len;
-            }
-        }
-        runs.erase(std::remove_if(runs.begin(), runs.end(), alone), runs.end());
     }
     // The segments' ids one by one, in order: each id's bucket and cell found on the CPU threads,
     // a contiguous chunk each, with the chunk's counts per cell (chunk_counts[chunk * stride +
@@ -338,31 +355,20 @@ Batch ManagedCollisionTables::route(
             }
         }
     }
+    if (buffers.bins.size() < owned.size())
+        buffers.bins.resize(owned.size());
     kernels::parallel_tasks(static_cast<int64_t>(owned.size()), [&](int64_t j) {
         const auto [ti, b] = owned[static_cast<size_t>(j)];
         auto& t = tables[static_cast<size_t>(ti)];
         const int64_t cell = first_bucket[static_cast<size_t>(ti)] + b;
-        if (W == 1) {
-            const Run& r = in_place[static_cast<size_t>(cell)];
-            if (r.len >= 0)
-                map(t, b, kv + r.at, r.len, v + r.at);
-            else
-                map(t, b, in + seg_at[static_cast<size_t>(cell)], rc[cell],
-                    rows_out + seg_at[static_cast<size_t>(cell)]);
-            return;
-        }
-        std::vector<int64_t> ids;
+        std::vector<ManagedCollisionRange> ranges;
         for (int64_t r = 0; r < W; ++r) {
-            const int64_t* seg = in + seg_at[static_cast<size_t>(r * B + cell)];
-            ids.insert(ids.end(), seg, seg + rc[r * B + cell]);
+            const int64_t at = seg_at[static_cast<size_t>(r * B + cell)];
+            ranges.push_back({in + at, rc[r * B + cell], static_cast<size_t>(at)});
         }
-        std::vector<int64_t> mapped(ids.size());
-        map(t, b, ids.data(), static_cast<int64_t>(ids.size()), mapped.data());
-        for (int64_t r = 0, at = 0; r < W; ++r) {
-            std::copy_n(mapped.data() + at, rc[r * B + cell],
-                        rows_out + seg_at[static_cast<size_t>(r * B + cell)]);
-            at += rc[r * B + cell];
-        }
+        ManagedCollisionBins& bins = buffers.bins[static_cast<size_t>(j)];
+        bins.bin(ranges, t.input_hash_size, 1);
+        map(t, b, bins.bucket(0), rows_out);
     });
 
     const Tensor back = exchange(pg, rows, recv, send, buffers.back);
@@ -381,11 +387,11 @@ Batch ManagedCollisionTables::route(
 Batch ManagedCollisionTables::remap_train(const Batch& batch,
                                           EmbeddingBagCollectionInterface& sparse,
                                           Stream& stream) {
-    const auto step = [](Table& t, int64_t b, const int64_t* ids, int64_t n, int64_t* out) {
+    const auto step = [](Table& t, int64_t b, const ManagedCollisionIds& ids, int64_t* out) {
         MCHManagedCollisionModule& m = *t.modules[static_cast<size_t>(b)];
         Table::Seen& seen = t.seen[static_cast<size_t>(b)];
-        seen.hits += m.forward(ids, n, out);
-        seen.ids += n;
+        seen.hits += m.forward(ids, out);
+        seen.ids += static_cast<int64_t>(ids.size());
         const std::vector<int64_t> evicted = m.evict();
         seen.evicted.insert(seen.evicted.end(), evicted.begin(), evicted.end());
     };
@@ -398,8 +404,8 @@ Batch ManagedCollisionTables::remap_train(const Batch& batch,
 
 Batch ManagedCollisionTables::remap_eval(const Batch& batch) {
     return route(batch, pg_.get(), std::as_const(tables_), eval_buffers_,
-                 [](const Table& t, int64_t b, const int64_t* in, int64_t n, int64_t* out) {
-                     t.modules[static_cast<size_t>(b)]->remap(in, n, out);
+                 [](const Table& t, int64_t b, const ManagedCollisionIds& ids, int64_t* out) {
+                     t.modules[static_cast<size_t>(b)]->remap(ids, out);
                  });
 }
 

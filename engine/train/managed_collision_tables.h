@@ -137,11 +137,13 @@ private:
         };
 
         std::vector<Single> singles;
+        // The ids binned for the modules: a table's in one process, an owned bucket's with several.
+        std::vector<ManagedCollisionBins> bins;
     };
 
-    // Maps the managed features' ids of `batch` through map(table, bucket, ids, n, rows), called
-    // on the bucket's owner for every owned bucket (n may be 0), the buckets of a table on the
-    // CPU threads at once.
+    // Maps the managed features' ids of `batch` through map(table, bucket, ids, rows) (ids: a
+    // ManagedCollisionIds, each id's row going to rows[at]), called on the bucket's owner for every
+    // owned bucket (with or without ids), the owned buckets on the CPU threads at once.
     template <typename Tables, typename Map>
     static Batch route(const Batch& batch,
                        comm::ProcessGroup* pg,

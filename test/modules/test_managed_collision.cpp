@@ -216,6 +216,64 @@ TEST_CASE("managed collision matches the reference with a batch's ids on 1, 2 or
     kernels::set_cpu_threads(restore);
 }
 
+TEST_CASE("ManagedCollisionBins: each bucket gets its ids and places, by part in input order",
+          "[mc]") {
+    // Three ranges of 9000 raw ids at scattered places, over 3 buckets, on 1, 2 and 3 threads:
+    // bucket b holds exactly the ids managed_collision_bucket puts in b, each with its place and
+    // its input-hashed value; a bin holds one part's ids (the same part in every chunk); the
+    // concatenation of a part's bins over the chunks is that part's ids in input order, whatever
+    // the thread count.
+    const int restore = kernels::cpu_threads();
+    for (const uint64_t hash_size : {uint64_t{1} << 63, uint64_t{1000003}}) {
+        rng::Rng r(5);
+        std::vector<std::vector<int64_t>> ids(3);
+        std::vector<ManagedCollisionRange> ranges;
+        for (size_t k = 0; k < ids.size(); ++k) {
+            for (int i = 0; i < 3000; ++i)
+                ids[k].push_back(static_cast<int64_t>(r.next_u64()));
+            ranges.push_back({ids[k].data(), 3000, 100000 * k + 7});
+        }
+        constexpr int64_t K = 3, P = kManagedCollisionParts;
+        // [threads][bucket][part]: the part's (place, id) over the chunks, in order
+        std::vector<std::vector<std::vector<std::vector<std::pair<size_t, uint64_t>>>>> parts;
+        for (const int threads : {1, 2, 3}) {
+            INFO("input_hash_size " << hash_size << ", threads " << threads);
+            kernels::set_cpu_threads(threads);
+            ManagedCollisionBins bins;
+            bins.bin(ranges, hash_size, K);
+            parts.emplace_back(K, std::vector<std::vector<std::pair<size_t, uint64_t>>>(P));
+            for (int64_t b = 0; b < K; ++b) {
+                const ManagedCollisionIds& got = bins.bucket(b);
+                REQUIRE(got.chunks == threads);
+                std::vector<std::pair<size_t, uint64_t>> expect, all;
+                for (size_t k = 0; k < ids.size(); ++k) {
+                    for (size_t i = 0; i < ids[k].size(); ++i) {
+                        if (managed_collision_bucket(ids[k][i], hash_size, K) == b)
+                            expect.emplace_back(100000 * k + 7 + i,
+                                                static_cast<uint64_t>(ids[k][i]) % hash_size);
+                    }
+                }
+                for (int64_t c = 0; c < got.chunks; ++c) {
+                    for (int64_t p = 0; p < P; ++p) {
+                        for (size_t j = got.bin_at[c * P + p]; j < got.bin_at[c * P + p + 1]; ++j)
+                            parts.back()[b][p].emplace_back(got.ids[j].at, got.ids[j].id);
+                    }
+                }
+                for (const auto& part : parts.back()[b]) {
+                    REQUIRE(std::is_sorted(part.begin(), part.end()));
+                    all.insert(all.end(), part.begin(), part.end());
+                }
+                REQUIRE(got.size() == expect.size());
+                std::sort(all.begin(), all.end());
+                REQUIRE(all == expect);
+            }
+        }
+        REQUIRE(parts[1] == parts[0]);
+        REQUIRE(parts[2] == parts[0]);
+    }
+    kernels::set_cpu_threads(restore);
+}
+
 TEST_CASE("managed collision: slots do not depend on the order of ids in a batch", "[mc]") {
     for (const char* policy : {"lfu", "lru", "distance_lfu"}) {
         ManagedCollisionOptions o;
