@@ -22,13 +22,10 @@ __extension__ typedef unsigned __int128 u128;
 // How many ids ahead the batch loops prefetch their hash-table cells.
 constexpr size_t kPrefetchAhead = 16;
 
-// Batches of fewer ids stay on one thread.
-constexpr size_t kParallelIds = 4096;
-
 // f(lo, hi) over [0, count) in contiguous chunks, one a CPU thread (one chunk for small counts).
 template <class F>
 void for_chunks(size_t count, F&& f) {
-    const int64_t chunks = count >= kParallelIds ? kernels::cpu_threads() : 1;
+    const int64_t chunks = count >= kManagedCollisionParallelIds ? kernels::cpu_threads() : 1;
     kernels::parallel_tasks(chunks, [&](int64_t c) {
         const auto k = static_cast<size_t>(c), m = static_cast<size_t>(chunks);
         f(count * k / m, count * (k + 1) / m);
@@ -65,34 +62,6 @@ void parallel_sort(std::vector<T>& v, size_t end, Less less) {
         }
         at.swap(merged);
         chunks = at.size() - 1;
-    }
-}
-
-// Which of `parts` parts an id (after input hashing) falls in: the top bits of a multiplicative
-// hash other than the tables' own, so each part's ids spread over the whole of its tables.
-int64_t part_of(uint64_t id, int64_t parts) {
-    const uint64_t h = (id * 0xD6E8FEB86659FD93ull) >> 32;
-    return static_cast<int64_t>((h * static_cast<uint64_t>(parts)) >> 32);
-}
-
-// f(i, raw id, place) for the ids i in [lo, hi) of the ranges' concatenation; range_at[r] is where
-// range r starts in it.
-template <class F>
-void for_range_ids(const std::vector<ManagedCollisionRange>& ranges,
-                   const std::vector<size_t>& range_at,
-                   size_t lo,
-                   size_t hi,
-                   F&& f) {
-    auto r = static_cast<size_t>(std::upper_bound(range_at.begin(), range_at.end(), lo) -
-                                 range_at.begin() - 1);
-    for (; lo < hi; ++r) {
-        // The range's fields in locals: a store of f may alias them.
-        const int64_t* ids = ranges[r].ids;
-        const size_t first = range_at[r], at = ranges[r].at, end = std::min(hi, range_at[r + 1]);
-        for (size_t i = lo; i < end; ++i) {
-            f(i, ids[i - first], at + (i - first));
-        }
-        lo = end;
     }
 }
 
@@ -267,82 +236,6 @@ MCHManagedCollisionModule::MCHManagedCollisionModule(std::string name,
     }
 }
 
-// Two passes over the ids, each chunk on a CPU thread: each id's bucket and part (its tag) and
-// the chunk's count of each tag, then, with every bin's start known, the ids to their bins (a
-// stable counting sort, so a bin's order, and every module's input, does not depend on the
-// thread count beyond the chunks it splits them into).
-void ManagedCollisionBins::bin(const std::vector<ManagedCollisionRange>& ranges,
-                               uint64_t input_hash_size,
-                               int64_t buckets) {
-    const auto K = static_cast<size_t>(std::max<int64_t>(buckets, 1));
-    constexpr auto P = static_cast<size_t>(kManagedCollisionParts);
-    range_at_.assign(1, 0);
-    for (const ManagedCollisionRange& r : ranges) {
-        range_at_.push_back(range_at_.back() + static_cast<size_t>(std::max<int64_t>(r.n, 0)));
-    }
-    const size_t count = range_at_.back();
-    const int64_t chunks = count >= kParallelIds
-                               ? std::min<int64_t>(kernels::cpu_threads(), kManagedCollisionParts)
-                               : 1;
-    const auto C = static_cast<size_t>(chunks);
-    const size_t stride = own_lines_stride(K * P);
-    counts_.assign(C * stride, 0);
-    if (tags_.size() < count) {
-        tags_.resize(count);
-    }
-    const uint64_t mask = (input_hash_size & (input_hash_size - 1)) == 0 ? input_hash_size - 1 : 0;
-    const auto hashed = [mask, input_hash_size](int64_t raw) {
-        const auto id = static_cast<uint64_t>(raw);
-        return mask != 0 ? id & mask : id % input_hash_size;
-    };
-    const auto chunk = [&](size_t c) { return std::pair{count * c / C, count * (c + 1) / C}; };
-    uint32_t* tags = tags_.data();
-    kernels::parallel_tasks(chunks, [&](int64_t c) {
-        size_t* n_of = counts_.data() + static_cast<size_t>(c) * stride;
-        const auto [lo, hi] = chunk(static_cast<size_t>(c));
-        for_range_ids(ranges, range_at_, lo, hi, [&](size_t i, int64_t raw, size_t) {
-            const auto part = static_cast<size_t>(part_of(hashed(raw), kManagedCollisionParts));
-            const size_t b =
-                K == 1
-                    ? 0
-                    : static_cast<size_t>(managed_collision_bucket(raw, input_hash_size, buckets));
-            const auto tag = static_cast<uint32_t>(b * P + part);
-            tags[i] = tag;
-            ++n_of[tag];
-        });
-    });
-    // Bucket b's ids: chunk by chunk, part by part; the counts become each bin's next place.
-    if (buckets_.size() < K) {
-        buckets_.resize(K);
-    }
-    std::vector<ManagedCollisionIds::Id*> base(K);
-    for (size_t b = 0; b < K; ++b) {
-        ManagedCollisionIds& out = buckets_[b];
-        out.chunks = chunks;
-        out.bin_at.resize(C * P + 1);
-        size_t at = 0;
-        for (size_t c = 0; c < C; ++c) {
-            for (size_t p = 0; p < P; ++p) {
-                out.bin_at[c * P + p] = at;
-                at += std::exchange(counts_[c * stride + b * P + p], at);
-            }
-        }
-        out.bin_at[C * P] = at;
-        if (out.ids.size() < at) {
-            out.ids.resize(at);
-        }
-        base[b] = out.ids.data();
-    }
-    kernels::parallel_tasks(chunks, [&](int64_t c) {
-        size_t* next = counts_.data() + static_cast<size_t>(c) * stride;
-        const auto [lo, hi] = chunk(static_cast<size_t>(c));
-        for_range_ids(ranges, range_at_, lo, hi, [&](size_t i, int64_t raw, size_t at) {
-            const uint32_t tag = tags[i];
-            base[tag / P][next[tag]++] = {at, hashed(raw)};
-        });
-    });
-}
-
 int64_t MCHManagedCollisionModule::slot_bytes(int64_t zch_size) {
     const auto n = static_cast<size_t>(std::max<int64_t>(zch_size, 0));
     // kParts tables of about n / kParts ids each (a part's count is binomial: 4 standard
@@ -370,12 +263,12 @@ int64_t MCHManagedCollisionModule::unmapped_row(uint64_t id) const {
 }
 
 IdTable<MCHManagedCollisionModule::Slot>& MCHManagedCollisionModule::slots_of(uint64_t id) {
-    return slots_[static_cast<size_t>(part_of(id, kParts))];
+    return slots_[static_cast<size_t>(managed_collision_part(id, kParts))];
 }
 
 const IdTable<MCHManagedCollisionModule::Slot>& MCHManagedCollisionModule::slots_of(
     uint64_t id) const {
-    return slots_[static_cast<size_t>(part_of(id, kParts))];
+    return slots_[static_cast<size_t>(managed_collision_part(id, kParts))];
 }
 
 int64_t MCHManagedCollisionModule::slot_of(int64_t raw_id) const {
@@ -668,12 +561,12 @@ void MCHManagedCollisionModule::eviction_pass() {
             slot_ids_.push_back(0);
         } else {
             const uint64_t gone = slot_ids_[static_cast<size_t>(slot)];
-            gone_[static_cast<size_t>(part_of(gone, kParts))].push_back(gone);
+            gone_[static_cast<size_t>(managed_collision_part(gone, kParts))].push_back(gone);
             pending_evictions_.push_back(options_.output_global_offset + slot);
             ++evictions_total_;
         }
         slot_ids_[static_cast<size_t>(slot)] = in[i].id;
-        taking_[static_cast<size_t>(part_of(in[i].id, kParts))].push_back(i);
+        taking_[static_cast<size_t>(managed_collision_part(in[i].id, kParts))].push_back(i);
         ++admissions_total_;
     }
     kernels::parallel_tasks(P, [&](int64_t part) {
@@ -777,8 +670,9 @@ void MCHManagedCollisionModule::load_state(const ManagedCollisionState& s) {
                  "table {}: the managed-collision state holds id {}, beyond 2^63", name_,
                  s.slot_ids[i]);
         bool inserted = false;
-        Slot& slot = slots[static_cast<size_t>(part_of(s.slot_ids[i], kParts))].get_or_insert(
-            s.slot_ids[i], &inserted);
+        Slot& slot =
+            slots[static_cast<size_t>(managed_collision_part(s.slot_ids[i], kParts))].get_or_insert(
+                s.slot_ids[i], &inserted);
         SR_CHECK(inserted, "table {}: the managed-collision state maps id {} twice", name_,
                  s.slot_ids[i]);
         slot = Slot{static_cast<int64_t>(i), s.slot_counts[i], s.slot_lasts[i]};
@@ -789,7 +683,7 @@ void MCHManagedCollisionModule::load_state(const ManagedCollisionState& s) {
         SR_CHECK(id < (uint64_t{1} << 63),
                  "table {}: the managed-collision state's window holds id {}, beyond 2^63", name_,
                  id);
-        window[static_cast<size_t>(part_of(id, kParts))].get_or_insert(id) =
+        window[static_cast<size_t>(managed_collision_part(id, kParts))].get_or_insert(id) =
             Seen{s.window_counts[i], s.window_lasts[i]};
     }
     step_ = s.step;
