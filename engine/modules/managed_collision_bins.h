@@ -67,7 +67,7 @@ struct ManagedCollisionIds {
     size_t size() const { return bin_at.empty() ? 0 : bin_at.back(); }
 };
 
-// A step's raw ids of a table's buckets, binned for the buckets' modules in one pass over them
+// A step's raw ids of a table's buckets, binned for the buckets' modules by one counting sort
 // (the bucket of an id: managed_collision_bucket). Grow-only buffers.
 class ManagedCollisionBins {
 public:
