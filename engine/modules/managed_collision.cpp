@@ -230,10 +230,6 @@ MCHManagedCollisionModule::MCHManagedCollisionModule(std::string name,
     SR_CHECK(o.output_global_offset >= 0,
              "table {}: managed_collision output_global_offset must be >= 0", name_);
     usable_ = o.mch_size == 0 ? o.zch_size - 1 : o.zch_size;
-    // A mask instead of a 64-bit division for the usual power-of-two sizes (2^63 by default).
-    if (o.input_hash_size > 1 && (o.input_hash_size & (o.input_hash_size - 1)) == 0) {
-        hash_mask_ = o.input_hash_size - 1;
-    }
 }
 
 int64_t MCHManagedCollisionModule::slot_bytes(int64_t zch_size) {
@@ -245,11 +241,6 @@ int64_t MCHManagedCollisionModule::slot_bytes(int64_t zch_size) {
     return static_cast<int64_t>(kParts * IdTable<Slot>::capacity_for(part) *
                                     sizeof(IdTable<Slot>::Cell) +
                                 n * sizeof(uint64_t));
-}
-
-uint64_t MCHManagedCollisionModule::hash_input(int64_t raw_id) const {
-    const uint64_t id = static_cast<uint64_t>(raw_id);
-    return hash_mask_ != 0 ? id & hash_mask_ : id % options_.input_hash_size;
 }
 
 int64_t MCHManagedCollisionModule::unmapped_row(uint64_t id) const {
@@ -272,7 +263,7 @@ const IdTable<MCHManagedCollisionModule::Slot>& MCHManagedCollisionModule::slots
 }
 
 int64_t MCHManagedCollisionModule::slot_of(int64_t raw_id) const {
-    const uint64_t id = hash_input(raw_id);
+    const uint64_t id = managed_collision_input_hash(raw_id, options_.input_hash_size);
     const Slot* s = slots_of(id).find(id);
     return s == nullptr ? -1 : s->slot;
 }

@@ -152,7 +152,6 @@ private:
     // Counts a step and records its ids (evicting at an eviction step), writing each id's row as
     // the slots stand before any new id takes one; returns how many of the ids had a slot then.
     int64_t profile(const ManagedCollisionIds& ids, int64_t* out);
-    uint64_t hash_input(int64_t raw_id) const;
     int64_t unmapped_row(uint64_t id) const;
     bool admitted(uint64_t id, int64_t count, uint64_t num_ids, uint64_t total) const;
     void eviction_pass();
@@ -186,7 +185,6 @@ private:
     int64_t window_total_ = 0;
     // Whether an id may have taken a free slot since the last pass (then it is in both).
     bool window_may_hold_slots_ = true;
-    uint64_t hash_mask_ = 0;  // input_hash_size - 1 when a power of two, else 0 (modulo)
     std::vector<int64_t> pending_evictions_;
     int64_t evictions_total_ = 0;
     int64_t admissions_total_ = 0;

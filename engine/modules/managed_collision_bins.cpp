@@ -56,10 +56,8 @@ void ManagedCollisionBins::bin(const std::vector<ManagedCollisionRange>& ranges,
     if (tags_.size() < count) {
         tags_.resize(count);
     }
-    const uint64_t mask = (input_hash_size & (input_hash_size - 1)) == 0 ? input_hash_size - 1 : 0;
-    const auto hashed = [mask, input_hash_size](int64_t raw) {
-        const auto id = static_cast<uint64_t>(raw);
-        return mask != 0 ? id & mask : id % input_hash_size;
+    const auto hashed = [input_hash_size](int64_t raw) {
+        return managed_collision_input_hash(raw, input_hash_size);
     };
     const auto chunk = [&](size_t c) { return std::pair{count * c / C, count * (c + 1) / C}; };
     uint32_t* tags = tags_.data();
@@ -67,12 +65,10 @@ void ManagedCollisionBins::bin(const std::vector<ManagedCollisionRange>& ranges,
         size_t* n_of = counts_.data() + static_cast<size_t>(c) * stride;
         const auto [lo, hi] = chunk(static_cast<size_t>(c));
         for_range_ids(ranges, range_at_, lo, hi, [&](size_t i, int64_t raw, size_t) {
+            const uint64_t id = hashed(raw);
             const auto part =
-                static_cast<size_t>(managed_collision_part(hashed(raw), kManagedCollisionParts));
-            const size_t b =
-                K == 1
-                    ? 0
-                    : static_cast<size_t>(managed_collision_bucket(raw, input_hash_size, buckets));
+                static_cast<size_t>(managed_collision_part(id, kManagedCollisionParts));
+            const auto b = static_cast<size_t>(managed_collision_bucket_of_hashed(id, buckets));
             const auto tag = static_cast<uint32_t>(b * P + part);
             tags[i] = tag;
             ++n_of[tag];

@@ -11,23 +11,34 @@
 
 namespace shardrec {
 
-// The bucket (of total_num_buckets) of a raw id: a salted 64-bit mix of the id after input
-// hashing, so ids equal modulo input_hash_size share a bucket, sequential ids spread, and the
-// bucket tells nothing of the residual row (mch_hash_func mixes without the salt). TorchRec's
+// A raw id after input hashing (our input_hash_func): modulo input_hash_size, by a mask when
+// that is a power of two (2^63 by default).
+inline uint64_t managed_collision_input_hash(int64_t raw_id, uint64_t input_hash_size) {
+    const auto raw = static_cast<uint64_t>(raw_id);
+    return (input_hash_size & (input_hash_size - 1)) == 0 ? raw & (input_hash_size - 1)
+                                                          : raw % input_hash_size;
+}
+
+// The bucket (of total_num_buckets) of an id after input hashing: a salted 64-bit mix of it, so
+// ids equal modulo input_hash_size share a bucket, sequential ids spread, and the bucket tells
+// nothing of the residual row (mch_hash_func mixes without the salt). TorchRec's
 // HashZchManagedCollisionModule splits the hashed id range into its buckets instead; a mix keeps
-// raw ids that are small integers from all landing in bucket 0.
-// Inline: the route computes it for every id of a table of several buckets, and a bucket count
-// that is a power of two takes a mask instead of a 64-bit division (the same bucket).
-inline int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64_t buckets) {
+// raw ids that are small integers from all landing in bucket 0. Inline: the route and the
+// binning compute it for every id of a table of several buckets, and a bucket count that is a
+// power of two takes a mask instead of a 64-bit division (the same bucket).
+inline int64_t managed_collision_bucket_of_hashed(uint64_t id, int64_t buckets) {
     if (buckets <= 1) {
         return 0;
     }
     constexpr uint64_t kSalt = 0x6a09e667f3bcc909ULL;  // any constant: the residual mix has none
-    const auto raw = static_cast<uint64_t>(raw_id);
-    const uint64_t id = (input_hash_size & (input_hash_size - 1)) == 0 ? raw & (input_hash_size - 1)
-                                                                       : raw % input_hash_size;
     const uint64_t h = rng::mix64(id ^ kSalt), k = static_cast<uint64_t>(buckets);
     return static_cast<int64_t>((k & (k - 1)) == 0 ? h & (k - 1) : h % k);
+}
+
+// The bucket of a raw id.
+inline int64_t managed_collision_bucket(int64_t raw_id, uint64_t input_hash_size, int64_t buckets) {
+    return managed_collision_bucket_of_hashed(managed_collision_input_hash(raw_id, input_hash_size),
+                                              buckets);
 }
 
 // The CPU threads of a module's training forward each own some of its parts: the slot map and
