@@ -188,7 +188,7 @@ public:
 
 private:
     void write(const void* data, size_t n) {
-        SR_CHECK(std::fwrite(data, 1, n, file_) == n, "{}: cannot write (disk full?)",
+        SR_CHECK(n == 0 || std::fwrite(data, 1, n, file_) == n, "{}: cannot write (disk full?)",
                  tmp_.string());
     }
 

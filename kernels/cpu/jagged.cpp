@@ -3,6 +3,7 @@
 // definitions are tested against.
 #include "kernels/jagged.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -114,7 +115,7 @@ void block_bucketize_sparse_features(const Tensor& lengths,
     int64_t* new_len = new_lengths.data<int64_t>();
 
     // Pass 1: the bucketized lengths [bucket][f][b], and the checks of lengths and ids.
-    std::memset(new_len, 0, sizeof(int64_t) * static_cast<size_t>(new_lengths.numel()));
+    std::fill_n(new_len, new_lengths.numel(), int64_t{0});
     int64_t begin = 0;
     for (int64_t bag = 0; bag < bags; ++bag) {
         const int64_t f = bag / batch;

@@ -109,7 +109,7 @@ TEST_CASE("read_memory_limits: a lowered RLIMIT_AS bounds what is available", "[
     CHECK_THAT(a.bound_by, Contains("RLIMIT_AS"));
 }
 
-TEST_CASE("an allocation that fails names what it was for", "[memory]") {
+TEST_CASE("an allocation that fails names what it was for", "[memory][own_memory]") {
     const std::string label = "the rows of table 'huge' [1000000000000000, 1024]";
     // 1 EiB: no machine maps that, so the allocator's own out-of-memory error is the one raised.
     try {

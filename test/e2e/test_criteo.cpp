@@ -256,7 +256,7 @@ TEST_CASE("criteo e2e: a malformed line stops with FILE:LINE and the field; or i
                         "' is a directory, expected a file") != std::string::npos);
 }
 
-TEST_CASE("criteo e2e: preprocessing memory does not grow with the input", "[e2e]") {
+TEST_CASE("criteo e2e: preprocessing memory does not grow with the input", "[e2e][own_memory]") {
     const fs::path dir = fresh_dir("criteo_mem");
     const auto small = write_days(dir / "", {2000});
     fs::create_directories(dir / "big");

@@ -51,7 +51,8 @@ TEST_CASE("memory: a table of 10^12 rows is caught by validate", "[e2e]") {
     CHECK_THAT(r.output, Contains("rank 0 needs") && Contains("'t0' 61.8 TiB"));
 }
 
-TEST_CASE("memory: under prlimit --as a run that fits without the limit is refused", "[e2e]") {
+TEST_CASE("memory: under prlimit --as a run that fits without the limit is refused",
+          "[e2e][own_memory]") {
     rlimit as{};
     REQUIRE(getrlimit(RLIMIT_AS, &as) == 0);
     if (as.rlim_cur != RLIM_INFINITY) {

@@ -38,7 +38,7 @@ inline void check_case_deterministic(OpCase& c, Device device) {
         const std::vector<double>& b = second.outputs[i];
         REQUIRE(a.size() == b.size());
         INFO("output " << i << " differs between two runs of the same inputs");
-        CHECK(std::memcmp(a.data(), b.data(), b.size() * sizeof(double)) == 0);
+        CHECK((b.empty() || std::memcmp(a.data(), b.data(), b.size() * sizeof(double)) == 0));
     }
 }
 
