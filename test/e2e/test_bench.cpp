@@ -56,8 +56,11 @@ TEST_CASE("bench: --profile times the regions of the step on two ranks", "[e2e][
     // The regions are inside the step; the sharded lookups and their dists inside sparse_arch.
     // The regions are means over the steps, so they are bounded by the slowest step (the p90 of
     // 4), not by the median.
+    // From below only loosely: two ranks preempted between regions on a loaded machine (tests
+    // run two at a time on two cores) widen the gaps, once to half the step; regions that timed
+    // nothing would fall far below.
     CHECK(top <= json_number(json, "step_ms_p90") * 1.05);
-    CHECK(top >= step * 0.5);
+    CHECK(top >= step * 0.25);
     CHECK(json_number(json, "backward/sparse_arch") >=
           json_number(json, "backward/sparse_arch/lookup") +
               json_number(json, "backward/sparse_arch/output_dist"));
