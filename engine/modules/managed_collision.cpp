@@ -430,24 +430,42 @@ void MCHManagedCollisionModule::eviction_pass() {
     // slots used since the last pass. Only the average and dynamic filters need the number.
     const bool check = window_may_hold_slots_;
     const auto unmapped = [&](uint64_t id) { return !check || slots_of(id).find(id) == nullptr; };
+    // The window's and the slots' parts are walked on the CPU threads at once, each part's
+    // results joined in part order.
+    const auto P = static_cast<int64_t>(kParts);
     uint64_t num_ids = 0;
     const ThresholdKind filter = options_.threshold.kind;
     if (filter == ThresholdKind::kAverage || filter == ThresholdKind::kDynamic) {
-        for_each_window([&](uint64_t id, const Seen&) { num_ids += unmapped(id) ? 1 : 0; });
         const int64_t since = step_ - options_.eviction_interval;
-        for (const IdTable<Slot>& part : slots_) {
-            part.for_each([&](uint64_t, const Slot& s) { num_ids += s.last > since ? 1 : 0; });
+        std::array<uint64_t, kParts> part_ids{};
+        kernels::parallel_tasks(P, [&](int64_t p) {
+            uint64_t n = 0;
+            window_[static_cast<size_t>(p)].for_each(
+                [&](uint64_t id, const Seen&) { n += unmapped(id) ? 1 : 0; });
+            slots_[static_cast<size_t>(p)].for_each(
+                [&](uint64_t, const Slot& s) { n += s.last > since ? 1 : 0; });
+            part_ids[static_cast<size_t>(p)] = n;
+        });
+        for (uint64_t n : part_ids) {
+            num_ids += n;
         }
     }
     const EvictionPolicy policy = options_.eviction_policy;
     const int64_t step = step_;
+    kernels::parallel_tasks(P, [&](int64_t p) {
+        std::vector<Scored>& out = listed_[static_cast<size_t>(p)];
+        out.clear();
+        window_[static_cast<size_t>(p)].for_each([&](uint64_t id, const Seen& seen) {
+            if (unmapped(id) && admitted(id, seen.count, num_ids, total)) {
+                out.push_back(scored(policy, step, seen.count, seen.last, id, -1));
+            }
+        });
+    });
     std::vector<Scored>& candidates = candidates_;
     candidates.clear();
-    for_each_window([&](uint64_t id, const Seen& seen) {
-        if (unmapped(id) && admitted(id, seen.count, num_ids, total)) {
-            candidates.push_back(scored(policy, step, seen.count, seen.last, id, -1));
-        }
-    });
+    for (const std::vector<Scored>& part : listed_) {
+        candidates.insert(candidates.end(), part.begin(), part.end());
+    }
     if (candidates.empty()) {
         return;
     }
@@ -486,7 +504,6 @@ void MCHManagedCollisionModule::eviction_pass() {
     }
     std::vector<Scored>& worst = worst_;
     // The parts listed on the CPU threads, the lists joined in part order.
-    const auto P = static_cast<int64_t>(kParts);
     std::array<char, kParts> nan_in{};
     const auto list_incumbents = [&](double below) {
         kernels::parallel_tasks(P, [&](int64_t p) {
@@ -539,7 +556,18 @@ void MCHManagedCollisionModule::eviction_pass() {
     // Lowest admitted id to the lowest freed slot, whatever the scores: order-free and simple.
     const std::vector<Scored>& in = candidates;
     parallel_sort(candidates, m, [](const Scored& a, const Scored& b) { return a.id < b.id; });
-    parallel_sort(out, out.size(), std::less<int64_t>());
+    // The slots in ascending order: distinct and in [0, usable_), so a bitmap of them sorts them.
+    std::vector<uint64_t>& bits = slot_bits_;
+    bits.assign(static_cast<size_t>(usable_ + 63) / 64, 0);
+    for (const int64_t slot : out) {
+        bits[static_cast<size_t>(slot) / 64] |= uint64_t{1} << (slot % 64);
+    }
+    size_t next = 0;
+    for (size_t w = 0; w < bits.size(); ++w) {
+        for (uint64_t b = bits[w]; b != 0; b &= b - 1) {
+            out[next++] = static_cast<int64_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(b)));
+        }
+    }
     // The slots change owners here; the parts' tables then change on the CPU threads at once,
     // each its evicted ids out, then its admitted ids in (in this order, so the same cells).
     for (size_t p = 0; p < static_cast<size_t>(kParts); ++p) {

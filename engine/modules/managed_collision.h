@@ -198,6 +198,7 @@ private:
     // scratch of a pass: evicted ids by part, and the admitted candidates' places
     std::array<OwnLine<std::vector<uint64_t>>, kParts> gone_;
     std::array<OwnLine<std::vector<size_t>>, kParts> taking_;
+    std::vector<uint64_t> slot_bits_;  // scratch of a pass: a bit a slot
 };
 
 }  // namespace shardrec
