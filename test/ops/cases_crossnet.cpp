@@ -1,6 +1,7 @@
 // Backend-ops cases of one cross layer (kernels/crossnet.h), full rank and low rank, forward and
 // backward, at odd sizes, with x0 and xl the same tensor (layer 0) or distinct, plus the MLPerf
-// DLRM-DCN layer (N = 3456, r = 512, B = 2048) as a bench-only case.
+// DLRM-DCN layer (N = 3456, r = 512) as bench-only cases at B = 2048 and at the CPU step's batch of
+// 256 (bench/baselines/compare_cpu.sh), the shapes the step itself multiplies.
 #include "engine/core/rng.h"
 #include "engine/core/stream.h"
 #include "kernels/crossnet.h"
@@ -208,10 +209,10 @@ private:
 
 const RegisterOpCases kRegister([] {
     std::vector<std::unique_ptr<OpCase>> cases;
-    const std::vector<CrossShape> shapes = {{1, 13, 0, true, false},       {3, 10, 0, true, false},
-                                            {17, 33, 0, false, false},     {3, 10, 1, true, false},
-                                            {17, 33, 4, false, false},     {5, 13, 3, false, false},
-                                            {2048, 3456, 512, false, true}};
+    const std::vector<CrossShape> shapes = {
+        {1, 13, 0, true, false},        {3, 10, 0, true, false},      {17, 33, 0, false, false},
+        {3, 10, 1, true, false},        {17, 33, 4, false, false},    {5, 13, 3, false, false},
+        {2048, 3456, 512, false, true}, {256, 3456, 512, false, true}};
     for (const CrossShape& s : shapes) {
         cases.push_back(std::make_unique<CrossNetForwardCase>(s));
         cases.push_back(std::make_unique<CrossNetBackwardCase>(s, false));
