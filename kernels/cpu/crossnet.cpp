@@ -17,14 +17,13 @@ namespace shardrec::kernels::cpu {
 namespace {
 
 // u += bias (per column); out = x0 * u + xl. x0 and xl may be one tensor.
-__attribute__((target_clones("arch=skylake-avx512", "default"))) void forward_epilogue(
-    int64_t B,
-    int64_t N,
-    const float* __restrict bias,
-    const float* __restrict x0,
-    const float* __restrict xl,
-    float* __restrict u,
-    float* __restrict out) {
+SR_AVX512_CLONES void forward_epilogue(int64_t B,
+                                       int64_t N,
+                                       const float* __restrict bias,
+                                       const float* __restrict x0,
+                                       const float* __restrict xl,
+                                       float* __restrict u,
+                                       float* __restrict out) {
     for (int64_t b = 0; b < B; ++b) {
         const int64_t row = b * N;  // row b of every [B, N] tensor
         for (int64_t n = 0; n < N; ++n) {
@@ -36,15 +35,14 @@ __attribute__((target_clones("arch=skylake-avx512", "default"))) void forward_ep
 }
 
 // gu = g * x0; gx0 += g * u; gb = the column sums of gu, over the rows in order.
-__attribute__((target_clones("arch=skylake-avx512", "default"))) void backward_epilogue(
-    int64_t B,
-    int64_t N,
-    const float* __restrict g,
-    const float* __restrict x0,
-    const float* __restrict u,
-    float* __restrict gu,
-    float* __restrict gx0,
-    float* __restrict gb) {
+SR_AVX512_CLONES void backward_epilogue(int64_t B,
+                                        int64_t N,
+                                        const float* __restrict g,
+                                        const float* __restrict x0,
+                                        const float* __restrict u,
+                                        float* __restrict gu,
+                                        float* __restrict gx0,
+                                        float* __restrict gb) {
     for (int64_t n = 0; n < N; ++n) {
         gb[n] = 0.0f;
     }

@@ -1,9 +1,11 @@
 // Dense optimizer updates on the CPU: elementwise loops in f32, with the bias corrections of
-// Adam computed once per call in double (as torch computes them on the host).
+// Adam computed once per call in double (as torch computes them on the host). Built for AVX-512
+// too.
 #include "kernels/dense_optimizer.h"
 
 #include <cmath>
 
+#include "kernels/cpu/avx512_clones.h"
 #include "kernels/optimizer_rules.h"
 
 namespace shardrec::kernels::cpu {
@@ -14,7 +16,7 @@ constexpr int64_t kMinElementsForThreads = 1 << 15;
 
 }  // namespace
 
-void sgd_update(Tensor& param, const Tensor& grad, float lr, float weight_decay) {
+SR_AVX512_CLONES void sgd_update(Tensor& param, const Tensor& grad, float lr, float weight_decay) {
     const int64_t n = param.numel();
     float* p = param.data<float>();
     const float* g = grad.data<float>();
@@ -24,7 +26,7 @@ void sgd_update(Tensor& param, const Tensor& grad, float lr, float weight_decay)
     }
 }
 
-void adagrad_update(
+SR_AVX512_CLONES void adagrad_update(
     Tensor& param, const Tensor& grad, Tensor& state_sum, float lr, float eps, float weight_decay) {
     const int64_t n = param.numel();
     float* p = param.data<float>();
@@ -37,11 +39,11 @@ void adagrad_update(
     }
 }
 
-void adam_update(Tensor& param,
-                 const Tensor& grad,
-                 Tensor& exp_avg,
-                 Tensor& exp_avg_sq,
-                 const AdamHyperParams& hp) {
+SR_AVX512_CLONES void adam_update(Tensor& param,
+                                  const Tensor& grad,
+                                  Tensor& exp_avg,
+                                  Tensor& exp_avg_sq,
+                                  const AdamHyperParams& hp) {
     const int64_t n = param.numel();
     float* p = param.data<float>();
     const float* g = grad.data<float>();

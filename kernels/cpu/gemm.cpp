@@ -131,7 +131,7 @@ const dnnl::matmul& bf16_primitive(Trans ta,
 
 // out[r * out_ld + c] = bf16(x[r * ld + c]), rounded to nearest even as float_to_bf16. Built for
 // AVX-512 too, picked at run time: the loop is integer arithmetic GCC vectorises either way.
-__attribute__((target_clones("arch=skylake-avx512", "default"))) void round_rows_to_bf16(
+SR_AVX512_CLONES void round_rows_to_bf16(
     const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* out, int64_t out_ld) {
     // Across the kernels' threads when large: rounding is memory-bound, one core cannot draw the
     // bandwidth (oneDNN's matmul runs on the same OpenMP threads, so they are not contended).

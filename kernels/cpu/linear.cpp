@@ -17,7 +17,7 @@ namespace shardrec::kernels::cpu {
 // OpenBLAS's workers in the next sgemm (OMP_WAIT_POLICY=passive removes that); for a
 // memory-bound pass the second thread gained ~20% at best.
 
-void activation_forward(Activation act, float* y, int64_t n) {
+SR_AVX512_CLONES void activation_forward(Activation act, float* y, int64_t n) {
     switch (act) {
         case Activation::kRelu:
             for (int64_t i = 0; i < n; ++i) {
@@ -34,7 +34,8 @@ void activation_forward(Activation act, float* y, int64_t n) {
     }
 }
 
-void activation_backward(Activation act, const float* grad_y, const float* y, float* g, int64_t n) {
+SR_AVX512_CLONES void activation_backward(
+    Activation act, const float* grad_y, const float* y, float* g, int64_t n) {
     // In place and out of place are separate loops (the vectoriser's overlap check would send
     // g == grad_y down its scalar path), and act' is a named value: written inline in the
     // product, GCC 12 turns ReLU's select back into a branch.
