@@ -1,8 +1,10 @@
-// Dot interaction on the CPU: one pass per batch row. The F+1 vectors of a row (D floats each)
-// stay in L1/L2 while all P pairs are formed. Backward writes every gradient vector once,
-// summing its pair contributions in ascending partner order, a block of columns at a time. Letters
-// as in the header.
+// Dot interaction on the CPU: one pass per batch row. The F+1 vectors of a
+// row (D floats each) stay in L1/L2 while all P pairs are formed. Backward writes every gradient
+// vector once, summing its pair contributions in ascending partner order, a block of columns at a
+// time. Letters as in the header.
 #include "kernels/dot_interaction.h"
+
+#include "kernels/cpu/avx512_clones.h"
 
 namespace shardrec::kernels::cpu {
 namespace {
@@ -10,8 +12,10 @@ namespace {
 // Rows below which a call stays on the calling thread. Rows are independent, so threads never
 // change results.
 constexpr int64_t kMinRowsForThreads = 16;
-// Backward columns accumulated in registers over all partners (8 SSE vectors): each gradient
-// column block is written once instead of once per partner.
+// Backward columns accumulated in registers over all partners (8 SSE vectors, 2 AVX-512 ones):
+// each gradient column block is written once instead of once per partner. The backward is built
+// for AVX-512 too; the forward is not (GCC's AVX-512 build of its dot products was 2-3x slower
+// than the SSE one, bench/results/cpu-20261127c-avx512-clones).
 constexpr int64_t kBlock = 32;
 
 // T_k of row b: k = 0 is the dense vector, k >= 1 the k-th embedding.
@@ -63,11 +67,11 @@ void dot_interaction_forward(const Tensor& dense, const Tensor& sparse, Tensor& 
     }
 }
 
-void dot_interaction_backward(const Tensor& dense,
-                              const Tensor& sparse,
-                              const Tensor& grad_out,
-                              Tensor& grad_dense,
-                              Tensor& grad_sparse) {
+SR_AVX512_CLONES void dot_interaction_backward(const Tensor& dense,
+                                               const Tensor& sparse,
+                                               const Tensor& grad_out,
+                                               Tensor& grad_dense,
+                                               Tensor& grad_sparse) {
     const int64_t B = dense.size(0), D = dense.size(1), F = sparse.size(1) / D;
     const int64_t W = D + (F + 1) * F / 2;
     const float* dp = dense.data<float>();
