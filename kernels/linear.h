@@ -86,6 +86,11 @@ private:
 // AMX)": oneDNN picks the best kernel this CPU has. For --version and the benchmarks.
 std::string cpu_gemm_backends();
 
+// Which build of the CPU's elementwise loops runs (kernels/cpu/avx512_clones.h): "AVX-512
+// (avx512f)" or "baseline x86-64 (no AVX-512)", chosen from the CPU's features. For --version and
+// the benchmarks.
+std::string cpu_loop_build();
+
 // Threads OpenBLAS uses for every GEMM of the process, set once from one place (the trainer at
 // startup). OpenBLAS sgemm is bitwise repeatable for a fixed thread count but NOT across counts:
 // measured with OpenBLAS 0.3.21 (Zen), 1 and 2 threads differ in the last bit on 3-7% of the

@@ -368,6 +368,7 @@ int bench_main(const std::vector<std::string>& args) {
         static_cast<long>(layer[1]), config.runtime.gemm_math.c_str());
     if (!device.is_cuda()) {
         std::printf("cpu gemm          %s\n", kernels::cpu_gemm_backends().c_str());
+        std::printf("cpu loops         %s\n", kernels::cpu_loop_build().c_str());
     }
     // The sparse floor at the bandwidth of the memory the tables are in.
     const double table_gbps = device.is_cuda() ? device_copy_gbps : copy_gbps;

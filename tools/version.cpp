@@ -59,6 +59,7 @@ int version_main() {
     fmt::print("backends: {}\n", backends());
     fmt::print("blas:     {}\n", first_line(openblas_get_config()));
     fmt::print("gemm:     {}\n", kernels::cpu_gemm_backends());
+    fmt::print("loops:    {}\n", kernels::cpu_loop_build());
     fmt::print("mpi:      {}\n", first_line(comm::mpi_library_version()));
     fmt::print("nccl:     {}\n", nccl_version());
     return 0;

@@ -374,6 +374,11 @@ std::string cpu_gemm_backends() {
                        kernel, isa);
 }
 
+std::string cpu_loop_build() {
+    // The test the resolver of every SR_AVX512_CLONES function makes.
+    return __builtin_cpu_supports("avx512f") ? "AVX-512 (avx512f)" : "baseline x86-64 (no AVX-512)";
+}
+
 }  // namespace shardrec::kernels
 
 namespace shardrec::kernels {

@@ -83,6 +83,10 @@ TEST_CASE("bench: one process reports the floor of the step", "[e2e]") {
     // not.
     CHECK(r.output.find("random rows of 64 B") != std::string::npos);
     CHECK(r.output.find("huge pages: ") != std::string::npos);
+    // The build of the elementwise loops that runs, by the CPU's features.
+    CHECK(r.output.find(__builtin_cpu_supports("avx512f")
+                            ? "cpu loops         AVX-512 (avx512f)"
+                            : "cpu loops         baseline x86-64") != std::string::npos);
     std::ifstream in(json_path);
     std::stringstream ss;
     ss << in.rdbuf();
