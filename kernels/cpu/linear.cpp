@@ -73,6 +73,37 @@ float* scratch_floats(size_t n) {
     return buffer.data();
 }
 
+namespace {
+
+// g = grad_y * act'(y) into gs (identity: none, g is grad_y) and grad_b = the sum of g's rows in
+// row order (when gb is not null), in one pass over the rows.
+SR_AVX512_CLONES void activation_grad_and_bias(Activation act,
+                                               int64_t B,
+                                               int64_t O,
+                                               const float* grad_y,
+                                               const float* y,
+                                               float* gs,
+                                               float* gb) {
+    if (gb != nullptr) {
+        std::memset(gb, 0, sizeof(float) * static_cast<size_t>(O));
+    }
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t row = b * O;
+        if (gs != nullptr) {
+            activation_backward(act, grad_y + row, y + row, gs + row, O);
+        }
+        if (gb != nullptr) {
+            const float* __restrict gr = gs != nullptr ? gs + row : grad_y + row;
+            float* __restrict sum = gb;
+            for (int64_t o = 0; o < O; ++o) {
+                sum[o] += gr[o];
+            }
+        }
+    }
+}
+
+}  // namespace
+
 // The bias is written into y first and the sgemm accumulates onto it (beta = 1): OpenBLAS
 // makes a pass over C for any beta, zeroing it when beta = 0, so the bias costs no extra pass.
 // Measured at B = 2048 here: I = 13, O = 512 takes 0.7 ms this way against 1.2 ms for sgemm
@@ -104,25 +135,9 @@ void linear_backward(const Tensor& x,
     const int64_t B = x.size(0), I = x.size(1), O = w.size(0);
     const float* gy = grad_y.data<float>();
     const float* yp = y.data<float>();
-    // g = grad_y * act'(y) (identity reuses grad_y as is) and grad_b = sum over rows of g, in
-    // one pass over the rows, in row order.
-    float* gb = grad_b != nullptr ? grad_b->data<float>() : nullptr;
-    if (gb != nullptr) {
-        std::memset(gb, 0, sizeof(float) * static_cast<size_t>(O));
-    }
     float* gs = act != Activation::kIdentity ? scratch_floats(static_cast<size_t>(B * O)) : nullptr;
-    for (int64_t b = 0; b < B; ++b) {
-        const int64_t row = b * O;
-        if (gs != nullptr) {
-            activation_backward(act, gy + row, yp + row, gs + row, O);
-        }
-        if (gb != nullptr) {
-            const float* gr = gs != nullptr ? gs + row : gy + row;
-            for (int64_t o = 0; o < O; ++o) {
-                gb[o] += gr[o];
-            }
-        }
-    }
+    activation_grad_and_bias(act, B, O, gy, yp, gs,
+                             grad_b != nullptr ? grad_b->data<float>() : nullptr);
     const float* g = gs != nullptr ? gs : gy;
     const Bf16OperandScope g_once(g, B, O, O);  // bf16 math: read by both GEMMs below
     // grad_w [O, I] = g^T [O, B] x [B, I]
