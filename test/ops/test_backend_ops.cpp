@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "kernels/dense_optimizer.h"
 #include "kernels/device_ceilings.h"
 #include "kernels/linear.h"
 #include "test/ops/check_case.h"
@@ -185,4 +186,38 @@ TEST_CASE("host ceilings: random-row reads are measured, and odd rows are refuse
     CHECK(gbps < 1e5);
     CHECK_THROWS_WITH(kernels::host_random_row_gbps(6, size_t{4} << 20),
                       Catch::Matchers::Contains("rows of 6 bytes"));
+}
+
+// The CPU loops built for AVX-512 as well (kernels/cpu/avx512_clones.h) may use FMA instructions
+// there; the kernels are compiled without contraction, so either build rounds each product and
+// each sum on its own, as the scalar rule does (the volatile temporaries force that here), and
+// results do not depend on the CPU.
+TEST_CASE("CPU kernels round alike on every CPU: the dense Adagrad update is its rule, bit for bit",
+          "[ops][cpu]") {
+    const int64_t n = 4099;
+    std::vector<float> w(n), g(n), s(n);
+    for (int64_t i = 0; i < n; ++i) {
+        const auto x = static_cast<float>(i);
+        w[static_cast<size_t>(i)] = std::sin(0.7f * x);
+        g[static_cast<size_t>(i)] = 0.37f * std::cos(1.3f * x);
+        s[static_cast<size_t>(i)] = 0.1f + std::fabs(std::sin(0.29f * x));
+    }
+    Tensor wt = Tensor::from_vector(w, {n}), st = Tensor::from_vector(s, {n});
+    const Tensor gt = Tensor::from_vector(g, {n});
+    const float lr = 0.05f, eps = 1e-8f, wd = 0.013f;
+    kernels::adagrad_update(wt, gt, st, lr, eps, wd, Stream::cpu());
+    int64_t differ = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+        volatile float decay = wd * w[i];
+        volatile float gi = g[i] + decay;
+        volatile float square = gi * gi;
+        volatile float sum = s[i] + square;
+        volatile float step = lr * gi;
+        volatile float den = std::sqrt(sum) + eps;
+        volatile float q = step / den;
+        const float expect_w = w[i] - q, expect_s = sum;
+        differ += std::memcmp(&expect_w, wt.data<float>() + i, 4) != 0 ||
+                  std::memcmp(&expect_s, st.data<float>() + i, 4) != 0;
+    }
+    CHECK(differ == 0);
 }
