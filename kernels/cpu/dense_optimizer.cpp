@@ -1,6 +1,5 @@
-// Dense optimizer updates on the CPU: elementwise loops in f32, with the bias corrections of
-// Adam computed once per call in double (as torch computes them on the host). Built for AVX-512
-// too.
+// Dense optimizer updates on the CPU: elementwise loops in f32 (built for AVX-512 too), with the
+// bias corrections of Adam computed once per call in double (as torch computes them on the host).
 #include "kernels/dense_optimizer.h"
 
 #include <cmath>

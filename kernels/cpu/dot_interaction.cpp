@@ -1,7 +1,7 @@
-// Dot interaction on the CPU: one pass per batch row. The F+1 vectors of a
-// row (D floats each) stay in L1/L2 while all P pairs are formed. Backward writes every gradient
-// vector once, summing its pair contributions in ascending partner order, a block of columns at a
-// time. Letters as in the header.
+// Dot interaction on the CPU: one pass per batch row. The F+1 vectors of a row (D floats each)
+// stay in L1/L2 while all P pairs are formed. Backward writes every gradient vector once,
+// summing its pair contributions in ascending partner order, a block of columns at a time. Letters
+// as in the header.
 #include "kernels/dot_interaction.h"
 
 #include "kernels/cpu/avx512_clones.h"
