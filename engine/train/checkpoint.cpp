@@ -295,6 +295,10 @@ std::string save_checkpoint(Trainer& trainer,
                             const std::string& parent,
                             int64_t step,
                             int64_t keep) {
+    SR_CHECK(!trainer.ahead_of_model(),
+             "checkpoint of step {}: the pipeline holds {} batch(es) whose managed-collision remap "
+             "ran already: train them first",
+             step, trainer.num_queued());
     trainer.synchronize();
     comm::ProcessGroup* pg = trainer.process_group().get();
     const int rank = pg ? pg->rank() : 0;

@@ -384,22 +384,36 @@ Batch ManagedCollisionTables::route(
     return Batch{batch.dense, batch.sparse.with_values(values), batch.labels};
 }
 
-Batch ManagedCollisionTables::remap_train(const Batch& batch,
-                                          EmbeddingBagCollectionInterface& sparse,
-                                          Stream& stream) {
+Batch ManagedCollisionTables::remap_train(const Batch& batch, ManagedCollisionEvictions* evicted) {
     const auto step = [](Table& t, int64_t b, const ManagedCollisionIds& ids, int64_t* out) {
         MCHManagedCollisionModule& m = *t.modules[static_cast<size_t>(b)];
         Table::Seen& seen = t.seen[static_cast<size_t>(b)];
         seen.hits += m.forward(ids, out);
         seen.ids += static_cast<int64_t>(ids.size());
-        const std::vector<int64_t> evicted = m.evict();
-        seen.evicted.insert(seen.evicted.end(), evicted.begin(), evicted.end());
+        const std::vector<int64_t> gone = m.evict();
+        seen.evicted.insert(seen.evicted.end(), gone.begin(), gone.end());
     };
     Batch out = route(batch, pg_.get(), tables_, train_buffers_, step);
     for (Table& t : tables_)
         ++t.step;
-    record_and_reset(sparse, stream);
+    record(evicted);
     return out;
+}
+
+Batch ManagedCollisionTables::remap_train(const Batch& batch,
+                                          EmbeddingBagCollectionInterface& sparse,
+                                          Stream& stream) {
+    ManagedCollisionEvictions evicted;
+    Batch out = remap_train(batch, &evicted);
+    reset_evicted(evicted, sparse, stream);
+    return out;
+}
+
+void ManagedCollisionTables::reset_evicted(const ManagedCollisionEvictions& evicted,
+                                           EmbeddingBagCollectionInterface& sparse,
+                                           Stream& stream) {
+    for (const auto& [i, rows] : evicted.tables)
+        reset_rows(tables_[i], rows, sparse, stream);
 }
 
 Batch ManagedCollisionTables::remap_eval(const Batch& batch) {
@@ -410,10 +424,9 @@ Batch ManagedCollisionTables::remap_eval(const Batch& batch) {
 }
 
 // At a table's eviction step (all ranks agree: every table steps once per batch), every rank's
-// counts of its owned buckets and their evicted rows are gathered: each rank resets the rows of
-// the shards it holds, and records the table's totals.
-void ManagedCollisionTables::record_and_reset(EmbeddingBagCollectionInterface& sparse,
-                                              Stream& stream) {
+// counts of its owned buckets and their evicted rows are gathered: each rank records the table's
+// totals and gets every evicted row (it resets those of the shards it holds).
+void ManagedCollisionTables::record(ManagedCollisionEvictions* evicted) {
     std::vector<size_t> due;
     std::vector<int64_t> mine;
     for (size_t i = 0; i < tables_.size(); ++i) {
@@ -428,7 +441,7 @@ void ManagedCollisionTables::record_and_reset(EmbeddingBagCollectionInterface& s
         }
         due.push_back(i);
         int64_t occupancy = 0, slots = 0, evictions = 0, admissions = 0, ids = 0, hits = 0;
-        std::vector<int64_t> evicted;
+        std::vector<int64_t> owned_evicted;
         for (size_t b = 0; b < t.modules.size(); ++b) {
             const auto& m = t.modules[b];
             if (m == nullptr)
@@ -440,13 +453,13 @@ void ManagedCollisionTables::record_and_reset(EmbeddingBagCollectionInterface& s
             Table::Seen& seen = t.seen[b];
             ids += seen.ids;
             hits += seen.hits;
-            evicted.insert(evicted.end(), seen.evicted.begin(), seen.evicted.end());
+            owned_evicted.insert(owned_evicted.end(), seen.evicted.begin(), seen.evicted.end());
             seen = Table::Seen{};
         }
         mine.insert(mine.end(),
                     {occupancy, slots, evictions - t.evictions_seen, admissions - t.admissions_seen,
-                     ids, hits, static_cast<int64_t>(evicted.size())});
-        mine.insert(mine.end(), evicted.begin(), evicted.end());
+                     ids, hits, static_cast<int64_t>(owned_evicted.size())});
+        mine.insert(mine.end(), owned_evicted.begin(), owned_evicted.end());
         t.evictions_seen = evictions;
         t.admissions_seen = admissions;
     }
@@ -490,7 +503,8 @@ void ManagedCollisionTables::record_and_reset(EmbeddingBagCollectionInterface& s
         rec.hit_fraction = ids > 0 ? static_cast<double>(hits) / static_cast<double>(ids) : 0.0;
         records_.push_back(rec);
         std::sort(rows.begin(), rows.end());
-        reset_rows(t, rows, sparse, stream);
+        if (!rows.empty())
+            evicted->tables.emplace_back(i, std::move(rows));
     }
 }
 

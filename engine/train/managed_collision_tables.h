@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/process_group.h"
@@ -44,6 +45,13 @@ struct ManagedCollisionRecord {
     double hit_fraction = 0;
 };
 
+// The rows of a training batch's remap evicted (every rank's, ascending), by managed table.
+struct ManagedCollisionEvictions {
+    std::vector<std::pair<size_t, std::vector<int64_t>>> tables;  // (index of the table, rows)
+
+    bool empty() const { return tables.empty(); }
+};
+
 // The options of table `t`'s module (the config is checked already): bucket `bucket` of its
 // total_num_buckets, with that bucket's share of the slots and residual rows and its first row as
 // output_global_offset.
@@ -66,10 +74,20 @@ public:
     bool empty() const { return tables_.empty(); }
 
     // A training batch: its ids of the managed tables remapped to rows (the other features as
-    // they are), after each bucket's step; rows evicted in this step are reset in `sparse`, once
-    // `stream` (the one the steps before were enqueued on) has passed them. The remap runs on
-    // the host for every device, as the ids arrive there. Collective over pg (every rank calls
-    // it once per training step).
+    // they are), after each bucket's step; the rows evicted in this step, every rank's, go to
+    // `evicted`, to reset with reset_evicted() once every earlier step has updated the tables and
+    // before this batch's lookups (the remap's decisions depend on the ids alone, so a pipeline
+    // may remap a batch while the one before still trains). The remap runs on the host for every
+    // device, as the ids arrive there. Collective over pg (every rank calls it once per training
+    // step).
+    Batch remap_train(const Batch& batch, ManagedCollisionEvictions* evicted);
+    // Their initial values back to the rows evicted, and their fused optimizer state to zero, in
+    // the shards of `sparse` this rank holds, once `stream` (the one the steps before were
+    // enqueued on) has passed them.
+    void reset_evicted(const ManagedCollisionEvictions& evicted,
+                       EmbeddingBagCollectionInterface& sparse,
+                       Stream& stream);
+    // Both at once, for a caller that trains each batch before it remaps the next.
     Batch remap_train(const Batch& batch, EmbeddingBagCollectionInterface& sparse, Stream& stream);
     // Evaluation and prediction: the same remap without counting or evicting (collective). Not
     // const: it reuses its buffers (one caller at a time).
@@ -151,7 +169,7 @@ private:
                        RouteBuffers& buffers,
                        Map&& map);
 
-    void record_and_reset(EmbeddingBagCollectionInterface& sparse, Stream& stream);
+    void record(ManagedCollisionEvictions* evicted);
     void reset_rows(const Table& t,
                     const std::vector<int64_t>& rows,
                     EmbeddingBagCollectionInterface& sparse,
@@ -164,7 +182,7 @@ private:
     std::vector<ManagedCollisionRecord> records_;
     RouteBuffers train_buffers_, eval_buffers_;
 
-    // record_and_reset's all-gathers (this rank's size and part, every rank's), grow-only.
+    // record's all-gathers (this rank's size and part, every rank's), grow-only.
     struct RecordBuffers {
         Tensor size, sizes, mine, all;
     };

@@ -1,10 +1,11 @@
 // The three stages of TrainPipelineSparseDist. One progress() call, with i the oldest queued step:
 //   1. copy stage: top the queue up to kDepth (on the first call batches i, i+1 and i+2);
-//   2. a batch whose input dist never started (the first, or after a drain) is distributed now;
-//   3. input dist of batch i+1: phase 1 (splits) is posted and completed, phase 2 (lengths,
+//   2. batch i's before_forward (the resets of the rows its managed-collision remap evicted);
+//   3. a batch whose input dist never started (the first, or after a drain) is distributed now;
+//   4. input dist of batch i+1: phase 1 (splits) is posted and completed, phase 2 (lengths,
 //      values, weights) is posted and left in flight;
-//   4. batch i trains; its sparse forward takes its input dist from the pipeline;
-//   5. batch i+1's phase 2 completes (MPI progressed it inside batch i's collectives).
+//   5. batch i trains; its sparse forward takes its input dist from the pipeline;
+//   6. batch i+1's phase 2 completes (MPI progressed it inside batch i's collectives).
 // Every rank runs the same stages for the same steps, so the collectives match.
 #include "engine/train/train_pipeline_sparse_dist.h"
 
@@ -166,6 +167,10 @@ std::optional<TrainOutput> TrainPipelineSparseDist::progress(DataIterator& input
     if (queue_.empty())
         return std::nullopt;
     InFlight& batch = *queue_.front();
+    // Batch i-1 has run its updates (its compute is on the stream before; the prefetch thread
+    // of the call before has ended): batch i's evicted rows can be reset now.
+    if (batch.input.before_forward)
+        batch.input.before_forward(compute_.stream());
     if (!batch.dist_started) {  // filling: nothing to overlap with
         start_sparse_data_dist(batch);
         wait_sparse_data_dist(batch);

@@ -10,9 +10,12 @@
 // that queued kernels still read).
 // Exactness: the input dist only moves ids, and batch i+1's lookups run inside its own forward,
 // after batch i's fused optimizer updated the rows, so the numbers are TrainPipelineBase's (the
-// "pipelines agree" test). On CPU the all-to-alls of batch i+1 are non-blocking MPI collectives
-// posted before batch i's compute and completed after it; MPI progresses them inside batch i's
-// own collectives. Without a sharded sparse arch (one process) only the copy stage remains.
+// "pipelines agree" test). A managed-collision remap runs when a batch is queued, ahead of the
+// steps before it (its decisions depend on the ids alone); the rows it evicts are reset by the
+// batch's before_forward, after those steps' updates. On CPU the all-to-alls of batch i+1 are
+// non-blocking MPI collectives posted before batch i's compute and completed after it; MPI
+// progresses them inside batch i's own collectives. Without a sharded sparse arch (one process)
+// only the copy stage remains.
 //
 // With prefetch (TorchRec PrefetchTrainPipelineSparseDist, train.pipeline prefetch_sparse_dist)
 // a fourth stage fills the key_value caches: batch i+1's input dist completes one step earlier
@@ -24,6 +27,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -47,6 +51,9 @@ struct TrainInput {
     bool input_finite = true;  // BatchChecker's verdict on the dense features and labels
     float dense_lr = 0;
     float sparse_lr = 0;
+    // Work on the compute stream that must follow every earlier step's updates and precede this
+    // step's lookups: the resets of the rows its managed-collision remap evicted. Empty if none.
+    std::function<void(Stream&)> before_forward;
 };
 
 // Yields train inputs in step order; nullopt once exhausted (and on every call after).

@@ -251,10 +251,7 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
                                   NanPolicy::kSkipBatch);
     pipeline_.set_allreduce_precision(
         kernels::comm_type_from_name(config_.comm.allreduce_precision));
-    // The remap of a managed-collision table (and its evictions) runs when a batch is taken, so
-    // it must not run ahead of the previous batch's backward: such runs use the base pipeline,
-    // which gives the same numbers as sparse_dist.
-    if (config_.train.pipeline != "base" && mc_.empty()) {
+    if (config_.train.pipeline != "base") {
         sparse_dist_ = std::make_unique<TrainPipelineSparseDist>(
             pipeline_, *model_, config_.train.pipeline == "prefetch_sparse_dist");
         warn_if_prefetch_shares_cpus();
@@ -388,6 +385,12 @@ private:
     std::function<std::optional<TrainInput>()> fn_;
 };
 
+// Yields nothing: the pipeline trains the steps it holds.
+class NoInputs final : public DataIterator {
+public:
+    std::optional<TrainInput> next() override { return std::nullopt; }
+};
+
 }  // namespace
 
 std::unique_ptr<DataIterator> Trainer::train_inputs(int64_t first_step,
@@ -403,8 +406,7 @@ std::unique_ptr<DataIterator> Trainer::train_inputs(int64_t first_step,
         Batch batch = train_batch(in.step);
         if (prepare)
             prepare(in.step, batch);
-        if (!mc_.empty())
-            batch = mc_.remap_train(batch, model_->sparse_arch(), pipeline_.stream());
+        batch = remap_ahead(batch, in);
         // A handle copy: the checker's fixed batch is made anew for each batch it fixes.
         in.batch = checker_.check(batch, BatchOrigin{"train", in.step + 1, rank_}, in.input_finite);
         in.dense_lr = dense_lr(in.step);
@@ -421,13 +423,26 @@ std::unique_ptr<DataIterator> Trainer::cycled_inputs(const std::vector<Batch>& b
             if (step >= steps)
                 return std::nullopt;
             const int64_t s = step++;
-            const Batch& batch = batches[static_cast<size_t>(s) % batches.size()];
-            return TrainInput{
-                s,
-                mc_.empty() ? batch
-                            : mc_.remap_train(batch, model_->sparse_arch(), pipeline_.stream()),
-                true, dense_lr(s), sparse_lr(s)};
+            TrainInput in{s, {}, true, dense_lr(s), sparse_lr(s), {}};
+            in.batch = remap_ahead(batches[static_cast<size_t>(s) % batches.size()], in);
+            return in;
         });
+}
+
+// A pipeline may take a batch while the one before still trains: the remap runs now, and the
+// rows it evicts are reset by the input's before_forward, once the steps before have updated
+// them.
+Batch Trainer::remap_ahead(const Batch& batch, TrainInput& in) {
+    if (mc_.empty())
+        return batch;
+    ManagedCollisionEvictions evicted;
+    Batch out = mc_.remap_train(batch, &evicted);
+    if (!evicted.empty()) {
+        in.before_forward = [this, evicted = std::move(evicted)](Stream& stream) {
+            mc_.reset_evicted(evicted, model_->sparse_arch(), stream);
+        };
+    }
+    return out;
 }
 
 std::optional<TrainOutput> Trainer::progress(DataIterator& inputs) {
@@ -435,6 +450,8 @@ std::optional<TrainOutput> Trainer::progress(DataIterator& inputs) {
     if (sparse_dist_ != nullptr) {
         out = sparse_dist_->progress(inputs);
     } else if (std::optional<TrainInput> in = inputs.next()) {
+        if (in->before_forward)
+            in->before_forward(pipeline_.stream());
         out = TrainOutput{
             in->step, pipeline_.progress(in->batch, in->dense_lr, in->sparse_lr, in->input_finite)};
     }
@@ -459,6 +476,11 @@ StepResult Trainer::finish_step(const StepResult& r, int64_t step) {
 }
 
 Metrics Trainer::evaluate(MetricsAccumulator* samples) {
+    // A queued batch's remap has already counted its ids (and taken slots for new ones).
+    SR_CHECK(!ahead_of_model(),
+             "evaluation with managed-collision tables while the pipeline holds {} remapped "
+             "batch(es): train them first",
+             num_queued());
     eval_acc_.reset();
     // Every rank runs the same number of batches (the sharded lookups are collective): the eval
     // split's first eval_samples samples, rounded up to whole global batches.
@@ -541,13 +563,31 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     int64_t window_samples = 0;
     std::vector<CacheStats> cache_seen;  // the key_value caches at the last record
     int64_t done = start;
-    const auto inputs = trainer.train_inputs(start, config.train.steps,
-                                             [&faults, rank](int64_t step, Batch& batch) {
-                                                 if (!faults.empty()) {
-                                                     faults.apply(step + 1, rank, batch);
-                                                 }
-                                             });
     const int64_t every = config.train.checkpoint_every;
+    // The inputs of steps [first, end): all at once, or, with managed-collision tables (whose
+    // remap runs when the pipeline takes a batch), up to the next checkpoint or evaluation, so
+    // that the pipeline has trained every batch it took when they come.
+    int64_t end = config.train.steps;
+    const auto inputs_from = [&](int64_t first) {
+        end = config.train.steps;
+        const auto before_next = [&](int64_t interval) {
+            if (interval > 0)
+                end = std::min(end, (first / interval + 1) * interval);
+        };
+        if (!trainer.managed_collision().empty()) {
+            before_next(every);
+            if (config.train.eval_samples > 0)
+                before_next(config.train.eval_every);
+        }
+        return trainer.train_inputs(first, end, [&faults, rank](int64_t step, Batch& batch) {
+            if (!faults.empty()) {
+                faults.apply(step + 1, rank, batch);
+            }
+        });
+    };
+    std::unique_ptr<DataIterator> inputs = inputs_from(start);
+    int stop_signal = 0;
+    std::vector<ManagedCollisionRecord> records;
     int64_t saved_step = start;  // the newest step whose checkpoint is on disk (or resumed from)
     // train.steps 0: the initial weights as step 0 (what `ckpt init` writes), to take elsewhere.
     if (config.train.steps == 0 && start == 0 && every > 0)
@@ -558,20 +598,32 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     // finished step is saved first (a SLURM preemption sends SIGTERM, then SIGKILL after KillWait).
     comm::StopVote stop_vote(default_process_group());
     while (!summary.target_reached) {
-        if (const int signal = stop_vote.poll()) {
+        // On a stop, the batches whose remap ran are trained first (the inputs end).
+        if (stop_signal == 0 && (stop_signal = stop_vote.poll()) != 0 && trainer.ahead_of_model())
+            inputs = std::make_unique<NoInputs>();
+        if (stop_signal != 0 && !trainer.ahead_of_model()) {
             if (every > 0 && done > saved_step)
                 save_checkpoint(trainer, checkpoint_dir, done, config.train.checkpoint_keep);
-            throw comm::StopRequested(signal, done + 1);
+            throw comm::StopRequested(stop_signal, done + 1);
         }
         const std::optional<TrainOutput> out = trainer.progress(*inputs);
         if (!out) {
-            break;
+            if (done == config.train.steps || done != end)
+                break;
+            inputs = inputs_from(done);  // up to the next checkpoint or evaluation
+            continue;
         }
         const int64_t step = out->step;
         done = step + 1;
-        for (const ManagedCollisionRecord& rec : trainer.managed_collision().take_records())
-            writer.managed_collision(rec.step, rec.table, rec.occupancy, rec.slots, rec.evictions,
-                                     rec.admissions, rec.hit_fraction);
+        // The records of the steps trained so far (the pipeline may have remapped later ones).
+        for (ManagedCollisionRecord& rec : trainer.managed_collision().take_records())
+            records.push_back(std::move(rec));
+        const auto later = std::stable_partition(records.begin(), records.end(),
+                                                 [&](const auto& rec) { return rec.step <= done; });
+        for (auto rec = records.begin(); rec != later; ++rec)
+            writer.managed_collision(rec->step, rec->table, rec->occupancy, rec->slots,
+                                     rec->evictions, rec->admissions, rec->hit_fraction);
+        records.erase(records.begin(), later);
         const StepResult& r = out->result;
         summary.skipped_batches += r.skipped ? 1 : 0;
         window_samples += trainer.global_batch_size();

@@ -73,6 +73,10 @@ public:
     // Steps taken from an iterator by the pipeline and not trained yet.
     int64_t num_queued() const { return sparse_dist_ ? sparse_dist_->num_queued() : 0; }
 
+    // Whether queued steps have changed state already: a managed-collision remap runs when its
+    // batch is taken. evaluate() and save_checkpoint() refuse to run until they are trained.
+    bool ahead_of_model() const { return !mc_.empty() && num_queued() > 0; }
+
     // sparse_dist's per-stage times of the steps progress() trained since the last reset;
     // nullopt on the base pipeline (one stream, nothing overlapped).
     std::optional<StageTimes> stage_times() {
@@ -115,6 +119,10 @@ public:
 private:
     // Rows [samples_at(step) + rank * B, + B) of the train split.
     Batch rank_slice(int64_t step) const;
+
+    // The managed-collision remap of a train input's batch (the batch as it is without managed
+    // tables); sets in.before_forward to reset the rows it evicts.
+    Batch remap_ahead(const Batch& batch, TrainInput& in);
 
     // A skipped step is logged; a non-finite loss throws (nan_policy stop).
     StepResult finish_step(const StepResult& r, int64_t step);

@@ -11,10 +11,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 
+#include "engine/train/checkpoint.h"
 #include "test/e2e/e2e_support.h"
 
 using namespace shardrec::test;
@@ -223,6 +225,38 @@ TEST_CASE("limits: a run stopped by a signal saves its last finished step first"
     char name[32];
     std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(stopped - 1));
     CHECK(std::filesystem::exists(dir / "run" / "checkpoints" / name / "manifest.yaml"));
+}
+
+// The sparse_dist pipeline remaps a managed-collision table's batch while the batch before
+// trains, so a stop finds it holding batches whose remap ran: it trains them, then saves, and the
+// checkpoint's remap state is that of its own step.
+TEST_CASE(
+    "limits: a signal to a run with a managed-collision table saves after the remapped batches",
+    "[e2e][limits][mc]") {
+    const auto dir = fresh_dir("limits_mc_stop");
+    const auto args = small_train_args(
+        "run", 100000,
+        {"train.log_every=100", "train.pipeline=sparse_dist", "train.checkpoint_every=1000000",
+         "data.synthetic.raw_id_drift=4", "model.tables[4].managed_collision.zch_size=100",
+         "model.tables[4].managed_collision.mch_size=900",
+         "model.tables[4].managed_collision.eviction_interval=2"});
+    const SignalResult r =
+        run_and_signal(dir, "exec '" + bin() + "'" + quoted(args), "TERM", "job");
+    INFO(r.output);
+    CHECK(r.exit_code == 128 + 15);
+    const auto at = r.output.find("ended the run at train step ");
+    REQUIRE(at != std::string::npos);
+    const int64_t stopped = std::stoll(r.output.substr(at + 28));
+    char name[32];
+    std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(stopped - 1));
+    const auto ckpt = dir / "run" / "checkpoints" / name;
+    REQUIRE(std::filesystem::exists(ckpt / "manifest.yaml"));
+    // The state's first value is its module's step (ManagedCollisionTables::state_tensor).
+    const std::string state = read_file(ckpt / shardrec::train::managed_collision_file("t4", 0));
+    REQUIRE(state.size() >= 8);
+    int64_t module_step = -1;
+    std::memcpy(&module_step, state.data(), 8);
+    CHECK(module_step == stopped - 1);
 }
 
 TEST_CASE("limits: a repeated SIGTERM or SIGUSR1 does not cut the save short", "[e2e][limits]") {

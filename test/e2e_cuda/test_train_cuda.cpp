@@ -261,9 +261,9 @@ TEST_CASE("cuda fused_uvm_caching trains bitwise like fused with any cache", "[c
 }
 
 // Managed collision on a GPU: the remap runs on the host as on the CPU (the same slots, evictions
-// and state), and the evicted rows are reset on the device once the steps that used them are
-// done (fused_uvm_caching: in the HBM cache or in host memory): losses, eval and the tables match
-// the CPU run within the float tolerance.
+// and state), two batches ahead in the sparse_dist pipeline, and the evicted rows are reset on
+// the device once the steps that used them are done (fused_uvm_caching: in the HBM cache or in
+// host memory): losses, eval and the tables match the CPU run within the float tolerance.
 TEST_CASE("cuda managed collision trains like the CPU, evictions included", "[cuda][e2e]") {
     auto pg = comm::world_process_group();
     const std::vector<std::string> mc = {"train.steps=12",

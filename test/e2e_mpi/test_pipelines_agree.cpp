@@ -2,7 +2,8 @@
 // bitwise (losses, every table row, every dense parameter, eval metrics), here with every dist
 // path in one plan, position-weighted features, an evaluation while the sparse-dist pipeline holds
 // two batches, and the last two steps drained. Each rank runs both pipelines side by side on the
-// same process group. Also: the sparse-dist pipeline's queue depth and its per-stage times.
+// same process group; and with a managed-collision table, remapped ahead of training. Also: the
+// sparse-dist pipeline's queue depth and its per-stage times.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -62,20 +63,37 @@ void require_same_metrics(const train::Metrics& a, const train::Metrics& b) {
     CHECK(a.accuracy == b.accuracy);
 }
 
-// Trains every step of `config` on `pipeline`, evaluating after step `eval_after` (1-based).
+// Trains every step of `config` on `pipeline`, evaluating after step `eval_after` (1-based):
+// while the pipeline holds the next batches, or, with managed-collision tables (whose remap has
+// run for the batches it holds), once it has trained the inputs of the steps before.
 std::vector<float> train_all(train::Trainer& trainer,
                              const Config& config,
                              int64_t eval_after,
                              train::Metrics& mid_eval) {
-    auto inputs = trainer.train_inputs(0, config.train.steps);
+    const bool managed = !trainer.managed_collision().empty();
     std::vector<float> losses;
-    while (const std::optional<train::TrainOutput> out = trainer.progress(*inputs)) {
-        REQUIRE(out->step == static_cast<int64_t>(losses.size()));
-        losses.push_back(out->result.loss);
-        if (out->step + 1 == eval_after)
-            mid_eval = trainer.evaluate();
+    const auto train = [&](int64_t first, int64_t end) {
+        auto inputs = trainer.train_inputs(first, end);
+        while (const std::optional<train::TrainOutput> out = trainer.progress(*inputs)) {
+            REQUIRE(out->step == static_cast<int64_t>(losses.size()));
+            losses.push_back(out->result.loss);
+            if (!managed && out->step + 1 == eval_after) {
+                const std::string& pipeline = trainer.config().train.pipeline;
+                CHECK(trainer.num_queued() == (pipeline == "base"          ? 0
+                                               : pipeline == "sparse_dist" ? 2
+                                                                           : 3));
+                mid_eval = trainer.evaluate();
+            }
+        }
+        REQUIRE(!trainer.progress(*inputs));  // exhausted stays exhausted
+    };
+    if (managed) {
+        train(0, eval_after);
+        mid_eval = trainer.evaluate();
+        train(eval_after, config.train.steps);
+    } else {
+        train(0, config.train.steps);
     }
-    REQUIRE(!trainer.progress(*inputs));  // exhausted stays exhausted
     return losses;
 }
 
@@ -83,6 +101,16 @@ std::vector<float> train_all(train::Trainer& trainer,
 const std::vector<std::string> kKeyValue = {"sharding.compute_kernel=key_value",
                                             "sharding.storage.path=/tmp/shardrec-test-pipelines",
                                             "sharding.cache.load_factor=0.1"};
+
+// Table big managed (row_wise, two buckets): 16 slots and 284 residual rows for a vocabulary
+// that grows by a raw id every 2 samples, an eviction pass every step, so that most steps'
+// remaps run while the step before still trains, some of them evicting its rows.
+const std::vector<std::string> kManaged = {"model.tables[0].num_embeddings=300",
+                                           "model.tables[0].managed_collision.zch_size=16",
+                                           "model.tables[0].managed_collision.mch_size=284",
+                                           "model.tables[0].managed_collision.eviction_interval=1",
+                                           "model.tables[0].managed_collision.total_num_buckets=2",
+                                           "data.synthetic.raw_id_drift=2"};
 
 std::vector<std::string> with(std::vector<std::string> sets, const std::string& pipeline) {
     sets.push_back("train.pipeline=" + pipeline);
@@ -108,6 +136,19 @@ void check_pipelines_agree(const std::shared_ptr<comm::ProcessGroup>& pg,
     }
     require_same_metrics(dist_mid, base_mid);
     require_same_metrics(dist.evaluate(), base.evaluate());
+    if (!base.managed_collision().empty()) {
+        const auto base_records = base.managed_collision().take_records();
+        const auto dist_records = dist.managed_collision().take_records();
+        REQUIRE(dist_records.size() == base_records.size());
+        int64_t evictions = 0;
+        for (size_t i = 0; i < base_records.size(); ++i) {
+            CHECK(dist_records[i].step == base_records[i].step);
+            CHECK(dist_records[i].evictions == base_records[i].evictions);
+            CHECK(dist_records[i].hit_fraction == base_records[i].hit_fraction);
+            evictions += base_records[i].evictions;
+        }
+        CHECK(evictions > 0);
+    }
 
     const std::vector<Parameter*> bp = base.model().parameters();
     const std::vector<Parameter*> dp = dist.model().parameters();
@@ -140,6 +181,12 @@ TEST_CASE("pipelines agree: sharded over every rank, every dist path", "[mpi][e2
 TEST_CASE("pipelines agree: prefetch_sparse_dist with key_value tables", "[mpi][e2e]") {
     const test::ExpectLogs fill_thread_shares_a_core;  // mpirun binds each rank to one core
     check_pipelines_agree(comm::world_process_group(), "prefetch_sparse_dist", kKeyValue);
+}
+
+// A managed-collision table's remap runs when the pipeline takes a batch, two steps ahead of
+// its training; the rows it evicts are reset just before that batch trains.
+TEST_CASE("pipelines agree: a managed-collision table, remapped ahead", "[mpi][e2e]") {
+    check_pipelines_agree(comm::world_process_group(), "sparse_dist", kManaged);
 }
 
 TEST_CASE("pipelines agree: one process, unsharded tables", "[mpi][e2e]") {
