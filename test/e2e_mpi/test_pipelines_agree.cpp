@@ -189,6 +189,16 @@ TEST_CASE("pipelines agree: a managed-collision table, remapped ahead", "[mpi][e
     check_pipelines_agree(comm::world_process_group(), "sparse_dist", kManaged);
 }
 
+// With key_value tables the prefetch pipeline fills batch i+1's rows while batch i trains, and
+// batch i+1's resets then come in the caches or the stores.
+TEST_CASE("pipelines agree: prefetch_sparse_dist with key_value tables and a managed one",
+          "[mpi][e2e]") {
+    const test::ExpectLogs fill_thread_shares_a_core;  // mpirun binds each rank to one core
+    std::vector<std::string> sets = kKeyValue;
+    sets.insert(sets.end(), kManaged.begin(), kManaged.end());
+    check_pipelines_agree(comm::world_process_group(), "prefetch_sparse_dist", sets);
+}
+
 TEST_CASE("pipelines agree: one process, unsharded tables", "[mpi][e2e]") {
     check_pipelines_agree(nullptr);
 }
