@@ -287,7 +287,8 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
     ++step_;
     window_total_ += static_cast<int64_t>(ids.size());
     // First the slots (one random cache line an id, fetched a few ids ahead): a mapped id's uses
-    // go to its slot; then the ids without a slot, into the window. On the CPU threads, thread t
+    // go to its slot (with a threshold filter, to the window); then the ids without a slot, into
+    // the window. On the CPU threads, thread t
     // taking the ids of parts t, t + T, ... (T: the chunks the ids were binned in), so a part's
     // slots and window are written by one thread only and the counts do not depend on the thread
     // count.
@@ -296,6 +297,7 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
     const ManagedCollisionIds::Id* binned = ids.ids.data();
     const size_t* bin_at = ids.bin_at.data();
     std::atomic<int64_t> hits{0};
+    const bool filtered = options_.threshold.kind != ThresholdKind::kNone;
     kernels::parallel_tasks(threads, [&](int64_t thread) {
         const auto t = static_cast<size_t>(thread);
         int64_t found = 0;
@@ -309,9 +311,13 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
                 return;
             }
             ++found;
+            out[i] = options_.output_global_offset + s->slot;
+            if (filtered) {  // counted at the pass, if the filter admits the interval's uses
+                mapped_parts_[p].push_back(id);
+                return;
+            }
             ++s->count;
             s->last = step_;
-            out[i] = options_.output_global_offset + s->slot;
         };
         // The thread's ids chunk by chunk from its own chunk on (so the threads seldom write the
         // same lines of out at once), each visited kPrefetchAhead ids after its cell was
@@ -321,6 +327,7 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
         size_t seen = 0;
         for (size_t p = t; p < P; p += T) {
             unmapped_parts_[p].clear();
+            mapped_parts_[p].clear();
         }
         for (size_t k = 0; k < T; ++k) {
             for (size_t p = t; p < P; p += T) {
@@ -343,17 +350,20 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
         hits += found;
         // The window grown before the loop, not inside it, so the prefetched cells stay put.
         for (size_t p = t; p < P; p += T) {
-            const std::vector<uint64_t>& unmapped = unmapped_parts_[p];
             IdTable<Seen>& window = window_[p];
-            window.reserve(window.size() + unmapped.size());
-            for (size_t i = 0; i < unmapped.size(); ++i) {
-                if (i + kPrefetchAhead < unmapped.size()) {
-                    window.prefetch(unmapped[i + kPrefetchAhead]);
+            const auto add = [&](const std::vector<uint64_t>& used) {
+                window.reserve(window.size() + used.size());
+                for (size_t i = 0; i < used.size(); ++i) {
+                    if (i + kPrefetchAhead < used.size()) {
+                        window.prefetch(used[i + kPrefetchAhead]);
+                    }
+                    Seen& w = window.get_or_insert(used[i]);
+                    ++w.count;
+                    w.last = step_;
                 }
-                Seen& w = window.get_or_insert(unmapped[i]);
-                ++w.count;
-                w.last = step_;
-            }
+            };
+            add(unmapped_parts_[p]);
+            add(mapped_parts_[p]);
         }
     });
     // Unmapped ids matter only while free slots are left (they take them below).
@@ -373,8 +383,11 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
         while (j < fresh_.size() && fresh_[j] == fresh_[i]) {
             ++j;
         }
+        // With a filter its uses stay in the window (the pass adds them if the filter admits
+        // them; if not, it goes first at a later pass).
         slots_of(fresh_[i]).get_or_insert(fresh_[i]) =
-            Slot{occupancy(), static_cast<int64_t>(j - i), step_};
+            filtered ? Slot{occupancy(), 0, 0}
+                     : Slot{occupancy(), static_cast<int64_t>(j - i), step_};
         slot_ids_.push_back(fresh_[i]);
         window_may_hold_slots_ = true;
         ++admissions_total_;
@@ -416,42 +429,43 @@ bool MCHManagedCollisionModule::admitted(uint64_t id,
 // TorchRec's _coalesce_history + update_metadata_and_generate_eviction_scores: the incumbent
 // slots and the admitted new ids of the window are ranked together by score (ties: incumbents
 // first, by id ascending; then new ids by count descending, id ascending, TorchRec's stable
-// argsort order); the usable_ best keep or get a slot. The filter's statistics cover every id
-// of the window, mapped or not, as TorchRec's (which filters the mapped ids' metadata update as
-// well; ours is updated at every step).
+// argsort order); the usable_ best keep or get a slot.
 //
 // Only the m worst incumbents can go (m <= the candidates), so only that many are selected
 // (nth_element) and sorted; the orders are total (ids are unique), so that prefix is the fully
 // sorted list's.
 void MCHManagedCollisionModule::eviction_pass() {
     const auto total = static_cast<uint64_t>(window_total_);
-    // The interval's distinct ids: those still without a slot (an id of the window may have taken
-    // a free slot since: looked up only when one may have, never once the slots are full) and the
-    // slots used since the last pass. Only the average and dynamic filters need the number.
-    const bool check = window_may_hold_slots_;
+    // With a threshold filter the window holds every id of the interval, mapped or not: the
+    // filter's statistics (distinct ids, uses) cover them all, as TorchRec's, and a mapped id's
+    // uses count in its slot's metadata only if the filter admits them (TorchRec filters the
+    // coalesced history before it updates the incumbents' metadata). Without one it holds the ids
+    // without a slot (and may hold ids that took a free slot since: looked up only when some
+    // may have, never once the slots are full); a slot's metadata is updated at each use.
+    const bool filtered = options_.threshold.kind != ThresholdKind::kNone;
+    const bool check = window_may_hold_slots_ || filtered;
     const auto unmapped = [&](uint64_t id) { return !check || slots_of(id).find(id) == nullptr; };
     // The window's and the slots' parts are walked on the CPU threads at once, each part's
     // results joined in part order.
     const auto P = static_cast<int64_t>(kParts);
     uint64_t num_ids = 0;
-    const ThresholdKind filter = options_.threshold.kind;
-    if (filter == ThresholdKind::kAverage || filter == ThresholdKind::kDynamic) {
-        const int64_t since = step_ - options_.eviction_interval;
-        std::array<uint64_t, kParts> part_ids{};
-        kernels::parallel_tasks(P, [&](int64_t p) {
-            uint64_t n = 0;
-            window_[static_cast<size_t>(p)].for_each(
-                [&](uint64_t id, const Seen&) { n += unmapped(id) ? 1 : 0; });
-            slots_[static_cast<size_t>(p)].for_each(
-                [&](uint64_t, const Slot& s) { n += s.last > since ? 1 : 0; });
-            part_ids[static_cast<size_t>(p)] = n;
-        });
-        for (uint64_t n : part_ids) {
-            num_ids += n;
-        }
+    for (const IdTable<Seen>& window : window_) {
+        num_ids += filtered ? window.size() : 0;
     }
     const EvictionPolicy policy = options_.eviction_policy;
     const int64_t step = step_;
+    if (filtered) {
+        kernels::parallel_tasks(P, [&](int64_t p) {
+            IdTable<Slot>& slots = slots_[static_cast<size_t>(p)];
+            window_[static_cast<size_t>(p)].for_each([&](uint64_t id, const Seen& seen) {
+                Slot* s = slots.find(id);
+                if (s != nullptr && admitted(id, seen.count, num_ids, total)) {
+                    s->count += seen.count;
+                    s->last = seen.last;
+                }
+            });
+        });
+    }
     kernels::parallel_tasks(P, [&](int64_t p) {
         std::vector<Scored>& out = listed_[static_cast<size_t>(p)];
         out.clear();

@@ -12,7 +12,11 @@
 //
 // Step semantics, as TorchRec's profile()/remap(): a training forward counts a step (the first is
 // step 1), records its ids, runs the eviction pass when step % eviction_interval == 0, then remaps
-// the same ids; so the new ids of an eviction step can get a slot in that step.
+// the same ids; so the new ids of an eviction step can get a slot in that step. A threshold filter
+// judges every id of the interval, as TorchRec's filters its coalesced history: a new id that
+// fails it gets no slot, a mapped one's uses of the interval are not counted. Once its slots are
+// full the module keeps the same ids as TorchRec's own (test_modules "[torchrec]", a fixture
+// TorchRec 1.0.0 wrote); before, new ids take free slots at once where TorchRec waits for a pass.
 #pragma once
 
 #include <array>
@@ -66,8 +70,9 @@ struct ManagedCollisionState {
     std::vector<uint64_t> slot_ids;    // [occupied slots]: slots 0..n-1 are occupied
     std::vector<int64_t> slot_counts;  // [occupied slots]
     std::vector<int64_t> slot_lasts;   // [occupied slots]
-    // Ids seen without a slot since the last eviction pass, ascending (a mapped id's uses are in
-    // its slot's count and last).
+    // Ids seen since the last eviction pass, ascending: those without a slot, and with a
+    // threshold filter the mapped ones too, whose uses join their slot's count and last at the
+    // pass if the filter admits them (without a filter they are counted at once).
     std::vector<uint64_t> window_ids;
     std::vector<int64_t> window_counts;
     std::vector<int64_t> window_lasts;
@@ -162,12 +167,12 @@ private:
     int64_t step_ = 0;
     // Slots fill in order 0, 1, ... and never empty again, so the occupied slots are a prefix.
     std::vector<uint64_t> slot_ids_;
-    // The mapped ids, and the ids seen without a slot since the last pass (the window), each in
-    // kParts tables by managed_collision_part, so the CPU threads probe, fill and change
-    // them at once, each its own parts. Iterated only into lists that are then ordered by a
-    // total order (score, id) or by slot/id. The threshold filters' statistics over all the
-    // interval's ids: window_total_ uses, and the window plus the slots used since the pass
-    // (last > the pass's step) distinct ids.
+    // The mapped ids, and the ids seen since the last pass (the window: without a threshold
+    // filter those without a slot, with one every id), each in kParts tables by
+    // managed_collision_part, so the CPU threads probe, fill and change them at once, each its
+    // own parts. Iterated only into lists that are then ordered by a total order (score, id) or
+    // by slot/id. The threshold filters' statistics over all the interval's ids: window_total_
+    // uses, the window's size distinct ids.
     static constexpr int64_t kParts = kManagedCollisionParts;
     std::array<IdTable<Slot>, kParts> slots_;
     std::array<IdTable<Seen>, kParts> window_;
@@ -190,8 +195,8 @@ private:
     int64_t admissions_total_ = 0;
     std::vector<uint64_t> fresh_;  // scratch: a step's unmapped ids
     ManagedCollisionBins bins_;    // scratch: forward's ids binned
-    // scratch: the step's ids without a slot, by part
-    std::array<OwnLine<std::vector<uint64_t>>, kParts> unmapped_parts_;
+    // scratch: the step's ids without a slot, and with a threshold filter those with one, by part
+    std::array<OwnLine<std::vector<uint64_t>>, kParts> unmapped_parts_, mapped_parts_;
     // scratch of the eviction pass, kept so a pass of the same size allocates (and faults) nothing
     std::vector<ManagedCollisionScored> candidates_, worst_;
     std::array<OwnLine<std::vector<ManagedCollisionScored>>, kParts> listed_;

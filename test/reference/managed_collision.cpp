@@ -36,12 +36,16 @@ std::vector<int64_t> ManagedCollisionRef::forward(const std::vector<int64_t>& ra
         window_[id].last = step_;
         batch_count[id] += 1;
     }
+    // With a threshold filter a mapped id's uses count at the pass, if the filter admits them.
+    const bool filtered = o_.threshold != McThreshold::kNone;
     for (const auto& [id, c] : batch_count) {
         bool mapped = false;
         for (const auto& [slot, owner] : slot_to_id_) {
             if (owner == id) {
-                slot_meta_[slot].count += c;
-                slot_meta_[slot].last = step_;
+                if (!filtered) {
+                    slot_meta_[slot].count += c;
+                    slot_meta_[slot].last = step_;
+                }
                 mapped = true;
             }
         }
@@ -56,7 +60,7 @@ std::vector<int64_t> ManagedCollisionRef::forward(const std::vector<int64_t>& ra
         const int64_t slot = *free_.begin();
         free_.erase(free_.begin());
         slot_to_id_[slot] = id;
-        slot_meta_[slot] = Meta{batch_count[id], step_};
+        slot_meta_[slot] = filtered ? Meta{0, 0} : Meta{batch_count[id], step_};
     }
     if (step_ % o_.eviction_interval == 0) {
         eviction_pass();
@@ -71,29 +75,15 @@ void ManagedCollisionRef::eviction_pass() {
         total += w.second.count;
     }
     const int64_t num = static_cast<int64_t>(window_.size());
-    std::vector<Entry> incumbents;
-    // TorchRec's buffer order: occupied slots by raw id ascending, empty slots last.
-    std::map<uint64_t, int64_t> by_id;
-    for (const auto& [slot, id] : slot_to_id_) {
-        by_id[id] = slot;
-    }
-    for (const auto& [id, slot] : by_id) {
-        incumbents.push_back({slot_meta_[slot].count, slot_meta_[slot].last, true, slot, id});
-    }
-    for (int64_t slot : free_) {
-        incumbents.push_back({0, 0, true, slot, 0});
-    }
-    std::vector<Entry> fresh;
-    for (const auto& [id, m] : window_) {
-        if (by_id.count(id)) {
-            continue;
-        }
-        bool pass = true;
+    // TorchRec's threshold filter over the interval's ids, mapped or not.
+    const auto pass = [&](uint64_t id, const Meta& m) {
         if (o_.threshold == McThreshold::kAverage) {
-            pass = m.count * num > total;  // count > mean
-        } else if (o_.threshold == McThreshold::kDynamic) {
-            pass = m.count * num > total * o_.multiplier;
-        } else if (o_.threshold == McThreshold::kProbabilistic) {
+            return m.count * num > total;  // count > mean
+        }
+        if (o_.threshold == McThreshold::kDynamic) {
+            return m.count * num > total * o_.multiplier;
+        }
+        if (o_.threshold == McThreshold::kProbabilistic) {
             double keep_out = 1.0;  // (1 - p)^count, by squaring as the module documents
             double base = 1.0 - o_.probability;
             int64_t e = m.count;
@@ -104,9 +94,34 @@ void ManagedCollisionRef::eviction_pass() {
                 base = base * base;
                 e = e / 2;
             }
-            pass = 1.0 - keep_out > o_.draw(id, step_);
+            return 1.0 - keep_out > o_.draw(id, step_);
         }
-        if (pass) {
+        return true;
+    };
+    std::vector<Entry> incumbents;
+    // TorchRec's buffer order: occupied slots by raw id ascending, empty slots last.
+    std::map<uint64_t, int64_t> by_id;
+    for (const auto& [slot, id] : slot_to_id_) {
+        by_id[id] = slot;
+    }
+    // With a filter, the interval's uses of a mapped id update its slot only if it passes.
+    if (o_.threshold != McThreshold::kNone) {
+        for (const auto& [id, m] : window_) {
+            if (by_id.count(id) && pass(id, m)) {
+                slot_meta_[by_id[id]].count += m.count;
+                slot_meta_[by_id[id]].last = m.last;
+            }
+        }
+    }
+    for (const auto& [id, slot] : by_id) {
+        incumbents.push_back({slot_meta_[slot].count, slot_meta_[slot].last, true, slot, id});
+    }
+    for (int64_t slot : free_) {
+        incumbents.push_back({0, 0, true, slot, 0});
+    }
+    std::vector<Entry> fresh;
+    for (const auto& [id, m] : window_) {
+        if (!by_id.count(id) && pass(id, m)) {
             fresh.push_back({m.count, m.last, false, -1, id});
         }
     }

@@ -1,6 +1,7 @@
 // Reference of the managed-collision remap (engine/modules/managed_collision.h), the judge of
 // MCHManagedCollisionModule: std::map state and, at each eviction pass, TorchRec's literal
-// recipe: every incumbent slot (free ones last) then every admitted new id in one list, a stable
+// recipe: the threshold filter over the interval's ids (a mapped id's uses count only if it
+// passes), every incumbent slot (free ones last) then every admitted new id in one list, a stable
 // sort by score descending, the first usable slots kept. No engine code; integer scores only
 // (distance_lfu compared as fractions), and the probabilistic filter's draw passed in by the test.
 #pragma once
