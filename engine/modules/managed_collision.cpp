@@ -298,6 +298,7 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
     const size_t* bin_at = ids.bin_at.data();
     std::atomic<int64_t> hits{0};
     const bool filtered = options_.threshold.kind != ThresholdKind::kNone;
+    const int64_t last_pass = (step_ - 1) / options_.eviction_interval * options_.eviction_interval;
     kernels::parallel_tasks(threads, [&](int64_t thread) {
         const auto t = static_cast<size_t>(thread);
         int64_t found = 0;
@@ -312,9 +313,10 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
             }
             ++found;
             out[i] = options_.output_global_offset + s->slot;
-            if (filtered) {  // counted at the pass, if the filter admits the interval's uses
-                mapped_parts_[p].push_back(id);
-                return;
+            // With a threshold filter the pass keeps the interval's uses only if the filter
+            // admits them: the first use in the interval notes what to go back to.
+            if (filtered && s->last <= last_pass) {
+                used_[p].push_back({id, s->count, s->last});
             }
             ++s->count;
             s->last = step_;
@@ -327,7 +329,6 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
         size_t seen = 0;
         for (size_t p = t; p < P; p += T) {
             unmapped_parts_[p].clear();
-            mapped_parts_[p].clear();
         }
         for (size_t k = 0; k < T; ++k) {
             for (size_t p = t; p < P; p += T) {
@@ -350,20 +351,17 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
         hits += found;
         // The window grown before the loop, not inside it, so the prefetched cells stay put.
         for (size_t p = t; p < P; p += T) {
+            const std::vector<uint64_t>& unmapped = unmapped_parts_[p];
             IdTable<Seen>& window = window_[p];
-            const auto add = [&](const std::vector<uint64_t>& used) {
-                window.reserve(window.size() + used.size());
-                for (size_t i = 0; i < used.size(); ++i) {
-                    if (i + kPrefetchAhead < used.size()) {
-                        window.prefetch(used[i + kPrefetchAhead]);
-                    }
-                    Seen& w = window.get_or_insert(used[i]);
-                    ++w.count;
-                    w.last = step_;
+            window.reserve(window.size() + unmapped.size());
+            for (size_t i = 0; i < unmapped.size(); ++i) {
+                if (i + kPrefetchAhead < unmapped.size()) {
+                    window.prefetch(unmapped[i + kPrefetchAhead]);
                 }
-            };
-            add(unmapped_parts_[p]);
-            add(mapped_parts_[p]);
+                Seen& w = window.get_or_insert(unmapped[i]);
+                ++w.count;
+                w.last = step_;
+            }
         }
     });
     // Unmapped ids matter only while free slots are left (they take them below).
@@ -383,11 +381,16 @@ int64_t MCHManagedCollisionModule::profile(const ManagedCollisionIds& ids, int64
         while (j < fresh_.size() && fresh_[j] == fresh_[i]) {
             ++j;
         }
-        // With a filter its uses stay in the window (the pass adds them if the filter admits
-        // them; if not, it goes first at a later pass).
-        slots_of(fresh_[i]).get_or_insert(fresh_[i]) =
-            filtered ? Slot{occupancy(), 0, 0}
-                     : Slot{occupancy(), static_cast<int64_t>(j - i), step_};
+        // With a filter: all its uses of the interval, which the pass keeps only if the filter
+        // admits them (if not, the slot scores lowest at a later pass).
+        const uint64_t id = fresh_[i];
+        const auto part = static_cast<size_t>(managed_collision_part(id, kParts));
+        const int64_t count =
+            filtered ? window_[part].find(id)->count : static_cast<int64_t>(j - i);
+        slots_[part].get_or_insert(id) = Slot{occupancy(), count, step_};
+        if (filtered) {
+            used_[part].push_back({id, 0, 0});
+        }
         slot_ids_.push_back(fresh_[i]);
         window_may_hold_slots_ = true;
         ++admissions_total_;
@@ -426,6 +429,46 @@ bool MCHManagedCollisionModule::admitted(uint64_t id,
     return false;
 }
 
+// With a threshold filter, at a pass: the slots used in the interval (used_) keep their uses of
+// it only if the filter admits them, else they go back to their count and last before it.
+// Returns the interval's distinct ids, the average and dynamic filters' statistic: those still
+// without a slot (an id that took a free slot in the interval is in the window and in used_) and
+// the slots used. On the CPU threads by part (an id is in one part, so no two threads write the
+// same entry).
+uint64_t MCHManagedCollisionModule::judge_used(uint64_t total) {
+    const auto P = static_cast<int64_t>(kParts);
+    const bool check = window_may_hold_slots_;
+    std::array<uint64_t, kParts> distinct{};
+    kernels::parallel_tasks(P, [&](int64_t p) {
+        const IdTable<Slot>& slots = slots_[static_cast<size_t>(p)];
+        uint64_t n = used_[static_cast<size_t>(p)].size();
+        window_[static_cast<size_t>(p)].for_each(
+            [&](uint64_t id, const Seen&) { n += !check || slots.find(id) == nullptr ? 1 : 0; });
+        distinct[static_cast<size_t>(p)] = n;
+    });
+    uint64_t num_ids = 0;
+    for (const uint64_t n : distinct) {
+        num_ids += n;
+    }
+    kernels::parallel_tasks(P, [&](int64_t p) {
+        IdTable<Slot>& slots = slots_[static_cast<size_t>(p)];
+        std::vector<Used>& used = used_[static_cast<size_t>(p)];
+        for (size_t i = 0; i < used.size(); ++i) {
+            if (i + kPrefetchAhead < used.size()) {
+                slots.prefetch(used[i + kPrefetchAhead].id);
+            }
+            const Used& u = used[i];
+            Slot* s = slots.find(u.id);
+            if (!admitted(u.id, s->count - u.count, num_ids, total)) {
+                s->count = u.count;
+                s->last = u.last;
+            }
+        }
+        used.clear();
+    });
+    return num_ids;
+}
+
 // TorchRec's _coalesce_history + update_metadata_and_generate_eviction_scores: the incumbent
 // slots and the admitted new ids of the window are ranked together by score (ties: incumbents
 // first, by id ascending; then new ids by count descending, id ascending, TorchRec's stable
@@ -436,35 +479,22 @@ bool MCHManagedCollisionModule::admitted(uint64_t id,
 // sorted list's.
 void MCHManagedCollisionModule::eviction_pass() {
     const auto total = static_cast<uint64_t>(window_total_);
-    // With a threshold filter the window holds every id of the interval, mapped or not: the
-    // filter's statistics (distinct ids, uses) cover them all, as TorchRec's, and a mapped id's
-    // uses count in its slot's metadata only if the filter admits them (TorchRec filters the
-    // coalesced history before it updates the incumbents' metadata). Without one it holds the ids
-    // without a slot (and may hold ids that took a free slot since: looked up only when some
-    // may have, never once the slots are full); a slot's metadata is updated at each use.
+    // The window holds the ids without a slot (and may hold ids that took a free slot since:
+    // looked up only when some may have, never once the slots are full). With a threshold filter
+    // the filter first judges the slots used in the interval too (judge_used), as TorchRec
+    // filters its coalesced history, mapped ids included, before it updates the incumbents'
+    // metadata; its statistics cover every id of the interval.
     const bool filtered = options_.threshold.kind != ThresholdKind::kNone;
-    const bool check = window_may_hold_slots_ || filtered;
+    const bool check = window_may_hold_slots_;
     const auto unmapped = [&](uint64_t id) { return !check || slots_of(id).find(id) == nullptr; };
     // The window's and the slots' parts are walked on the CPU threads at once, each part's
     // results joined in part order.
     const auto P = static_cast<int64_t>(kParts);
-    uint64_t num_ids = 0;
-    for (const IdTable<Seen>& window : window_) {
-        num_ids += filtered ? window.size() : 0;
-    }
     const EvictionPolicy policy = options_.eviction_policy;
     const int64_t step = step_;
+    uint64_t num_ids = 0;
     if (filtered) {
-        kernels::parallel_tasks(P, [&](int64_t p) {
-            IdTable<Slot>& slots = slots_[static_cast<size_t>(p)];
-            window_[static_cast<size_t>(p)].for_each([&](uint64_t id, const Seen& seen) {
-                Slot* s = slots.find(id);
-                if (s != nullptr && admitted(id, seen.count, num_ids, total)) {
-                    s->count += seen.count;
-                    s->last = seen.last;
-                }
-            });
-        });
+        num_ids = judge_used(total);
     }
     kernels::parallel_tasks(P, [&](int64_t p) {
         std::vector<Scored>& out = listed_[static_cast<size_t>(p)];
@@ -671,8 +701,26 @@ ManagedCollisionState MCHManagedCollisionModule::state() const {
             s.slot_lasts[static_cast<size_t>(slot.slot)] = slot.last;
         });
     }
+    // With a threshold filter: a slot used since the pass holds its count and last from before
+    // the interval, and the interval's uses are a window entry (for an id that took a free slot
+    // in the interval, all of them: its window entry counts the first ones again).
     std::vector<std::pair<uint64_t, Seen>> window;
-    for_each_window([&](uint64_t id, const Seen& seen) { window.emplace_back(id, seen); });
+    std::vector<uint64_t> used_ids;
+    for (const std::vector<Used>& part : used_) {
+        for (const Used& u : part) {
+            const Slot* slot = slots_of(u.id).find(u.id);
+            s.slot_counts[static_cast<size_t>(slot->slot)] = u.count;
+            s.slot_lasts[static_cast<size_t>(slot->slot)] = u.last;
+            window.emplace_back(u.id, Seen{slot->count - u.count, slot->last});
+            used_ids.push_back(u.id);
+        }
+    }
+    std::sort(used_ids.begin(), used_ids.end());
+    for_each_window([&](uint64_t id, const Seen& seen) {
+        if (!std::binary_search(used_ids.begin(), used_ids.end(), id)) {
+            window.emplace_back(id, seen);
+        }
+    });
     std::sort(window.begin(), window.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& w : window) {
@@ -710,19 +758,30 @@ void MCHManagedCollisionModule::load_state(const ManagedCollisionState& s) {
                  s.slot_ids[i]);
         slot = Slot{static_cast<int64_t>(i), s.slot_counts[i], s.slot_lasts[i]};
     }
+    // With a threshold filter a mapped id's window entry is its slot's uses since the pass.
+    const bool filtered = options_.threshold.kind != ThresholdKind::kNone;
     std::array<IdTable<Seen>, kParts> window;
+    std::array<OwnLine<std::vector<Used>>, kParts> used;
     for (size_t i = 0; i < s.window_ids.size(); ++i) {
         const uint64_t id = s.window_ids[i];
         SR_CHECK(id < (uint64_t{1} << 63),
                  "table {}: the managed-collision state's window holds id {}, beyond 2^63", name_,
                  id);
-        window[static_cast<size_t>(managed_collision_part(id, kParts))].get_or_insert(id) =
-            Seen{s.window_counts[i], s.window_lasts[i]};
+        const auto part = static_cast<size_t>(managed_collision_part(id, kParts));
+        Slot* slot = filtered ? slots[part].find(id) : nullptr;
+        if (slot != nullptr) {
+            used[part].push_back({id, slot->count, slot->last});
+            slot->count += s.window_counts[i];
+            slot->last = s.window_lasts[i];
+        } else {
+            window[part].get_or_insert(id) = Seen{s.window_counts[i], s.window_lasts[i]};
+        }
     }
     step_ = s.step;
     slot_ids_ = s.slot_ids;
     slots_ = std::move(slots);
     window_ = std::move(window);
+    used_ = std::move(used);
     window_total_ = s.window_total;
     window_may_hold_slots_ = true;
     pending_evictions_ = s.pending_evictions;

@@ -71,8 +71,9 @@ struct ManagedCollisionState {
     std::vector<int64_t> slot_counts;  // [occupied slots]
     std::vector<int64_t> slot_lasts;   // [occupied slots]
     // Ids seen since the last eviction pass, ascending: those without a slot, and with a
-    // threshold filter the mapped ones too, whose uses join their slot's count and last at the
-    // pass if the filter admits them (without a filter they are counted at once).
+    // threshold filter the mapped ones too, whose uses of the interval the pass keeps in their
+    // slot's count and last only if the filter admits them (slot_counts and slot_lasts hold the
+    // values from before the interval). Without a filter a slot's uses are in its count at once.
     std::vector<uint64_t> window_ids;
     std::vector<int64_t> window_counts;
     std::vector<int64_t> window_lasts;
@@ -167,12 +168,10 @@ private:
     int64_t step_ = 0;
     // Slots fill in order 0, 1, ... and never empty again, so the occupied slots are a prefix.
     std::vector<uint64_t> slot_ids_;
-    // The mapped ids, and the ids seen since the last pass (the window: without a threshold
-    // filter those without a slot, with one every id), each in kParts tables by
-    // managed_collision_part, so the CPU threads probe, fill and change them at once, each its
-    // own parts. Iterated only into lists that are then ordered by a total order (score, id) or
-    // by slot/id. The threshold filters' statistics over all the interval's ids: window_total_
-    // uses, the window's size distinct ids.
+    // The mapped ids, and the ids seen without a slot since the last pass (the window), each in
+    // kParts tables by managed_collision_part, so the CPU threads probe, fill and change
+    // them at once, each its own parts. Iterated only into lists that are then ordered by a
+    // total order (score, id) or by slot/id.
     static constexpr int64_t kParts = kManagedCollisionParts;
     std::array<IdTable<Slot>, kParts> slots_;
     std::array<IdTable<Seen>, kParts> window_;
@@ -187,7 +186,18 @@ private:
         }
     }
 
-    int64_t window_total_ = 0;
+    // With a threshold filter, by part: the slots used since the last pass with their count and
+    // last before it, to go back to if the filter does not admit the interval's uses
+    // (judge_used). Without a filter, empty.
+    struct Used {
+        uint64_t id;
+        int64_t count, last;
+    };
+
+    std::array<OwnLine<std::vector<Used>>, kParts> used_;
+    uint64_t judge_used(uint64_t total);
+
+    int64_t window_total_ = 0;  // uses since the last pass, the filters' statistic
     // Whether an id may have taken a free slot since the last pass (then it is in both).
     bool window_may_hold_slots_ = true;
     std::vector<int64_t> pending_evictions_;
@@ -195,8 +205,8 @@ private:
     int64_t admissions_total_ = 0;
     std::vector<uint64_t> fresh_;  // scratch: a step's unmapped ids
     ManagedCollisionBins bins_;    // scratch: forward's ids binned
-    // scratch: the step's ids without a slot, and with a threshold filter those with one, by part
-    std::array<OwnLine<std::vector<uint64_t>>, kParts> unmapped_parts_, mapped_parts_;
+    // scratch: the step's ids without a slot, by part
+    std::array<OwnLine<std::vector<uint64_t>>, kParts> unmapped_parts_;
     // scratch of the eviction pass, kept so a pass of the same size allocates (and faults) nothing
     std::vector<ManagedCollisionScored> candidates_, worst_;
     std::array<OwnLine<std::vector<ManagedCollisionScored>>, kParts> listed_;
