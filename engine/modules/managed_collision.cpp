@@ -571,9 +571,11 @@ void MCHManagedCollisionModule::eviction_pass() {
                 nan = nan || std::isnan(key);
                 ++listed;
                 const Scored e{s.count, s.last, id, s.slot, key};
-                if (out.size() < want) {
+                if (out.size() < want) {  // a heap once full
                     out.push_back(e);
-                    std::push_heap(out.begin(), out.end(), worse);
+                    if (out.size() == want) {
+                        std::make_heap(out.begin(), out.end(), worse);
+                    }
                 } else if (want > 0 && worse(e, out.front())) {
                     std::pop_heap(out.begin(), out.end(), worse);
                     out.back() = e;
