@@ -190,12 +190,14 @@ TEST_CASE("pipelines agree: a managed-collision table, remapped ahead", "[mpi][e
 }
 
 // With key_value tables the prefetch pipeline fills batch i+1's rows while batch i trains, and
-// batch i+1's resets then come in the caches or the stores.
+// batch i+1's resets then come in the caches or the stores. Here the managed table filters the
+// ids it admits too (its slots' uses count only if the filter admits them).
 TEST_CASE("pipelines agree: prefetch_sparse_dist with key_value tables and a managed one",
           "[mpi][e2e]") {
     const test::ExpectLogs fill_thread_shares_a_core;  // mpirun binds each rank to one core
     std::vector<std::string> sets = kKeyValue;
     sets.insert(sets.end(), kManaged.begin(), kManaged.end());
+    sets.push_back("model.tables[0].managed_collision.threshold=probabilistic:0.5");
     check_pipelines_agree(comm::world_process_group(), "prefetch_sparse_dist", sets);
 }
 
