@@ -51,10 +51,12 @@ void ModelConfig::Table::ManagedCollision::visit(FieldVisitor& v) {
             eviction_policy);
     v.field(Field("eviction_interval", "steps between evictions").at_least(1), eviction_interval);
     v.field(Field("threshold",
-                  "which new ids may take an evicted slot: none; average (count > the mean "
-                  "count of the interval's ids); dynamic:N (count > N * the mean, N an integer, "
-                  "default 10); probabilistic:p (with probability 1 - (1 - p)^count, drawn "
-                  "from (train.seed, id, step); default p 0.01)"),
+                  "which of an interval's ids count at its eviction pass (TorchRec's "
+                  "threshold_filtering_func): a new id that fails takes no evicted slot, a "
+                  "mapped one keeps its count and last from before the interval; none; average "
+                  "(count > the mean count of the interval's ids); dynamic:N (count > N * the "
+                  "mean, N an integer, default 10); probabilistic:p (with probability 1 - (1 - "
+                  "p)^count, drawn from (train.seed, id, step); default p 0.01)"),
             threshold);
     v.field(Field("input_hash_size",
                   "raw ids are taken modulo this (as unsigned 64-bit); 0: 2^63 (TorchRec's "
