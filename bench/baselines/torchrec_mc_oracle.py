@@ -3,7 +3,7 @@
 managed-collision oracle test/fixtures/torchrec_mc/cases.txt (Python is only for this; the build
 and the tests never need it). test/modules/test_managed_collision.cpp feeds the same streams to
 shardrec's MCHManagedCollisionModule and compares, step by step, which ids of each batch found a
-slot of their own and which ids hold the slots after the step.
+slot of their own, which ids hold the slots after the step and how many rows were evicted.
 
 Each case: zch_size 16 (15 slots ids can own; TorchRec reserves its last sorted position, as
 shardrec reserves the fallback slot), one eviction policy, one threshold filter, one
@@ -16,7 +16,8 @@ Rows are not compared: which freed row a new id takes is an implementation choic
 
 File format (text), per case:
   case POLICY THRESHOLD INTERVAL STEPS
-  then per step:  ids N id...  /  hit N 0|1...  /  map M id... (ascending)
+  then per step:  ids N id...  /  hit N 0|1...  /  map M id... (ascending)  /
+                  evict K row... (the rows TorchRec's evict() returned, ascending)
 
   /work/.venv-torchrec/bin/python bench/baselines/torchrec_mc_oracle.py \
       --out test/fixtures/torchrec_mc/cases.txt
@@ -89,6 +90,9 @@ def run_case(f, name, threshold, interval, steps, seed):
         f.write(f"ids {len(ids)} " + " ".join(map(str, ids)) + "\n")
         f.write(f"hit {len(hits)} " + " ".join(map(str, hits)) + "\n")
         f.write(f"map {len(mapped)} " + " ".join(map(str, sorted(mapped))) + "\n")
+        evicted = mc.evict()
+        rows = [] if evicted is None else sorted(evicted.tolist())
+        f.write(f"evict {len(rows)} " + " ".join(map(str, rows)) + "\n")
 
 
 def main():

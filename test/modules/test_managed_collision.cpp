@@ -133,8 +133,8 @@ TEST_CASE("managed collision matches the reference for every policy and filter",
 // test/fixtures/torchrec_mc/cases.txt (bench/baselines/torchrec_mc_oracle.py): every policy with
 // the none, average and dynamic filters, eviction every step and every third. From the first
 // eviction pass on (before it TorchRec keeps new ids out of its free slots, which shardrec gives
-// them at once), the same ids of each batch find a slot of their own, and the same ids hold the
-// slots after each step.
+// them at once), the same ids of each batch find a slot of their own, the same ids hold the
+// slots after each step, and each later pass evicts as many rows.
 TEST_CASE("managed collision agrees with TorchRec's MCHManagedCollisionModule", "[mc][torchrec]") {
     std::ifstream in(std::filesystem::path(__FILE__).parent_path().parent_path() / "fixtures" /
                      "torchrec_mc" / "cases.txt");
@@ -164,12 +164,17 @@ TEST_CASE("managed collision agrees with TorchRec's MCHManagedCollisionModule", 
         int64_t evictions = 0;
         for (int64_t step = 1; step <= steps; ++step) {
             INFO("step " << step);
-            const std::vector<int64_t> ids = read("ids"), hit = read("hit"), map = read("map");
+            const std::vector<int64_t> ids = read("ids"), hit = read("hit"), map = read("map"),
+                                       evicted = read("evict");
             std::vector<int64_t> rows(ids.size());
             m.forward(ids.data(), static_cast<int64_t>(ids.size()), rows.data());
-            (void)m.evict();
+            const std::vector<int64_t> got_evicted = m.evict();
             if (step < interval)
                 continue;
+            // How many rows each pass evicts (which ones: the new ids' rows are chosen apart),
+            // after the first, whose free slots TorchRec reports as evicted rows.
+            if (step > interval)
+                CHECK(got_evicted.size() == evicted.size());
             std::vector<int64_t> got_hit;
             for (size_t i = 0; i < ids.size(); ++i)
                 got_hit.push_back(m.slot_of(ids[i]) >= 0 && rows[i] == m.slot_of(ids[i]) ? 1 : 0);
