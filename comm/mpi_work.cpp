@@ -1,14 +1,18 @@
 // Completion by polling: MPI has no timeout, so wait() tests the requests until they complete or
 // the deadline passes, spinning first and then sleeping so a long wait leaves the core to others.
 //
-// A stop signal during a long wait is reported by a thread of its own, which says where the process
-// waits and which peers have not arrived. It needs no MPI, so it speaks even when the waiting
-// thread is stuck inside MPI: Open MPI 4.1 prints its warning on a connection refused by a dead
-// process from inside its progress loop, and that print can block until the launcher's SIGKILL.
+// A thread of its own, the wait watchdog, reports a stop signal during a long wait (where the
+// process waits and which peers have not arrived) and ends a wait that outlasts its timeout. It
+// needs no MPI, so it acts even when the waiting thread is stuck inside MPI: Open MPI 4.1 prints
+// its warning on a connection refused by a dead process from inside its progress loop, and that
+// call can hold the thread until the launcher's SIGKILL, which never comes when the job outlives
+// its dead processes (orte_enable_recovery).
 #include "comm/mpi_work.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,6 +23,7 @@
 #include "comm/mpi_env.h"
 #include "comm/peer_probe.h"
 #include "comm/stop_signal.h"
+#include "engine/core/error.h"
 #include "engine/core/log.h"
 
 namespace shardrec::comm {
@@ -36,16 +41,40 @@ constexpr int64_t kMaxSleepUs = 200;
 // kills the surviving ranks of a job that lost a host (SIGTERM, then SIGKILL), and they would
 // otherwise end without naming the collective or the peers they waited for.
 constexpr double kStopReportS = 0.5;
+// A wait this long past its timeout has a waiting thread that cannot fail it (it fails within
+// milliseconds of the timeout when it polls).
+constexpr double kOverdueS = 0.5;
 
-// The stop reporter: from the first wait on, a thread checks every 50 ms for a stop signal
-// during a wait of kStopReportS or longer, and says once per wait where this rank waits and who
-// has not arrived (the peer probes need no MPI either).
-void start_stop_reporter() {
+[[noreturn]] void end_overdue_wait(const LongWait& wait) {
+    // The log may block on the same stderr that holds the waiting thread: end regardless.
+    std::thread([] {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        std::_Exit(1);
+    }).detach();
+    log::all().error(
+        "{}: {} did not complete within {} s (runtime.comm_timeout_s or SHARDREC_COMM_TIMEOUT_S): "
+        "{}; the waiting thread is held inside MPI ({:.1f} s into the wait), so the process ends",
+        error_context(), wait.what, wait.timeout_s,
+        describe_missing_peers(wait.what, wait.world_ranks, 0.5).value_or("every peer arrived"),
+        wait.waited_s);
+    log::all().flush();
+    // Not MPI_Abort: MPI is initialised for one thread's calls. mpirun and srun end a job whose
+    // rank exits non-zero.
+    std::_Exit(1);
+}
+
+// The wait watchdog: from the first wait on, a thread checks every 50 ms for a wait overdue by
+// kOverdueS, which it fails and ends the process on, and for a stop signal during a wait of
+// kStopReportS or longer, which it reports once per wait (the peer probes need no MPI either).
+void start_wait_watchdog() {
     static std::once_flag once;
     std::call_once(once, [] {
         std::thread([] {
             for (;;) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                if (const std::optional<LongWait> overdue = claim_overdue_wait(kOverdueS)) {
+                    end_overdue_wait(*overdue);
+                }
                 if (stop_signal_received() == 0) {
                     continue;
                 }
@@ -65,6 +94,8 @@ void start_stop_reporter() {
     });
 }
 
+std::atomic<bool> g_hold_next_wait{false};
+
 // What a failed collective may still touch: MPI cannot cancel one, and a late peer can complete
 // it later, so it lives until the process ends.
 struct Abandoned {
@@ -74,6 +105,10 @@ struct Abandoned {
 };
 
 }  // namespace
+
+void hold_next_wait() {
+    g_hold_next_wait = true;
+}
 
 MpiWork::MpiWork(const char* collective, const MpiProcessGroup& pg)
     : collective_(collective),
@@ -146,8 +181,11 @@ void MpiWork::wait() {
     if (state_ == State::kFailed || group_failed()) {
         throw Error(error_);
     }
-    start_stop_reporter();
-    const WaitingIn waiting(collective_, group_, sequence_, *world_ranks_);
+    start_wait_watchdog();
+    const WaitingIn waiting(collective_, group_, sequence_, *world_ranks_, timeout_s_);
+    while (g_hold_next_wait) {
+        std::this_thread::sleep_for(std::chrono::hours(1));
+    }
     const auto start = std::chrono::steady_clock::now();
     int64_t sleep_us = kMinSleepUs;
     PeerDeadline deadline(timeout_s_, *world_ranks_);

@@ -14,6 +14,11 @@
 
 namespace shardrec::comm {
 
+// Test-only (SHARDREC_FAULT_INJECT held_wait): the next MpiWork wait of this process holds its
+// thread for good once it has begun, as Open MPI can hold it inside an MPI call, so that only the
+// wait watchdog can end the wait.
+void hold_next_wait();
+
 class MpiWork final : public WorkImpl {
 public:
     // Throws the group's failure (MpiProcessGroup::failure) when it has one: nothing is posted on

@@ -137,7 +137,7 @@ public:
     // Polls the event and the communicator's asynchronous error until done or the deadline; the
     // peers are asked in the timeout's last tenth, as in MpiWork::wait.
     void wait() override {
-        const WaitingIn waiting(collective_, group_, sequence_, *world_ranks_);
+        const WaitingIn waiting(collective_, group_, sequence_, *world_ranks_, timeout_s_);
         const auto start = Clock::now();
         PeerDeadline deadline(timeout_s_, *world_ranks_);
         while (!is_completed()) {

@@ -45,8 +45,10 @@ struct WaitBoard {
     const std::string* group = nullptr;
     const std::vector<int>* world_ranks = nullptr;
     int64_t sequence = 0;
+    double timeout_s = 0;
     Clock::time_point since;
     bool claimed = false;
+    bool overdue_claimed = false;
     const char* last_collective = nullptr;  // null: no wait yet
     std::string last_group;
     int64_t last_sequence = 0;
@@ -260,15 +262,18 @@ std::string wait_name(const char* collective, int64_t sequence, const std::strin
 WaitingIn::WaitingIn(const char* collective,
                      const std::string& group,
                      int64_t sequence,
-                     const std::vector<int>& world_ranks) {
+                     const std::vector<int>& world_ranks,
+                     double timeout_s) {
     WaitBoard& b = wait_board();
     std::lock_guard<std::mutex> lock(b.mutex);
     b.collective = collective;
     b.group = &group;
     b.world_ranks = &world_ranks;
     b.sequence = sequence;
+    b.timeout_s = timeout_s;
     b.since = Clock::now();
     b.claimed = false;
+    b.overdue_claimed = false;
 }
 
 WaitingIn::~WaitingIn() {
@@ -291,7 +296,19 @@ std::optional<LongWait> claim_long_wait(double min_s) {
     }
     b.claimed = true;
     return LongWait{wait_name(b.collective, b.sequence, *b.group), seconds_since(b.since),
-                    *b.world_ranks};
+                    b.timeout_s, *b.world_ranks};
+}
+
+std::optional<LongWait> claim_overdue_wait(double margin_s) {
+    WaitBoard& b = wait_board();
+    std::lock_guard<std::mutex> lock(b.mutex);
+    if (b.collective == nullptr || b.overdue_claimed || b.timeout_s <= 0 ||
+        seconds_since(b.since) < b.timeout_s + margin_s) {
+        return std::nullopt;
+    }
+    b.overdue_claimed = true;
+    return LongWait{wait_name(b.collective, b.sequence, *b.group), seconds_since(b.since),
+                    b.timeout_s, *b.world_ranks};
 }
 
 void start_peer_probe_service() {

@@ -22,15 +22,16 @@ namespace shardrec::comm {
 // "all_reduce #12 of group 'world'": a wait as the probes and the messages name it.
 std::string wait_name(const char* collective, int64_t sequence, const std::string& group);
 
-// The wait in progress on this rank, for the probe service and the stop reporter, set for the
+// The wait in progress on this rank, for the probe service and the wait watchdog, set for the
 // guard's lifetime (waits do not nest: the collectives run on one thread at a time). `group` and
-// `world_ranks` must outlive the guard.
+// `world_ranks` must outlive the guard; timeout_s is the wait's (0: none).
 class WaitingIn {
 public:
     WaitingIn(const char* collective,
               const std::string& group,
               int64_t sequence,
-              const std::vector<int>& world_ranks);
+              const std::vector<int>& world_ranks,
+              double timeout_s);
     ~WaitingIn();
     WaitingIn(const WaitingIn&) = delete;
     WaitingIn& operator=(const WaitingIn&) = delete;
@@ -40,10 +41,15 @@ public:
 struct LongWait {
     std::string what;
     double waited_s = 0;
+    double timeout_s = 0;
     std::vector<int> world_ranks;
 };
 
 std::optional<LongWait> claim_long_wait(double min_s);
+
+// The wait in progress, once it has lasted margin_s past its timeout: its thread, which fails the
+// wait at the timeout, is held elsewhere (inside MPI). Each wait is claimed once.
+std::optional<LongWait> claim_overdue_wait(double margin_s);
 
 // Starts this rank's probe service and exchanges the addresses: collective over MPI_COMM_WORLD,
 // called once by init_process (nothing to do for one rank).

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "comm/mpi_work.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
 
@@ -23,7 +24,7 @@ std::vector<Fault> parse_faults(const std::string& spec) {
         const size_t b = a == std::string::npos ? a : item.find(':', a + 1);
         SR_CHECK(b != std::string::npos,
                  "SHARDREC_FAULT_INJECT: '{}' is not RANK:STEP:KIND (KIND: stall, exit, "
-                 "nan_dense, bad_id)",
+                 "held_wait, nan_dense, bad_id, eval_error)",
                  item);
         Fault f;
         const std::string rank = item.substr(0, a);
@@ -42,6 +43,8 @@ std::vector<Fault> parse_faults(const std::string& spec) {
             f.kind = Fault::Kind::kStall;
         } else if (kind == "exit") {
             f.kind = Fault::Kind::kExit;
+        } else if (kind == "held_wait") {
+            f.kind = Fault::Kind::kHeldWait;
         } else if (kind == "nan_dense") {
             f.kind = Fault::Kind::kNanDense;
         } else if (kind == "bad_id") {
@@ -50,8 +53,8 @@ std::vector<Fault> parse_faults(const std::string& spec) {
             f.kind = Fault::Kind::kEvalError;
         } else {
             SR_CHECK(false,
-                     "SHARDREC_FAULT_INJECT: kind '{}' in '{}' is not stall, exit, nan_dense, "
-                     "bad_id or eval_error",
+                     "SHARDREC_FAULT_INJECT: kind '{}' in '{}' is not stall, exit, held_wait, "
+                     "nan_dense, bad_id or eval_error",
                      kind, item);
         }
         faults.push_back(f);
@@ -102,6 +105,10 @@ void FaultInjector::apply(int64_t step, int rank, Batch& batch) const {
                 log::all().warn("fault injection: exits at train step {}", step);
                 log::all().flush();
                 std::_Exit(3);
+            case Fault::Kind::kHeldWait:
+                log::all().warn("fault injection: holds its first wait of train step {}", step);
+                comm::hold_next_wait();
+                break;
             case Fault::Kind::kNanDense:
                 log::all().warn("fault injection: NaN dense feature at train step {}", step);
                 batch.dense = batch.dense.clone();

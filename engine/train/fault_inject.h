@@ -7,6 +7,8 @@
 // At the start of 1-based train step STEP, rank RANK (or every rank when RANK is *):
 //   stall     sleeps for an hour: its peers must fail within runtime.comm_timeout_s
 //   exit      ends the process at once with exit code 3 and no message, as a crash would
+//   held_wait holds its thread in the step's first collective wait, as Open MPI can inside a call:
+//             the wait watchdog must end the process after runtime.comm_timeout_s
 //   nan_dense makes dense feature 0 of sample 0 of its batch NaN (runtime.nan_policy)
 //   bad_id    makes the first id of its batch the table's row count (runtime.bounds_check)
 //   eval_error  fails the evaluation after step STEP with an error (the checkpoint of a finished
@@ -24,7 +26,7 @@
 namespace shardrec::train {
 
 struct Fault {
-    enum class Kind { kStall, kExit, kNanDense, kBadId, kEvalError };
+    enum class Kind { kStall, kExit, kHeldWait, kNanDense, kBadId, kEvalError };
     int rank = -1;  // -1: every rank
     int64_t step = 0;
     Kind kind = Kind::kStall;

@@ -139,6 +139,25 @@ TEST_CASE(
     CHECK_THAT(check.output, Contains("\"step\":4,"));
 }
 
+// Open MPI can hold the waiting thread inside a call, where the wait cannot time out; the wait
+// watchdog fails it instead and ends the process. Rank 1 stalls, so that only rank 0's watchdog
+// can end the run.
+TEST_CASE("faults: a wait held past runtime.comm_timeout_s is ended by the wait watchdog",
+          "[e2e][faults][mpi]") {
+    const auto dir = fresh_dir("held_wait");
+    const RunResult r = run_shardrec(small_train(dir / "run", {"runtime.comm_timeout_s=2"}),
+                                     mpirun(2, "SHARDREC_FAULT_INJECT=0:3:held_wait,1:3:stall"));
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code != 124);
+    CHECK_THAT(r.output, Contains("fault injection: holds its first wait of train step 3"));
+    CHECK_THAT(r.output, Contains("rank 0/2") && Contains("did not complete within 2 s") &&
+                             Contains("the waiting thread is held inside MPI") &&
+                             Contains("rank 1 on host ") &&
+                             Contains("has not reached it (it "
+                                      "computes"));
+}
+
 TEST_CASE("faults: SHARDREC_COMM_TIMEOUT_S overrides runtime.comm_timeout_s",
           "[e2e][faults][mpi]") {
     const auto dir = fresh_dir("stall_env");

@@ -448,8 +448,18 @@ TEST_CASE(
     "multihost faults: a host's ranks are killed under orte_enable_recovery; the others "
     "name the collective and the host within the comm timeout",
     "[multihost][faults]") {
-    const FaultRun f =
-        run_fault(Fault::kKillHost, "kill_host_recovery", "--mca orte_enable_recovery 1");
+    // Open MPI 4.1's mpirun can itself crash (SIGSEGV in PMIx's event handling) as it learns of
+    // the dead processes under recovery, taking the job with it before any wait could time out:
+    // that launch tells nothing of shardrec, and is made again.
+    FaultRun f;
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+        f = run_fault(Fault::kKillHost, "kill_host_recovery", "--mca orte_enable_recovery 1");
+        if (f.mpirun_exit < 128 || f.mpirun_end_s < 0 || f.mpirun_end_s > 1) {
+            break;
+        }
+        WARN("mpirun ended on signal " << f.mpirun_exit - 128 << " " << f.mpirun_end_s
+                                       << " s after the kill (attempt " << attempt << ")");
+    }
     INFO(f.mpirun_output);
     REQUIRE(f.ranks_end_s >= 0);
     CHECK(f.ranks_end_s < 5 + 1.5);
