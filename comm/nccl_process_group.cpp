@@ -137,7 +137,9 @@ public:
     // Polls the event and the communicator's asynchronous error until done or the deadline; the
     // peers are asked in the timeout's last tenth, as in MpiWork::wait.
     void wait() override {
-        const WaitingIn waiting(collective_, group_, sequence_, *world_ranks_, timeout_s_);
+        // No watchdog deadline (0): CUDA and NCCL's polls do not hold the thread, and the
+        // failure below aborts the communicator, which may take a while.
+        const WaitingIn waiting(collective_, group_, sequence_, *world_ranks_, 0);
         const auto start = Clock::now();
         PeerDeadline deadline(timeout_s_, *world_ranks_);
         while (!is_completed()) {

@@ -24,7 +24,7 @@ std::string wait_name(const char* collective, int64_t sequence, const std::strin
 
 // The wait in progress on this rank, for the probe service and the wait watchdog, set for the
 // guard's lifetime (waits do not nest: the collectives run on one thread at a time). `group` and
-// `world_ranks` must outlive the guard; timeout_s is the wait's (0: none).
+// `world_ranks` must outlive the guard; past timeout_s (0: never) the wait watchdog may end it.
 class WaitingIn {
 public:
     WaitingIn(const char* collective,
