@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -33,7 +34,7 @@ enum Slot : size_t {
 };
 
 constexpr int kMaxDigitBits = 11;
-constexpr int64_t kRowsPerChunk = 64;
+constexpr int64_t kRowsPerChunk = 64;      // >= 2 * kPrefetchSegments
 constexpr int64_t kMinRowsPerThread = 64;  // below this a parallel region costs more than it saves
 // Rows ahead to prefetch in the update loop. A touched row is read and written back, so more
 // must be in flight than in the lookup: on a 2 GiB table (bench_ops, 2 cores) 16 ahead moved
@@ -183,6 +184,11 @@ void apply_fused_update_typed(const RowContributions& c,
     // State row stride: row-wise Adagrad keeps one float per row, the others D.
     const int64_t state_dim = kOpt == OptimType::kExactRowWiseAdagrad ? 1 : dim;
     const int64_t num_segments = sg.num_segments;
+    // Dynamic chunks of kRowsPerChunk segments (a thread the OS preempts holds up at most one),
+    // each thread claiming its next chunk when it starts one, so that its prefetches run ahead
+    // into that chunk instead of into the other threads' rows (a quarter of each chunk's
+    // segments went unprefetched when they stopped at the chunk's end).
+    std::atomic<int64_t> next_chunk{0};
 #pragma omp parallel if (num_segments >= 2 * kMinRowsPerThread)
     {
 #ifdef _OPENMP
@@ -190,40 +196,57 @@ void apply_fused_update_typed(const RowContributions& c,
 #else
         float* acc = accumulators;
 #endif
-        // Dynamic chunks: a thread the OS preempts holds up at most one chunk of rows.
-#pragma omp for schedule(dynamic, kRowsPerChunk)
-        for (int64_t s = 0; s < num_segments; ++s) {
-            // Prefetch what a later segment reads: its weight and state rows and gradient rows
-            // (written out here: GCC deletes calls to a helper that only loads and prefetches).
-            // Two stages: the ids' grad offsets and scales (scattered: the ids are in row order
-            // now) 2 * kPrefetchSegments ahead, so that the rows' prefetch below finds them
-            // cached (measured: 30 % of the loop's time was that load's miss).
-            if (s + 2 * kPrefetchSegments < num_segments) {
-                const int64_t ahead = s + 2 * kPrefetchSegments;
-                for (int64_t i = sg.begin[ahead]; i < sg.begin[ahead + 1]; ++i) {
-                    __builtin_prefetch(c.grad_offsets + sg.index(i), 0, 1);
-                    __builtin_prefetch(c.scales + sg.index(i), 0, 1);
-                }
+        const auto claim = [&] {
+            return std::min(next_chunk.fetch_add(kRowsPerChunk, std::memory_order_relaxed),
+                            num_segments);
+        };
+        int64_t lo = claim(), next = claim();
+        // The segment `ahead` places after s in this thread's order, or -1 (kRowsPerChunk >=
+        // 2 * kPrefetchSegments: it lies in this chunk or the next).
+        const auto later = [&](int64_t s, int64_t ahead) -> int64_t {
+            const int64_t end = std::min(lo + kRowsPerChunk, num_segments);
+            if (s + ahead < end) {
+                return s + ahead;
             }
-            if (s + kPrefetchSegments < num_segments) {
-                const int64_t ahead = s + kPrefetchSegments;
-                const int64_t r = sg.row(sg.begin[ahead]);
-                prefetch_row(weights + r * dim, dim * static_cast<int64_t>(sizeof(Weight)));
-                if (state1) {
-                    prefetch_row(state1 + r * state_dim, state_dim * 4);
+            const int64_t t = next + (s + ahead - end);
+            return t < std::min(next + kRowsPerChunk, num_segments) ? t : -1;
+        };
+        while (lo < num_segments) {
+            const int64_t end = std::min(lo + kRowsPerChunk, num_segments);
+            for (int64_t s = lo; s < end; ++s) {
+                // Prefetch what a later segment reads: its weight and state rows and gradient
+                // rows (written out here: GCC deletes calls to a helper, or a lambda, that only
+                // loads and prefetches). Two stages: the ids' grad offsets and scales
+                // (scattered: the ids are in row order now) 2 * kPrefetchSegments ahead, so that
+                // the rows' prefetch finds them cached (measured: 30 % of the loop's time was
+                // that load's miss).
+                if (const int64_t a = later(s, 2 * kPrefetchSegments); a >= 0) {
+                    for (int64_t i = sg.begin[a]; i < sg.begin[a + 1]; ++i) {
+                        __builtin_prefetch(c.grad_offsets + sg.index(i), 0, 1);
+                        __builtin_prefetch(c.scales + sg.index(i), 0, 1);
+                    }
                 }
-                if (state2) {
-                    prefetch_row(state2 + r * state_dim, state_dim * 4);
+                if (const int64_t a = later(s, kPrefetchSegments); a >= 0) {
+                    const int64_t r = sg.row(sg.begin[a]);
+                    prefetch_row(weights + r * dim, dim * static_cast<int64_t>(sizeof(Weight)));
+                    if (state1) {
+                        prefetch_row(state1 + r * state_dim, state_dim * 4);
+                    }
+                    if (state2) {
+                        prefetch_row(state2 + r * state_dim, state_dim * 4);
+                    }
+                    for (int64_t i = sg.begin[a]; i < sg.begin[a + 1]; ++i) {
+                        prefetch_row(grad + c.grad_offsets[sg.index(i)], dim * 4);
+                    }
                 }
-                for (int64_t i = sg.begin[ahead]; i < sg.begin[ahead + 1]; ++i) {
-                    prefetch_row(grad + c.grad_offsets[sg.index(i)], dim * 4);
-                }
+                const int64_t row = sg.row(sg.begin[s]);
+                reduce_segment(c, sg, s, grad, dim, acc);
+                update_row<Weight, kOpt>(weights + row * dim,
+                                         state1 ? state1 + row * state_dim : nullptr,
+                                         state2 ? state2 + row * state_dim : nullptr, acc, dim, k);
             }
-            const int64_t row = sg.row(sg.begin[s]);
-            reduce_segment(c, sg, s, grad, dim, acc);
-            update_row<Weight, kOpt>(weights + row * dim,
-                                     state1 ? state1 + row * state_dim : nullptr,
-                                     state2 ? state2 + row * state_dim : nullptr, acc, dim, k);
+            lo = next;
+            next = claim();
         }
     }
 }
