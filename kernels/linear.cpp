@@ -146,4 +146,17 @@ int blas_num_threads() {
     return openblas_get_num_threads();
 }
 
+const char* blas_threading() {
+    switch (openblas_get_parallel()) {
+        case 0:
+            return "sequential";
+        case 1:
+            return "pthreads";
+        case 2:
+            return "OpenMP";
+        default:
+            return "unknown";
+    }
+}
+
 }  // namespace shardrec::kernels

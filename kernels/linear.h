@@ -99,6 +99,10 @@ std::string cpu_loop_build();
 void set_blas_num_threads(int num_threads);
 int blas_num_threads();
 
+// How the loaded OpenBLAS runs its threads: "OpenMP" (the build CMakeLists.txt links: its GEMMs on
+// the process's OpenMP threads), "pthreads" (its own pool beside OpenMP's) or "sequential".
+const char* blas_threading();
+
 namespace cpu {
 void linear_forward(
     const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, Tensor& y);

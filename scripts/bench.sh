@@ -5,7 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 build_dir=${BUILD_DIR:-build}
 out=${1:-bench/results/cpu-$(date +%Y%m%d)}

@@ -8,7 +8,6 @@
 #   scripts/bench_gemm.sh [OUT_DIR]        default bench/results/cpu-<date>-gemm
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 build_dir=${BUILD_DIR:-build}
 out=${1:-bench/results/cpu-$(date -u +%Y%m%d)-gemm}
 maths=${GEMM_MATHS:-f32 bf16}

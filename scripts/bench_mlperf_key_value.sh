@@ -11,7 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 out=${1:-bench/results/mlperf-key-value-$(date +%Y%m%d)}
 build_dir=${BUILD_DIR:-build}
 storage=${STORAGE:-$out/storage}

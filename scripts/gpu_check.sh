@@ -90,7 +90,7 @@ if [ -d "$deps_dir" ] && { [ "${USE_CARRIED_DEPS:-0}" = 1 ] || ! [ -f /usr/inclu
         fi
     done
     lib="$prefix/usr/lib/x86_64-linux-gnu"
-    export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$lib:$lib/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     if [ -x "$prefix/usr/bin/mpicxx.openmpi" ]; then
         # Relocated Open MPI (its wrappers and orted read OPAL_PREFIX); one node: shared memory
         # and TCP only, the fabric components whose libraries the image lacks stay unloaded.
@@ -105,8 +105,8 @@ if [ -d "$deps_dir" ] && { [ "${USE_CARRIED_DEPS:-0}" = 1 ] || ! [ -f /usr/inclu
     cmake_args+=(-DCMAKE_PREFIX_PATH="$prefix/usr"
                  -Dspdlog_DIR="$lib/cmake/spdlog" -Dfmt_DIR="$lib/cmake/fmt"
                  -DCatch2_DIR="$prefix/usr/lib/cmake/Catch2"
-                 -DCMAKE_LIBRARY_PATH="$lib/openblas-pthread"
-                 -DCBLAS_INCLUDE_DIR="$prefix/usr/include/x86_64-linux-gnu/openblas-pthread")
+                 -DCMAKE_LIBRARY_PATH="$lib/openblas-openmp"
+                 -DCBLAS_INCLUDE_DIR="$prefix/usr/include/x86_64-linux-gnu/openblas-openmp")
     note "deps: unpacked $(ls "$deps_dir"/*.deb | wc -l) carried .debs into $prefix"
 fi
 kernels_only=${KERNELS_ONLY:-OFF}

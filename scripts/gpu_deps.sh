@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 dest=third_party/gpu-deps
 packages=(catch2
           libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
-          libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0
+          libopenblas-openmp-dev libopenblas0-openmp
           libgfortran5 libquadmath0
           libdnnl-dev libdnnl2 ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers
           opencl-clhpp-headers

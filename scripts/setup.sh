@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config
           libopenmpi-dev openmpi-bin
           libyaml-cpp-dev libspdlog-dev libfmt-dev catch2
-          libopenblas-dev
+          libopenblas-openmp-dev  # OpenBLAS on the OpenMP threads (CMakeLists.txt)
           libdnnl-dev ocl-icd-opencl-dev  # oneDNN; its CMake config asks for OpenCL
           # `shardrec serve`: cpp-httplib, a well-kept single-header HTTP/1.1 server in Debian
           # (built there as a library); curl for its end-to-end test

@@ -8,7 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 command -v gnuplot >/dev/null || { apt-get install -y -qq gnuplot-nox >/dev/null 2>&1 || true; }
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 config=${1:-configs/quickstart.yaml}
 out=${2:-bench/results/sweep-$(date +%Y%m%d)}

@@ -13,7 +13,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 command -v gnuplot >/dev/null || { apt-get install -y -qq gnuplot-nox >/dev/null 2>&1 || true; }
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
 config=${1:-configs/dlrm_key_value.yaml}
 out=${2:-bench/results/cache-sweep-$(date +%Y%m%d)}

@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
-# Idle OpenMP threads sleep instead of spinning: spinning workers stall badly when the cores are
-# shared (several ranks per node, a busy machine).
+# Idle OpenMP threads sleep instead of spinning: the tests run two at once and start more ranks
+# than there are cores, where spinning workers stall the others. (Training and the benchmarks
+# leave the policy to libgomp: with each rank's threads on cores of their own, the short spin
+# after a parallel region saves the wake-up of the next one.)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 build_dir=${BUILD_DIR:-build}
 jobs=$(nproc 2>/dev/null || echo 2)

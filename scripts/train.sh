@@ -6,9 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
-# Idle OpenMP threads sleep instead of spinning: spinning workers stall badly when the cores are
-# shared (several ranks per node, a busy machine).
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 build_dir=${BUILD_DIR:-build}
 config=${1:-configs/quickstart.yaml}
 shift || true

@@ -19,7 +19,6 @@ out=${OUT:-bench/results/cpu-$(date -u +%Y%m%d)}
 mkdir -p "$out"
 source scripts/provenance.sh
 save_provenance "$out"
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 configs=" ${CONFIGS:-quickstart kaggle dcnv2} "
 shardrec_bf16=${SHARDREC_BF16:-1}
 

@@ -199,6 +199,13 @@ int configure_threads(const Config& config) {
                                  : std::max(1, all / std::max(1, comm::process_info().local_size));
     }
     kernels::set_cpu_threads(threads);
+    if (threads > 1 && std::string(kernels::blas_threading()) != "OpenMP") {
+        log::root().warn(
+            "OpenBLAS is its {} build: its GEMMs run on threads of their own that compete with the "
+            "OpenMP threads of the other kernels for the cores; build against OpenBLAS's OpenMP "
+            "build (libopenblas-openmp-dev, scripts/setup.sh)",
+            kernels::blas_threading());
+    }
     return threads;
 }
 

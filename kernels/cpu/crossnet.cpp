@@ -10,10 +10,9 @@
 
 namespace shardrec::kernels::cpu {
 
-// Single-threaded epilogues between the sgemms, as in kernels/cpu/linear.cpp (OpenMP regions
-// between OpenBLAS calls slow the next sgemm several-fold). Built for AVX-512 too and picked at
-// run time; the file is compiled without fused multiply-adds (CMakeLists.txt), so both builds
-// round alike, bit for bit.
+// Single-threaded epilogues between the sgemms, as in kernels/cpu/linear.cpp. Built for AVX-512 too
+// and picked at run time; the file is compiled without fused multiply-adds (CMakeLists.txt), so
+// both builds round alike, bit for bit.
 namespace {
 
 // u += bias (per column); out = x0 * u + xl. x0 and xl may be one tensor.

@@ -370,8 +370,8 @@ std::string cpu_gemm_backends() {
     const char* isa = kernel.find("amx") != std::string::npos    ? "AMX"
                       : kernel.find("bf16") != std::string::npos ? "AVX512-BF16, no AMX"
                                                                  : "no bf16 instructions";
-    return fmt::format("f32: OpenBLAS sgemm; bf16: oneDNN {} {} ({})", cpu::onednn_version(),
-                       kernel, isa);
+    return fmt::format("f32: OpenBLAS sgemm ({} threads); bf16: oneDNN {} {} ({})",
+                       blas_threading(), cpu::onednn_version(), kernel, isa);
 }
 
 std::string cpu_loop_build() {

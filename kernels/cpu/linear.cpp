@@ -11,11 +11,11 @@
 
 namespace shardrec::kernels::cpu {
 
-// The elementwise passes here stay on the calling thread on purpose: they sit between OpenBLAS
-// calls, and an OpenMP region there (measured: sgemm then a 2-thread relu pass, B = 2048,
-// I = 13, O = 512) took 6-12 ms instead of 0.9 ms, because libgomp's spinning threads starve
-// OpenBLAS's workers in the next sgemm (OMP_WAIT_POLICY=passive removes that); for a
-// memory-bound pass the second thread gained ~20% at best.
+// The elementwise passes here stay on the calling thread: for a memory-bound pass the second
+// thread gained ~20% at best. (Measured with OpenBLAS's pthreads build, where an OpenMP region
+// between sgemms also starved OpenBLAS's own workers in the next one: sgemm then a 2-thread relu
+// pass, B = 2048, I = 13, O = 512, took 6-12 ms instead of 0.9 ms. The OpenMP build that
+// CMakeLists.txt links runs its GEMMs on the same threads.)
 
 SR_AVX512_CLONES void activation_forward(Activation act, float* y, int64_t n) {
     switch (act) {

@@ -96,6 +96,12 @@ TEST_CASE("MLP: a steady batch shape allocates nothing after the first step", "[
     check_steady_state_allocates_nothing(mlp, random_input({17, 13}, 4));
 }
 
+// CMakeLists.txt links OpenBLAS's OpenMP build, whose GEMMs run on the OpenMP threads of the other
+// kernels; the pthreads build (the Debian default) would keep a competing pool of its own.
+TEST_CASE("linear: OpenBLAS runs its GEMMs on the OpenMP threads", "[modules][blas]") {
+    CHECK(std::string(kernels::blas_threading()) == "OpenMP");
+}
+
 // OpenBLAS is bitwise repeatable at a fixed thread count but not across counts (kernels/linear.h):
 // the same count twice must give the same bits, and 1 vs 2 threads must agree to rounding.
 TEST_CASE("linear: bitwise repeatable per BLAS thread count, close across counts",
