@@ -50,10 +50,11 @@ struct OneDnn {
     std::map<Key, dnnl::matmul> primitives;
 };
 
-// A GEMM under this many multiply-adds runs its bf16 matmul on the calling thread alone: waking
-// the other OpenMP threads costs 40-50 us a call (OMP_WAIT_POLICY=passive), more than they save
-// below about 10M (measured on 2 cores: 128 x 512 x 13 takes 12 us on one thread, 47 on two;
-// 128 x 256 x 512, 158 against 136). A choice by shape alone, so results repeat run to run.
+// A GEMM under this many multiply-adds runs its bf16 matmul on the calling thread alone. Alone,
+// two threads win from about 0.5M (bench/results/cpu-20261128-gemm-threads: 128 x 128 x 64 takes
+// 10.5 us on one, 6.8-8.3 on two), yet a bound of 2^19 changed the quickstart's and Kaggle DLRM's
+// steps by nothing that stood out of the noise in 24 pairs (between GEMMs the other thread is
+// busy or asleep). A choice by shape alone, so results repeat run to run.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 23;
 
 // Sets the calling thread's OpenMP thread count for a scope (oneDNN reads it when it creates
