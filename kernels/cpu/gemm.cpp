@@ -13,8 +13,9 @@
 // beta != 0 is a sum post-op, so bias pre-written into C (linear_forward) still costs no extra
 // pass. Same math as CUDA's CUBLAS_COMPUTE_32F_FAST_16BF: bf16 products, f32 accumulation, f32
 // in and out. The weights' copies are in plain row-major layout, shared by the forward (w^T) and
-// the backward (w) GEMMs; oneDNN's blocked layout would need one copy per use (measured gain in
-// bench/results/cpu-20261126-onednn: 2-11 %).
+// the backward (w) GEMMs; oneDNN's blocked layout needs one copy per use, whose reorders cost the
+// DCNv2 step more than its 2-11 % faster GEMMs save (bench/results/cpu-20261128-bf16-blocked-
+// weights).
 #include <cblas.h>
 
 #include <algorithm>
