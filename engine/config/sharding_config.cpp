@@ -280,7 +280,15 @@ void ShardingConfig::resolve(ConfigNode& node,
                              const RuntimeConfig& runtime,
                              const TrainConfig& train) {
     if (!plan_file.empty() && (planner == "auto" || !tables.empty())) {
-        node.error_at("plan_file", "a plan file replaces the planner and the table entries");
+        const std::string fix =
+            planner == "auto" && !tables.empty()
+                ? "the auto planner and sharding.tables: set planner: manual and remove the "
+                  "table entries (--set sharding.tables=null)"
+            : planner == "auto"
+                ? "the auto planner: set planner: manual"
+                : "sharding.tables: remove its entries (--set sharding.tables=null)";
+        node.error_at("plan_file",
+                      fmt::format("a plan file replaces {}, or drop the plan file", fix));
     }
     if (section_refuses_dense(*this)) {
         node.error_at(

@@ -69,8 +69,10 @@ std::vector<RankMemory> plan_rank_memory(const Config& config, int world_size, i
     for (RankMemory& r : ranks) {
         r.dense_bytes = static_cast<double>(model.dense_cost().memory_bytes);
     }
-    if (world_size == 1) {
-        // One process: every table whole, with its fused update (key_value: its cache).
+    // One process without a plan file: every table whole, with its fused update (key_value: its
+    // cache). A plan file is checked and costed at any world size.
+    const bool planned = world_size > 1 || !config.sharding.plan_file.empty();
+    if (!planned) {
         for (const ModelConfig::Table& table : config.model.tables) {
             const std::vector<std::array<int64_t, 2>> whole{
                 {table.num_embeddings, table.embedding_dim}};
@@ -83,9 +85,8 @@ std::vector<RankMemory> plan_rank_memory(const Config& config, int world_size, i
                      kernel);
         }
     }
-    const ShardingPlan plan =
-        world_size == 1 ? ShardingPlan{} : make_sharding_plan(config, topology);
-    if (world_size > 1) {
+    const ShardingPlan plan = planned ? make_sharding_plan(config, topology) : ShardingPlan{};
+    if (planned) {
         for (const ModelConfig::Table& table : config.model.tables) {
             const ParameterSharding& ps = plan.at(table.name);
             std::vector<int> shard_ranks;
@@ -112,7 +113,7 @@ std::vector<RankMemory> plan_rank_memory(const Config& config, int world_size, i
         if (mc.zch_size == 0 || config.runtime.device != "cpu")
             continue;
         const std::vector<int> owners =
-            bucket_owners(world_size == 1 ? nullptr : &plan.at(table.name), table);
+            bucket_owners(planned ? &plan.at(table.name) : nullptr, table);
         const auto k = static_cast<int64_t>(owners.size());
         for (const int owner : owners)
             ranks[static_cast<size_t>(owner)].remap_bytes +=

@@ -110,13 +110,15 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     const std::shared_ptr<comm::ProcessGroup>& device_pg) {
     const auto optimizer = sparse_optimizer_params(config.optimizer.sparse);
     const auto seed = static_cast<uint64_t>(config.train.seed);
-    bool tiered = false;  // a kernel only the sharded collection has
+    // A kernel only the sharded collection has, or a plan file (its kernels, checked against
+    // this world size), takes one process through the sharded collection too.
+    bool planned = !config.sharding.plan_file.empty();
     for (const ModelConfig::Table& t : config.model.tables) {
         const std::string kernel = config.sharding.kernel_of(t.name);
-        tiered = tiered || kernel == "key_value" || kernel == "fused_uvm" ||
-                 kernel == "fused_uvm_caching";
+        planned = planned || kernel == "key_value" || kernel == "fused_uvm" ||
+                  kernel == "fused_uvm_caching";
     }
-    if (pg == nullptr && !tiered)
+    if (pg == nullptr && !planned)
         return make_embedding_bag_collection(config.model, seed, optimizer, device);
     std::shared_ptr<comm::ProcessGroup> group = pg ? pg : comm::world_process_group();
     // 2D parallelism (sharding.replica_groups R): the tables are sharded over a group of

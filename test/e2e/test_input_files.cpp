@@ -1,6 +1,7 @@
 // End to end: a file argument that is missing, a directory or a device is refused by the real
 // binary with what the file is for and the path (the config file, `--set sharding.plan_file`,
-// `plan --topology`), never with a stream's "basic_filebuf::underflow ... Is a directory".
+// also in one process, `plan --topology`), never with a stream's "basic_filebuf::underflow ...
+// Is a directory".
 #include <catch2/catch.hpp>
 
 #include "test/e2e/e2e_support.h"
@@ -52,6 +53,41 @@ TEST_CASE("input files: a directory, a device or a missing file is named as such
         r = plan_with(d + "/plan.yaml");
         CHECK(r.exit_code == 1);
         CHECK(has(r, "the plan file (sharding.plan_file) '" + d + "/plan.yaml' does not exist"));
+    }
+    SECTION("sharding.plan_file in one process: checked, and its plan used") {
+        const std::string quickstart = (repo_root() / "configs" / "quickstart.yaml").string();
+        const auto train_with = [&](const std::string& name, const std::string& plan_file) {
+            std::vector<std::string> sets{"sharding.tables=[]"};
+            if (!plan_file.empty())
+                sets.push_back("sharding.plan_file=" + plan_file);
+            return run_shardrec(small_train_args(dir / name, 20, sets));
+        };
+        r = train_with("missing", d + "/plan.yaml");
+        INFO(r.output);
+        CHECK(r.exit_code == 1);
+        CHECK(has(r, "the plan file (sharding.plan_file) '" + d + "/plan.yaml' does not exist"));
+        r = run_shardrec({"validate", quickstart, "--set", "sharding.tables=[]", "--set",
+                          "sharding.plan_file=" + d});
+        CHECK(r.exit_code == 1);
+        CHECK(has(
+            r, "the plan file (sharding.plan_file) '" + d + "' is a directory, expected a file"));
+        r = train_with("other_world",
+                       (repo_root() / "configs" / "plans" / "quickstart_2rank_cpu.yaml").string());
+        CHECK(r.exit_code == 1);
+        CHECK(has(r, "world_size: the plan is for 2 ranks, this run has 1"));
+        r = run_shardrec({"plan", quickstart, "--world-size", "1", "--out", d + "/plan1.yaml"});
+        REQUIRE(r.exit_code == 0);
+        r = train_with("planned", d + "/plan1.yaml");
+        REQUIRE(r.exit_code == 0);
+        REQUIRE(train_with("unplanned", "").exit_code == 0);
+        const auto planned = read_metrics(dir / "planned"), plain = read_metrics(dir / "unplanned");
+        REQUIRE(planned.size() == plain.size());
+        for (size_t i = 0; i < plain.size(); ++i) {
+            if (plain[i].count("loss") != 0)
+                CHECK(planned[i].at("loss") == plain[i].at("loss"));
+            if (plain[i].count("auc") != 0)
+                CHECK(planned[i].at("auc") == plain[i].at("auc"));
+        }
     }
     SECTION("plan --topology") {
         r = run_shardrec({"plan", (repo_root() / "configs" / "quickstart.yaml").string(),
