@@ -34,7 +34,8 @@ const char* const kEvalUsage =
     "Prints one JSON line: {\"kind\":\"eval\",\"step\":N,\"loss\":L,\"auc\":A,\"ne\":E,\n"
     "\"accuracy\":C,\"calibration\":K,\"count\":S,\"checkpoint\":\"DIR\"}.\n"
     "\n"
-    "  --checkpoint DIR    a step-<N> checkpoint, or a directory of them (the newest complete)\n"
+    "  --checkpoint DIR    a step-<N> checkpoint, or a directory of them (the newest intact:\n"
+    "                      a damaged one is skipped with a warning, as --resume does)\n"
     "  --predictions FILE  write 'label,score' per evaluated sample, in order (score: the\n"
     "                      predicted probability); written to FILE.tmp, then renamed\n"
     "  --set KEY=VALUE     override one config key, e.g. --set train.eval_samples=100000\n"
@@ -74,7 +75,7 @@ int eval_quantized(const Config& config, const std::string& model_dir, std::stri
     train::Trainer trainer(config, train::default_process_group());
     std::optional<train::Metrics> f32;
     if (train::has_checkpoint(checkpoint)) {
-        train::load_checkpoint(trainer, train::resolve_checkpoint(checkpoint));
+        train::load_checkpoint(trainer, checkpoint);
         f32 = trainer.evaluate();
     } else {
         log::root().warn("no f32 checkpoint at '{}' to compare with; pass --checkpoint DIR",
@@ -166,8 +167,10 @@ int eval_main(const std::vector<std::string>& args) {
         return eval_quantized(config, model_dir, checkpoint);
     }
     train::Trainer trainer(config, train::default_process_group());
-    const std::string resolved = train::resolve_checkpoint(checkpoint);
-    const int64_t step = train::load_checkpoint(trainer, resolved);
+    std::string resolved;  // a directory of checkpoints: the newest intact one, as a resume
+    train::LoadOptions load;
+    load.taken = &resolved;
+    const int64_t step = train::load_checkpoint(trainer, checkpoint, load);
     log::root().info("evaluating {} (step {}) on {} rank(s)", resolved, step,
                      comm::process_info().world_size);
     train::MetricsAccumulator samples;

@@ -170,7 +170,10 @@ int plan_main(const std::vector<std::string>& args) {
                 "replicated {} times over the {} ranks\n\n",
                 config.sharding.replica_groups, group, a.world_size / group, a.world_size);
         }
-        fmt::print("module: \n\n{}\n\n{}", plan_table(plan, config.model.tables, table_options),
+        // TorchRec prints a plan per module by its path in the model; the tables of every model
+        // here are the sparse arch's one collection (TorchRec's DLRM names it so too).
+        fmt::print("module: sparse_arch.embedding_bag_collection\n\n{}\n\n{}",
+                   plan_table(plan, config.model.tables, table_options),
                    estimate_report(estimate, config, topology, a.full ? SIZE_MAX : 16));
         fmt::print("{}", cache_report(plan, config, measured_hit_rates(a.measured)));
         fmt::print("{}", managed_collision_report(plan, config));

@@ -21,7 +21,9 @@ void ShardingConfig::Cache::visit(FieldVisitor& v, bool entry) {
                "the dtype of the cached rows: f32, f16 or bf16 (updated in f32, stored rounded to "
                "it; the rows on disk keep the table's data_type); \"\": the table's data_type");
     if (entry) {
-        v.field(lf.default_doc("sharding.cache.load_factor").at_least(0).at_most(1), load_factor);
+        // Absent: 0, the section's (resolve); given, in the section's bounds.
+        v.field(lf.default_doc("sharding.cache.load_factor").greater_than(0).at_most(1),
+                load_factor);
         v.field(alg.default_doc("sharding.cache.algorithm").one_of({"", "lru", "lfu"}), algorithm);
         v.field(prec.default_doc("sharding.cache.precision").one_of({"", "f32", "f16", "bf16"}),
                 precision);
@@ -40,8 +42,9 @@ void ShardingConfig::Cache::visit(FieldVisitor& v, bool entry) {
 
 void ShardingConfig::Storage::visit(FieldVisitor& v) {
     v.field(Field("path",
-                  "key_value tables: a local directory for their row files (a run "
-                  "writes under path/<run id>/ and removes it at its end)"),
+                  "key_value tables: a local directory for their row files (each "
+                  "process writes under path/shardrec-<host>-<pid>-<n>/ and removes it at its "
+                  "end)"),
             path);
 }
 

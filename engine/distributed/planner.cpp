@@ -380,9 +380,12 @@ void check_total_memory(const std::vector<TableOptions>& tables,
     }
     throw Error(fmt::format(
         "{}: the model does not fit: its tables and dense part need at least {} in total (largest: "
-        "{}), the {} rank{} have {} x {} = {} of {} to plan with",
-        error_context(), gib(need), fmt::join(biggest, ", "), w, w == 1 ? "" : "s", w,
-        gib(topo.memory_limit_bytes()), gib(have), topo.memory_kind()));
+        "{}), the {} rank{} {} {} x {} = {} of {} to plan with ({} GiB a rank less "
+        "reserved_fraction {})",
+        error_context(), gib(need), fmt::join(biggest, ", "), w, w == 1 ? "" : "s",
+        w == 1 ? "has" : "have", w, gib(topo.memory_limit_bytes()), gib(have), topo.memory_kind(),
+        topo.compute_device == "cuda" ? topo.device_memory_gib : topo.host_memory_gib,
+        topo.reserved_fraction));
 }
 
 }  // namespace

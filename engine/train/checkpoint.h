@@ -55,6 +55,8 @@ struct LoadOptions {
     // Resuming training: train.seed must match (the data stream depends on it), and the trainer
     // continues the data from the checkpoint's sample position (Trainer::set_data_position).
     bool resume = false;
+    // Where to write the checkpoint taken (a directory of them names one), when not null.
+    std::string* taken = nullptr;
 };
 
 // Loads a checkpoint into `trainer` (built from a config of the same model; any world size and

@@ -467,6 +467,8 @@ int64_t load_checkpoint(Trainer& trainer, const std::string& dir_in, const LoadO
     trainer.managed_collision().loaded();  // a collective of its own, once every rank has loaded
     log::root().info("loaded checkpoint {}: step {}, written by {} rank(s)", dir, m.step,
                      m.world_size);
+    if (options.taken != nullptr)
+        *options.taken = dir;
     if (options.resume) {
         if (m.global_batch_size != trainer.global_batch_size()) {
             log::root().warn(

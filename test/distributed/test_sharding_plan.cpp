@@ -135,7 +135,11 @@ TEST_CASE("Sharding config: unknown tables and types are errors with line and di
     CHECK_THAT(config_errors("sharding: {sharding_type: rows}\n"),
                Contains("sharding.sharding_type: expected one of data_parallel"));
     CHECK_THAT(config_errors("sharding: {plan_file: p.yaml, planner: auto}\n"),
-               Contains("sharding.plan_file: a plan file replaces"));
+               Contains("sharding.plan_file: a plan file replaces the auto planner: set "
+                        "planner: manual"));
+    // An entry's load_factor 0 is refused, not taken for the section's (its absence is).
+    CHECK_THAT(config_errors("sharding:\n  tables: [{name: ads, cache: {load_factor: 0}}]\n"),
+               Contains("sharding.tables[0].cache.load_factor: must be > 0, <= 1, got '0'"));
 }
 
 TEST_CASE("Sharding config: the dense kernel is refused on every type but data_parallel",

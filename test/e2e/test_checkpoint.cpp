@@ -302,8 +302,10 @@ TEST_CASE(
     CHECK(m.global_batch_size == 16);
 }
 
-TEST_CASE("checkpoint e2e: --resume DIR skips a damaged newest checkpoint, saying which and why",
-          "[e2e][checkpoint]") {
+TEST_CASE(
+    "checkpoint e2e: --resume DIR and eval --checkpoint DIR skip a damaged newest checkpoint, "
+    "saying which and why",
+    "[e2e][checkpoint]") {
     const auto dir = fresh_dir("ckpt_fallback");
     const RunResult first = run_shardrec(train_args(dir / "first", 8));
     INFO(first.output);
@@ -325,6 +327,22 @@ TEST_CASE("checkpoint e2e: --resume DIR skips a damaged newest checkpoint, sayin
                                    Contains("step-00000004"));
     // Steps 5..8 were trained again from step 4: the same numbers as the first run's.
     CHECK(numbers(dir / "resumed", 5) == numbers(dir / "first", 5));
+    // eval --checkpoint DIR takes the same one, and says so in its record.
+    const RunResult eval =
+        run_shardrec({"eval", (repo_root() / "configs" / "quickstart.yaml").string(),
+                      "--checkpoint", (dir / "first" / "checkpoints").string(), "--set",
+                      "train.eval_samples=256", "--set", "data.batch_size=16"});
+    INFO(eval.output);
+    REQUIRE(eval.exit_code == 0);
+    CHECK_THAT(eval.output,
+               Contains("skipping checkpoint " + newest.string()) && Contains("step-00000004\"}"));
+    std::string step4_auc;  // the first run's own eval after step 4
+    for (const auto& r : read_metrics(dir / "first")) {
+        if (r.count("auc") != 0 && r.at("step") == "4")
+            step4_auc = r.at("auc");
+    }
+    REQUIRE(!step4_auc.empty());
+    CHECK_THAT(eval.output, Contains(R"("step":4,)") && Contains(R"("auc":)" + step4_auc + ","));
 }
 
 TEST_CASE(
