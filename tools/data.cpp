@@ -18,7 +18,8 @@ namespace shardrec::cli {
 const char* const kDataUsage =
     "usage: shardrec data criteo-preprocess --in FILE... --out DIR [--max-ind-range N]\n"
     "           [--table-sizes LIST|mlperf] [--multi-hot LIST|mlperf] [--threads N]\n"
-    "           [--lines-per-shard N] [--raw-ids [LIST]] [--skip-bad-lines] [--no-progress]\n"
+    "           [--multi-hot-seed N] [--lines-per-shard N] [--chunk-lines N]\n"
+    "           [--raw-ids [LIST]] [--skip-bad-lines] [--no-progress]\n"
     "\n"
     "Converts Criteo click logs in TSV (Kaggle train.txt, or the Terabyte day_0 .. day_23,\n"
     "decompressed) into fixed-size binary records in shards plus DIR/manifest.json, for\n"

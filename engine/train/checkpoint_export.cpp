@@ -2,6 +2,7 @@
 // and the .npy and safetensors writers.
 #include "engine/train/checkpoint_export.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -170,10 +171,18 @@ std::string checkpoint_info(const std::string& dir_in) {
     out << fmt::format("  model {}; sparse optimizer {}; dense optimizer {}\n", m.model_type,
                        m.sparse_optimizer, m.dense_optimizer);
     out << "  tables:\n";
+    // Columns as wide as their widest entry, so the rows line up whatever the shapes.
+    size_t name_w = 0, shape_w = 0;
+    const auto shape = [](const auto& t) {
+        return fmt::format("[{}, {}]", t.num_embeddings, t.embedding_dim);
+    };
     for (const auto& t : m.tables) {
-        out << fmt::format("    {:<20} [{}, {}] {:<5} {:<15} {} shard(s):", t.name,
-                           t.num_embeddings, t.embedding_dim, dtype_name(t.dtype), t.sharding_type,
-                           t.shards.size());
+        name_w = std::max(name_w, t.name.size());
+        shape_w = std::max(shape_w, shape(t).size());
+    }
+    for (const auto& t : m.tables) {
+        out << fmt::format("    {:<{}} {:<{}} {:<5} {:<15} {} shard(s):", t.name, name_w, shape(t),
+                           shape_w, dtype_name(t.dtype), t.sharding_type, t.shards.size());
         for (const auto& s : t.shards) {
             out << fmt::format(" rank {} [{}:{}, {}:{}]", s.rank, s.row_offset,
                                s.row_offset + s.rows, s.col_offset, s.col_offset + s.cols);

@@ -563,9 +563,10 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     log::root().info("training {} ({} tables) for {} steps, batch {} per rank", config.model.type,
                      config.model.tables.size(), config.train.steps, config.data.batch_size);
     if (start > 0 && start >= config.train.steps)
-        log::root().warn("the checkpoint is at step {} and train.steps is {}: nothing to train "
-                         "(raise train.steps to go on)",
-                         start, config.train.steps);
+        log::root().warn(
+            "the checkpoint is at step {} and train.steps is {}: nothing to train "
+            "(raise train.steps to go on)",
+            start, config.train.steps);
     const comm::ProcessInfo& info = comm::process_info();
     log::all().info("on {}: local rank {} of {}, {} threads", info.host, info.local_rank,
                     info.local_size, threads);
