@@ -7,10 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <new>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/core/cuda/cuda_runtime_api.h"
 #include "engine/core/error.h"
@@ -110,6 +114,86 @@ void* host_alloc(size_t bytes, size_t huge_from) {
 #endif
     counters(DeviceType::kCpu).add(bytes);
     return p;
+}
+
+namespace {
+
+constexpr size_t kTablePage = size_t{2} << 20;
+constexpr size_t kSharedTableMin = size_t{64} << 10, kSharedTableMax = size_t{1} << 20;
+
+// 2 MiB huge pages cut into blocks of one size each (table_alloc): a page is taken when no page of
+// that size has a free block and given back when its last block is freed, so the pages held
+// follow the tables alive, whatever the order they grow and shrink in.
+class SharedTablePages {
+public:
+    void* take(size_t bytes) {
+        const size_t block = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+        const std::lock_guard<std::mutex> lock(mutex_);
+        std::set<uintptr_t>& open = open_[block];
+        if (open.empty()) {
+            const auto base = reinterpret_cast<uintptr_t>(host_alloc(kTablePage, kTablePage));
+            Page& page = pages_[base];
+            page.block = block;
+            for (size_t at = kTablePage / block * block; at >= block; at -= block)
+                page.free.push_back(base + at - block);
+            open.insert(base);
+        }
+        // The fullest page with room: the emptier ones then drain, and go back, first.
+        const uintptr_t base = *std::min_element(open.begin(), open.end(), [&](auto a, auto b) {
+            return pages_.at(a).free.size() < pages_.at(b).free.size();
+        });
+        Page& page = pages_.at(base);
+        const uintptr_t p = page.free.back();
+        page.free.pop_back();
+        if (page.free.empty())
+            open.erase(base);
+        return reinterpret_cast<void*>(p);
+    }
+
+    void give(void* ptr) {
+        const auto p = reinterpret_cast<uintptr_t>(ptr);
+        const uintptr_t base = p & ~(kTablePage - 1);  // host_alloc aligns a page to its size
+        const std::lock_guard<std::mutex> lock(mutex_);
+        Page& page = pages_.at(base);
+        page.free.push_back(p);
+        if (page.free.size() < kTablePage / page.block) {
+            open_[page.block].insert(base);
+            return;
+        }
+        open_[page.block].erase(base);
+        pages_.erase(base);
+        device_free(Device::cpu(), reinterpret_cast<void*>(base), kTablePage);
+    }
+
+private:
+    struct Page {
+        size_t block = 0;
+        std::vector<uintptr_t> free;  // its blocks not in use
+    };
+
+    std::mutex mutex_;
+    std::map<uintptr_t, Page> pages_;             // by base address
+    std::map<size_t, std::set<uintptr_t>> open_;  // block size -> pages with a free block
+};
+
+SharedTablePages& shared_table_pages() {
+    static SharedTablePages pages;
+    return pages;
+}
+
+}  // namespace
+
+void* table_alloc(size_t bytes) {
+    if (bytes >= kSharedTableMin && bytes < kSharedTableMax)
+        return shared_table_pages().take(bytes);
+    return host_alloc(bytes, kSharedTableMax);
+}
+
+void table_free(void* ptr, size_t bytes) {
+    if (ptr != nullptr && bytes >= kSharedTableMin && bytes < kSharedTableMax)
+        shared_table_pages().give(ptr);
+    else
+        device_free(Device::cpu(), ptr, bytes);
 }
 
 void device_free(Device device, void* ptr, size_t bytes) {

@@ -38,10 +38,15 @@ void mapped_host_free(void* host_ptr, size_t bytes);
 void with_host_mapped_allocations(const std::function<void()>& fn);
 bool host_mapped_allocations();  // inside such a scope on this thread
 
-// std::vector's allocator for hash tables probed at random (managed collision's slot maps and
-// windows): from 1 MiB on transparent huge pages, so a probe is one cache miss and rarely a page
-// walk (tables are few and long-lived: rounding up to 2 MiB costs little), and counted in the
-// host's allocation stats.
+// Memory for a hash table probed at random, on transparent huge pages so that a probe is one
+// cache miss and rarely a page walk: from 1 MiB a buffer of its own, from 64 KiB a block of a
+// 2 MiB page shared with tables of the same size (a table of several managed-collision buckets
+// has 32 a bucket, most of them under 1 MiB), smaller ones plain. Counted in the host's
+// allocation stats (a shared page when it is taken and when its last block is freed).
+void* table_alloc(size_t bytes);
+void table_free(void* ptr, size_t bytes);
+
+// std::vector's allocator for those tables (managed collision's slot maps and windows).
 template <class T>
 struct HostAllocator {
     using value_type = T;
@@ -50,9 +55,9 @@ struct HostAllocator {
     template <class U>
     HostAllocator(const HostAllocator<U>&) {}
 
-    T* allocate(size_t n) { return static_cast<T*>(host_alloc(n * sizeof(T), size_t{1} << 20)); }
+    T* allocate(size_t n) { return static_cast<T*>(table_alloc(n * sizeof(T))); }
 
-    void deallocate(T* p, size_t n) { device_free(Device::cpu(), p, n * sizeof(T)); }
+    void deallocate(T* p, size_t n) { table_free(p, n * sizeof(T)); }
 
     template <class U>
     bool operator==(const HostAllocator<U>&) const {

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -178,4 +179,48 @@ TEST_CASE("huge pages: a touched 64 MiB buffer of device_alloc shows in AnonHuge
     CHECK(after.source == "/proc/self/smaps_rollup");
     // The kernel may lack free 2 MiB blocks; with 64 MiB asked for, some must come.
     CHECK(after.anon_huge_bytes > before.anon_huge_bytes);
+}
+
+TEST_CASE(
+    "table_alloc: tables of 64 KiB to 1 MiB share 2 MiB pages, each given back with its "
+    "last block",
+    "[memory]") {
+    constexpr size_t kPage = size_t{2} << 20, kBlock = 16384 * 24;  // a window of 16384 cells
+    const AllocStats before = alloc_stats(DeviceType::kCpu);
+    std::vector<void*> blocks;
+    for (int i = 0; i < 6; ++i) {  // 5 blocks a page, so two pages
+        blocks.push_back(table_alloc(kBlock));
+        std::memset(blocks.back(), i + 1, kBlock);
+    }
+    const auto at = [&](size_t i) { return reinterpret_cast<uintptr_t>(blocks[i]); };
+    for (size_t i = 0; i < blocks.size(); ++i) {
+        CHECK(at(i) % kCpuAlignment == 0);
+        for (size_t j = 0; j < i; ++j)
+            CHECK((at(i) >= at(j) + kBlock || at(j) >= at(i) + kBlock));  // no overlap
+    }
+    for (size_t i = 1; i < 5; ++i)
+        CHECK(at(i) / kPage == at(0) / kPage);  // the first page's five blocks
+    CHECK(at(5) / kPage != at(0) / kPage);
+    for (size_t i = 0; i < blocks.size(); ++i)  // nothing wrote over another block
+        CHECK(static_cast<unsigned char*>(blocks[i])[kBlock - 1] == i + 1);
+    const AllocStats two_pages = alloc_stats(DeviceType::kCpu);
+    CHECK(two_pages.current_bytes - before.current_bytes == int64_t{2} * kPage);
+    CHECK(two_pages.num_allocs - before.num_allocs == 2);
+    // A freed block is taken again before a new page; the second page goes with its block.
+    table_free(blocks[2], kBlock);
+    blocks[2] = table_alloc(kBlock);
+    CHECK(alloc_stats(DeviceType::kCpu).num_allocs == two_pages.num_allocs);
+    table_free(blocks[5], kBlock);
+    CHECK(alloc_stats(DeviceType::kCpu).current_bytes - before.current_bytes == int64_t{kPage});
+    for (size_t i = 0; i < 5; ++i)
+        table_free(blocks[i], kBlock);
+    CHECK(alloc_stats(DeviceType::kCpu).current_bytes == before.current_bytes);
+    // 1 MiB and more: a buffer of its own; under 64 KiB: plain.
+    for (const size_t bytes : {size_t{1} << 20, size_t{32} << 10}) {
+        void* p = table_alloc(bytes);
+        CHECK(alloc_stats(DeviceType::kCpu).current_bytes - before.current_bytes ==
+              static_cast<int64_t>(bytes));
+        table_free(p, bytes);
+    }
+    CHECK(alloc_stats(DeviceType::kCpu).current_bytes == before.current_bytes);
 }
