@@ -6,7 +6,8 @@
 // its home than the probe (near half full, linear probing's misses would scan about 2.3 cells, into
 // cache lines not prefetched); erase by backward shift (no tombstones). Ids must be < 2^63: the
 // all-ones word marks an empty cell. Iteration order is the hash order: callers that need an
-// order sort what they collect. The cells come from HostAllocator (huge pages for large tables).
+// order sort what they collect. The cells come from HostAllocator (huge pages, shared by tables
+// under 1 MiB).
 #pragma once
 
 #include <cstddef>
