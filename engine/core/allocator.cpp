@@ -177,8 +177,9 @@ private:
 };
 
 SharedTablePages& shared_table_pages() {
-    static SharedTablePages pages;
-    return pages;
+    // Never destroyed: a table held by a static object may be freed after any static's end.
+    static auto* pages = new SharedTablePages;
+    return *pages;
 }
 
 }  // namespace
