@@ -17,7 +17,8 @@ cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec
 # Root needs --allow-run-as-root; --oversubscribe lets 2 ranks share a small machine.
 mpi_flags=(--oversubscribe)
 if [ "$(id -u)" -eq 0 ]; then mpi_flags+=(--allow-run-as-root); fi
-# SIGTERM or Ctrl-C to mpirun: the ranks save the last finished step before they exit, which
-# takes longer than Open MPI's default second before it kills them (as scripts/slurm/train.sbatch).
+# A SIGTERM to mpirun reaches the ranks this many seconds later, and they have as long again to
+# save the last finished step before it kills them: 1 s by default, 10 s here (as
+# scripts/slurm/train.sbatch).
 export OMPI_MCA_odls_base_sigkill_timeout=${OMPI_MCA_odls_base_sigkill_timeout:-10}
 exec mpirun -np "${NP:-2}" "${mpi_flags[@]}" "$build_dir/shardrec" train "$config" "$@"
