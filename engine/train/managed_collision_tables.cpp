@@ -7,6 +7,7 @@
 
 #include "engine/core/cache_line.h"
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 #include "engine/modules/embedding_config.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding_init.h"
@@ -39,6 +40,37 @@ ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t,
     return o;
 }
 
+namespace {
+
+// A table whose rows are split by row over more ranks than its buckets' owners: the remap of every
+// id runs on those few ranks, its state apart from most of the rows (a bucket lives with its first
+// row). Said once, on rank 0, with the value that would spread it.
+void warn_remap_apart(const ModelConfig::Table& t,
+                      const ParameterSharding& sharding,
+                      const std::vector<int>& owners) {
+    std::vector<int> holders = sharding.ranks, keepers = owners;
+    for (std::vector<int>* v : {&holders, &keepers}) {
+        std::sort(v->begin(), v->end());
+        v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
+    const bool by_rows = sharding.sharding_type == ShardingType::kRowWise ||
+                         sharding.sharding_type == ShardingType::kTableRowWise;
+    if (!by_rows || keepers.size() >= holders.size())
+        return;
+    log::root().warn(
+        "table '{}': its rows are on {} ranks, its managed-collision state on {} "
+        "(total_num_buckets "
+        "{}; a bucket lives on the rank of its first row), so the remap of all its ids runs there; "
+        "model.tables[].managed_collision.total_num_buckets a multiple of {} keeps each rank's "
+        "remap with its rows (choose it before the first checkpoint: a checkpoint's buckets stay)",
+        t.name, holders.size(),
+        keepers.size() == 1 ? fmt::format("rank {}", keepers[0])
+                            : fmt::format("{} ranks", keepers.size()),
+        t.managed_collision.total_num_buckets, holders.size());
+}
+
+}  // namespace
+
 ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model,
                                                uint64_t seed,
                                                std::shared_ptr<comm::ProcessGroup> pg,
@@ -55,6 +87,8 @@ ManagedCollisionTables::ManagedCollisionTables(const ModelConfig& model,
         table.eviction_interval = t.managed_collision.eviction_interval;
         table.features = t.feature_names;
         table.owner = bucket_owners(plan != nullptr ? &plan->at(t.name) : nullptr, t);
+        if (plan != nullptr && rank_ == 0)
+            warn_remap_apart(t, plan->at(t.name), table.owner);
         for (size_t b = 0; b < table.owner.size(); ++b) {
             const ManagedCollisionOptions o =
                 managed_collision_options(t, seed, static_cast<int64_t>(b));

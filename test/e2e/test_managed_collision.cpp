@@ -284,9 +284,12 @@ TEST_CASE(
         const RunResult r = run_shardrec(args, prefix);
         INFO(r.output);
         REQUIRE(r.exit_code == 0);
+        return r.output;
     };
     run(1, "np1", "", "");
-    run(2, "np2", "row_wise", "");
+    const std::string np2 = run(2, "np2", "row_wise", "");
+    const std::string apart = "its rows are on 2 ranks, its managed-collision state on rank 0";
+    CHECK_THAT(np2, !Contains(apart));
     run(4, "np4", "column_wise", "");
     // 2D: two groups of 2 ranks, each holding all of t4 row_wise; the buckets live in the first.
     run(4, "np4_2d", "row_wise", "", "sharding.replica_groups=2");
@@ -294,7 +297,8 @@ TEST_CASE(
     run(2, "np4_to_np2", "row_wise", resume_from.string());
     // One bucket: every rank sends its ids of t4 to the one rank that keeps it.
     run(1, "np1_k1", "", "", "", 1);
-    run(2, "np2_k1", "row_wise", "", "", 1);
+    const std::string np2_k1 = run(2, "np2_k1", "row_wise", "", "", 1);
+    CHECK_THAT(np2_k1, Contains(apart) && Contains("total_num_buckets a multiple of 2"));
 
     // The metrics: loss, AUC and NE within 1e-5 (the dense gradients are averaged over ranks in
     // another order; without managed collision this model agrees to ~1e-7), the remap's counts
