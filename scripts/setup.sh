@@ -11,6 +11,7 @@ packages=(build-essential cmake pkg-config
           # `shardrec serve`: cpp-httplib, a well-kept single-header HTTP/1.1 server in Debian
           # (built there as a library); curl for its end-to-end test
           libcpp-httplib-dev curl
+          time  # /usr/bin/time: peak RSS in the tests and benchmarks
           clang-14 libclang-rt-14-dev)  # the libFuzzer tests (fuzz/); skipped without them
 
 missing=()

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "engine/core/error.h"
 
@@ -22,21 +23,50 @@ void sync_directory(const std::string& dir) {
              std::strerror(err));
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-    const std::string tmp = path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    SR_CHECK(f != nullptr, "cannot create '{}': {}", tmp, std::strerror(errno));
-    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    const bool synced = written && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-    const int err = errno;
-    const bool closed = std::fclose(f) == 0;
-    if (!synced || !closed) {
-        std::remove(tmp.c_str());
+DurableFileWriter::DurableFileWriter(std::string path)
+    : path_(std::move(path)), tmp_(path_ + ".tmp") {
+    file_ = std::fopen(tmp_.c_str(), "wb");
+    SR_CHECK(file_ != nullptr, "cannot create '{}': {}", tmp_, std::strerror(errno));
+}
+
+DurableFileWriter::~DurableFileWriter() {
+    if (file_ != nullptr) {
+        std::fclose(file_);
+        std::remove(tmp_.c_str());
     }
-    SR_CHECK(synced && closed, "cannot write '{}': {}", tmp, std::strerror(err));
-    std::filesystem::rename(tmp, path);
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+}
+
+void DurableFileWriter::write(const void* data, size_t bytes) {
+    SR_CHECK(file_ != nullptr, "'{}' is already committed", path_);
+    if (std::fwrite(data, 1, bytes, file_) != bytes) {
+        const int err = errno;
+        std::fclose(file_);
+        file_ = nullptr;
+        std::remove(tmp_.c_str());
+        SR_CHECK(false, "cannot write '{}': {}", tmp_, std::strerror(err));
+    }
+    bytes_ += static_cast<int64_t>(bytes);
+}
+
+void DurableFileWriter::commit() {
+    SR_CHECK(file_ != nullptr, "'{}' is already committed", path_);
+    const bool synced = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
+    const int err = errno;
+    const bool closed = std::fclose(file_) == 0;
+    file_ = nullptr;
+    if (!synced || !closed) {
+        std::remove(tmp_.c_str());
+    }
+    SR_CHECK(synced && closed, "cannot write '{}': {}", tmp_, std::strerror(err));
+    std::filesystem::rename(tmp_, path_);
+    const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
     sync_directory(parent.empty() ? "." : parent.string());
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+    DurableFileWriter writer(path);
+    writer.write(text.data(), text.size());
+    writer.commit();
 }
 
 }  // namespace shardrec

@@ -196,8 +196,11 @@ float CachedEmbeddingShard::state1_initial() const {
 
 void CachedEmbeddingShard::init_payload(int64_t row, char* p) {
     Tensor& w = init_row_;
-    init_embedding_rows(w, layout_.seed, layout_.table_index, layout_.row_offset + row,
-                        layout_.col_offset, layout_.num_embeddings);
+    if (initial_rows_)
+        initial_rows_(row, w);
+    else
+        init_embedding_rows(w, layout_.seed, layout_.table_index, layout_.row_offset + row,
+                            layout_.col_offset, layout_.num_embeddings);
     std::memcpy(p, w.data_ptr(), w.nbytes());
     p += w.nbytes();
     if (state1.defined()) {

@@ -35,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/config/sharding_names.h"
@@ -132,6 +133,14 @@ public:
             void(const std::vector<int64_t>&, const Tensor&, const std::vector<Tensor>&)>& fn);
     // Empties the cache and the store: every row at its initial value.
     void reset();
+
+    // From now on a row's initial value comes from fn(shard row, weight [1, cols] of the table's
+    // dtype) instead of the table's initializer (the optimizer state still starts at its start):
+    // after reset(), a model read row by row as the lookups need it (eval of a quantized model).
+    void set_initial_rows(std::function<void(int64_t, Tensor&)> fn) {
+        initial_rows_ = std::move(fn);
+    }
+
     // Rows `rows` (ascending) from weight [n, cols] and states into the store (after reset).
     void write_rows(const std::vector<int64_t>& rows,
                     const Tensor& weight,
@@ -217,6 +226,7 @@ private:
     std::vector<size_t> read_at_;
     std::vector<char> evict_buf_, fill_buf_, read_buf_;
     Tensor init_row_;  // [1, cols] of the table's dtype: a row's initial value
+    std::function<void(int64_t, Tensor&)> initial_rows_;  // set_initial_rows; empty: initializer
     // On a CUDA device: the batch's moves (prefetch's stream), those of prefetch_ahead and of
     // flush on streams of their own; the ahead moves done (ahead_done_) before the batch's
     // kernels, the batch before updated (prefetched_) before the ahead moves, every update done

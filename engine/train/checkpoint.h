@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,16 @@ void read_table_rows(const std::string& dir,
                      int64_t cols,
                      Tensor& out,
                      int64_t* optimizer_step = nullptr);
+// The weights of the unsharded table `table` in blocks of consecutive rows, in order: fn(first
+// row, block [n, D] of the table's saved dtype), at most `block_bytes` a block, so that a table
+// of any size passes through bounded memory (ckpt quantize, ckpt export).
+void for_each_table_block(const std::string& dir,
+                          const CheckpointManifest& manifest,
+                          const CheckpointTable& table,
+                          const std::function<void(int64_t, const Tensor&)>& fn,
+                          int64_t block_bytes = int64_t{64} << 20);
+// Host rows of f32, f16 or bf16 as f32 (f32 returned as it is).
+Tensor rows_as_f32(const Tensor& rows);
 // The shard-local ids of the rows a sparse (key_value) shard saved, in the order of its files'
 // rows, checked to be distinct and in range.
 std::vector<int64_t> saved_row_ids(const std::string& dir, const CheckpointShard& shard);

@@ -7,8 +7,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
+#include "engine/core/durable_file.h"
 #include "engine/core/log.h"
 #include "engine/train/checkpoint.h"
 #include "engine/train/managed_collision_tables.h"
@@ -18,23 +20,6 @@ namespace shardrec::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Writes `bytes` to path through a temporary name, so no partial file is ever left under path.
-void write_file_atomic(const fs::path& path, const std::string& head, const Tensor& body) {
-    const fs::path tmp = path.string() + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    SR_CHECK(f != nullptr, "cannot create {}", tmp.string());
-    bool ok = std::fwrite(head.data(), 1, head.size(), f) == head.size();
-    if (body.defined())
-        ok = ok && std::fwrite(body.data_ptr(), 1, body.nbytes(), f) == body.nbytes();
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed) {
-        std::error_code ec;
-        fs::remove(tmp, ec);
-        SR_CHECK(false, "writing {} failed (disk full?)", path.string());
-    }
-    fs::rename(tmp, path);
-}
 
 std::string shape_tuple(const Shape& shape) {  // Python tuple syntax: (3,) and (3, 4)
     std::string s = "(";
@@ -68,22 +53,93 @@ const char* safetensors_dtype(DType dtype) {
     return "";
 }
 
-Tensor to_f32(const Tensor& t) {
-    Tensor out = Tensor::empty(t.shape(), DType::kF32);
-    float* o = out.data<float>();
-    const BFloat16* b = t.data<BFloat16>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-        o[i] = bf16_to_float(b[i]);
-    return out;
+// A tensor of the export: its dtype and shape, and its bytes handed in order, piece by piece, to
+// a sink (a table block by block from the checkpoint: an export of any size in bounded memory).
+struct ExportTensor {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    std::function<void(const std::function<void(const Tensor&)>&)> pieces;
+};
+
+ExportTensor in_memory(std::string name, Tensor t) {
+    const DType dtype = t.dtype();
+    const Shape shape = t.shape();
+    return {std::move(name), dtype, shape,
+            [t](const std::function<void(const Tensor&)>& sink) { sink(t); }};
 }
 
-// The whole table [E, D] in its saved dtype, from its shards.
-Tensor assemble_table(const std::string& dir,
-                      const CheckpointManifest& m,
-                      const CheckpointTable& table) {
-    Tensor full = Tensor::empty({table.num_embeddings, table.embedding_dim}, table.dtype);
-    read_table_region(dir, m, table, -1, 0, table.num_embeddings, 0, table.embedding_dim, full);
-    return full;
+std::string npy_header(DType dtype, const Shape& shape) {
+    const char* descr = nullptr;
+    switch (dtype) {
+        case DType::kF32:
+            descr = "<f4";
+            break;
+        case DType::kF16:
+            descr = "<f2";
+            break;
+        case DType::kI32:
+            descr = "<i4";
+            break;
+        case DType::kI64:
+            descr = "<i8";
+            break;
+        default:
+            SR_CHECK(false, "npy: dtype {} has no NumPy type here", dtype_name(dtype));
+    }
+    std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
+                                     descr, shape_tuple(shape));
+    // Magic (6) + version (2) + header length (2) + header, padded with spaces and ended by a
+    // newline to a multiple of 64 bytes (what NumPy writes, so the data is aligned).
+    const size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
+    header.append(total - 10 - header.size() - 1, ' ');
+    header += '\n';
+    std::string head = "\x93NUMPY";
+    head += '\x01';
+    head += '\x00';
+    head += static_cast<char>(header.size() & 0xff);
+    head += static_cast<char>((header.size() >> 8) & 0xff);
+    return head + header;
+}
+
+// NAME.npy; bf16 as f32 (NumPy has no bfloat16).
+void write_npy(const std::string& path, const ExportTensor& t) {
+    const bool widen = t.dtype == DType::kBF16;
+    DurableFileWriter file(path);
+    const std::string head = npy_header(widen ? DType::kF32 : t.dtype, t.shape);
+    file.write(head.data(), head.size());
+    t.pieces([&](const Tensor& piece) {
+        const Tensor out = widen ? rows_as_f32(piece) : piece;
+        file.write(out.data_ptr(), out.nbytes());
+    });
+    file.commit();
+}
+
+// One safetensors file of the tensors, in the order given.
+void write_safetensors(const std::string& path, const std::vector<ExportTensor>& tensors) {
+    std::string json = "{\"__metadata__\":{\"format\":\"pt\"}";
+    int64_t offset = 0;
+    for (const ExportTensor& t : tensors) {
+        const int64_t bytes = shape_numel(t.shape) * dtype_size(t.dtype);
+        json += fmt::format(",\"{}\":{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}",
+                            t.name, safetensors_dtype(t.dtype), shape_json(t.shape), offset,
+                            offset + bytes);
+        offset += bytes;
+    }
+    json += "}";
+    json.append((8 - json.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+    std::string head(8, '\0');
+    for (int i = 0; i < 8; ++i)
+        head[static_cast<size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+    DurableFileWriter file(path);
+    file.write(head.data(), head.size());
+    file.write(json.data(), json.size());
+    for (const ExportTensor& t : tensors)
+        t.pieces([&](const Tensor& piece) { file.write(piece.data_ptr(), piece.nbytes()); });
+    SR_CHECK(file.bytes() == static_cast<int64_t>(head.size() + json.size()) + offset,
+             "safetensors {}: wrote {} bytes of data, the header says {}", path,
+             file.bytes() - static_cast<int64_t>(head.size() + json.size()), offset);
+    file.commit();
 }
 
 Tensor read_dense(const std::string& dir, const CheckpointTensor& t) {
@@ -102,60 +158,7 @@ std::string table_export_name(const std::string& table) {
 }
 
 void write_npy(const std::string& path, const Tensor& t) {
-    const char* descr = nullptr;
-    switch (t.dtype()) {
-        case DType::kF32:
-            descr = "<f4";
-            break;
-        case DType::kF16:
-            descr = "<f2";
-            break;
-        case DType::kI32:
-            descr = "<i4";
-            break;
-        case DType::kI64:
-            descr = "<i8";
-            break;
-        default:
-            SR_CHECK(false, "npy: dtype {} has no NumPy type here", dtype_name(t.dtype()));
-    }
-    std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
-                                     descr, shape_tuple(t.shape()));
-    // Magic (6) + version (2) + header length (2) + header, padded with spaces and ended by a
-    // newline to a multiple of 64 bytes (what NumPy writes, so the data is aligned).
-    const size_t total = (10 + header.size() + 1 + 63) / 64 * 64;
-    header.append(total - 10 - header.size() - 1, ' ');
-    header += '\n';
-    std::string head = "\x93NUMPY";
-    head += '\x01';
-    head += '\x00';
-    head += static_cast<char>(header.size() & 0xff);
-    head += static_cast<char>((header.size() >> 8) & 0xff);
-    write_file_atomic(path, head + header, t);
-}
-
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, Tensor>>& tensors) {
-    std::string json = "{\"__metadata__\":{\"format\":\"pt\"}";
-    size_t offset = 0;
-    for (const auto& [name, t] : tensors) {
-        json += fmt::format(",\"{}\":{{\"dtype\":\"{}\",\"shape\":{},\"data_offsets\":[{},{}]}}",
-                            name, safetensors_dtype(t.dtype()), shape_json(t.shape()), offset,
-                            offset + t.nbytes());
-        offset += t.nbytes();
-    }
-    json += "}";
-    json.append((8 - json.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
-    std::string head(8, '\0');
-    for (int i = 0; i < 8; ++i)
-        head[static_cast<size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
-    Tensor data = Tensor::empty({static_cast<int64_t>(offset)}, DType::kU8);
-    size_t at = 0;
-    for (const auto& [name, t] : tensors) {
-        std::memcpy(data.data<uint8_t>() + at, t.data_ptr(), t.nbytes());
-        at += t.nbytes();
-    }
-    write_file_atomic(path, head + json, data);
+    write_npy(path, in_memory("", t));
 }
 
 std::string checkpoint_info(const std::string& dir_in) {
@@ -208,16 +211,23 @@ std::vector<std::string> export_checkpoint(const std::string& dir_in,
     const std::string problem = verify_checkpoint_files(dir, m);
     SR_CHECK(problem.empty(), "{}", problem);
     fs::create_directories(out_dir);
-    std::vector<std::pair<std::string, Tensor>> tensors;
-    for (const auto& t : m.tables)
-        tensors.emplace_back(table_export_name(t.name), assemble_table(dir, m, t));
+    std::vector<ExportTensor> tensors;
+    for (const CheckpointTable& t : m.tables) {
+        tensors.push_back({table_export_name(t.name),
+                           t.dtype,
+                           {t.num_embeddings, t.embedding_dim},
+                           [&dir, &m, &t](const std::function<void(const Tensor&)>& sink) {
+                               for_each_table_block(
+                                   dir, m, t, [&](int64_t, const Tensor& block) { sink(block); });
+                           }});
+    }
     NamedTensors dense;
     for (const auto& d : m.dense)
         dense.emplace_back(d.name, read_dense(dir, d));
     // TorchRec's names and the column order of its InteractionArch (torchrec_interop.h).
     SR_CHECK(!m.tables.empty(), "checkpoint {} has no tables", dir);
-    for (auto& named : dense_to_torchrec(m.model_type, m.tables.front().embedding_dim, dense))
-        tensors.push_back(std::move(named));
+    for (auto& [name, t] : dense_to_torchrec(m.model_type, m.tables.front().embedding_dim, dense))
+        tensors.push_back(in_memory(std::move(name), std::move(t)));
     const std::string shape_problem = torchrec_shape_problem(m.model_type, dense);
     if (shape_problem.empty()) {
         log::root().info("{}.load_state_dict(..., strict=True) takes this export",
@@ -269,12 +279,11 @@ std::vector<std::string> export_checkpoint(const std::string& dir_in,
     if (format == "safetensors") {
         write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors);
     }
-    for (auto& [name, t] : tensors) {
+    for (const ExportTensor& t : tensors) {
         if (format == "npy") {
-            write_npy((fs::path(out_dir) / (name + ".npy")).string(),
-                      t.dtype() == DType::kBF16 ? to_f32(t) : t);
+            write_npy((fs::path(out_dir) / (t.name + ".npy")).string(), t);
         }
-        names.push_back(name);
+        names.push_back(t.name);
     }
     return names;
 }

@@ -13,7 +13,6 @@
 #pragma once
 
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "engine/core/tensor.h"
@@ -29,15 +28,13 @@ std::string checkpoint_info(const std::string& dir);
 
 // Checks every checksum, then writes the unsharded tables and the dense parameters of checkpoint
 // `dir` (or the newest in it) into out_dir (created). format: npy | safetensors. Each file is
-// written under a temporary name and renamed. Returns the tensor names, in the order written.
+// written under a temporary name and renamed; the tables pass block by block (bounded memory,
+// whatever their size). Returns the tensor names, in the order written.
 std::vector<std::string> export_checkpoint(const std::string& dir,
                                            const std::string& format,
                                            const std::string& out_dir);
 
 // NumPy .npy (format 1.0, little-endian, C order) of a f32, f16, i32 or i64 tensor.
 void write_npy(const std::string& path, const Tensor& t);
-// One safetensors file of named tensors (F32, F16, BF16, I32, I64), in the order given.
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, Tensor>>& tensors);
 
 }  // namespace shardrec::train

@@ -425,6 +425,38 @@ void read_table_rows(const std::string& dir,
                    col_offset, cols, out, optimizer_step);
 }
 
+void for_each_table_block(const std::string& dir,
+                          const CheckpointManifest& m,
+                          const CheckpointTable& table,
+                          const std::function<void(int64_t, const Tensor&)>& fn,
+                          int64_t block_bytes) {
+    const int64_t D = table.embedding_dim, E = table.num_embeddings;
+    const int64_t per_block =
+        std::max<int64_t>(1, block_bytes / std::max<int64_t>(1, D * dtype_size(table.dtype)));
+    Tensor block;
+    for (int64_t first = 0; first < E; first += per_block) {
+        const int64_t n = std::min(per_block, E - first);
+        if (!block.defined() || block.shape()[0] != n)
+            block = Tensor::empty({n, D}, table.dtype);
+        read_table_region(dir, m, table, -1, first, n, 0, D, block);
+        fn(first, block);
+    }
+}
+
+Tensor rows_as_f32(const Tensor& rows) {
+    if (rows.dtype() == DType::kF32)
+        return rows;
+    SR_CHECK(rows.dtype() == DType::kF16 || rows.dtype() == DType::kBF16,
+             "rows of dtype {} have no f32 value", dtype_name(rows.dtype()));
+    Tensor out = Tensor::empty(rows.shape(), DType::kF32);
+    float* o = out.data<float>();
+    for (int64_t i = 0; i < rows.numel(); ++i) {
+        o[i] = rows.dtype() == DType::kF16 ? half_to_float(rows.data<Half>()[i])
+                                           : bf16_to_float(rows.data<BFloat16>()[i]);
+    }
+    return out;
+}
+
 int64_t load_checkpoint(Trainer& trainer, const std::string& dir_in, const LoadOptions& options) {
     comm::ProcessGroup* pg = trainer.process_group().get();
     const int rank = pg ? pg->rank() : 0, world = pg ? pg->size() : 1;

@@ -47,21 +47,6 @@ Tensor read_tensor(const fs::path& path, const Shape& shape, DType dtype) {
     return out;
 }
 
-// A table of the checkpoint as f32 [E, D], whatever dtype it was saved in.
-Tensor table_f32(const std::string& dir, const CheckpointManifest& m, const CheckpointTable& t) {
-    Tensor saved = Tensor::empty({t.num_embeddings, t.embedding_dim}, t.dtype);
-    read_table_region(dir, m, t, -1, 0, t.num_embeddings, 0, t.embedding_dim, saved);
-    if (t.dtype == DType::kF32)
-        return saved;
-    Tensor out = Tensor::empty(saved.shape(), DType::kF32);
-    float* o = out.data<float>();
-    for (int64_t i = 0; i < saved.numel(); ++i) {
-        o[i] = t.dtype == DType::kF16 ? half_to_float(saved.data<Half>()[i])
-                                      : bf16_to_float(saved.data<BFloat16>()[i]);
-    }
-    return out;
-}
-
 std::string manifest_text(const QuantizedModel& m) {
     YAML::Node root;
     root["format"] = kQuantizedModelFormat;
@@ -244,11 +229,21 @@ QuantizedModel quantize_checkpoint(const std::string& checkpoint,
         qt.num_embeddings = t.num_embeddings;
         qt.embedding_dim = t.embedding_dim;
         qt.file = fmt::format("tables/{}.{}.bin", t.name, kernels::quant_type_name(qt.type));
-        const Tensor rows = table_f32(dir, m, t);
-        Tensor codes = Tensor::empty(
-            {t.num_embeddings * kernels::quant_row_bytes(qt.type, t.embedding_dim)}, DType::kU8);
-        kernels::quantize_rows(rows, qt.type, codes, Stream::cpu());
-        add_file(qt.file, codes.data_ptr(), codes.nbytes());
+        // Block by block: a table larger than memory (key_value) quantizes in bounded memory.
+        const int64_t row_bytes = kernels::quant_row_bytes(qt.type, t.embedding_dim);
+        DurableFileWriter file((tmp / qt.file).string());
+        uint32_t crc = 0;
+        Tensor codes;
+        for_each_table_block(dir, m, t, [&](int64_t, const Tensor& block) {
+            const int64_t n = block.shape()[0];
+            if (!codes.defined() || codes.numel() != n * row_bytes)
+                codes = Tensor::empty({n * row_bytes}, DType::kU8);
+            kernels::quantize_rows(rows_as_f32(block), qt.type, codes, Stream::cpu());
+            crc = crc32(codes.data_ptr(), codes.nbytes(), crc);
+            file.write(codes.data_ptr(), codes.nbytes());
+        });
+        file.commit();
+        q.files.push_back(CheckpointFile{qt.file, file.bytes(), crc});
         q.tables.push_back(qt);
     }
     for (const CheckpointTensor& d : m.dense) {
@@ -451,11 +446,38 @@ void load_quantized_remap(ManagedCollisionTables& mc, const QuantizedModel& mode
     }
 }
 
+namespace {
+
+// Columns [c0, c0 + cols) of n dequantized rows [n, D] into dst [n, cols] of `dtype`.
+void narrow_rows(
+    const float* rows, int64_t n, int64_t D, int64_t c0, int64_t cols, DType dtype, void* dst) {
+    for (int64_t r = 0; r < n; ++r) {
+        const float* src = rows + r * D + c0;
+        const int64_t at = r * cols;
+        for (int64_t c = 0; c < cols; ++c) {
+            switch (dtype) {
+                case DType::kF32:
+                    static_cast<float*>(dst)[at + c] = src[c];
+                    break;
+                case DType::kF16:
+                    static_cast<Half*>(dst)[at + c] = float_to_half(src[c]);
+                    break;
+                case DType::kBF16:
+                    static_cast<BFloat16*>(dst)[at + c] = float_to_bf16(src[c]);
+                    break;
+                default:
+                    SR_CHECK(false, "a table of dtype {}", dtype_name(dtype));
+            }
+        }
+    }
+}
+
+}  // namespace
+
 void load_quantized_model(Trainer& trainer, const QuantizedModel& model) {
     load_quantized_dense(trainer.model().parameters(), model);
     load_quantized_remap(trainer.managed_collision(), model);
     const auto configs = embedding_bag_configs(trainer.config().model);
-    std::vector<Tensor> tables(configs.size());  // dequantized when a local shard needs it
     for (EmbeddingShardState& s : trainer.model().sparse_arch().shard_states()) {
         const EmbeddingBagConfig& config = configs.at(static_cast<size_t>(s.table));
         const QuantizedTable* t = model.table(config.name);
@@ -464,38 +486,36 @@ void load_quantized_model(Trainer& trainer, const QuantizedModel& model) {
             t->num_embeddings == config.num_embeddings && t->embedding_dim == config.embedding_dim,
             "quantized model {}: table '{}' is [{}, {}], the config's [{}, {}]", model.dir, t->name,
             t->num_embeddings, t->embedding_dim, config.num_embeddings, config.embedding_dim);
-        SR_CHECK(s.cached == nullptr,
-                 "quantized model {}: table '{}' is a key_value table here; evaluate it with "
-                 "another compute_kernel",
-                 model.dir, t->name);
-        Tensor& full = tables[static_cast<size_t>(s.table)];
-        if (!full.defined()) {
-            full = Tensor::empty({t->num_embeddings, t->embedding_dim}, DType::kF32);
-            kernels::dequantize_rows(read_quantized_table(model, *t), t->type, full, Stream::cpu());
+        // The shard's rows as stored, mapped: read as they are dequantized, never whole in f32.
+        const Tensor codes = read_quantized_rows(model, *t, s.row_offset, s.rows);
+        const int64_t D = t->embedding_dim, row_bytes = kernels::quant_row_bytes(t->type, D);
+        const kernels::QuantType type = t->type;
+        const int64_t c0 = s.col_offset, cols = s.cols;
+        if (s.cached != nullptr) {
+            // A key_value (or HBM-cached) shard: emptied, each row dequantized when a lookup
+            // first needs it, so a table larger than memory evaluates too.
+            s.cached->reset();
+            std::vector<float> row(static_cast<size_t>(D));
+            s.cached->set_initial_rows(
+                [codes, type, D, row_bytes, c0, cols, row](int64_t r, Tensor& weight) mutable {
+                    kernels::cpu::dequantize_rows(codes.data<uint8_t>() + r * row_bytes, 1, D, type,
+                                                  row.data());
+                    narrow_rows(row.data(), 1, D, c0, cols, weight.dtype(), weight.data_ptr());
+                });
+            continue;
         }
-        Tensor host = Tensor::empty({s.rows, s.cols}, s.weight.dtype());
-        for (int64_t r = 0; r < s.rows; ++r) {
-            const float* src =
-                full.data<float>() + (s.row_offset + r) * t->embedding_dim + s.col_offset;
-            for (int64_t c = 0; c < s.cols; ++c) {
-                const int64_t i = r * s.cols + c;
-                switch (host.dtype()) {
-                    case DType::kF32:
-                        host.data<float>()[i] = src[c];
-                        break;
-                    case DType::kF16:
-                        host.data<Half>()[i] = float_to_half(src[c]);
-                        break;
-                    case DType::kBF16:
-                        host.data<BFloat16>()[i] = float_to_bf16(src[c]);
-                        break;
-                    default:
-                        SR_CHECK(false, "table '{}' has dtype {}", t->name,
-                                 dtype_name(host.dtype()));
-                }
-            }
+        const int64_t per_block = std::max<int64_t>(1, (int64_t{64} << 20) / (4 * D));
+        std::vector<float> rows(static_cast<size_t>(std::min(per_block, s.rows) * D));
+        Tensor host = Tensor::empty({std::min(per_block, s.rows), cols}, s.weight.dtype());
+        for (int64_t first = 0; first < s.rows; first += per_block) {
+            const int64_t n = std::min(per_block, s.rows - first);
+            kernels::cpu::dequantize_rows(codes.data<uint8_t>() + first * row_bytes, n, D, type,
+                                          rows.data());
+            Tensor part = host.slice(0, n);
+            narrow_rows(rows.data(), n, D, c0, cols, part.dtype(), part.data_ptr());
+            Tensor into = s.weight.slice(first, first + n);
+            into.copy_from(part);
         }
-        s.weight.copy_from(host);
     }
 }
 

@@ -72,7 +72,8 @@ std::map<std::string, kernels::QuantType> parse_table_types(const std::string& s
 
 // Writes the model directory `out_dir` from checkpoint `checkpoint` (or the newest in it), every
 // checksum of the checkpoint checked first. Tables not in `table_types` get `weights`; a name in
-// table_types that is not a table is an Error. Returns the model as written.
+// table_types that is not a table is an Error. Tables pass block by block (for_each_table_block),
+// so a table larger than memory quantizes too. Returns the model as written.
 QuantizedModel quantize_checkpoint(const std::string& checkpoint,
                                    const std::string& out_dir,
                                    kernels::QuantType weights,
@@ -116,8 +117,10 @@ void load_quantized_dense(const std::vector<Parameter*>& parameters, const Quant
 
 // Puts the model's weights into `trainer` (built from a config of the same model, any world size
 // and plan): the dense parameters as stored, every table dequantized to f32 (the values the
-// quantized lookup pools) and converted to the table's dtype into each local shard. key_value
-// tables are refused. The remap states go into its managed-collision tables.
+// quantized lookup pools) and converted to the table's dtype into each local shard, block by
+// block from the mapped files; a key_value (or cached) shard is emptied and dequantizes each row
+// when a lookup first reads it, so a model larger than memory evaluates too. The remap states go
+// into its managed-collision tables.
 void load_quantized_model(Trainer& trainer, const QuantizedModel& model);
 
 }  // namespace shardrec::train

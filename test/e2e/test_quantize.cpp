@@ -126,3 +126,91 @@ TEST_CASE("ckpt quantize: int8, int4, fp8 and fp16 models evaluate within their 
     CHECK_THAT(unknown.output, Contains("unknown weight type 'fp4'"));
     CHECK_THAT(unknown.output, Contains("int2 or fp8"));
 }
+
+namespace {
+
+// /usr/bin/time's line (the prefix below): the command's peak resident set, MB.
+double peak_rss_mb(const std::string& output) {
+    const size_t at = output.rfind("peak_rss_kb ");
+    REQUIRE(at != std::string::npos);
+    return std::stod(output.substr(at + 12)) / 1024.0;
+}
+
+const std::string kTimed = "timeout -k 10 300 /usr/bin/time -f 'peak_rss_kb %M'";
+
+}  // namespace
+
+TEST_CASE(
+    "ckpt quantize, ckpt export and eval --model pass a key_value table bigger than their "
+    "memory block by block",
+    "[e2e][key_value]") {
+    // t0: 8M rows of dim 16, 512 MB in f32, trained as key_value: the checkpoint holds only the
+    // rows touched. Each tool must hold well under the f32 table beyond what the process holds
+    // at start (reading the table whole took 1.5-2x the table).
+    const auto dir = fresh_dir("quantize_large");
+    const std::vector<std::string> big = {
+        "model.tables[0].num_embeddings=8000000", "sharding.compute_kernel=key_value",
+        "sharding.storage.path=" + (dir / "kv").string(), "sharding.cache.load_factor=0.01"};
+    std::vector<std::string> train = small_train_args(dir / "run", 20, big);
+    train.insert(train.end(), {"--set", "train.checkpoint_every=20"});
+    const RunResult t = run_shardrec(train, "timeout -k 10 300");
+    INFO(t.output);
+    REQUIRE(t.exit_code == 0);
+    const double table_mb = 8e6 * 16 * 4 / 1048576.0;
+    // What the process holds before any work (the libraries: about 230 MB with the CUDA ones).
+    const RunResult version = run_shardrec({"--version"}, kTimed);
+    REQUIRE(version.exit_code == 0);
+    const double base_mb = peak_rss_mb(version.output);
+    const std::string ckpt = (dir / "run" / "checkpoints").string();
+    const std::string model = (dir / "model").string();
+
+    const RunResult q =
+        run_shardrec({"ckpt", "quantize", ckpt, "--out", model, "--weights", "int8"}, kTimed);
+    INFO(q.output);
+    REQUIRE(q.exit_code == 0);
+    CHECK(std::filesystem::file_size(model + "/tables/t0.int8.bin") == 8000000u * 32);
+    CHECK(peak_rss_mb(q.output) - base_mb < table_mb / 4);
+
+    const RunResult x = run_shardrec(
+        {"ckpt", "export", ckpt, "--format", "safetensors", "--out", (dir / "export").string()},
+        kTimed);
+    INFO(x.output);
+    REQUIRE(x.exit_code == 0);
+    CHECK(std::filesystem::file_size(dir / "export" / "model.safetensors") > 8000000u * 64);
+    CHECK(peak_rss_mb(x.output) - base_mb < table_mb / 4);
+
+    // The same training with t0 in memory (every row saved) quantizes to the same bytes: the
+    // blocks of the key_value checkpoint put its rows not saved at their initial value.
+    train = small_train_args(dir / "run_fused", 20, {"model.tables[0].num_embeddings=8000000"});
+    train.insert(train.end(), {"--set", "train.checkpoint_every=20"});
+    REQUIRE(run_shardrec(train, "timeout -k 10 300").exit_code == 0);
+    const RunResult qf =
+        run_shardrec({"ckpt", "quantize", (dir / "run_fused" / "checkpoints").string(), "--out",
+                      model + "_fused", "--weights", "int8"},
+                     "timeout -k 10 300");
+    REQUIRE(qf.exit_code == 0);
+    CHECK(read_file(model + "/tables/t0.int8.bin") ==
+          read_file(model + "_fused/tables/t0.int8.bin"));
+
+    // eval --model with t0 key_value: each row dequantized as a lookup first needs it; the same
+    // numbers as with t0 dequantized whole into memory (fused).
+    const std::string config = (dir / "run" / "config.yaml").string();
+    const auto eval = [&](const std::string& kernel) {
+        return run_shardrec(
+            {"eval", config, "--model", model, "--set", "sharding.compute_kernel=" + kernel},
+            kTimed);
+    };
+    const RunResult kv = eval("key_value");
+    INFO(kv.output);
+    REQUIRE(kv.exit_code == 0);
+    CHECK(peak_rss_mb(kv.output) - base_mb < table_mb / 2);  // with the f32 checkpoint's eval
+    const RunResult fused = eval("fused");
+    INFO(fused.output);
+    REQUIRE(fused.exit_code == 0);
+    const JsonRecord a = quantized_line(kv.output), b = quantized_line(fused.output);
+    CHECK(a.at("count") == "256");
+    CHECK(a.at("auc") == b.at("auc"));
+    CHECK(a.at("loss") == b.at("loss"));
+    CHECK(a.at("f32_auc") == b.at("f32_auc"));
+    CHECK(a.at("ne") != a.at("f32_ne"));  // int8 rows, not the checkpoint's
+}
