@@ -1,7 +1,7 @@
 // key_value tables through the real binary: training bitwise like fused at any cache size on one
-// and two ranks, checkpoints that cross kernels both ways, and the disk's faults (a path that
-// cannot hold files, a full disk) stopping every rank with the table, file and rank named while
-// the checkpoints already written still load.
+// and two ranks, checkpoints that cross kernels both ways and world sizes, and the disk's faults (a
+// path that cannot hold files, a full disk) stopping every rank with the table, file and rank named
+// while the checkpoints already written still load.
 #include <sys/mount.h>
 
 #include <catch2/catch.hpp>
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "test/e2e/e2e_support.h"
 
@@ -118,6 +119,23 @@ TEST_CASE("key_value e2e: checkpoints resume across kernels both ways, bitwise",
     const std::vector<std::string> last3(straight.begin() + 3, straight.end());
     CHECK(kv_then_fused == last3);
     CHECK(fused_then_kv == last3);
+    // Resharded: the 2-rank key_value checkpoint (shards of the rows touched) resumed on 1 and 4
+    // ranks, as key_value and in memory, trains as the 2-rank fused checkpoint resumed there.
+    const std::string kMpirun4 =
+        "timeout -k 10 300 mpirun -np 4 --allow-run-as-root --oversubscribe";
+    const std::vector<std::string> from_kv = {"--resume", (dir / "kv3" / "checkpoints").string()},
+                                   from_fused = {"--resume",
+                                                 (dir / "fused3" / "checkpoints").string()};
+    for (const auto& [np, prefix, batch] :
+         {std::tuple{"np1", std::string(), "64"}, std::tuple{"np4", kMpirun4, "16"}}) {
+        INFO(np);
+        const std::vector<std::string> b = {std::string("data.batch_size=") + batch};
+        const std::string n = np;
+        const auto want = train(dir / (n + "_fused_from_fused"), 6, b, prefix, from_fused);
+        REQUIRE(want.size() == 4);
+        CHECK(train(dir / (n + "_kv_from_kv"), 6, plus(kv, b), prefix, from_kv) == want);
+        CHECK(train(dir / (n + "_fused_from_kv"), 6, b, prefix, from_kv) == want);
+    }
 }
 
 TEST_CASE("key_value e2e: a storage path that cannot hold files stops every rank, named",
@@ -186,7 +204,7 @@ TEST_CASE("key_value e2e: a reduced-precision cache trains close to f32", "[e2e]
         const auto got = eval_of(dir / precision);
         INFO(precision << ": auc " << got.first << " vs " << want.first << ", loss " << got.second
                        << " vs " << want.second);
-        CHECK(std::fabs(got.first - want.first) < 0.005);
+        CHECK(std::fabs(got.first - want.first) < 0.002);  // f16 +0.0005, bf16 -0.0013
         CHECK(std::fabs(got.second - want.second) < 0.02 * want.second);
         CHECK(got.second != want.second);
     }
