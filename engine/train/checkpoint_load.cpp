@@ -223,6 +223,9 @@ void read_at(std::ifstream& in, const fs::path& path, int64_t offset, int64_t by
 }
 
 // Rows of a region: `count` consecutive table rows from `first`, or the listed ones (ascending).
+// Rows not saved are initialised this many at most in one call (bounded scratch).
+constexpr int64_t kInitRun = 4096;
+
 struct RegionRows {
     int64_t first = 0, count = 0;
     const std::vector<int64_t>* list = nullptr;
@@ -324,15 +327,30 @@ void read_rows_into(const std::string& dir,
             std::vector<char> is_saved(static_cast<size_t>(i1 - i0), 0);
             for (const auto& ik : saved)
                 is_saved[static_cast<size_t>(ik.first - i0)] = 1;
+            Tensor piece;  // initial values of a run of consecutive rows not saved
             for (int64_t i = i0; i < i1; ++i) {  // the rows not saved: their initial value
                 if (is_saved[static_cast<size_t>(i - i0)])
                     continue;
                 if (state < 0) {
-                    Tensor piece = Tensor::empty({1, c1 - c0}, dtype);
-                    init_embedding_rows(piece, static_cast<uint64_t>(m.seed), table_index(m, table),
+                    // One call for the run of rows not saved from i on that are consecutive in
+                    // the table too (a key_value shard's untouched rows are most of it).
+                    int64_t end = i + 1;
+                    while (end < i1 && end - i < kInitRun &&
+                           !is_saved[static_cast<size_t>(end - i0)] &&
+                           region.at(end) == region.at(end - 1) + 1)
+                        ++end;
+                    if (!piece.defined())
+                        piece = Tensor::empty({kInitRun, c1 - c0}, dtype);
+                    Tensor run = piece.slice(0, end - i);
+                    init_embedding_rows(run, static_cast<uint64_t>(m.seed), table_index(m, table),
                                         region.at(i), c0, table.num_embeddings);
-                    std::memcpy(dst + (i * cols + (c0 - col_offset)) * elem, piece.data_ptr(),
-                                piece.nbytes());
+                    const int64_t row_bytes = (c1 - c0) * elem;
+                    for (int64_t k = i; k < end; ++k)
+                        std::memcpy(
+                            dst + (k * cols + (c0 - col_offset)) * elem,
+                            static_cast<const char*>(piece.data_ptr()) + (k - i) * row_bytes,
+                            static_cast<size_t>(row_bytes));
+                    i = end - 1;
                 } else if (rowwise) {
                     acc[static_cast<size_t>(i)] += static_cast<double>(c1 - c0) * state_start;
                 } else {
