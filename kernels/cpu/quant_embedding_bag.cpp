@@ -31,12 +31,23 @@ void store_half(uint8_t* p, float x) {
     std::memcpy(p, &bits, 2);
 }
 
-// Row-wise n-bit quantization (FBGEMM's rounding, see the header): scale and bias in front.
+// std::nearbyint of v under the default rounding mode, without a libm call for |v| < 2^22: adding
+// and taking away 1.5 * 2^23 leaves v rounded to the nearest integer, ties to even.
+float round_even(float v) {
+    constexpr float kShift = 12582912.0f;
+    return std::fabs(v) < 4194304.0f ? (v + kShift) - kShift : std::nearbyint(v);
+}
+
+// Row-wise n-bit quantization (FBGEMM's rounding, see the header): scale and bias in front. The
+// min, max and clamps are std::fmin / std::fmax written out (libm calls otherwise; the same bytes
+// for every input, NaN, infinities and signed zeros included): the first operand unless the
+// second is smaller (larger) or the first is NaN.
 void quantize_nbit_row(const float* x, int64_t dim, int bits, uint8_t* out) {
     float lo = x[0], hi = x[0];
     for (int64_t d = 1; d < dim; ++d) {
-        lo = std::fmin(lo, x[d]);
-        hi = std::fmax(hi, x[d]);
+        const float v = x[d];
+        lo = v < lo || lo != lo ? v : lo;
+        hi = v > hi || hi != hi ? v : hi;
     }
     const float bias = half_to_float(float_to_half(lo));
     const auto levels = static_cast<float>((1 << bits) - 1);
@@ -51,8 +62,9 @@ void quantize_nbit_row(const float* x, int64_t dim, int bits, uint8_t* out) {
     uint8_t* codes = out + kQuantScaleBiasBytes;
     const int per_byte = 8 / bits;
     for (int64_t d = 0; d < dim; ++d) {
-        const float q = std::fmin(std::fmax(std::nearbyint((x[d] - bias) * inverse), 0.0f), levels);
-        const auto code = static_cast<uint8_t>(q);
+        const float r = round_even((x[d] - bias) * inverse);
+        const float above = r > 0.0f ? r : 0.0f;  // NaN: 0
+        const auto code = static_cast<uint8_t>(above < levels ? above : levels);
         const auto shift = static_cast<int>(d % per_byte) * bits;
         codes[d / per_byte] |= static_cast<uint8_t>(code << shift);
     }
