@@ -13,7 +13,9 @@
 #include "comm/mpi_env.h"
 #include "engine/config/config.h"
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 #include "engine/distributed/planner.h"
+#include "engine/train/sample_cache_statistics.h"
 #include "tools/cli.h"
 
 namespace shardrec::cli {
@@ -154,9 +156,18 @@ int plan_main(const std::vector<std::string>& args) {
         topology = resolve_topology(topology_file, config.runtime.device, group);
         topology.local_size = std::min<int64_t>(world.local_size, group);
     }
-    const ShardingPlan plan = a.planner == "auto" ? EmbeddingShardingPlanner(topology).plan(config)
-                                                  : make_sharding_plan(config, topology);
-    const PlanEstimate estimate = estimate_plan(plan, config, topology);
+    // The cached tables' ids measured on the data, as a training run's auto planner measures
+    // them (CacheStatistics); data that cannot be read here leaves them out.
+    CacheStatistics stats;
+    try {
+        stats = train::sample_cache_statistics(config, static_cast<int>(topology.world_size));
+    } catch (const Error& e) {
+        log::root().warn("the cached tables' ids are taken as uniform: {}", e.what());
+    }
+    const ShardingPlan plan = a.planner == "auto"
+                                  ? EmbeddingShardingPlanner(topology, &stats).plan(config)
+                                  : make_sharding_plan(config, topology, &stats);
+    const PlanEstimate estimate = estimate_plan(plan, config, topology, &stats);
     PlanTableOptions table_options;
     if (!a.full) {
         table_options.max_ranks = 8;
@@ -175,7 +186,7 @@ int plan_main(const std::vector<std::string>& args) {
         fmt::print("module: sparse_arch.embedding_bag_collection\n\n{}\n\n{}",
                    plan_table(plan, config.model.tables, table_options),
                    estimate_report(estimate, config, topology, a.full ? SIZE_MAX : 16));
-        fmt::print("{}", cache_report(plan, config, measured_hit_rates(a.measured)));
+        fmt::print("{}", cache_report(plan, config, measured_hit_rates(a.measured), &stats));
         fmt::print("{}", managed_collision_report(plan, config));
         if (!fits) {
             fmt::print("DOES NOT FIT: a rank needs {:.2f} GiB, the limit is {:.2f} GiB\n",

@@ -203,6 +203,7 @@ struct ShardingConfig {
         std::string algorithm = "lru";   // lru | lfu
         std::string precision;           // f32 | f16 | bf16; "": the table's data_type
         bool prefetch_pipeline = false;  // the section's only (the pipeline is the run's)
+        int64_t sample_batches = 16;     // the section's only: the planner's CacheStatistics
 
         void visit(FieldVisitor& v, bool entry);
     };

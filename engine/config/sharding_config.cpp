@@ -37,6 +37,14 @@ void ShardingConfig::Cache::visit(FieldVisitor& v, bool entry) {
                       "overlapped with the step instead of added to it (TorchRec's "
                       "CacheParams.prefetch_pipeline)"),
                 prefetch_pipeline);
+        v.field(Field("sample_batches",
+                      "global batches of the training data the planner reads to measure each "
+                      "cached table's ids on data other than synthetic (TorchRec's "
+                      "CacheStatistics: a batch's distinct rows and an ideal cache's hit rate "
+                      "at its load_factor), for its miss time and `shardrec plan`'s predicted hit "
+                      "rate; 0: ids taken as uniform over the rows")
+                    .at_least(0),
+                sample_batches);
     }
 }
 

@@ -513,7 +513,7 @@ ShardingPlan partition(const std::vector<TableOptions>& tables,
 ShardingPlan EmbeddingShardingPlanner::plan(const Config& config) const {
     const PlacementEnv env = topology_.placement();
     env.check();
-    const CostModel model(config, topology_);
+    const CostModel model(config, topology_, stats_);
     const std::vector<TableOptions> tables = table_options(config, env, model);
     check_total_memory(tables, model.dense_cost(), topology_);
     ShardingPlan plan;
@@ -575,13 +575,15 @@ void check_tier_budgets(const ShardingPlan& plan, const Config& config, const To
     }
 }
 
-ShardingPlan make_sharding_plan(const Config& config, const Topology& topology) {
+ShardingPlan make_sharding_plan(const Config& config,
+                                const Topology& topology,
+                                const CacheStatistics* stats) {
     const ShardingConfig& sharding = config.sharding;
     ShardingPlan plan;
     if (!sharding.plan_file.empty()) {
         plan = load_plan(sharding.plan_file, config.model.tables, topology.placement());
     } else if (sharding.planner == "auto") {
-        plan = EmbeddingShardingPlanner(topology).plan(config);
+        plan = EmbeddingShardingPlanner(topology, stats).plan(config);
     } else {
         plan = manual_plan(config.model, sharding, topology.placement());
     }

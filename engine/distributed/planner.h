@@ -36,7 +36,9 @@ constexpr int64_t kMinColumnWidth = 32;
 
 class EmbeddingShardingPlanner {
 public:
-    explicit EmbeddingShardingPlanner(Topology topology) : topology_(std::move(topology)) {}
+    // stats: the cached tables' ids measured on the data, for their miss time (CostModel).
+    explicit EmbeddingShardingPlanner(Topology topology, const CacheStatistics* stats = nullptr)
+        : topology_(std::move(topology)), stats_(stats) {}
 
     // The plan for config's model on the topology, honouring config.sharding.tables as
     // constraints. Throws Error when the tables cannot fit.
@@ -44,12 +46,15 @@ public:
 
 private:
     Topology topology_;
+    const CacheStatistics* stats_;
 };
 
 // The plan a run uses: sharding.plan_file when set (checked against the model and the world),
 // the auto planner when sharding.planner is auto, else manual_plan. Always passes check_plan
-// and check_tier_budgets.
-ShardingPlan make_sharding_plan(const Config& config, const Topology& topology);
+// and check_tier_budgets. stats: as the auto planner takes them.
+ShardingPlan make_sharding_plan(const Config& config,
+                                const Topology& topology,
+                                const CacheStatistics* stats = nullptr);
 
 // Each rank's key_value rows (all written) against the topology's disk_gib and, on cuda, its
 // fused_uvm rows against its DDR. Throws Error naming the rank, its tables there with their
@@ -79,11 +84,12 @@ double predicted_hit_rate(int64_t rows, int64_t slots, double alpha, double ids)
 
 // key_value tables (empty when there are none): per table its rows, cache slots and their DRAM,
 // the disk its rows take once all are written, the ids of a global batch, the predicted hit rate
-// (synthetic data; "-" for other data) and, when `measured` has the table, a run's measured
-// one (metrics.jsonl).
+// (synthetic data: its law; other data: `stats`, measured on a sample of it; "-" without them)
+// and, when `measured` has the table, a run's measured one (metrics.jsonl).
 std::string cache_report(const ShardingPlan& plan,
                          const Config& config,
-                         const std::map<std::string, double>& measured);
+                         const std::map<std::string, double>& measured,
+                         const CacheStatistics* stats = nullptr);
 
 // Managed-collision tables (empty when there are none): per table its buckets, slots a bucket,
 // the rank that keeps each bucket's remap state (bucket_owner) and the most slot-map bytes on

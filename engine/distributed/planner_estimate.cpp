@@ -205,7 +205,19 @@ double CostModel::miss_s(const ModelConfig::Table& table,
     const auto r = static_cast<int64_t>(rows);
     const auto slots = std::max<int64_t>(
         1, static_cast<int64_t>(std::ceil(load_factor_.at(table.name) * std::max(rows, 1.0))));
-    const CacheUse use = predicted_cache_use(r, slots, zipf_alpha_, ids);
+    CacheUse use = predicted_cache_use(r, slots, zipf_alpha_, ids);
+    const auto measured =
+        stats_ != nullptr ? stats_->find(table.name) : CacheStatistics::const_iterator{};
+    if (stats_ != nullptr && measured != stats_->end() && slots < r &&
+        measured->second.ids_per_batch() > 0) {
+        // The sample's distinct rows scaled to this shard's share of the ids, the hit rate of
+        // the table's cache at the same load factor.
+        const TableIdStatistics& s = measured->second;
+        use.distinct = s.distinct_per_batch() * ids / s.ids_per_batch();
+        const auto table_slots = static_cast<int64_t>(
+            std::ceil(load_factor_.at(table.name) * static_cast<double>(table.num_embeddings)));
+        use.hits = use.distinct * s.hit_rate(table_slots);
+    }
     const double record = record_bytes(table, static_cast<int64_t>(cols), sparse_optimizer_);
     const double misses = use.distinct - use.hits;
     if (kernel == EmbeddingComputeKernel::kFusedUvmCaching)  // rows over the host link
@@ -222,8 +234,8 @@ double CostModel::state_bytes_per_row(const std::string& sparse_optimizer) {
     return sparse_optimizer == "rowwise_adagrad" ? 4.0 : 0.0;
 }
 
-CostModel::CostModel(const Config& config, const Topology& topology)
-    : topology_(topology), batch_size_(config.data.batch_size) {
+CostModel::CostModel(const Config& config, const Topology& topology, const CacheStatistics* stats)
+    : topology_(topology), batch_size_(config.data.batch_size), stats_(stats) {
     for (const ModelConfig::Table& t : config.model.tables) {
         load_factor_[t.name] = config.sharding.cache_of(t.name).load_factor;
         if (config.sharding.cache_of(t.name).algorithm == "lfu")
@@ -428,11 +440,12 @@ int64_t PlanEstimate::max_disk_bytes() const {
 
 PlanEstimate estimate_plan(const ShardingPlan& plan,
                            const Config& config,
-                           const Topology& topology) {
+                           const Topology& topology,
+                           const CacheStatistics* stats) {
     SR_CHECK(plan.env.world_size == topology.world_size,
              "the plan is for {} ranks, the topology for {}", plan.env.world_size,
              topology.world_size);
-    const CostModel model(config, topology);
+    const CostModel model(config, topology, stats);
     PlanEstimate estimate;
     estimate.memory_limit_bytes = topology.memory_limit_bytes();
     estimate.host_limit_bytes = topology.host_limit_bytes();

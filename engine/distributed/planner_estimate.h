@@ -29,7 +29,8 @@
 // Tiers: fused_uvm rows (cuda) are read and written over the host link
 // (host_to_device_bw) and their storage counts in DDR, not HBM. A key_value shard's misses
 // per step, (1 - hit rate) x the distinct rows of its ids (the hit rate of an ideal cache of
-// its slots on the synthetic data's Zipf law, uniform ids for other data), each read from disk
+// its slots on the synthetic data's Zipf law; for other data, measured on a sample of it
+// (cache_statistics.h), else uniform ids), each read from disk
 // and, being updated by the step, written back when evicted: 2 x a record rounded up to 4 KiB
 // pages over disk_bw. The page cache is ignored (the store drops its pages, and a table worth a
 // disk tier does not fit it anyway), so this is the miss path's cost on a cold cache.
@@ -48,6 +49,7 @@
 #include <vector>
 
 #include "engine/config/config.h"
+#include "engine/distributed/cache_statistics.h"
 #include "engine/distributed/sharding_plan.h"
 #include "engine/distributed/topology.h"
 #include "engine/sparse/keyed_jagged_tensor.h"
@@ -111,7 +113,11 @@ struct OptionCost {
 
 class CostModel {
 public:
-    CostModel(const Config& config, const Topology& topology);
+    // stats: the cached tables' ids measured on the data (sample_cache_statistics), for their
+    // miss time; null or a table without them: the synthetic data's law, or uniform ids.
+    CostModel(const Config& config,
+              const Topology& topology,
+              const CacheStatistics* stats = nullptr);
 
     // The table sharded as `type` into shards of these [rows, columns] (data_parallel: ignored).
     OptionCost table_cost(const ModelConfig::Table& table,
@@ -180,6 +186,7 @@ private:
     bool prefetch_pipeline_ = false;             // sharding.cache.prefetch_pipeline
     std::string sparse_optimizer_;
     double zipf_alpha_ = 0;  // the ids' law for the hit rate (0: uniform)
+    const CacheStatistics* stats_ = nullptr;
 };
 
 // Per-rank cost of a whole plan (tables plus the dense part).
@@ -197,6 +204,7 @@ struct PlanEstimate {
 
 PlanEstimate estimate_plan(const ShardingPlan& plan,
                            const Config& config,
-                           const Topology& topology);
+                           const Topology& topology,
+                           const CacheStatistics* stats = nullptr);
 
 }  // namespace shardrec

@@ -194,7 +194,9 @@ double predicted_hit_rate(int64_t rows, int64_t slots, double alpha, double ids)
 
 std::string cache_report(const ShardingPlan& plan,
                          const Config& config,
-                         const std::map<std::string, double>& measured) {
+                         const std::map<std::string, double>& measured,
+                         const CacheStatistics* stats) {
+    int64_t sampled = 0;  // global batches behind the measured statistics
     std::string rows;
     const int64_t global_batch = config.data.batch_size * plan.env.world_size;
     const double state_element = CostModel::state_bytes_per_element(config.optimizer.sparse.type);
@@ -215,13 +217,21 @@ std::string cache_report(const ShardingPlan& plan,
             CostModel::state_bytes_per_row(config.optimizer.sparse.type);
         // A stored record: the row, its state, a CRC-32 and a magic word, 8-byte aligned.
         const double record = std::ceil((row_bytes + 8.0) / 8.0) * 8.0;
-        const double ids = static_cast<double>(global_batch) * t.pooling_factor *
-                           static_cast<double>(t.feature_names.size());
-        const std::string predicted =
-            config.data.type == "synthetic"
-                ? fmt::format("{:.4f}", predicted_hit_rate(t.num_embeddings, slots,
-                                                           config.data.synthetic.zipf_alpha, ids))
-                : "-";
+        double ids = static_cast<double>(global_batch) * t.pooling_factor *
+                     static_cast<double>(t.feature_names.size());
+        std::string predicted = "-";
+        const auto measured_ids =
+            stats != nullptr ? stats->find(t.name) : CacheStatistics::const_iterator{};
+        if (config.data.type == "synthetic") {
+            predicted = fmt::format(
+                "{:.4f}",
+                predicted_hit_rate(t.num_embeddings, slots, config.data.synthetic.zipf_alpha, ids));
+        } else if (stats != nullptr && measured_ids != stats->end()) {
+            const TableIdStatistics& s = measured_ids->second;
+            predicted = fmt::format("{:.4f}", slots >= t.num_embeddings ? 1.0 : s.hit_rate(slots));
+            sampled = s.batches();
+            ids = s.ids_per_batch();
+        }
         const auto m = measured.find(t.name);
         rows += fmt::format(
             "{:>10} | {:>11} | {:>11} | {:>9.1f} | {:>8.2f} | {:>9.0f} | {:>9} | {:>8}\n", t.name,
@@ -236,11 +246,13 @@ std::string cache_report(const ShardingPlan& plan,
                "fused_uvm_caching: "
                "the cache in HBM, the rows in DDR; rows GiB: all of them once written), a global "
                "batch's ids; hit rate = distinct rows of a batch found in the cache, predicted for "
-               "an ideal cache on the {} data, measured by a run\n"
+               "an ideal cache on the {} data{}, measured by a run\n"
                "{:>10} | {:>11} | {:>11} | {:>9} | {:>8} | {:>9} | {:>9} | {:>8}\n"
                "{:->10} | {:->11} | {:->11} | {:->9} | {:->8} | {:->9} | {:->9} | {:->8}\n",
-               config.data.type, "table", "rows", "cache slots", "cache MiB", "rows GiB",
-               "ids/batch", "predicted", "measured", "", "", "", "", "", "", "", "") +
+               config.data.type,
+               sampled > 0 ? fmt::format(" (its first {} global batches)", sampled) : "", "table",
+               "rows", "cache slots", "cache MiB", "rows GiB", "ids/batch", "predicted", "measured",
+               "", "", "", "", "", "", "", "") +
            rows;
 }
 

@@ -25,6 +25,7 @@
 #include "engine/train/fault_inject.h"
 #include "engine/train/progress.h"
 #include "engine/train/run_dir.h"
+#include "engine/train/sample_cache_statistics.h"
 #include "kernels/embedding_bag.h"
 #include "kernels/linear.h"
 #include "kernels/qcomm_codec.h"
@@ -105,6 +106,7 @@ Device resolve_device_with_room(const Config& config,
 // (sharding section, plan file or auto planner), dense layers replicated.
 std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     const Config& config,
+    const data::Dataset& dataset,
     const std::shared_ptr<comm::ProcessGroup>& pg,
     Device device,
     const std::shared_ptr<comm::ProcessGroup>& device_pg) {
@@ -143,7 +145,13 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     Topology topology =
         resolve_topology(config.sharding.topology, config.runtime.device, group->size());
     topology.local_size = std::min(comm::process_info().local_size, group->size());
-    const ShardingPlan plan = make_sharding_plan(config, topology);
+    // The auto planner costs the caches' misses from the data's own ids (the same samples on
+    // every rank of a group: the same plan).
+    const CacheStatistics stats =
+        config.sharding.planner == "auto" && config.sharding.plan_file.empty()
+            ? sample_cache_statistics(config, group->size(), &dataset)
+            : CacheStatistics{};
+    const ShardingPlan plan = make_sharding_plan(config, topology, &stats);
     log::root().info("sharding plan for {} ranks{}:\n{}", group->size(),
                      replicas ? fmt::format(", replicated in {} groups", replicas->size()) : "",
                      plan_table(plan, config.model.tables, PlanTableOptions{}));
@@ -174,12 +182,13 @@ std::shared_ptr<comm::ProcessGroup> make_device_process_group(
 
 // The model with its dense layers on `device`.
 std::unique_ptr<RecModel> make_trainer_model(const Config& config,
+                                             const data::Dataset& dataset,
                                              const std::shared_ptr<comm::ProcessGroup>& pg,
                                              Device device,
                                              const std::shared_ptr<comm::ProcessGroup>& device_pg) {
     std::unique_ptr<RecModel> model =
         make_model(config.model, static_cast<uint64_t>(config.train.seed),
-                   make_sparse_arch(config, pg, device, device_pg));
+                   make_sparse_arch(config, dataset, pg, device, device_pg));
     model->move_dense_to(device);
     return model;
 }
@@ -234,7 +243,7 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
       dataset_(data::make_dataset(config_)),
       prefetcher_(std::make_unique<data::BatchPrefetcher>(
           [this](int64_t step) { return rank_slice(step); }, 0)),
-      model_(make_trainer_model(config_, pg_, device_, device_pg_)),
+      model_(make_trainer_model(config_, *dataset_, pg_, device_, device_pg_)),
       optimizer_(make_dense_optimizer(dense_optimizer_config(config_.optimizer.dense))),
       schedule_(lr_schedule_config(config_.optimizer.dense)),
       pipeline_(*model_, *optimizer_, pg_, device_, device_pg_),

@@ -496,3 +496,56 @@ TEST_CASE("Planner tiers: fused_uvm_caching caches in HBM, rows in DDR", "[plann
     CHECK(small.disk_s > large.disk_s);
     CHECK(large.disk_s > 0);
 }
+
+TEST_CASE("CacheStatistics: a sample's distinct rows and an ideal cache's hit rate",
+          "[distributed]") {
+    // Uses: row 1 three times, row 2 twice, rows 3 and 4 once. Rows 3 and 4 are in one batch
+    // only: first touches, misses whatever the cache.
+    const TableIdStatistics s({{1, 1, 2}, {1, 3}, {2, 4}});
+    CHECK(s.batches() == 3);
+    CHECK(s.ids_per_batch() == Approx(7.0 / 3.0));
+    CHECK(s.distinct_per_batch() == Approx(2.0));
+    // The batches' distinct rows ranked: {1: 0, 2: 1}, {1: 0, 3: miss}, {2: 1, 4: miss}.
+    CHECK(s.hit_rate(0) == 0.0);
+    CHECK(s.hit_rate(1) == Approx(2.0 / 6.0));
+    CHECK(s.hit_rate(2) == Approx(4.0 / 6.0));
+    CHECK(s.hit_rate(100) == Approx(4.0 / 6.0));
+    CHECK(TableIdStatistics().hit_rate(5) == 1.0);  // nothing sampled: nothing missed
+}
+
+TEST_CASE("CostModel: a cached table's misses follow the measured statistics", "[distributed]") {
+    // A key_value table of 1000 rows with a 10 % cache: sampled batches that share 16 rows hit
+    // every distinct row; batches whose rows are never reused miss them all.
+    const Config c = parse_config(R"(
+train: {steps: 1}
+data: {type: criteo_binary, batch_size: 4, criteo_binary: {path: /nonexistent}}
+model:
+  type: dlrm
+  embedding_dim: 8
+  bottom_mlp: [8]
+  top_mlp: [8, 1]
+  tables: [{name: t, num_embeddings: 1000, pooling_factor: 2}]
+sharding: {compute_kernel: key_value, storage: {path: /tmp}, cache: {load_factor: 0.1}}
+)",
+                                  {}, "t.yaml");
+    const Topology topo = resolve_topology("", "cpu", 1);
+    std::vector<std::vector<int64_t>> reused, fresh;
+    for (int64_t b = 0; b < 8; ++b) {
+        reused.push_back({});
+        fresh.push_back({});
+        for (int64_t i = 0; i < 8; ++i) {
+            reused.back().push_back((b * 8 + i) % 16);
+            fresh.back().push_back(b * 8 + i);
+        }
+    }
+    const ModelConfig::Table& t = c.model.tables[0];
+    const auto miss = [&](const std::vector<std::vector<int64_t>>& batches) {
+        const CacheStatistics stats{{"t", TableIdStatistics(batches)}};
+        return CostModel(c, topo, &stats).miss_s(t, EmbeddingComputeKernel::kKeyValue, 1000, 8, 8);
+    };
+    const double uniform =
+        CostModel(c, topo).miss_s(t, EmbeddingComputeKernel::kKeyValue, 1000, 8, 8);
+    CHECK(uniform > 0);
+    CHECK(miss(fresh) > uniform);  // every distinct row a miss
+    CHECK(miss(reused) == 0.0);
+}
