@@ -176,7 +176,22 @@ std::unique_ptr<ShardedEmbeddingBagCollection> sharded_model(
     const std::vector<const train::QuantizedTable*> tables = model_tables(config, model);
     Topology topology = resolve_topology(config.sharding.topology, "cpu", pg->size());
     topology.local_size = std::min(comm::process_info().local_size, pg->size());
-    const ShardingPlan plan = make_sharding_plan(config, topology);
+    ShardingPlan plan = make_sharding_plan(config, topology);
+    // The quantized rows are read from the model directory as stored (mapped), whatever kernel
+    // trained the table: a key_value or fused_uvm table of the run's config is looked up so too.
+    std::string moved;
+    for (auto& [name, ps] : plan.tables) {
+        if (ps.compute_kernel != EmbeddingComputeKernel::kFused &&
+            ps.compute_kernel != EmbeddingComputeKernel::kDense) {
+            moved += fmt::format("{}{} ({})", moved.empty() ? "" : ", ", name,
+                                 compute_kernel_name(ps.compute_kernel));
+            ps.compute_kernel = EmbeddingComputeKernel::kFused;
+            ps.cache_params.reset();
+        }
+    }
+    if (!moved.empty() && pg->rank() == 0)
+        log::root().info("predict: tables {} are looked up from their mapped quantized rows",
+                         moved);
     log::root().info("sharding plan for {} ranks:\n{}", pg->size(),
                      plan_table(plan, config.model.tables, PlanTableOptions{}));
     QuantizedShardRows rows;
