@@ -213,4 +213,15 @@ TEST_CASE(
     CHECK(a.at("loss") == b.at("loss"));
     CHECK(a.at("f32_auc") == b.at("f32_auc"));
     CHECK(a.at("ne") != a.at("f32_ne"));  // int8 rows, not the checkpoint's
+
+    // predict, sharded over 2 ranks by the run's config (t0 key_value there): the int8 rows are
+    // read mapped from the model, as for a table trained in memory.
+    const RunResult p =
+        run_shardrec({"predict", model, "--data", "synthetic", "--samples", "256", "--out",
+                      (dir / "scores.csv").string()},
+                     "timeout -k 10 300 mpirun -np 2 --allow-run-as-root --oversubscribe");
+    INFO(p.output);
+    REQUIRE(p.exit_code == 0);
+    CHECK_THAT(p.output, Contains("tables t0 (key_value), t1 (key_value)"));
+    CHECK(csv_column(dir / "scores.csv", 0).size() == 256);
 }
