@@ -2,12 +2,14 @@
 // pipelines (TrainPipelineSparseDist keeps the next batch's input dist in flight, so its buffers
 // must not be reused while referenced), as the single-process step (test/train/test_trainer.cpp).
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/process_group.h"
 #include "engine/core/allocator.h"
 #include "engine/train/trainer.h"
+#include "test/support/compare.h"
 
 using namespace shardrec;
 
@@ -84,6 +86,11 @@ TEST_CASE("sharded training steps: no allocation per step after warm-up", "[mpi]
     // Each pooled buffer set grows until it has held the largest batch of the cycle.
     const int64_t warmup = 12, measured = 4;
     for (const auto& sets : cases) {
+        // The managed case's one-bucket table is row_wise over the ranks on purpose: the start-up
+        // warning that its remap runs apart from most of its rows is expected.
+        std::optional<test::ExpectLogs> one_bucket;
+        if (sets.back().find("managed_collision") != std::string::npos)
+            one_bucket.emplace();
         for (const std::string pipeline : {"base", "sparse_dist"}) {
             const int64_t allocs = step_allocations(sets, pipeline, warmup, measured);
             INFO(sets.back() << " on " << pipeline << ": " << allocs << " allocations in "

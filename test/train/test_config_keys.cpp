@@ -221,6 +221,9 @@ const std::map<std::string, std::string>& no_run_effect() {
         {"sharding.sharding_type", "placement only (sharding invariance)"},
         {"sharding.plan_file", "placement only (test_planner reads the saved plans)"},
         {"sharding.topology", "placement only (the auto planner's cost model; test_planner)"},
+        {"sharding.cache.sample_batches",
+         "the auto planner's miss time on data other than synthetic (test_planner "
+         "\"CacheStatistics\", test_e2e \"plan predicts a key_value table's hit rate\")"},
         {"sharding.cache.prefetch_pipeline",
          "the planner's step estimate only (test_planner \"prefetch_pipeline overlaps\"); "
          "train.pipeline prefetch_sparse_dist fills the caches ahead"},
