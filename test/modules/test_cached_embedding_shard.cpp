@@ -2,7 +2,9 @@
 // policies (LRU, LFU, the overflow area) with the TBE kernels running on its slots against the
 // same kernels on the rows in memory, bit for bit, over either store.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -111,6 +113,61 @@ TEST_CASE("KeyValueStore: records round-trip, unwritten rows cost nothing", "[ke
     CHECK(fs::file_size(path) == 0u);
     CHECK(store.stored_count() == 0);
     CHECK(!store.stored(3));
+}
+
+// The store's own file in the page cache: mincore over a mapping of it counts its resident pages.
+int64_t resident_bytes(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    const auto size = static_cast<size_t>(fs::file_size(path));
+    void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    REQUIRE(map != MAP_FAILED);
+    const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> in_core((size + page - 1) / page);
+    REQUIRE(::mincore(map, size, in_core.data()) == 0);
+    ::munmap(map, size);
+    int64_t pages = 0;
+    for (const unsigned char c : in_core)
+        pages += c & 1;
+    return pages * static_cast<int64_t>(page);
+}
+
+// Memory stays bounded: 256 MiB of records written, then read, leave at most the last 64 MiB of
+// traffic (the store drops its pages every 64 MiB) and a call's worth in the page cache.
+TEST_CASE("KeyValueStore: its file's pages leave the page cache as they are written and read",
+          "[key_value]") {
+    TempDir dir;
+
+    struct statfs fs_info {};
+
+    REQUIRE(::statfs(dir.path.c_str(), &fs_info) == 0);
+    if (fs_info.f_type == 0x01021994) {  // TMPFS_MAGIC: its pages are the file itself
+        WARN("not run: " << dir.path << " is a tmpfs");
+        return;
+    }
+    const std::string path = (dir.path / "t.kv").string();
+    const int64_t payload_bytes = 1016, per_call = 4096;  // 1 KiB records, 4 MiB a call
+    const int64_t rows = 262144;                          // 256 MiB
+    KeyValueStore store(path, "table 'big' on rank 0", rows, payload_bytes);
+    REQUIRE(store.record_bytes() == 1024);
+    std::vector<char> buf(static_cast<size_t>(per_call * payload_bytes), 'x');
+    std::vector<int64_t> ids(static_cast<size_t>(per_call));
+    const int64_t bound = (int64_t{64} << 20) + 2 * per_call * 1024;
+    for (const bool writing : {true, false}) {
+        INFO((writing ? "written" : "read"));
+        for (int64_t first = 0; first < rows; first += per_call) {
+            for (int64_t i = 0; i < per_call; ++i)
+                ids[static_cast<size_t>(i)] = first + i;
+            if (writing)
+                store.write(ids.data(), per_call, buf.data());
+            else
+                store.read(ids.data(), per_call, buf.data());
+        }
+        const int64_t resident = resident_bytes(path);
+        INFO(resident / 1048576.0 << " MiB of the 256 MiB file in the page cache");
+        CHECK(resident <= bound);
+    }
 }
 
 // Many rows in one call, in runs of consecutive records longer than one system call moves (1 MiB),
