@@ -38,4 +38,13 @@ private:
 // By table name; the tables measured (cached, not managed-collision).
 using CacheStatistics = std::map<std::string, TableIdStatistics>;
 
+// A table's statistics, or null (no statistics, or the table not measured).
+inline const TableIdStatistics* find_statistics(const CacheStatistics* stats,
+                                                const std::string& table) {
+    if (stats == nullptr)
+        return nullptr;
+    const auto it = stats->find(table);
+    return it != stats->end() ? &it->second : nullptr;
+}
+
 }  // namespace shardrec

@@ -206,17 +206,14 @@ double CostModel::miss_s(const ModelConfig::Table& table,
     const auto slots = std::max<int64_t>(
         1, static_cast<int64_t>(std::ceil(load_factor_.at(table.name) * std::max(rows, 1.0))));
     CacheUse use = predicted_cache_use(r, slots, zipf_alpha_, ids);
-    const auto measured =
-        stats_ != nullptr ? stats_->find(table.name) : CacheStatistics::const_iterator{};
-    if (stats_ != nullptr && measured != stats_->end() && slots < r &&
-        measured->second.ids_per_batch() > 0) {
+    const TableIdStatistics* measured = find_statistics(stats_, table.name);
+    if (measured != nullptr && slots < r && measured->ids_per_batch() > 0) {
         // The sample's distinct rows scaled to this shard's share of the ids, the hit rate of
         // the table's cache at the same load factor.
-        const TableIdStatistics& s = measured->second;
-        use.distinct = s.distinct_per_batch() * ids / s.ids_per_batch();
+        use.distinct = measured->distinct_per_batch() * ids / measured->ids_per_batch();
         const auto table_slots = static_cast<int64_t>(
             std::ceil(load_factor_.at(table.name) * static_cast<double>(table.num_embeddings)));
-        use.hits = use.distinct * s.hit_rate(table_slots);
+        use.hits = use.distinct * measured->hit_rate(table_slots);
     }
     const double record = record_bytes(table, static_cast<int64_t>(cols), sparse_optimizer_);
     const double misses = use.distinct - use.hits;

@@ -220,14 +220,13 @@ std::string cache_report(const ShardingPlan& plan,
         double ids = static_cast<double>(global_batch) * t.pooling_factor *
                      static_cast<double>(t.feature_names.size());
         std::string predicted = "-";
-        const auto measured_ids =
-            stats != nullptr ? stats->find(t.name) : CacheStatistics::const_iterator{};
+        const TableIdStatistics* measured_ids = find_statistics(stats, t.name);
         if (config.data.type == "synthetic") {
             predicted = fmt::format(
                 "{:.4f}",
                 predicted_hit_rate(t.num_embeddings, slots, config.data.synthetic.zipf_alpha, ids));
-        } else if (stats != nullptr && measured_ids != stats->end()) {
-            const TableIdStatistics& s = measured_ids->second;
+        } else if (measured_ids != nullptr) {
+            const TableIdStatistics& s = *measured_ids;
             predicted = fmt::format("{:.4f}", slots >= t.num_embeddings ? 1.0 : s.hit_rate(slots));
             sampled = s.batches();
             ids = s.ids_per_batch();
