@@ -436,8 +436,8 @@ TEST_CASE("criteo e2e: plan predicts a key_value table's hit rate from the data'
     config += "sharding: {compute_kernel: key_value, storage: {path: " + (dir / "kv").string() +
               "}, cache: {load_factor: 0.1}}\n";
     std::ofstream(dir / "kv.yaml") << config;
-    r = run_shardrec({"train", (dir / "kv.yaml").string(), "--out", (dir / "run").string(),
-                      "--set", "train.steps=150", "--set", "train.log_every=50"});
+    r = run_shardrec({"train", (dir / "kv.yaml").string(), "--out", (dir / "run").string(), "--set",
+                      "train.steps=150", "--set", "train.log_every=50"});
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     r = run_shardrec({"plan", (dir / "kv.yaml").string(), "--world-size", "1", "--measured",
