@@ -464,14 +464,14 @@ void for_each_table_block(const std::string& dir,
 Tensor rows_as_f32(const Tensor& rows) {
     if (rows.dtype() == DType::kF32)
         return rows;
-    SR_CHECK(rows.dtype() == DType::kF16 || rows.dtype() == DType::kBF16,
-             "rows of dtype {} have no f32 value", dtype_name(rows.dtype()));
     Tensor out = Tensor::empty(rows.shape(), DType::kF32);
-    float* o = out.data<float>();
-    for (int64_t i = 0; i < rows.numel(); ++i) {
-        o[i] = rows.dtype() == DType::kF16 ? half_to_float(rows.data<Half>()[i])
-                                           : bf16_to_float(rows.data<BFloat16>()[i]);
-    }
+    visit_float_dtype(rows.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* in = rows.data<T>();
+        float* o = out.data<float>();
+        for (int64_t i = 0; i < rows.numel(); ++i)
+            o[i] = to_float(in[i]);
+    });
     return out;
 }
 

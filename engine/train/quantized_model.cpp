@@ -451,25 +451,13 @@ namespace {
 // Columns [c0, c0 + cols) of n dequantized rows [n, D] into dst [n, cols] of `dtype`.
 void narrow_rows(
     const float* rows, int64_t n, int64_t D, int64_t c0, int64_t cols, DType dtype, void* dst) {
-    for (int64_t r = 0; r < n; ++r) {
-        const float* src = rows + r * D + c0;
-        const int64_t at = r * cols;
-        for (int64_t c = 0; c < cols; ++c) {
-            switch (dtype) {
-                case DType::kF32:
-                    static_cast<float*>(dst)[at + c] = src[c];
-                    break;
-                case DType::kF16:
-                    static_cast<Half*>(dst)[at + c] = float_to_half(src[c]);
-                    break;
-                case DType::kBF16:
-                    static_cast<BFloat16*>(dst)[at + c] = float_to_bf16(src[c]);
-                    break;
-                default:
-                    SR_CHECK(false, "a table of dtype {}", dtype_name(dtype));
-            }
+    visit_float_dtype(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        for (int64_t r = 0; r < n; ++r) {
+            for (int64_t c = 0; c < cols; ++c)
+                static_cast<T*>(dst)[r * cols + c] = from_float<T>(rows[r * D + c0 + c]);
         }
-    }
+    });
 }
 
 }  // namespace
