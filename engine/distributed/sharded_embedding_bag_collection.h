@@ -51,6 +51,7 @@
 #include "engine/distributed/hierarchical_pooled.h"
 #include "engine/distributed/kjt_all_to_all.h"
 #include "engine/distributed/pooled_embeddings.h"
+#include "engine/distributed/quantized_row_fetch.h"
 #include "engine/distributed/sharding_plan.h"
 #include "engine/modules/cached_embedding_shard.h"
 #include "engine/modules/embedding_bag_collection_interface.h"
@@ -67,7 +68,9 @@ namespace shardrec {
 // the seed and their optimizer state; forward only, CPU. rows(table, row_offset, n) reads rows
 // [row_offset, row_offset + n) of a table as stored, u8 [n * quant_row_bytes(type(table), D)].
 // A quantized row's scale and bias cover all its columns, so a shard of some columns
-// (column_wise) keeps its columns dequantized, as f32 rows.
+// (column_wise) keeps its columns dequantized, as f32 rows. Row-sharded tables (row_wise,
+// table_row_wise) send their rows, not partial sums, to the ranks of the samples
+// (QuantizedRowFetch), so that every world size and plan scores as one process does.
 struct QuantizedShardRows {
     std::function<kernels::QuantType(int64_t table)> type;
     std::function<Tensor(int64_t table, int64_t row_offset, int64_t rows)> rows;
@@ -191,6 +194,10 @@ public:
 
 private:
     void build(const ShardingPlan& plan, uint64_t seed);
+    QuantizedRowFetch::Table quantized_fetch_table(int64_t t,
+                                                   const EmbeddingBagConfig& table,
+                                                   const ParameterSharding& ps,
+                                                   int me) const;
     static std::string own_storage_dir(const std::string& path);
     void warn_if_disk_short() const;
     // The sum of `bytes` over this rank's cached shards.
@@ -244,10 +251,11 @@ private:
         mean_lengths_;         // [mean_keys_ * B] bag lengths, 0 as 1 (host, device_)
     Tensor mean_lengths_buf_;  // grow-only storage of mean_lengths_ on a CUDA device
     std::optional<HostToDeviceStager> mean_stager_;
-    std::unique_ptr<InputDist> pipelined_;   // set_pipelined_input
-    const InputDist* prefetched_ = nullptr;  // the dist of the latest prefetch()
-    std::string storage_dir_;                // key_value shards' files (own_storage_dir)
-    QuantizedShardRows quantized_;           // inference: the quantized rows of the shards
+    std::unique_ptr<InputDist> pipelined_;          // set_pipelined_input
+    const InputDist* prefetched_ = nullptr;         // the dist of the latest prefetch()
+    std::string storage_dir_;                       // key_value shards' files (own_storage_dir)
+    QuantizedShardRows quantized_;                  // inference: the quantized rows of the shards
+    std::unique_ptr<QuantizedRowFetch> row_fetch_;  // inference: the row-sharded tables
 };
 
 }  // namespace shardrec

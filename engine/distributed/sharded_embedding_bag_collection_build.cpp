@@ -10,6 +10,7 @@
 
 #include "comm/mpi_env.h"
 #include "engine/core/allocator.h"
+#include "engine/distributed/quantized_row_fetch.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/distributed/sharded_embedding_bag_collection_impl.h"
 #include "engine/modules/host_row_store.h"
@@ -180,16 +181,58 @@ void group_lookups(std::vector<ShardedEmbeddingBagCollection::ShardLookup>& out,
 
 }  // namespace
 
+// Inference: a row-sharded table's shards for QuantizedRowFetch, this rank's rows as stored.
+QuantizedRowFetch::Table ShardedEmbeddingBagCollection::quantized_fetch_table(
+    int64_t t, const EmbeddingBagConfig& table, const ParameterSharding& ps, int me) const {
+    SR_CHECK(!is_cached_kernel(ps.compute_kernel),
+             "table '{}' is {}: quantized tables are looked up in memory (compute_kernel fused)",
+             table.name, compute_kernel_name(ps.compute_kernel));
+    SR_CHECK(table.position_weights == 0,
+             "table '{}' is position-weighted, which a quantized model does not hold", table.name);
+    QuantizedRowFetch::Table out;
+    out.name = table.name;
+    out.type = quantized_.type(t);
+    out.num_embeddings = table.num_embeddings;
+    out.dim = table.embedding_dim;
+    for (const ShardMetadata& m : ps.sharding_spec) {
+        QuantizedRowFetch::Shard s;
+        s.row_offset = m.shard_offsets[0];
+        s.rows = m.shard_sizes[0];
+        s.rank = m.rank;
+        if (s.rank == me) {
+            with_allocation_label(
+                fmt::format("the quantized shard of table '{}' at rows {} ({} rows)", table.name,
+                            s.row_offset, s.rows),
+                [&] { s.stored = quantized_.rows(t, s.row_offset, s.rows); });
+        }
+        out.shards.push_back(std::move(s));
+    }
+    return out;
+}
+
 void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t seed) {
     const int me = pg_->rank(), world = pg_->size();
     entries_ = std::make_unique<Group>();
     row_wise_ = std::make_unique<Group>();
     data_parallel_ = std::make_unique<Group>();
     row_sharded_.assign(names_.size(), false);
+    std::vector<QuantizedRowFetch::Table> fetch_tables;
+    std::vector<QuantizedRowFetch::Feature> fetch_features;
+    std::vector<int64_t> fetch_table_of(tables_.size(), -1);
     for (size_t k = 0; k < names_.size(); ++k) {
         const int64_t t = key_table_[k];
         const EmbeddingBagConfig& table = tables_[static_cast<size_t>(t)];
         const ParameterSharding& ps = plan.at(table.name);
+        if (quantized_.enabled() && (ps.sharding_type == ShardingType::kRowWise ||
+                                     ps.sharding_type == ShardingType::kTableRowWise)) {
+            int64_t& ft = fetch_table_of[static_cast<size_t>(t)];
+            if (ft < 0) {
+                ft = static_cast<int64_t>(fetch_tables.size());
+                fetch_tables.push_back(quantized_fetch_table(t, table, ps, me));
+            }
+            fetch_features.push_back({names_[k], ft, table.pooling, key_col_[k]});
+            continue;
+        }
         switch (ps.sharding_type) {
             case ShardingType::kRowWise:
                 row_sharded_[k] = true;
@@ -320,6 +363,10 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
                 init_shard(s, table, seed, optimizer_, device_, plan.at(table.name), storage_dir_,
                            me);
         }
+    }
+    if (!fetch_features.empty()) {
+        row_fetch_ = std::make_unique<QuantizedRowFetch>(pg_, std::move(fetch_tables),
+                                                         std::move(fetch_features));
     }
     // The position weights of each received key of a position-weighted shard.
     std::vector<int64_t> entries_keys;

@@ -106,7 +106,7 @@ int64_t ShardedEmbeddingBagCollection::storage_host_bytes() const {
 
 // A cached shard's memory is its cache (rows and state together, counted here).
 int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
-    int64_t n = 0;
+    int64_t n = row_fetch_ ? row_fetch_->stored_bytes() : 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (const ShardLookup& s : g->local) {
             n += s.cached                 ? s.cached->cache_bytes()
@@ -118,7 +118,7 @@ int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
 }
 
 int64_t ShardedEmbeddingBagCollection::quant_bytes_read() const {
-    int64_t n = 0;
+    int64_t n = row_fetch_ ? row_fetch_->bytes_read() : 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (const ShardLookup& s : g->local)
             n += s.quant_bytes;
@@ -127,7 +127,7 @@ int64_t ShardedEmbeddingBagCollection::quant_bytes_read() const {
 }
 
 double ShardedEmbeddingBagCollection::quant_lookup_seconds() const {
-    double t = 0;
+    double t = row_fetch_ ? row_fetch_->read_seconds() : 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (const ShardLookup& s : g->local)
             t += s.quant_seconds;
