@@ -98,12 +98,23 @@ void lookup_forward(ShardedEmbeddingBagCollection::ShardLookup& s,
     if (!s.position_weights.empty())
         apply_position_weights(s, *pw);
     place_bags(s, stream);
-    if (s.quant_rows.defined()) {  // inference: the rows as quantized
-        init::reuse_or_allocate(s.out, {kjt.stride(), s.num_keys * s.cols}, Device::cpu());
+    if (s.quant_rows.defined()) {  // inference: the rows as quantized, pooled whole
+        const int64_t dim = s.quant_dims.data<int32_t>()[1];
+        Tensor& pooled = dim == s.cols ? s.out : s.quant_pooled;
+        init::reuse_or_allocate(pooled, {kjt.stride(), s.num_keys * dim}, Device::cpu());
         const auto t0 = std::chrono::steady_clock::now();
         kernels::quant_embedding_bag_forward(
             s.quant_rows, s.quant_offsets, s.quant_types, s.quant_dims, s.feature_table, s.k_ids,
-            s.k_offsets, s.k_psw.defined() ? &s.k_psw : nullptr, s.mode, s.out, stream);
+            s.k_offsets, s.k_psw.defined() ? &s.k_psw : nullptr, s.mode, pooled, stream);
+        if (dim != s.cols) {  // a column shard keeps its columns of each key
+            init::reuse_or_allocate(s.out, {kjt.stride(), s.num_keys * s.cols}, Device::cpu());
+            for (int64_t b = 0; b < kjt.stride(); ++b) {
+                for (int64_t j = 0; j < s.num_keys; ++j) {
+                    std::copy_n(pooled.data<float>() + (b * s.num_keys + j) * dim + s.col_offset,
+                                s.cols, s.out.data<float>() + (b * s.num_keys + j) * s.cols);
+                }
+            }
+        }
         s.quant_seconds +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         s.quant_bytes += s.k_ids.numel() * (s.quant_rows.numel() / std::max<int64_t>(s.rows, 1));

@@ -68,7 +68,7 @@ namespace shardrec {
 // the seed and their optimizer state; forward only, CPU. rows(table, row_offset, n) reads rows
 // [row_offset, row_offset + n) of a table as stored, u8 [n * quant_row_bytes(type(table), D)].
 // A quantized row's scale and bias cover all its columns, so a shard of some columns
-// (column_wise) keeps its columns dequantized, as f32 rows. Row-sharded tables (row_wise,
+// (column_wise) reads its rows whole and pools the columns it owns. Row-sharded tables (row_wise,
 // table_row_wise) send their rows, not partial sums, to the ranks of the samples
 // (QuantizedRowFetch), so that every world size and plan scores as one process does.
 struct QuantizedShardRows {

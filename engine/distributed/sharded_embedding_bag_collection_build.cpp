@@ -31,9 +31,10 @@ std::string ShardedEmbeddingBagCollection::own_storage_dir(const std::string& pa
 
 namespace {
 
-// Inference: the shard's rows as quantized (QuantizedShardRows), no optimizer state. A shard of
-// some of a table's columns keeps them dequantized, as f32 rows: a quantized row's scale and
-// bias cover the whole row (the values are those the whole-row lookup pools).
+// Inference: the shard's rows as quantized (QuantizedShardRows), no optimizer state. A
+// quantized row's scale and bias cover the whole row, so a shard of some of a table's columns
+// (column_wise) holds its rows whole, as stored (mapped, not copied), and its lookups pool them
+// whole and keep its columns: each pooled column adds the values the whole-row lookup adds.
 void init_quantized_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
                           const EmbeddingBagConfig& table,
                           const ParameterSharding& ps,
@@ -41,33 +42,18 @@ void init_quantized_shard(ShardedEmbeddingBagCollection::ShardLookup& s,
     SR_CHECK(!is_cached_kernel(ps.compute_kernel),
              "table '{}' is {}: quantized tables are looked up in memory (compute_kernel fused)",
              table.name, compute_kernel_name(ps.compute_kernel));
-    const kernels::QuantType stored = quantized.type(s.table);
-    const bool whole_rows = s.col_offset == 0 && s.cols == table.embedding_dim;
-    const kernels::QuantType type = whole_rows ? stored : kernels::QuantType::kF32;
-    const int64_t row_bytes = kernels::quant_row_bytes(type, s.cols);
+    const kernels::QuantType type = quantized.type(s.table);
+    const int64_t row_bytes = kernels::quant_row_bytes(type, table.embedding_dim);
     with_allocation_label(
         fmt::format("the quantized shard of table '{}' at rows {}, columns {} ({} rows)",
                     table.name, s.row_offset, s.col_offset, s.rows),
-        [&] {
-            s.quant_rows = quantized.rows(s.table, s.row_offset, s.rows);
-            if (whole_rows)
-                return;
-            Tensor full = Tensor::empty({s.rows, table.embedding_dim}, DType::kF32);
-            kernels::dequantize_rows(s.quant_rows, stored, full, Stream::cpu());
-            Tensor mine = Tensor::empty({s.rows, s.cols}, DType::kF32);
-            for (int64_t r = 0; r < s.rows; ++r) {
-                std::copy_n(full.data<float>() + r * table.embedding_dim + s.col_offset, s.cols,
-                            mine.data<float>() + r * s.cols);
-            }
-            s.quant_rows = Tensor::empty({s.rows * row_bytes}, DType::kU8);
-            kernels::quantize_rows(mine, type, s.quant_rows, Stream::cpu());
-        });
+        [&] { s.quant_rows = quantized.rows(s.table, s.row_offset, s.rows); });
     SR_CHECK(s.quant_rows.dtype() == DType::kU8 && s.quant_rows.numel() == s.rows * row_bytes,
              "table '{}': the quantized rows of the shard at row {} are {}, not u8[{}]", table.name,
              s.row_offset, s.quant_rows.str(), s.rows * row_bytes);
     s.quant_offsets = Tensor::from_vector<int64_t>({0, s.rows * row_bytes});
     s.quant_types = Tensor::from_vector<uint8_t>({static_cast<uint8_t>(type)});
-    s.quant_dims = Tensor::from_vector<int32_t>({0, static_cast<int32_t>(s.cols)});
+    s.quant_dims = Tensor::from_vector<int32_t>({0, static_cast<int32_t>(table.embedding_dim)});
     s.table_offsets = Tensor::from_vector<int64_t>({0, s.rows});
     s.feature_table = Tensor::zeros({s.num_keys}, DType::kI32);
 }

@@ -34,8 +34,10 @@ struct ShardedEmbeddingBagCollection::ShardLookup {
     // [rows, cols] and optimizer state; a cached shard: its cache's slots, {0, capacity}.
     Tensor weights, state1, state2;
     // Inference (QuantizedShardRows): the shard's rows as quantized, u8 [rows * row bytes], in
-    // place of weights and state, and the one-table arguments of quant_embedding_bag_forward.
-    Tensor quant_rows, quant_offsets, quant_types, quant_dims;
+    // place of weights and state, whole rows also for a column shard (the table's dim in
+    // quant_dims), and the one-table arguments of quant_embedding_bag_forward; a column shard
+    // pools its rows whole into quant_pooled [batch, num_keys * dim] and keeps its columns.
+    Tensor quant_rows, quant_offsets, quant_types, quant_dims, quant_pooled;
     int64_t quant_bytes = 0;   // stored row bytes the lookups read
     double quant_seconds = 0;  // and their time
     Tensor table_offsets;      // [2] i64: {0, rows}
