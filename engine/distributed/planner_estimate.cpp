@@ -5,6 +5,8 @@
 #include <unordered_set>
 
 #include "engine/core/error.h"
+#include "engine/distributed/hierarchical_pooled.h"
+#include "kernels/qcomm_codec.h"
 
 namespace shardrec {
 
@@ -251,7 +253,15 @@ CostModel::CostModel(const Config& config, const Topology& topology, const Cache
     const double flops = dense_flops_per_sample(config.model);
     const auto params = static_cast<double>(dense_parameters(config.model));
     dense_.dense_s = 3.0 * flops * b / (topology.device_gflops * kGB);  // backward = 2x forward
-    dense_.comm_s = all_reduce_s(params * 4.0);
+    forward_wire_ = kernels::comm_type_from_name(config.comm.qcomms.forward);
+    backward_wire_ = kernels::comm_type_from_name(config.comm.qcomms.backward);
+    // comm.hierarchical as the collection resolves it for a row_wise table, whose rows are
+    // always split inside a node of several ranks.
+    hierarchical_ = use_hierarchical(hierarchical_mode_from_name(config.comm.hierarchical),
+                                     topology.world_size, topology.local_size,
+                                     topology.local_size > 1);
+    const double grad_bytes = config.comm.allreduce_precision == "fp32" ? 4.0 : 2.0;
+    dense_.comm_s = all_reduce_s(params * grad_bytes);
     dense_.memory_bytes =
         static_cast<int64_t>(params * 4.0 * (2.0 + dense_state_factor_) +
                              2.0 * 4.0 * b * dense_activations_per_sample(config.model));
@@ -263,6 +273,17 @@ double CostModel::a2a_s(double bytes) const {
     const double intra = bytes * (l - 1.0) / w / (topology_.intra_node_bw_gbps * kGB);
     const double cross = bytes * (w - l) / w / (topology_.cross_node_bw_gbps * kGB);
     return std::max(intra, cross);
+}
+
+double CostModel::hierarchical_s(double bytes, double wire) const {
+    const auto l = static_cast<double>(topology_.local_size);
+    const double nodes = topology_.num_nodes();
+    return (l - 1.0) / l * bytes / (topology_.intra_node_bw_gbps * kGB) +
+           (nodes - 1.0) / nodes * wire / l / (topology_.cross_node_bw_gbps * kGB);
+}
+
+double CostModel::wire_bytes(kernels::CommType type, double bags, int64_t cols) {
+    return bags * static_cast<double>(kernels::qcomm_row_bytes(type, cols));
 }
 
 double CostModel::all_reduce_s(double bytes) const {
@@ -350,18 +371,24 @@ RankCost CostModel::shard_cost(const ModelConfig::Table& table,
         (prefetch_pipeline_ ? cost.prefetch_s : cost.disk_s) = miss_s(table, kernel, r, c, ids);
     }
 
-    const double out_bytes = bags * c * 4.0;  // pooled rows of this shard, one direction
+    // This shard's pooled rows (forward) and their gradients (backward): f32 inside a node's
+    // hierarchical step, as comm.qcomms encodes them on the wire otherwise.
+    const double out_bytes = bags * c * 4.0;
+    const double fwd_out = wire_bytes(forward_wire_, bags, cols);
+    const double bwd_out = wire_bytes(backward_wire_, bags, cols);
     const double in_bytes = ids * id_bytes + bags * kLengthBytes;
     switch (type) {
         case ShardingType::kTableWise:
         case ShardingType::kColumnWise:
-            cost.comm_s = a2a_s(in_bytes) + a2a_s(out_bytes);
+            cost.comm_s = a2a_s(in_bytes) + a2a_s(bwd_out);
             break;
         case ShardingType::kRowWise:
-            cost.comm_s = a2a_s(in_bytes) + 2.0 * a2a_s(out_bytes);
+            cost.comm_s = a2a_s(in_bytes) + (hierarchical_ ? hierarchical_s(out_bytes, fwd_out) +
+                                                                 hierarchical_s(out_bytes, bwd_out)
+                                                           : a2a_s(fwd_out) + a2a_s(bwd_out));
             break;
         case ShardingType::kTableRowWise:
-            cost.comm_s = a2a_s(in_bytes) + a2a_s(out_bytes / l) +
+            cost.comm_s = a2a_s(in_bytes) + a2a_s(bwd_out / l) +
                           2.0 * (l - 1.0) / l * out_bytes / (topology_.intra_node_bw_gbps * kGB);
             break;
         case ShardingType::kDataParallel:
@@ -387,10 +414,10 @@ OptionCost CostModel::table_cost(const ModelConfig::Table& table,
     }
     if (type != ShardingType::kRowWise) {
         // Every rank receives its samples' pooled rows of this table (output all-to-all).
-        const double mine = static_cast<double>(batch_size_) *
-                            static_cast<double>(table.feature_names.size()) *
-                            static_cast<double>(table.embedding_dim) * 4.0;
-        cost.every_rank.comm_s = a2a_s(mine);
+        const double bags = static_cast<double>(batch_size_) *
+                            static_cast<double>(table.feature_names.size());
+        const double mine = bags * static_cast<double>(table.embedding_dim) * 4.0;
+        cost.every_rank.comm_s = a2a_s(wire_bytes(forward_wire_, bags, table.embedding_dim));
         cost.every_rank.memory_bytes = static_cast<int64_t>(2.0 * mine);
     }
     return cost;

@@ -19,12 +19,18 @@
 //     the gradients of its pooled output, Bg * F * c * 4; every rank receives its pooled rows,
 //     B * F * D * 4, in the forward all-to-all.
 //   row_wise shard: receives its bucket of ids plus every bag's length; reduce-scatter forward and
-//     all-gather backward, (W-1)/W * Bg * F * D * 4 each.
+//     all-gather backward, (W-1)/W * Bg * F * D * 4 each; with comm.hierarchical (as the
+//     collection resolves it: auto is on with several nodes of several ranks) each in two steps,
+//     (L-1)/L of it inside the node in f32, then 1/L of it across the nodes.
 //   table_row_wise shard: ids as row_wise; intra-node reduce-scatter and all-gather,
 //     (L-1)/L * Bg * F * D * 4 each, plus the cross-node exchange of Bg / L rows; every rank
 //     receives its pooled rows as for table_wise.
+//   Pooled rows and their gradients travel as comm.qcomms encodes them (all but the
+//   hierarchical steps inside a node): 4 * D bytes a row in fp32, 2 * D in fp16 and bf16, D + 4
+//   in fp8 (a scale a row).
 //   data_parallel: a hierarchical all-reduce of the E * D * 4 gradient on every rank.
-//   dense part: the same all-reduce of the dense parameters' gradients.
+//   dense part: the same all-reduce of the dense parameters' gradients, 2 bytes a value with
+//     comm.allreduce_precision fp16 or bf16.
 //
 // Tiers: fused_uvm rows (cuda) are read and written over the host link
 // (host_to_device_bw) and their storage counts in DDR, not HBM. A key_value shard's misses
@@ -53,6 +59,7 @@
 #include "engine/distributed/sharding_plan.h"
 #include "engine/distributed/topology.h"
 #include "engine/sparse/keyed_jagged_tensor.h"
+#include "kernels/qcomm_codec.h"
 
 namespace shardrec {
 
@@ -174,6 +181,11 @@ private:
                         int64_t cols) const;
     double a2a_s(double bytes) const;         // received volume spread over all ranks
     double all_reduce_s(double bytes) const;  // hierarchical all-reduce of `bytes` on each rank
+    // comm.hierarchical's two steps for `bytes` received (f32): inside the node, then 1/L of
+    // them across the nodes, as `wire` bytes (comm.qcomms applies to that step only).
+    double hierarchical_s(double bytes, double wire) const;
+    // `bags` pooled rows of `cols` values as comm.qcomms sends them.
+    static double wire_bytes(kernels::CommType type, double bags, int64_t cols);
 
     Topology topology_;
     int64_t batch_size_;  // per rank
@@ -187,6 +199,9 @@ private:
     std::string sparse_optimizer_;
     double zipf_alpha_ = 0;  // the ids' law for the hit rate (0: uniform)
     const CacheStatistics* stats_ = nullptr;
+    kernels::CommType forward_wire_ = kernels::CommType::kFp32;  // comm.qcomms
+    kernels::CommType backward_wire_ = kernels::CommType::kFp32;
+    bool hierarchical_ = false;  // comm.hierarchical, resolved for row_wise
 };
 
 // Per-rank cost of a whole plan (tables plus the dense part).

@@ -244,6 +244,63 @@ TEST_CASE("CostModel: row_wise splits the lookups, table_wise has no comm on one
     CHECK(dp.shards[0].comm_s > tw4.shards[0].comm_s);  // a 6.4 MB all-reduce
 }
 
+TEST_CASE("CostModel: comm.qcomms and comm.hierarchical cost what they send", "[distributed]") {
+    // 2 nodes of 4 ranks, the link between nodes 10x slower than inside one.
+    const Topology topo = parse_topology(
+        "compute_device: cpu\nlocal_size: 4\nhost_memory_gib: 10\nreserved_fraction: 0.0\n"
+        "intra_node_bw_gbps: 100\ncross_node_bw_gbps: 10\n",
+        8, "cpu.yaml");
+    const auto model = [&](const std::string& comm) {
+        return CostModel(parse_config(equal_tables(1, comm), {}, "t.yaml"), topo);
+    };
+    const std::string fp16 = "comm: {qcomms: {forward: fp16, backward: fp16}, "
+                             "allreduce_precision: bf16}\n";
+    const CostModel m32 = model(""), m16 = model(fp16),
+                    m8 = model("comm: {qcomms: {forward: fp8, backward: fp8}}\n");
+    const Config c = parse_config(equal_tables(1), {}, "t.yaml");
+    const ModelConfig::Table& t = c.model.tables[0];
+    const auto tw = [&](const CostModel& m) {
+        return m.table_cost(t, ShardingType::kTableWise, EmbeddingComputeKernel::kFused,
+                            {{100000, 16}});
+    };
+    // Pooled rows of 16 values: 64 bytes in fp32, 32 in fp16, 16 + 4 in fp8 (a scale a row).
+    CHECK(tw(m16).every_rank.comm_s == Approx(tw(m32).every_rank.comm_s / 2));
+    CHECK(tw(m8).every_rank.comm_s == Approx(tw(m32).every_rank.comm_s * 20 / 64));
+    // The shard's gradients shrink the same way; its ids do not.
+    const double ids_s = tw(m32).shards[0].comm_s - 2 * (tw(m32).shards[0].comm_s -
+                                                         tw(m16).shards[0].comm_s);
+    CHECK(ids_s > 0);
+    CHECK(tw(m8).shards[0].comm_s - ids_s ==
+          Approx((tw(m32).shards[0].comm_s - ids_s) * 20 / 64));
+    CHECK(m16.dense_cost().comm_s == Approx(m32.dense_cost().comm_s / 2));  // bf16 gradients
+
+    // row_wise on 2 nodes: auto is hierarchical, which sends 1/4 of the rows between nodes.
+    const std::vector<std::array<int64_t, 2>> rows(8, {12500, 16});
+    const auto rw = [&](const CostModel& m) {
+        return m.table_cost(t, ShardingType::kRowWise, EmbeddingComputeKernel::kFused, rows)
+            .shards[0]
+            .comm_s;
+    };
+    const double flat = rw(model("comm: {hierarchical: \"false\"}\n"));
+    const double hier = rw(model("comm: {hierarchical: \"true\"}\n"));
+    CHECK(rw(m32) == hier);
+    CHECK(hier < flat / 2);
+    // One node: nothing to gain, auto stays flat.
+    const Topology one_node = cpu_topology(4);
+    CHECK(CostModel(c, one_node)
+              .table_cost(t, ShardingType::kRowWise, EmbeddingComputeKernel::kFused,
+                          {{25000, 16}, {25000, 16}, {25000, 16}, {25000, 16}})
+              .shards[0]
+              .comm_s ==
+          CostModel(parse_config(equal_tables(1, "comm: {hierarchical: \"false\"}\n"), {},
+                                 "t.yaml"),
+                    one_node)
+              .table_cost(t, ShardingType::kRowWise, EmbeddingComputeKernel::kFused,
+                          {{25000, 16}, {25000, 16}, {25000, 16}, {25000, 16}})
+              .shards[0]
+              .comm_s);
+}
+
 TEST_CASE("Planner: the MLPerf config at 8, 64 and 1024 ranks, each within a second",
           "[distributed]") {
     const Config c = load_config((repo_root() / "configs" / "dlrm_dcnv2_mlperf.yaml").string(), {});
