@@ -232,6 +232,7 @@ int bench_main(const std::vector<std::string>& args) {
     const auto* sharded =
         dynamic_cast<const ShardedEmbeddingBagCollection*>(&trainer.model().sparse_arch());
     const CommBytes comm_before = sharded ? sharded->pooled_comm_bytes() : CommBytes{};
+    const CommBytes ids_before = sharded ? sharded->input_comm_bytes() : CommBytes{};
     const std::vector<std::pair<std::string, CacheStats>> cache_before = trainer.cache_totals();
     const AllocStats before[2] = {alloc_stats(DeviceType::kCpu), alloc_stats(DeviceType::kCuda)};
     std::vector<double> step_s;
@@ -242,6 +243,7 @@ int bench_main(const std::vector<std::string>& args) {
     }
     const AllocStats after[2] = {alloc_stats(DeviceType::kCpu), alloc_stats(DeviceType::kCuda)};
     const CommBytes comm_after = sharded ? sharded->pooled_comm_bytes() : CommBytes{};
+    const CommBytes ids_after = sharded ? sharded->input_comm_bytes() : CommBytes{};
     // The caches over the timed steps, every table and rank together; the disk they use.
     const std::vector<std::pair<std::string, CacheStats>> cache_after = trainer.cache_totals();
     CacheStats cache;
@@ -258,20 +260,31 @@ int bench_main(const std::vector<std::string>& args) {
         for (int64_t b : every_rank(trainer.process_group().get(), sharded->storage_disk_bytes()))
             storage_bytes += b;
     }
-    // Summed over the ranks (each counts what it sends to the others), per step.
-    // [2], [3]: the part that went to ranks on other nodes (comm.hierarchical shrinks it).
-    std::array<double, 4> comm_per_step = {0, 0, 0, 0};
+    // Summed over the ranks (each counts what it sends to the others), per step. Pooled:
+    // [2], [3]: the part that went to ranks on other nodes (comm.hierarchical shrinks it); ids:
+    // [4] the input dists' all-to-alls, [5] their part to other nodes.
+    std::array<double, 6> comm_per_step = {0, 0, 0, 0, 0, 0};
     if (sharded != nullptr) {
-        const int64_t mine[4] = {comm_after.forward - comm_before.forward,
+        const int64_t mine[6] = {comm_after.forward - comm_before.forward,
                                  comm_after.backward - comm_before.backward,
                                  comm_after.forward_cross_node - comm_before.forward_cross_node,
-                                 comm_after.backward_cross_node - comm_before.backward_cross_node};
-        for (int d = 0; d < 4; ++d) {
+                                 comm_after.backward_cross_node - comm_before.backward_cross_node,
+                                 ids_after.forward - ids_before.forward,
+                                 ids_after.forward_cross_node - ids_before.forward_cross_node};
+        for (int d = 0; d < 6; ++d) {
             for (int64_t b : every_rank(trainer.process_group().get(), mine[d]))
                 comm_per_step[static_cast<size_t>(d)] +=
                     static_cast<double>(b) / static_cast<double>(steps);
         }
     }
+    // The dense gradients' all-reduce: one buffer of every parameter a step on each rank.
+    int64_t allreduce_values = 0;
+    for (Parameter* p : trainer.model().parameters())
+        allreduce_values += p->value.numel();
+    const int64_t allreduce_bytes =
+        trainer.process_group() == nullptr || trainer.process_group()->size() == 1
+            ? 0
+            : allreduce_values * (config.comm.allreduce_precision == "fp32" ? 4 : 2);
     const std::vector<profile::RegionTime> regions =
         profiled ? profile::collect() : std::vector<profile::RegionTime>{};
     const std::optional<train::StageTimes> stages = trainer.stage_times();
@@ -409,7 +422,14 @@ int bench_main(const std::vector<std::string>& args) {
             "%.0f; comm.hierarchical %s: %s)\n",
             comm_per_step[2] + comm_per_step[3], comm_per_step[2], comm_per_step[3],
             config.comm.hierarchical.c_str(), sharded->hierarchical() ? "on" : "off");
+        std::printf(
+            "ids comm          %.0f bytes per step between ranks (ids, bag lengths and "
+            "weights of the input dists; %.0f to other nodes)\n",
+            comm_per_step[4], comm_per_step[5]);
     }
+    if (allreduce_bytes > 0)
+        std::printf("all-reduce        %ld bytes a step on each rank (the dense gradients, %s)\n",
+                    static_cast<long>(allreduce_bytes), config.comm.allreduce_precision.c_str());
     if (device.is_cuda()) {
         std::printf("device            %s, device copy %.1f GB/s (read + write)\n",
                     device.str().c_str(), device_copy_gbps);
@@ -478,7 +498,9 @@ int bench_main(const std::vector<std::string>& args) {
             "\"sparse_floor_ms\":{:.4f},\"pooled_comm_forward_bytes_per_step\":{:.0f},"
             "\"pooled_comm_backward_bytes_per_step\":{:.0f},"
             "\"cross_node_forward_bytes_per_step\":{:.0f},"
-            "\"cross_node_backward_bytes_per_step\":{:.0f},\"hierarchical\":{},"
+            "\"cross_node_backward_bytes_per_step\":{:.0f},\"input_comm_bytes_per_step\":{:.0f},"
+            "\"input_cross_node_bytes_per_step\":{:.0f},\"allreduce_bytes\":{},"
+            "\"allreduce_precision\":\"{}\",\"hierarchical\":{},"
             "\"qcomms_forward\":\"{}\",\"qcomms_backward\":\"{}\",\"cache_hit_rate\":{:.6f},"
             "\"cache_misses_per_step\":{:.1f},\"cache_bytes_in_per_step\":{:.0f},"
             "\"cache_bytes_out_per_step\":{:.0f},\"storage_disk_bytes\":{},"
@@ -492,7 +514,8 @@ int bench_main(const std::vector<std::string>& args) {
             per_step[1], per_step[2], per_step[3], per_step[4], dense_flop / 1e9,
             config.runtime.gemm_math, gemm_tflops, dense_floor_ms,
             traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms, comm_per_step[0],
-            comm_per_step[1], comm_per_step[2], comm_per_step[3],
+            comm_per_step[1], comm_per_step[2], comm_per_step[3], comm_per_step[4],
+            comm_per_step[5], allreduce_bytes, config.comm.allreduce_precision,
             sharded != nullptr && sharded->hierarchical() ? "true" : "false",
             config.comm.qcomms.forward, config.comm.qcomms.backward,
             cache_after.empty() ? 1.0 : cache.hit_rate(),

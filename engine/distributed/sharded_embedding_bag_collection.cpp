@@ -549,6 +549,7 @@ KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_p
         profile::Range r("input_dist", stream);  // the host's wait for the features
         input_dist_wait(*dist);
     }
+    count_input_bytes(*dist);
     if (prefetched_ != dist.get()) {  // another batch's rows were prefetched: fill again
         for (Group* g : {entries_.get(), row_wise_.get()}) {
             for (ShardLookup& s : g->local)

@@ -99,6 +99,10 @@ public:
     // rank to the others since construction, forward and backward (comm.qcomms shrinks them).
     CommBytes pooled_comm_bytes() const;
 
+    // The bytes the input dists' KJT all-to-alls (ids, bag lengths, weights) sent from this rank
+    // to the others since construction, in `forward` (the counts of their first phase left out).
+    CommBytes input_comm_bytes() const { return input_bytes_; }
+
     // Whether the row-sharded paths' output dists run hierarchical (comm.hierarchical).
     bool hierarchical() const { return hierarchical_on_; }
 
@@ -215,6 +219,8 @@ private:
                      const std::vector<int64_t>& widths,
                      Stream& stream);
     bool mean_after_sum(int64_t key) const;
+    // Adds what the KJT all-to-alls of `dist` sent to the other ranks to input_bytes_.
+    void count_input_bytes(const InputDist& dist);
     // The bag length of each sample for the MEAN-after-sum keys of `kjt` (1 for an empty bag,
     // whose sum is 0), into mean_lengths_ on the device, in the stream's order.
     void make_mean_lengths(const KeyedJaggedTensor& kjt, Stream& stream);
@@ -256,6 +262,7 @@ private:
     std::string storage_dir_;                       // key_value shards' files (own_storage_dir)
     QuantizedShardRows quantized_;                  // inference: the quantized rows of the shards
     std::unique_ptr<QuantizedRowFetch> row_fetch_;  // inference: the row-sharded tables
+    CommBytes input_bytes_;                         // input_comm_bytes()
 };
 
 }  // namespace shardrec

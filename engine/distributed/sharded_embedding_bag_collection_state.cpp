@@ -117,6 +117,27 @@ int64_t ShardedEmbeddingBagCollection::parameter_bytes() const {
     return n;
 }
 
+void ShardedEmbeddingBagCollection::count_input_bytes(const InputDist& dist) {
+    const int me = pg_->rank();
+    const int local_size = node_local_size(*pg_);
+    // Position-weighted keys send their ids' positions as weights.
+    const int64_t id_bytes = 8 + (is_weighted_ || position_weighted_ ? 4 : 0);
+    for (const PathInputDist* p : {&dist.entries, &dist.row_wise}) {
+        if (!p->tensors)
+            continue;
+        const KJTAllToAllSplits& s = p->tensors->splits();
+        for (size_t r = 0; r < s.lengths_input_splits.size(); ++r) {
+            if (static_cast<int>(r) == me)
+                continue;
+            const int64_t bytes =
+                8 * s.lengths_input_splits[r] + id_bytes * s.values_input_splits[r];
+            input_bytes_.forward += bytes;
+            if (static_cast<int>(r) / local_size != me / local_size)
+                input_bytes_.forward_cross_node += bytes;
+        }
+    }
+}
+
 int64_t ShardedEmbeddingBagCollection::quant_bytes_read() const {
     int64_t n = row_fetch_ ? row_fetch_->bytes_read() : 0;
     for (const Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {

@@ -5,9 +5,12 @@
 # the pooled bytes sent to other nodes per step (bench's own count, summed over ranks), and the
 # bytes on each host's link per step, read from the veth's tx and rx bytes inside the host's
 # namespace (/proc/net/dev): the difference of a run of 2S and one of S timed steps, divided by S
-# (start-up and wire-up traffic cancel). busbw of the pooled exchange (nccl-tests' all-to-all definition:
-# algbw * (n - 1) / n, see below), the pooled bytes out of each host's link per second and all
-# that the link sent per second are set against SR_SWEEP_RATE.
+# (start-up and wire-up traffic cancel). busbw of each collective of the step (nccl-tests'
+# definitions, see below): the ids' all-to-alls (the input dists), the pooled exchange (the
+# output dists, forward and backward) and the dense gradients' all-reduce, each over the step
+# time (a lower bound) and, for the blocking two, over their own time (the S-step run is profiled:
+# the output_dist and all_reduce regions). The pooled bytes out of each host's link per second and
+# all that the link sent per second are set against SR_SWEEP_RATE.
 #   scripts/multihost/sweep.sh [OUT_DIR]      (root; OUT_DIR: bench/results/multihost-sweep-DATE)
 # Environment:
 #   SR_SWEEP_HOSTS  host counts (default "1 2"; "1 2 4" takes about twice as long on 2 cores)
@@ -51,8 +54,9 @@ link_bytes() {  # HOST -> "rx tx" bytes of its eth0 (/proc/net/dev: the namespac
 }
 
 # One bench run: prints "<rx+tx bytes> <tx bytes>", summed over the hosts' links.
-run_bench() {
+run_bench() {  # ... [--profile]
     local hosts=$1 rpp=$2 hier=$3 q=$4 n=$5 json=$6 before=0 after=0 tx0=0 tx1=0 k rx tx sets=()
+    local profile=("${@:7}")
     for s in $extra comm.hierarchical="$hier" comm.qcomms.forward="$q" comm.qcomms.backward="$q" \
         train.log_every=1000000; do
         sets+=(--set "$s")
@@ -67,7 +71,7 @@ run_bench() {
         --hostfile "$out/hostfile" --map-by slot --mca plm_rsh_agent "$agent" \
         --mca btl tcp,self --mca btl_tcp_if_include 10.213.0.0/24 \
         --mca oob_tcp_if_include 10.213.0.0/24 -x OMP_WAIT_POLICY=PASSIVE \
-        "$bin" bench "$config" --steps "$n" --warmup 16 --json "$json" "${sets[@]}" \
+        "$bin" bench "$config" --steps "$n" --warmup 16 --json "$json" "${profile[@]}" "${sets[@]}" \
         >"$json.log" 2>&1 || { echo "sweep.sh: bench failed, see $json.log" >&2; exit 1; }
     for k in $(seq 1 "$hosts"); do
         read -r rx tx < <(link_bytes "$k")
@@ -79,7 +83,7 @@ run_bench() {
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
 
 csv="$out/sweep.csv"
-echo "hosts,ranks_per_host,ranks,hierarchical,qcomms,hierarchical_on,step_ms,samples_per_s,pooled_bytes_per_step,cross_node_bytes_per_step,link_bytes_per_step_per_host,algbw_gbps,busbw_gbps,rate,busbw_mbit_s,cross_node_mbit_s_per_link,link_tx_mbit_s,rate_mbit_s" >"$csv"
+echo "hosts,ranks_per_host,ranks,hierarchical,qcomms,hierarchical_on,step_ms,samples_per_s,pooled_bytes_per_step,cross_node_bytes_per_step,link_bytes_per_step_per_host,algbw_gbps,busbw_gbps,rate,busbw_mbit_s,cross_node_mbit_s_per_link,link_tx_mbit_s,rate_mbit_s,ids_bytes_per_step,ids_busbw_gbps,pooled_ms_per_step,pooled_busbw_own_gbps,allreduce_bytes,allreduce_ms_per_step,allreduce_busbw_gbps,allreduce_busbw_own_gbps" >"$csv"
 for hosts in ${SR_SWEEP_HOSTS:-1 2}; do
     bash "$hosts_sh" up "$hosts"
     for rpp in ${SR_SWEEP_RPP:-1 2}; do
@@ -94,7 +98,8 @@ for hosts in ${SR_SWEEP_HOSTS:-1 2}; do
             for q in ${SR_SWEEP_QCOMMS:-fp32 fp16 fp8}; do
                 tag="h${hosts}-r${rpp}-${hier}-${q}"
                 # "rx+tx tx" of each run; a failed run ends the sweep (set -e).
-                short=$(run_bench "$hosts" "$rpp" "$hier" "$q" "$steps" "$out/$tag.s.json")
+                short=$(run_bench "$hosts" "$rpp" "$hier" "$q" "$steps" "$out/$tag.s.json" \
+                    --profile)
                 long=$(run_bench "$hosts" "$rpp" "$hier" "$q" $((2 * steps)) "$out/$tag.json")
                 read -r short short_tx <<<"$short"
                 read -r long long_tx <<<"$long"
@@ -102,10 +107,11 @@ for hosts in ${SR_SWEEP_HOSTS:-1 2}; do
                 n=$((hosts * rpp))
                 python3 - "$j" "$hosts" "$rpp" "$hier" "$q" "$short" "$short_tx" "$long" \
                     "$long_tx" "$steps" "$n" \
-                    "${rate:-none}" >>"$csv" <<'PY'
+                    "${rate:-none}" "$out/$tag.s.json" >>"$csv" <<'PY'
 import json, re, sys
-j, hosts, rpp, hier, q, short, short_tx, long, long_tx, steps, n, rate = sys.argv[1:]
+j, hosts, rpp, hier, q, short, short_tx, long, long_tx, steps, n, rate, profiled = sys.argv[1:]
 r = json.load(open(j))
+regions = json.load(open(profiled))["profile_ms_per_step"]
 n = int(n)
 pooled = r["pooled_comm_forward_bytes_per_step"] + r["pooled_comm_backward_bytes_per_step"]
 cross = r["cross_node_forward_bytes_per_step"] + r["cross_node_backward_bytes_per_step"]
@@ -122,9 +128,23 @@ cross_mbit = cross / int(hosts) * 8 / step_s / 1e6  # the pooled bytes out of ea
 tx_mbit = (int(long_tx) - int(short_tx)) / int(steps) / int(hosts) * 8 / step_s / 1e6
 m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate.lower())
 rate_mbit = float(m[1]) * {"": 1e-6, "k": 1e-3, "m": 1, "g": 1e3}[m[2]] if m else 0.0
+# The ids' all-to-alls as the pooled exchange; their own time overlaps the step (the pipeline
+# runs them ahead), so only the step bound is given.
+ids = r["input_comm_bytes_per_step"]
+ids_busbw = ids / n / step_s / 1e9 if n > 1 else 0.0
+# The blocking collectives' own time: the output_dist regions (forward and backward, with their
+# encoding and the placing of columns) and the all_reduce region (with its copies), per step.
+pooled_ms = sum(v for k, v in regions.items() if k.endswith("output_dist"))
+pooled_own = pooled / n / (pooled_ms / 1e3) / 1e9 if n > 1 and pooled_ms > 0 else 0.0
+# nccl-tests' all-reduce: algbw = the buffer S / time, busbw = algbw * 2 (n-1) / n.
+ar = r["allreduce_bytes"]
+ar_ms = sum(v for k, v in regions.items() if k.endswith("all_reduce"))
+ar_busbw = ar / step_s / 1e9 * 2 * (n - 1) / n if n > 1 else 0.0
+ar_own = ar / (ar_ms / 1e3) / 1e9 * 2 * (n - 1) / n if n > 1 and ar_ms > 0 else 0.0
 print(f"{hosts},{rpp},{n},{hier},{q},{str(r['hierarchical']).lower()},{r['step_ms']:.3f},"
       f"{r['samples_per_s']:.0f},{pooled:.0f},{cross:.0f},{link:.0f},{algbw:.4f},{busbw:.4f},{rate},"
-      f"{busbw * 8e3:.1f},{cross_mbit:.1f},{tx_mbit:.1f},{rate_mbit:g}")
+      f"{busbw * 8e3:.1f},{cross_mbit:.1f},{tx_mbit:.1f},{rate_mbit:g},{ids:.0f},{ids_busbw:.4f},"
+      f"{pooled_ms:.3f},{pooled_own:.4f},{ar},{ar_ms:.3f},{ar_busbw:.4f},{ar_own:.4f}")
 PY
                 tail -1 "$csv"
             done

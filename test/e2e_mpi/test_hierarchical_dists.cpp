@@ -2,7 +2,8 @@
 // (random, non-dyadic) rows: table_row_wise gives bitwise the flat outputs and rows (its node sums
 // are added in the flat order); row_wise adds its partial sums node by node, within f32 rounding
 // of the flat sums. auto turns it on exactly where there is more than one node, and then fewer
-// pooled bytes cross nodes. Nodes: SHARDREC_LOCAL_SIZE (test_e2e_mpi_np4_local2: two nodes of two).
+// pooled bytes cross nodes. input_comm_bytes counts the ids each rank sends, as computed here
+// from its batches. Nodes: SHARDREC_LOCAL_SIZE (test_e2e_mpi_np4_local2: two nodes of two).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -61,6 +62,8 @@ struct Run {
     std::vector<std::vector<float>> outputs;  // per step
     std::vector<std::vector<float>> rows;     // per table, the whole table after the steps
     CommBytes bytes;
+    CommBytes ids;  // input_comm_bytes()
+    ShardingPlan plan;
     bool hierarchical = false;
 };
 
@@ -93,6 +96,8 @@ Run train(const std::string& sharding, HierarchicalMode mode) {
         run.rows.emplace_back(w.data<float>(), w.data<float>() + w.numel());
     }
     run.bytes = ebc.pooled_comm_bytes();
+    run.ids = ebc.input_comm_bytes();
+    run.plan = plan;
     return run;
 }
 
@@ -152,4 +157,47 @@ TEST_CASE("comm.hierarchical auto: on with several nodes, fewer bytes cross node
           world_sum(flat.bytes.forward_cross_node));
     CHECK(world_sum(automatic.bytes.backward_cross_node) * static_cast<float>(local) ==
           world_sum(flat.bytes.backward_cross_node));
+}
+
+TEST_CASE("ShardedEmbeddingBagCollection: input_comm_bytes counts the ids sent to other ranks",
+          "[mpi][e2e]") {
+    const auto pg = comm::world_process_group();
+    const int world = pg->size(), me = pg->rank();
+    const int local = std::min(comm::process_info().local_size, world);
+    const auto tables = embedding_bag_configs(parse_config(kModel, {}).model);
+    for (const char* sharding : {"{sharding_type: table_wise}", "{sharding_type: row_wise}"}) {
+        INFO(sharding);
+        const Run run = train(sharding, HierarchicalMode::kOff);
+        // What this rank's 3 batches send to each other rank: table_wise, a key's lengths and
+        // ids to its table's rank; row_wise, every key's lengths to every rank and each id to
+        // the rank of its row block (8 bytes each, no weights).
+        int64_t want = 0, want_cross = 0;
+        for (int step = 0; step < 3; ++step) {
+            const KeyedJaggedTensor kjt = make_batch(step, me, tables);
+            for (size_t t = 0; t < tables.size(); ++t) {
+                const ParameterSharding& ps = run.plan.at(tables[t].name);
+                const JaggedTensor bags = kjt[tables[t].feature_names[0]];
+                const int64_t* ids = bags.values().data<int64_t>();
+                for (int r = 0; r < world; ++r) {
+                    if (r == me)
+                        continue;
+                    int64_t bytes = 0;
+                    if (ps.sharding_type == ShardingType::kTableWise) {
+                        if (ps.ranks[0] == r)
+                            bytes = 8 * (kBatch + bags.values().numel());
+                    } else {
+                        const int64_t block = (tables[t].num_embeddings + world - 1) / world;
+                        bytes = 8 * kBatch;
+                        for (int64_t i = 0; i < bags.values().numel(); ++i)
+                            bytes += ids[i] / block == r ? 8 : 0;
+                    }
+                    want += bytes;
+                    want_cross += r / local != me / local ? bytes : 0;
+                }
+            }
+        }
+        CHECK(run.ids.forward == want);
+        CHECK(run.ids.forward_cross_node == want_cross);
+        CHECK(run.ids.backward == 0);
+    }
 }
