@@ -1,12 +1,14 @@
 // The quantized comm codecs' edge cases, by hand (kernels/qcomm_codec.h): round to nearest even
 // at the ties of each format, the largest values and overflow, rows of zeros, NaN and Inf, the
-// byte layout of an fp8 row; and the reference's values of the codes it judges the decoders by.
+// byte layout of an fp8 row; the reference's values of the codes it judges the decoders by; and
+// the AVX-512 fp16 and bf16 conversions against the scalar ones, bit for bit.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/embedding_bag_update.h"  // vector_loads, force_scalar_loads
 #include "kernels/qcomm_codec.h"
 #include "test/reference/qcomm_codec.h"
 
@@ -121,4 +123,104 @@ TEST_CASE("qcomm codec: a buffer too small for the rows is refused", "[reference
                       Catch::Contains("47 bytes hold fewer than 4 rows of 8 fp8 values"));
     CHECK_THROWS_WITH(kernels::comm_type_from_name("int8"),
                       Catch::Contains("unknown comm precision 'int8'"));
+}
+
+TEST_CASE("qcomm codec: the AVX-512 fp16, bf16 and fp8 conversions give the scalar path's bits",
+          "[reference]") {
+    if (!kernels::cpu::detail::vector_loads()) {
+        WARN("not run: this CPU lacks AVX-512 or F16C");
+        return;
+    }
+    // Every class of f32 bits: random patterns (NaNs with payloads, infinities, subnormals,
+    // overflow), values near fp16's and bf16's rounding ties, and a length that leaves a tail.
+    const int64_t n = 3 * 4096 + 37;
+    std::vector<float> x(static_cast<size_t>(n));
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < n; ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        auto u = static_cast<uint32_t>(state >> 32);
+        if (i % 3 == 1)  // a tie of fp16 (13 low bits 0x1000) or bf16 (16 low bits 0x8000)
+            u = (u & ~0x1fffu) | 0x1000u;
+        if (i % 3 == 2)
+            u = (u & ~0xffffu) | 0x8000u;
+        std::memcpy(&x[static_cast<size_t>(i)], &u, 4);
+    }
+    // fp8 in rows of 145 (each scaled by its amax), a tail of one after 9 groups of 16.
+    x[5] = 0.0f;
+    for (const CommType type : {CommType::kFp16, CommType::kBf16, CommType::kFp8}) {
+        INFO(kernels::comm_type_name(type));
+        const int64_t cols = 145, rows = n / cols;
+        REQUIRE(rows * cols == n);
+        Tensor in = Tensor::from_vector(x, {rows, cols});
+        const int64_t bytes = rows * kernels::qcomm_row_bytes(type, cols);
+        Tensor vec = Tensor::zeros({bytes}, DType::kU8), scalar = vec.clone();
+        Tensor back_vec = Tensor::zeros({rows, cols}, DType::kF32), back_scalar = back_vec.clone();
+        kernels::qcomm_encode(in, type, vec, Stream::cpu());
+        kernels::qcomm_decode(vec, type, back_vec, Stream::cpu());
+        kernels::cpu::detail::force_scalar_loads(true);
+        kernels::qcomm_encode(in, type, scalar, Stream::cpu());
+        kernels::qcomm_decode(vec, type, back_scalar, Stream::cpu());
+        kernels::cpu::detail::force_scalar_loads(false);
+        CHECK(std::memcmp(vec.data_ptr(), scalar.data_ptr(), static_cast<size_t>(bytes)) == 0);
+        CHECK(std::memcmp(back_vec.data_ptr(), back_scalar.data_ptr(),
+                          static_cast<size_t>(4 * n)) == 0);
+        if (type == CommType::kFp8)
+            continue;
+        // Every 16-bit pattern decodes alike too (signalling NaNs included).
+        std::vector<uint8_t> all(2 * 65536);
+        for (uint32_t v = 0; v < 65536; ++v) {
+            all[2 * v] = static_cast<uint8_t>(v);
+            all[2 * v + 1] = static_cast<uint8_t>(v >> 8);
+        }
+        Tensor codes = Tensor::from_vector(all), a = Tensor::zeros({1, 65536}, DType::kF32),
+               b = a.clone();
+        kernels::qcomm_decode(codes, type, a, Stream::cpu());
+        kernels::cpu::detail::force_scalar_loads(true);
+        kernels::qcomm_decode(codes, type, b, Stream::cpu());
+        kernels::cpu::detail::force_scalar_loads(false);
+        CHECK(std::memcmp(a.data_ptr(), b.data_ptr(), 4 * 65536) == 0);
+    }
+}
+
+TEST_CASE("qcomm codec: fp8 rows encode each value as float_to_fp8_e4m3 does", "[reference]") {
+    // Rows whose amax is 448 (scale 1, so the codes are float_to_fp8_e4m3 of the values
+    // themselves): random values of every magnitude below it, E4M3's rounding ties (normal: 20
+    // dropped bits 0x80000; subnormal: odd multiples of 2^-10), NaN and infinities.
+    const int64_t rows = 64, cols = 1000;
+    std::vector<float> x(static_cast<size_t>(rows * cols));
+    uint64_t state = 12345;
+    for (int64_t i = 0; i < rows * cols; ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const auto r = static_cast<uint32_t>(state >> 33);
+        float v;
+        if (i % cols == 0) {
+            v = 448.0f;
+        } else if (i % 5 == 1) {
+            const uint32_t bits = ((r % 30u + 100u) << 23) | ((r & 7u) << 20) | 0x80000u;
+            std::memcpy(&v, &bits, 4);  // a normal tie, 2^-27 .. 2^2
+        } else if (i % 5 == 2) {
+            v = static_cast<float>(2 * (r % 8) + 1) * 0x1p-10f;  // a subnormal tie
+        } else if (i % 97 == 3) {
+            v = i % 2 ? kNan : -kInf;
+        } else {
+            const uint32_t bits = (r % 0x43e00000u);  // below 448
+            std::memcpy(&v, &bits, 4);
+        }
+        x[static_cast<size_t>(i)] = (r & 0x40000000u) ? -v : v;
+    }
+    Tensor in = Tensor::from_vector(x, {rows, cols});
+    const int64_t row_bytes = kernels::qcomm_row_bytes(CommType::kFp8, cols);
+    Tensor bytes = Tensor::zeros({rows * row_bytes}, DType::kU8);
+    kernels::qcomm_encode(in, CommType::kFp8, bytes, Stream::cpu());
+    const uint8_t* b = bytes.data<uint8_t>();
+    int64_t wrong = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        float scale;
+        std::memcpy(&scale, b + r * row_bytes + cols, 4);
+        REQUIRE(scale == 1.0f);
+        for (int64_t j = 0; j < cols; ++j)
+            wrong += b[r * row_bytes + j] !=
+                     kernels::float_to_fp8_e4m3(x[static_cast<size_t>(r * cols + j)]);
+    }
+    CHECK(wrong == 0);
 }
