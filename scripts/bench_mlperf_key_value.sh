@@ -16,13 +16,8 @@ build_dir=${BUILD_DIR:-build}
 storage=${STORAGE:-$out/storage}
 np=${NP:-2}
 steps=${STEPS:-200}
-mkdir -p "$out"
 source scripts/provenance.sh
-save_provenance "$out"
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec
-mpi_flags=(--oversubscribe)
-[ "$(id -u)" -ne 0 ] || mpi_flags+=(--allow-run-as-root)
+prepare_bench "$out" "$build_dir"
 bin="$build_dir/shardrec"
 config=configs/dlrm_dcnv2_mlperf.yaml
 common=(--set runtime.device=cpu --set "data.batch_size=${BATCH:-256}" --set train.log_every=20

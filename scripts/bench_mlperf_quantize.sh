@@ -18,13 +18,9 @@ build_dir=${BUILD_DIR:-build}
 work=${WORK:-$out/work}
 np=${NP:-2}
 steps=${STEPS:-40}
-mkdir -p "$out" "$work"
 source scripts/provenance.sh
-save_provenance "$out"
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec
-mpi_flags=(--oversubscribe)
-[ "$(id -u)" -ne 0 ] || mpi_flags+=(--allow-run-as-root)
+prepare_bench "$out" "$build_dir"
+mkdir -p "$work"
 bin="$build_dir/shardrec"
 timed=(/usr/bin/time -f "peak RSS %M KB (process)")
 rm -rf "$work/run" "$work/model" "$work/storage" "$out/summary.txt"

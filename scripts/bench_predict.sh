@@ -14,13 +14,8 @@ build_dir=${BUILD_DIR:-build}
 np=${NP:-2}
 samples=${SAMPLES:-262144}
 runs=${RUNS:-3}
-mkdir -p "$out"
 source scripts/provenance.sh
-save_provenance "$out"
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec
-mpi_flags=(--oversubscribe)
-[ "$(id -u)" -ne 0 ] || mpi_flags+=(--allow-run-as-root)
+prepare_bench "$out" "$build_dir"
 bin="$build_dir/shardrec"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

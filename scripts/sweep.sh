@@ -12,14 +12,8 @@ command -v gnuplot >/dev/null || { apt-get install -y -qq gnuplot-nox >/dev/null
 config=${1:-configs/quickstart.yaml}
 out=${2:-bench/results/sweep-$(date +%Y%m%d)}
 build_dir=${BUILD_DIR:-build}
-mkdir -p "$out"
 source scripts/provenance.sh
-save_provenance "$out"
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec
-
-mpi_flags=(--oversubscribe)
-[ "$(id -u)" -ne 0 ] || mpi_flags+=(--allow-run-as-root)
+prepare_bench "$out" "$build_dir"
 csv="$out/sweep.csv"
 echo "world_size,batch_per_rank,sharding_type,step_ms,samples_per_s,peak_bytes,allocs_per_step,commit,date" > "$csv"
 for np in ${NPS:-1 2 4}; do

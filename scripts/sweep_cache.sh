@@ -18,14 +18,8 @@ config=${1:-configs/dlrm_key_value.yaml}
 out=${2:-bench/results/cache-sweep-$(date +%Y%m%d)}
 build_dir=${BUILD_DIR:-build}
 storage=${STORAGE:-$out/storage}
-mkdir -p "$out"
 source scripts/provenance.sh
-save_provenance "$out"
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)" --target shardrec
-
-mpi_flags=(--oversubscribe)
-[ "$(id -u)" -ne 0 ] || mpi_flags+=(--allow-run-as-root)
+prepare_bench "$out" "$build_dir"
 # shellcheck disable=SC2206  # MPIRUN_FLAGS is a list of flags
 mpi_flags+=(${MPIRUN_FLAGS:-})
 np=${NP:-2}
