@@ -68,7 +68,7 @@ run_bench() {  # ... [--profile]
         before=$((before + rx + tx)) tx0=$((tx0 + tx))
     done
     timeout 600 bash "$hosts_sh" exec sr-h1 mpirun --allow-run-as-root -np $((hosts * rpp)) \
-        --hostfile "$out/hostfile" --map-by slot --mca plm_rsh_agent "$agent" \
+        --hostfile "$out/hostfile" --map-by slot --bind-to none --mca plm_rsh_agent "$agent" \
         --mca btl tcp,self --mca btl_tcp_if_include 10.213.0.0/24 \
         --mca oob_tcp_if_include 10.213.0.0/24 -x OMP_WAIT_POLICY=PASSIVE \
         "$bin" bench "$config" --steps "$n" --warmup 16 --json "$json" "${profile[@]}" "${sets[@]}" \

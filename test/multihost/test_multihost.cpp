@@ -62,7 +62,7 @@ public:
         const std::string agent = (repo_root() / "scripts" / "multihost" / "rsh_agent.sh").string();
         return kTimeout + hosts_sh() + " exec sr-h1 mpirun --allow-run-as-root -np " +
                std::to_string(np) + " --hostfile " + hostfile_.string() +
-               " --map-by slot --mca plm_rsh_agent " + agent +
+               " --map-by slot --bind-to none --mca plm_rsh_agent " + agent +
                " --mca btl tcp,self --mca btl_tcp_if_include 10.213.0.0/24"
                " --mca oob_tcp_if_include 10.213.0.0/24 -x OMP_WAIT_POLICY=PASSIVE " +
                extra;
