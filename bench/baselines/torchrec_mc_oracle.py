@@ -6,16 +6,17 @@ shardrec's MCHManagedCollisionModule and compares, step by step, which ids of ea
 slot of their own, which ids hold the slots after the step and how many rows were evicted.
 
 Each case: zch_size 16 (15 slots ids can own; TorchRec reserves its last sorted position, as
-shardrec reserves the fallback slot), one eviction policy, one threshold filter, one
-eviction_interval I. Steps 1 to I bring the same batch, 15 frequent ids and 150 rare ones, so
-the 15 fill the slots at the first eviction pass (step I), whatever the policy and filter:
+shardrec reserves the fallback slot), one eviction policy with its decay_exponent (1, TorchRec's
+default, in the 18 cases of every policy and filter; 0.5 and 2 for distance_lfu and 2 for lru in
+6 more), one threshold filter, one eviction_interval I. Steps 1 to I bring the same batch, 15
+frequent ids and 150 rare ones, so the 15 fill the slots at the first eviction pass (step I), whatever the policy and filter:
 shardrec gives new ids free slots at once where TorchRec waits for that pass, and past it the two
 should differ nowhere (that is what this checks; the test compares from step I). The later steps draw ids from a skewed vocabulary that shifts halfway
 (the old ids fade, new ones come).
 Rows are not compared: which freed row a new id takes is an implementation choice.
 
 File format (text), per case:
-  case POLICY THRESHOLD INTERVAL STEPS
+  case POLICY THRESHOLD INTERVAL STEPS DECAY
   then per step:  ids N id...  /  hit N 0|1...  /  map M id... (ascending)  /
                   evict K row... (the rows TorchRec's evict() returned, ascending)
 
@@ -40,7 +41,7 @@ ZCH = 16
 EMPTY = torch.iinfo(torch.int64).max
 
 
-def policy(name, threshold):
+def policy(name, threshold, decay):
     filt = {
         "none": None,
         "average": average_threshold_filter,
@@ -49,8 +50,8 @@ def policy(name, threshold):
     if name == "lfu":
         return LFU_EvictionPolicy(threshold_filtering_func=filt)
     if name == "lru":
-        return LRU_EvictionPolicy(decay_exponent=1.0, threshold_filtering_func=filt)
-    return DistanceLFU_EvictionPolicy(decay_exponent=1.0, threshold_filtering_func=filt)
+        return LRU_EvictionPolicy(decay_exponent=decay, threshold_filtering_func=filt)
+    return DistanceLFU_EvictionPolicy(decay_exponent=decay, threshold_filtering_func=filt)
 
 
 def stream(seed, steps, batch, interval):
@@ -69,16 +70,16 @@ def stream(seed, steps, batch, interval):
     return out
 
 
-def run_case(f, name, threshold, interval, steps, seed):
+def run_case(f, name, threshold, interval, steps, seed, decay=1.0):
     mc = MCHManagedCollisionModule(
         zch_size=ZCH,
         device=torch.device("cpu"),
-        eviction_policy=policy(name, threshold),
+        eviction_policy=policy(name, threshold, decay),
         eviction_interval=interval,
     )
     mc.train()
     batches = stream(seed, steps, 24, interval)
-    f.write(f"case {name} {threshold} {interval} {steps}\n")
+    f.write(f"case {name} {threshold} {interval} {steps} {decay:g}\n")
     for ids in batches:
         values = torch.tensor(ids, dtype=torch.int64)
         jt = JaggedTensor(values=values, lengths=torch.tensor([len(ids)]))
@@ -106,6 +107,10 @@ def main():
                 for interval in (1, 3):
                     run_case(f, name, threshold, interval, 40, seed)
                     seed += 1
+        for name, decay in (("distance_lfu", 0.5), ("distance_lfu", 2.0), ("lru", 2.0)):
+            for interval in (1, 3):
+                run_case(f, name, "none", interval, 40, seed, decay)
+                seed += 1
 
 
 if __name__ == "__main__":

@@ -88,6 +88,7 @@ struct ModelConfig {
         struct ManagedCollision {
             int64_t zch_size = 0;
             std::string eviction_policy = "lfu";  // lfu | lru | distance_lfu
+            double decay_exponent = 1.0;          // lru, distance_lfu: (steps since use)^decay
             int64_t eviction_interval = 1;
             std::string threshold = "none";  // none | average | dynamic[:N] | probabilistic[:p]
             int64_t input_hash_size = 0;     // 0: 2^63 (TorchRec's default)

@@ -49,6 +49,12 @@ void ModelConfig::Table::ManagedCollision::visit(FieldVisitor& v) {
                   "recently used), distance_lfu (uses / steps since the last use)")
                 .one_of({"lfu", "lru", "distance_lfu"}),
             eviction_policy);
+    v.field(Field("decay_exponent",
+                  "lru and distance_lfu (TorchRec's decay_exponent): distance_lfu scores uses / "
+                  "(steps since the last use + 1)^decay_exponent, so above 1 recency weighs more, "
+                  "below 1 frequency; lru's order is the same for any value")
+                .greater_than(0),
+            decay_exponent);
     v.field(Field("eviction_interval", "steps between evictions").at_least(1), eviction_interval);
     v.field(Field("threshold",
                   "which of an interval's ids count at its eviction pass (TorchRec's "

@@ -67,18 +67,32 @@ void parallel_sort(std::vector<T>& v, size_t end, Less less) {
 
 using Scored = ManagedCollisionScored;
 
+// What an eviction pass ranks by: the policy, its decay exponent and the pass's step.
+struct ScoreRule {
+    EvictionPolicy policy;
+    double decay;
+    int64_t step;
+
+    // distance_lfu with an exponent other than 1 has no exact integer form: its score is the key.
+    bool exact() const { return policy != EvictionPolicy::kDistanceLfu || decay == 1.0; }
+};
+
 // Sign of a's eviction score minus b's (higher scores are kept). TorchRec: lfu count; lru
-// -(step - last + 1)^decay, ordered as last; distance_lfu count / (step - last + 1), compared
-// exactly by cross-multiplication instead of in floating point.
-int compare_exact(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
-    switch (policy) {
+// -(step - last + 1)^decay, ordered as last for any decay > 0; distance_lfu
+// count / (step - last + 1)^decay, with decay 1 compared exactly by cross-multiplication instead
+// of in floating point. Called on equal keys only, so an inexact rule's scores are equal.
+int compare_exact(const ScoreRule& rule, const Scored& a, const Scored& b) {
+    switch (rule.policy) {
         case EvictionPolicy::kLfu:
             return a.count > b.count ? 1 : a.count < b.count ? -1 : 0;
         case EvictionPolicy::kLru:
             return a.last > b.last ? 1 : a.last < b.last ? -1 : 0;
         case EvictionPolicy::kDistanceLfu: {
-            const u128 da = static_cast<u128>(step - a.last + 1);
-            const u128 db = static_cast<u128>(step - b.last + 1);
+            if (!rule.exact()) {
+                return 0;
+            }
+            const u128 da = static_cast<u128>(rule.step - a.last + 1);
+            const u128 db = static_cast<u128>(rule.step - b.last + 1);
             const u128 x = static_cast<u128>(a.count) * db, y = static_cast<u128>(b.count) * da;
             return x > y ? 1 : x < y ? -1 : 0;
         }
@@ -88,33 +102,38 @@ int compare_exact(EvictionPolicy policy, int64_t step, const Scored& a, const Sc
 
 // The key of compare_scores' fast path. Rounding is monotone, so for exact operands (< 2^53)
 // key(a) > key(b) implies score(a) > score(b); equal keys (or NaN) fall back to the exact test.
-double score_key(EvictionPolicy policy, int64_t step, int64_t count, int64_t last) {
+// distance_lfu with decay != 1 is the score itself, count / pow(distance, decay) in double
+// (TorchRec rounds it to float32): the same bits on every rank, whatever the world size.
+double score_key(const ScoreRule& rule, int64_t count, int64_t last) {
+    const int64_t distance = rule.step - last + 1;
+    if (!rule.exact()) {
+        return static_cast<double>(count) / std::pow(static_cast<double>(distance), rule.decay);
+    }
     constexpr int64_t kExact = int64_t{1} << 53;
-    const int64_t v = policy == EvictionPolicy::kLru ? last : count;
-    const int64_t d = policy == EvictionPolicy::kDistanceLfu ? step - last + 1 : 1;
+    const int64_t v = rule.policy == EvictionPolicy::kLru ? last : count;
+    const int64_t d = rule.policy == EvictionPolicy::kDistanceLfu ? distance : 1;
     if (v < -kExact || v > kExact || d < 1 || d > kExact) {
         return __builtin_nan("");
     }
     return static_cast<double>(v) / static_cast<double>(d);
 }
 
-Scored scored(
-    EvictionPolicy policy, int64_t step, int64_t count, int64_t last, uint64_t id, int64_t slot) {
-    return {count, last, id, slot, score_key(policy, step, count, last)};
+Scored scored(const ScoreRule& rule, int64_t count, int64_t last, uint64_t id, int64_t slot) {
+    return {count, last, id, slot, score_key(rule, count, last)};
 }
 
-int compare_scores(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
+int compare_scores(const ScoreRule& rule, const Scored& a, const Scored& b) {
     if (a.key > b.key) {
         return 1;
     }
     if (a.key < b.key) {
         return -1;
     }
-    return compare_exact(policy, step, a, b);
+    return compare_exact(rule, a, b);
 }
 
-bool scores_above(EvictionPolicy policy, int64_t step, const Scored& a, const Scored& b) {
-    return compare_scores(policy, step, a, b) > 0;
+bool scores_above(const ScoreRule& rule, const Scored& a, const Scored& b) {
+    return compare_scores(rule, a, b) > 0;
 }
 
 // (1 - p)^count by binary powering: IEEE products only, so the same bits on every machine.
@@ -224,6 +243,9 @@ MCHManagedCollisionModule::MCHManagedCollisionModule(std::string name,
     SR_CHECK(o.eviction_interval >= 1,
              "table {}: managed_collision.eviction_interval must be >= 1, not {}", name_,
              o.eviction_interval);
+    SR_CHECK(o.decay_exponent > 0.0 && std::isfinite(o.decay_exponent),
+             "table {}: managed_collision.decay_exponent must be a finite number > 0, not {}",
+             name_, o.decay_exponent);
     SR_CHECK(o.input_hash_size >= 1 && o.input_hash_size <= (uint64_t{1} << 63),
              "table {}: managed_collision.input_hash_size must be in [1, 2^63], not {}", name_,
              o.input_hash_size);
@@ -490,8 +512,7 @@ void MCHManagedCollisionModule::eviction_pass() {
     // The window's and the slots' parts are walked on the CPU threads at once, each part's
     // results joined in part order.
     const auto P = static_cast<int64_t>(kParts);
-    const EvictionPolicy policy = options_.eviction_policy;
-    const int64_t step = step_;
+    const ScoreRule rule{options_.eviction_policy, options_.decay_exponent, step_};
     uint64_t num_ids = 0;
     if (filtered) {
         num_ids = judge_used(total);
@@ -501,7 +522,7 @@ void MCHManagedCollisionModule::eviction_pass() {
         out.clear();
         window_[static_cast<size_t>(p)].for_each([&](uint64_t id, const Seen& seen) {
             if (unmapped(id) && admitted(id, seen.count, num_ids, total)) {
-                out.push_back(scored(policy, step, seen.count, seen.last, id, -1));
+                out.push_back(scored(rule, seen.count, seen.last, id, -1));
             }
         });
     });
@@ -515,7 +536,7 @@ void MCHManagedCollisionModule::eviction_pass() {
     }
     // Best first, in the merged order's tie rule.
     parallel_sort(candidates, candidates.size(), [&](const Scored& a, const Scored& b) {
-        const int c = compare_scores(policy, step, a, b);
+        const int c = compare_scores(rule, a, b);
         if (c != 0) {
             return c > 0;
         }
@@ -538,7 +559,7 @@ void MCHManagedCollisionModule::eviction_pass() {
         for (size_t i = 0; i < kSample; ++i) {
             const size_t slot = i * slot_ids_.size() / kSample;
             const Slot* s = slots_of(slot_ids_[slot]).find(slot_ids_[slot]);
-            sample.push_back(score_key(policy, step, s->count, s->last));
+            sample.push_back(score_key(rule, s->count, s->last));
         }
         std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(q),
                          sample.end());
@@ -548,7 +569,7 @@ void MCHManagedCollisionModule::eviction_pass() {
     }
     std::vector<Scored>& worst = worst_;
     const auto worse = [&](const Scored& a, const Scored& b) {
-        const int c = compare_scores(policy, step, a, b);
+        const int c = compare_scores(rule, a, b);
         return c != 0 ? c < 0 : a.id > b.id;
     };
     // The parts listed on the CPU threads, the lists joined in part order. A part keeps only its
@@ -564,7 +585,7 @@ void MCHManagedCollisionModule::eviction_pass() {
             bool nan = false;
             size_t listed = 0;
             slots_[static_cast<size_t>(p)].for_each([&](uint64_t id, const Slot& s) {
-                const double key = score_key(policy, step, s.count, s.last);
+                const double key = score_key(rule, s.count, s.last);
                 if (key > below) {
                     return;
                 }
@@ -610,8 +631,7 @@ void MCHManagedCollisionModule::eviction_pass() {
     for (; m < candidates.size(); ++m) {
         if (m < free_slots) {
             out.push_back(occupied + static_cast<int64_t>(m));
-        } else if (m - free_slots < k &&
-                   scores_above(policy, step, candidates[m], worst[m - free_slots])) {
+        } else if (m - free_slots < k && scores_above(rule, candidates[m], worst[m - free_slots])) {
             out.push_back(worst[m - free_slots].slot);
         } else {
             break;

@@ -30,8 +30,8 @@
 
 namespace shardrec {
 
-// TorchRec LFU_EvictionPolicy, LRU_EvictionPolicy, DistanceLFU_EvictionPolicy (decay_exponent 1,
-// TorchRec's default; LRU's order does not depend on the exponent).
+// TorchRec LFU_EvictionPolicy, LRU_EvictionPolicy, DistanceLFU_EvictionPolicy; the last two take
+// ManagedCollisionOptions::decay_exponent (LRU's order does not depend on it).
 enum class EvictionPolicy { kLfu, kLru, kDistanceLfu };
 
 // TorchRec threshold_filtering_func: none, average_threshold_filter,
@@ -47,6 +47,8 @@ struct ThresholdFilter {
 struct ManagedCollisionOptions {
     int64_t zch_size = 0;
     EvictionPolicy eviction_policy = EvictionPolicy::kLfu;
+    // > 0. distance_lfu scores count / (step - last + 1)^decay_exponent (TorchRec's default 1).
+    double decay_exponent = 1.0;
     int64_t eviction_interval = 1;
     ThresholdFilter threshold;
     // Raw ids are taken modulo input_hash_size (our input_hash_func), as uint64; in [1, 2^63].

@@ -29,6 +29,7 @@ ManagedCollisionOptions managed_collision_options(const ModelConfig::Table& t,
     SR_CHECK(parse_eviction_policy(mc.eviction_policy, &o.eviction_policy),
              "table '{}': managed_collision.eviction_policy '{}' is not lfu, lru or distance_lfu",
              t.name, mc.eviction_policy);
+    o.decay_exponent = mc.decay_exponent;
     o.eviction_interval = mc.eviction_interval;
     const std::string problem = parse_threshold_filter(mc.threshold, &o.threshold);
     SR_CHECK(problem.empty(), "table '{}': managed_collision.threshold: {}", t.name, problem);

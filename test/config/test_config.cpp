@@ -106,7 +106,8 @@ TEST_CASE("Config: a table's managed_collision section is checked", "[config]") 
     CHECK(
         errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, threshold: dynamic:3}"}).empty());
     CHECK(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 6, mch_size: 4, eviction_policy: "
-                                                   "distance_lfu, threshold: probabilistic:0.1}"})
+                                                   "distance_lfu, decay_exponent: 2.5, threshold: "
+                                                   "probabilistic:0.1}"})
               .empty());
     CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 8}"}),
                Contains("model.tables[0].managed_collision.zch_size: table 'a': zch_size 8 + "
@@ -121,6 +122,8 @@ TEST_CASE("Config: a table's managed_collision section is checked", "[config]") 
                Contains("0 < p <= 1, not '1.5'"));
     CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, eviction_policy: fifo}"}),
                Contains("model.tables[0].managed_collision.eviction_policy"));
+    CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, decay_exponent: 0}"}),
+               Contains("model.tables[0].managed_collision.decay_exponent"));
     CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, eviction_interval: 0}"}),
                Contains("model.tables[0].managed_collision.eviction_interval"));
     CHECK_THAT(errors_of(head, {"model.type=dlrm", mc + "{zch_size: 10, zch: 3}"}),

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "engine/core/error.h"
 #include "engine/core/rng.h"
@@ -49,6 +50,7 @@ ref::McOptions to_ref(const ManagedCollisionOptions& o) {
     ref::McOptions r;
     r.zch_size = o.zch_size;
     r.policy = to_ref(o.eviction_policy);
+    r.decay = o.decay_exponent;
     r.eviction_interval = o.eviction_interval;
     r.threshold = static_cast<ref::McThreshold>(static_cast<int>(o.threshold.kind));
     r.multiplier = o.threshold.multiplier;
@@ -90,38 +92,45 @@ TEST_CASE("managed collision matches the reference for every policy and filter",
     const std::vector<std::string> filters = {"none",    "average",           "dynamic:2",
                                               "dynamic", "probabilistic:0.2", "probabilistic"};
     for (EvictionPolicy policy : policies) {
+        const std::vector<double> decays = policy == EvictionPolicy::kLfu
+                                               ? std::vector<double>{1.0}
+                                               : std::vector<double>{1.0, 0.5, 2.0};
         for (const std::string& filter : filters) {
             for (int64_t mch : {int64_t{0}, int64_t{7}}) {
                 for (int64_t interval : {int64_t{1}, int64_t{3}}) {
-                    ManagedCollisionOptions o;
-                    o.zch_size = 40;
-                    o.eviction_policy = policy;
-                    o.eviction_interval = interval;
-                    REQUIRE(parse_threshold_filter(filter, &o.threshold).empty());
-                    o.mch_size = mch;
-                    o.output_global_offset = 100;
-                    o.seed = 11;
-                    o.input_hash_size = (uint64_t{1} << 63) - 25;
-                    INFO("policy " << eviction_policy_name(policy) << " threshold " << filter
-                                   << " mch_size " << mch << " interval " << interval);
-                    MCHManagedCollisionModule m("t", o);
-                    ref::ManagedCollisionRef r(to_ref(o));
-                    const auto stream = shifting_stream(5, 40, 30, 200, 20);
-                    int64_t evicted = 0;
-                    for (size_t t = 0; t < stream.size(); ++t) {
-                        INFO("step " << t + 1);
-                        REQUIRE(forward(m, stream[t]) == r.forward(stream[t]));
-                        const std::vector<int64_t> rows = m.evict();
-                        REQUIRE(rows == r.evict());
-                        evicted += static_cast<int64_t>(rows.size());
-                    }
-                    for (const auto& [id, slot] : r.id_to_slot()) {
-                        REQUIRE(m.slot_of(static_cast<int64_t>(id)) == slot);
-                    }
-                    REQUIRE(m.occupancy() == static_cast<int64_t>(r.id_to_slot().size()));
-                    REQUIRE(m.evictions_total() == evicted);
-                    if (filter == "none") {
-                        REQUIRE(evicted > 0);  // the shift has something to evict
+                    for (double decay : decays) {
+                        ManagedCollisionOptions o;
+                        o.zch_size = 40;
+                        o.eviction_policy = policy;
+                        o.decay_exponent = decay;
+                        o.eviction_interval = interval;
+                        REQUIRE(parse_threshold_filter(filter, &o.threshold).empty());
+                        o.mch_size = mch;
+                        o.output_global_offset = 100;
+                        o.seed = 11;
+                        o.input_hash_size = (uint64_t{1} << 63) - 25;
+                        INFO("policy " << eviction_policy_name(policy) << " decay " << decay
+                                       << " threshold " << filter << " mch_size " << mch
+                                       << " interval " << interval);
+                        MCHManagedCollisionModule m("t", o);
+                        ref::ManagedCollisionRef r(to_ref(o));
+                        const auto stream = shifting_stream(5, 40, 30, 200, 20);
+                        int64_t evicted = 0;
+                        for (size_t t = 0; t < stream.size(); ++t) {
+                            INFO("step " << t + 1);
+                            REQUIRE(forward(m, stream[t]) == r.forward(stream[t]));
+                            const std::vector<int64_t> rows = m.evict();
+                            REQUIRE(rows == r.evict());
+                            evicted += static_cast<int64_t>(rows.size());
+                        }
+                        for (const auto& [id, slot] : r.id_to_slot()) {
+                            REQUIRE(m.slot_of(static_cast<int64_t>(id)) == slot);
+                        }
+                        REQUIRE(m.occupancy() == static_cast<int64_t>(r.id_to_slot().size()));
+                        REQUIRE(m.evictions_total() == evicted);
+                        if (filter == "none") {
+                            REQUIRE(evicted > 0);  // the shift has something to evict
+                        }
                     }
                 }
             }
@@ -152,12 +161,15 @@ TEST_CASE("managed collision agrees with TorchRec's MCHManagedCollisionModule", 
     int cases = 0;
     std::string word, policy, threshold;
     int64_t interval = 0, steps = 0;
-    while (in >> word >> policy >> threshold >> interval >> steps) {
+    double decay = 0;
+    while (in >> word >> policy >> threshold >> interval >> steps >> decay) {
         REQUIRE(word == "case");
-        INFO(policy << ", threshold " << threshold << ", eviction every " << interval << " steps");
+        INFO(policy << " (decay_exponent " << decay << "), threshold " << threshold
+                    << ", eviction every " << interval << " steps");
         ManagedCollisionOptions o;
         o.zch_size = 16;
         REQUIRE(parse_eviction_policy(policy, &o.eviction_policy));
+        o.decay_exponent = decay;
         REQUIRE(parse_threshold_filter(threshold, &o.threshold).empty());
         o.eviction_interval = interval;
         MCHManagedCollisionModule m("t", o);
@@ -188,7 +200,7 @@ TEST_CASE("managed collision agrees with TorchRec's MCHManagedCollisionModule", 
         CHECK(evictions > 0);
         ++cases;
     }
-    CHECK(cases == 18);
+    CHECK(cases == 24);
 }
 
 TEST_CASE("managed collision matches the reference on a large table with many evictions", "[mc]") {
@@ -225,12 +237,16 @@ TEST_CASE("managed collision matches the reference when few of many slots change
     // 17000 slots and a few thousand candidates a pass: the pass lists only the incumbents below
     // a sampled score threshold; the evictions must be the reference's all the same.
     // (lfu keeps its old ids here: their counts stay higher than the new ones').
-    for (EvictionPolicy policy : {EvictionPolicy::kLru, EvictionPolicy::kDistanceLfu}) {
+    for (const auto& [policy, decay] :
+         std::vector<std::pair<EvictionPolicy, double>>{{EvictionPolicy::kLru, 1.0},
+                                                        {EvictionPolicy::kDistanceLfu, 1.0},
+                                                        {EvictionPolicy::kDistanceLfu, 2.0}}) {
         ManagedCollisionOptions o;
         o.zch_size = 17000;
         o.eviction_policy = policy;
+        o.decay_exponent = decay;
         o.eviction_interval = 1;
-        INFO("policy " << eviction_policy_name(policy));
+        INFO("policy " << eviction_policy_name(policy) << " decay " << decay);
         MCHManagedCollisionModule m("t", o);
         ref::ManagedCollisionRef r(to_ref(o));
         int64_t evicted = 0;
@@ -417,6 +433,33 @@ TEST_CASE("managed collision: after a shift lru and distance_lfu admit the new i
     }
 }
 
+TEST_CASE("managed collision: distance_lfu's decay_exponent weighs recency against uses", "[mc]") {
+    // One usable slot. Id 7 is used 7 times at step 1, id 9 once at steps 2 and 3; the pass at
+    // step 3 ranks 7 at 7 / 3^decay and 9 at 2 / 1^decay: 7 keeps its slot at decay 0.5 (4.04)
+    // and 1 (2.33), 9 takes it at decay 2 (0.78 < 2). lru gives it to 9 whatever the decay.
+    for (const auto& [policy, decay, keeps] :
+         std::vector<std::tuple<const char*, double, int64_t>>{{"distance_lfu", 0.5, 7},
+                                                               {"distance_lfu", 1.0, 7},
+                                                               {"distance_lfu", 2.0, 9},
+                                                               {"lru", 0.5, 9},
+                                                               {"lru", 2.0, 9}}) {
+        ManagedCollisionOptions o;
+        o.zch_size = 2;
+        REQUIRE(parse_eviction_policy(policy, &o.eviction_policy));
+        o.decay_exponent = decay;
+        o.eviction_interval = 3;
+        MCHManagedCollisionModule m("t", o);
+        ref::ManagedCollisionRef r(to_ref(o));
+        INFO(policy << " decay " << decay);
+        for (const std::vector<int64_t>& batch :
+             std::vector<std::vector<int64_t>>{std::vector<int64_t>(7, 7), {9}, {9}}) {
+            REQUIRE(forward(m, batch) == r.forward(batch));
+        }
+        REQUIRE(m.slot_of(keeps) == 0);
+        REQUIRE(r.id_to_slot() == std::map<uint64_t, int64_t>{{keeps, 0}});
+    }
+}
+
 TEST_CASE("managed collision: state() and load_state() resume exactly", "[mc]") {
     ManagedCollisionOptions o;
     o.zch_size = 30;
@@ -487,4 +530,8 @@ TEST_CASE("managed collision: option parsing and checks", "[mc]") {
     o.eviction_interval = 0;
     REQUIRE_THROWS_WITH(MCHManagedCollisionModule("user", o),
                         Catch::Contains("eviction_interval must be >= 1"));
+    o.eviction_interval = 1;
+    o.decay_exponent = 0;
+    REQUIRE_THROWS_WITH(MCHManagedCollisionModule("user", o),
+                        Catch::Contains("decay_exponent must be a finite number > 0, not 0"));
 }

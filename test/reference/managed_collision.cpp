@@ -1,6 +1,7 @@
 #include "test/reference/managed_collision.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace shardrec::ref {
@@ -38,19 +39,14 @@ std::vector<int64_t> ManagedCollisionRef::forward(const std::vector<int64_t>& ra
     }
     // With a threshold filter a mapped id's uses count at the pass, if the filter admits them.
     const bool filtered = o_.threshold != McThreshold::kNone;
+    const std::map<uint64_t, int64_t> slots = id_to_slot();
     for (const auto& [id, c] : batch_count) {
-        bool mapped = false;
-        for (const auto& [slot, owner] : slot_to_id_) {
-            if (owner == id) {
-                if (!filtered) {
-                    slot_meta_[slot].count += c;
-                    slot_meta_[slot].last = step_;
-                }
-                mapped = true;
-            }
-        }
-        if (!mapped) {
+        const auto it = slots.find(id);
+        if (it == slots.end()) {
             fresh.insert(id);
+        } else if (!filtered) {
+            slot_meta_[it->second].count += c;
+            slot_meta_[it->second].last = step_;
         }
     }
     for (uint64_t id : fresh) {
@@ -142,6 +138,13 @@ void ManagedCollisionRef::eviction_pass() {
         if (o_.policy == McPolicy::kLru) {
             return a.last > b.last;
         }
+        if (o_.decay != 1.0) {
+            const auto score = [&](const Entry& e) {
+                return static_cast<double>(e.count) /
+                       std::pow(static_cast<double>(step - e.last + 1), o_.decay);
+            };
+            return score(a) > score(b);
+        }
         const u128 lhs = static_cast<u128>(a.count) * static_cast<u128>(step - b.last + 1);
         const u128 rhs = static_cast<u128>(b.count) * static_cast<u128>(step - a.last + 1);
         return lhs > rhs;
@@ -179,15 +182,12 @@ void ManagedCollisionRef::eviction_pass() {
 }
 
 std::vector<int64_t> ManagedCollisionRef::remap(const std::vector<int64_t>& raw) const {
+    const std::map<uint64_t, int64_t> slots = id_to_slot();
     std::vector<int64_t> out;
     for (int64_t r : raw) {
         const uint64_t id = static_cast<uint64_t>(r) % o_.input_hash_size;
-        int64_t row = -1;
-        for (const auto& [slot, owner] : slot_to_id_) {
-            if (owner == id) {
-                row = o_.offset + slot;
-            }
-        }
+        const auto it = slots.find(id);
+        int64_t row = it == slots.end() ? -1 : o_.offset + it->second;
         if (row < 0) {
             row = o_.mch_size == 0 ? o_.offset + o_.zch_size - 1
                                    : o_.offset + o_.zch_size + o_.residual(id);

@@ -2,8 +2,9 @@
 // MCHManagedCollisionModule: std::map state and, at each eviction pass, TorchRec's literal
 // recipe: the threshold filter over the interval's ids (a mapped id's uses count only if it
 // passes), every incumbent slot (free ones last) then every admitted new id in one list, a stable
-// sort by score descending, the first usable slots kept. No engine code; integer scores only
-// (distance_lfu compared as fractions), and the probabilistic filter's draw passed in by the test.
+// sort by score descending, the first usable slots kept. No engine code; integer scores
+// (distance_lfu with decay 1 compared as fractions; with another decay, count / distance^decay in
+// double), and the probabilistic filter's draw passed in by the test.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@ enum class McThreshold { kNone, kAverage, kDynamic, kProbabilistic };
 struct McOptions {
     int64_t zch_size = 0;
     McPolicy policy = McPolicy::kLfu;
+    double decay = 1.0;  // lru, distance_lfu: decay_exponent
     int64_t eviction_interval = 1;
     McThreshold threshold = McThreshold::kNone;
     int64_t multiplier = 10;

@@ -60,6 +60,13 @@ const std::vector<std::string> kMcContext = {"model.tables[1].managed_collision.
                                              "model.tables[1].managed_collision.mch_size=20",
                                              "data.synthetic.raw_id_drift=4"};
 
+// Table b managed under distance_lfu, a new id every sample: the eviction passes of the two
+// steps rank ids whose order the decay exponent changes.
+const std::vector<std::string> kMcDistanceLfu = {
+    "model.tables[1].managed_collision.zch_size=10",
+    "model.tables[1].managed_collision.mch_size=20", "data.synthetic.raw_id_drift=1",
+    "model.tables[1].managed_collision.eviction_policy=distance_lfu"};
+
 const std::map<std::string, Variant>& run_effects() {
     static const std::map<std::string, Variant> v = {
         {"train.steps", {{"train.steps=3"}}},
@@ -160,6 +167,8 @@ const std::map<std::string, Variant>& run_effects() {
          {{"model.tables[1].managed_collision.zch_size=30"}}},
         {"model.tables[].managed_collision.eviction_policy",
          {{"model.tables[1].managed_collision.eviction_policy=lru"}, kMcContext}},
+        {"model.tables[].managed_collision.decay_exponent",
+         {{"model.tables[1].managed_collision.decay_exponent=4"}, kMcDistanceLfu}},
         {"model.tables[].managed_collision.eviction_interval",
          {{"model.tables[1].managed_collision.eviction_interval=2"}, kMcContext}},
         {"model.tables[].managed_collision.threshold",
