@@ -137,6 +137,18 @@ GemmMath gemm_math() {
     return g_gemm_math.load();
 }
 
+namespace {
+std::atomic<bool> g_row_invariant{false};
+}  // namespace
+
+void set_row_invariant_gemms(bool on) {
+    g_row_invariant.store(on);
+}
+
+bool row_invariant_gemms() {
+    return g_row_invariant.load();
+}
+
 void set_blas_num_threads(int num_threads) {
     SR_CHECK(num_threads >= 1, "BLAS thread count must be >= 1, got {}", num_threads);
     openblas_set_num_threads(num_threads);

@@ -59,6 +59,16 @@ GemmMath gemm_math_from_name(const std::string& name);  // throws on anything el
 void set_gemm_math(GemmMath math);  // also drops the weights' bf16 copies (below)
 GemmMath gemm_math();
 
+// Scoring (predict, serve, eval) turns this on: the CPU's f32 GEMMs over the rows of A (op(A) = A,
+// as every forward's x W^T) compute C in blocks of 64 rows from the first, a partial block padded,
+// one CPU thread a block, so a row's bits depend on its place in its block alone, not on how many
+// rows follow it or on the thread count: a sample's score is the same from a whole or a partial
+// batch, any world size, eval or predict. (OpenBLAS's kernels for some CPUs, AVX2's Haswell and
+// Zen, round a row by the rows around it and by the threads' shares.) Process-wide; off by
+// default.
+void set_row_invariant_gemms(bool on);
+bool row_invariant_gemms();
+
 // The CPU's bf16 GEMMs round each f32 operand to bf16 per call, except weights: a module calls
 // refresh_gemm_weight(w) for each of its weights at the start of its forward, which rounds w once
 // into a copy that the GEMMs of that forward and of its backward read (weights change only in the

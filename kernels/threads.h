@@ -1,5 +1,6 @@
 // The CPU thread count of every kernel: OpenMP regions (embedding, interaction, epilogues) and
-// OpenBLAS GEMMs. Results never depend on it (kernels split work by output rows or bags).
+// OpenBLAS GEMMs. The kernels' results never depend on it (they split work by output rows or
+// bags); OpenBLAS's f32 GEMMs' may on some CPUs, unless set_row_invariant_gemms (kernels/linear.h).
 #pragma once
 
 #include <cstdint>

@@ -31,4 +31,11 @@ passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' ctest.log || true)
 failed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Timeout|Exception)' ctest.log || true)
 not_run=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Skipped|Not Run)' ctest.log || true)
 echo "scripts/test.sh: $passed passed, $failed failed, $not_run not run (no GPU, or multihost without root)"
+# Cases inside the tests that this machine cannot run (test::not_run: an instruction set, a file
+# system, a privilege it lacks) print "not run: <case> (<why>)"; listed apart, never as passed.
+cases=$(grep -ah '^not run: ' Testing/Temporary/LastTest.log 2>/dev/null | sort -u || true)
+if [ -n "$cases" ]; then
+    echo "scripts/test.sh: $(printf '%s\n' "$cases" | wc -l) test cases not run on this machine:"
+    printf '%s\n' "$cases" | sed 's/^/  /'
+fi
 exit "$rc"

@@ -21,6 +21,7 @@
 #include "engine/train/quantized_model.h"
 #include "engine/train/run_dir.h"
 #include "engine/train/trainer.h"
+#include "kernels/linear.h"
 #include "tools/cli.h"
 
 namespace shardrec::cli {
@@ -163,6 +164,7 @@ int eval_main(const std::vector<std::string>& args) {
         log::set_level(config.runtime.log_level);
     }
     train::configure_threads(config);
+    kernels::set_row_invariant_gemms(true);  // the scores of predict, whatever batch and threads
     if (!model_dir.empty()) {
         return eval_quantized(config, model_dir, checkpoint);
     }

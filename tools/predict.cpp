@@ -42,6 +42,7 @@
 #include "engine/train/run_dir.h"
 #include "engine/train/trainer.h"
 #include "kernels/device_ceilings.h"
+#include "kernels/linear.h"
 #include "tools/cli.h"
 #include "tools/scoring.h"
 
@@ -266,6 +267,7 @@ int predict_main(const std::vector<std::string>& args) {
         }
     }
     const PredictArgs a = parse_args(args);
+    kernels::set_row_invariant_gemms(true);  // a score whatever its batch and threads
     const int rank = comm::process_info().rank;
     const int world = comm::process_info().world_size;
     check_writable(a.out);

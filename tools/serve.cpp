@@ -23,6 +23,7 @@
 #include "engine/core/log.h"
 #include "engine/modules/model.h"
 #include "engine/train/trainer.h"
+#include "kernels/linear.h"
 #include "tools/cli.h"
 #include "tools/scoring.h"
 
@@ -312,6 +313,7 @@ int serve_main(const std::vector<std::string>& args) {
         }
     }
     const ServeArgs a = parse_args(args);
+    kernels::set_row_invariant_gemms(true);  // a score whatever its batch and threads
     SR_CHECK(comm::process_info().world_size == 1,
              "serve runs as one process (it was started on {} ranks); run it without mpirun",
              comm::process_info().world_size);

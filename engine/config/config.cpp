@@ -190,8 +190,9 @@ void RuntimeConfig::visit(FieldVisitor& v) {
             comm_timeout_s);
     v.field(Field("gemm_math",
                   "math of the GEMMs (MLP, cross nets): f32; bf16 operands with f32 accumulation "
-                  "(CUDA tensor cores; on the CPU oneDNN on AMX or AVX512-BF16, f32 weights kept "
-                  "for the optimizer); tf32 tensor cores (CUDA only)")
+                  "(CUDA tensor cores; on the CPU oneDNN on AMX or AVX512-BF16, or without "
+                  "AVX-512 OpenBLAS sgemm on the rounded operands; f32 weights kept for the "
+                  "optimizer); tf32 tensor cores (CUDA only)")
                 .one_of({"f32", "tf32", "bf16"}),
             gemm_math);
     v.field(Field("hot_row_update",

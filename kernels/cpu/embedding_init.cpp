@@ -82,7 +82,9 @@ void fill_row(T* out, int64_t num_cols, uint64_t row, const EmbeddingInit& p, bo
         const int64_t n = std::min(kBlock, num_cols - c);
         const int64_t vec = avx512 ? n / 8 * 8 : 0;
         const int64_t c0 = p.col_begin + c;
-        values_avx512(block, c0, c0 + vec, prefix, p.bound);
+        if (vec > 0) {  // never entered without AVX-512: its set-up is AVX-512 code too
+            values_avx512(block, c0, c0 + vec, prefix, p.bound);
+        }
         values_scalar(block + vec, c0 + vec, c0 + n, prefix, p.bound);
         for (int64_t j = 0; j < n; ++j) {
             out[c + j] = from_float<T>(block[j]);

@@ -15,7 +15,10 @@
 // in and out. The weights' copies are in plain row-major layout, shared by the forward (w^T) and
 // the backward (w) GEMMs; oneDNN's blocked layout needs one copy per use, whose reorders cost the
 // DCNv2 step more than its 2-11 % faster GEMMs save (bench/results/cpu-20261128-bf16-blocked-
-// weights).
+// weights). On a CPU where oneDNN has no bf16 matmul (2.6 needs AVX-512, so not on AVX2-only
+// x86), the same operands rounded to bf16 go through OpenBLAS sgemm: a product of two bf16
+// values is exact in f32, so the math is the same (bf16 products, f32 accumulation), in sgemm's
+// order and at sgemm's speed.
 #include <cblas.h>
 
 #include <algorithm>
@@ -249,6 +252,38 @@ const uint16_t* bf16_operand(
     return scratch.data();
 }
 
+// OpenBLAS sgemm on the bf16 operands widened back to f32 (exactly): bf16 math where oneDNN
+// has no bf16 matmul.
+void widened_bf16_gemm(Trans ta,
+                       Trans tb,
+                       int64_t m,
+                       int64_t n,
+                       int64_t k,
+                       const uint16_t* a16,
+                       int64_t lda,
+                       const uint16_t* b16,
+                       int64_t ldb,
+                       float beta,
+                       float* c,
+                       int64_t ldc) {
+    thread_local std::vector<float> a32, b32;
+    const auto widen = [](const uint16_t* x, int64_t rows, int64_t cols, int64_t ld,
+                          std::vector<float>& out) {
+        out.resize(static_cast<size_t>((rows - 1) * ld + cols));
+        for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t col = 0; col < cols; ++col) {
+                out[static_cast<size_t>(r * ld + col)] = bf16_to_float(BFloat16{x[r * ld + col]});
+            }
+        }
+        return out.data();
+    };
+    const float* a = widen(a16, ta == Trans::kYes ? k : m, ta == Trans::kYes ? m : k, lda, a32);
+    const float* b = widen(b16, tb == Trans::kYes ? n : k, tb == Trans::kYes ? k : n, ldb, b32);
+    cblas_sgemm(CblasRowMajor, ta == Trans::kYes ? CblasTrans : CblasNoTrans,
+                tb == Trans::kYes ? CblasTrans : CblasNoTrans, to_int(m), to_int(n), to_int(k),
+                1.0f, a, to_int(lda), b, to_int(ldb), beta, c, to_int(ldc));
+}
+
 void onednn_bf16_gemm(Trans ta,
                       Trans tb,
                       int64_t m,
@@ -263,12 +298,15 @@ void onednn_bf16_gemm(Trans ta,
                       int64_t ldc) {
     SR_CHECK(beta == 0.0f || beta == 1.0f, "bf16 GEMM: beta must be 0 or 1, got {}", beta);
     thread_local std::vector<uint16_t> a_scratch, b_scratch;
-    thread_local dnnl::stream stream(onednn().engine);
     // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
     const uint16_t* a16 =
         bf16_operand(a, ta == Trans::kYes ? k : m, ta == Trans::kYes ? m : k, lda, a_scratch);
     const uint16_t* b16 =
         bf16_operand(b, tb == Trans::kYes ? n : k, tb == Trans::kYes ? k : n, ldb, b_scratch);
+    if (!onednn_bf16_available()) {
+        return widened_bf16_gemm(ta, tb, m, n, k, a16, lda, b16, ldb, beta, c, ldc);
+    }
+    thread_local dnnl::stream stream(onednn().engine);
     const dnnl::matmul& mm = bf16_primitive(ta, tb, m, n, k, lda, ldb, ldc, beta != 0.0f);
     using dt = dnnl::memory::data_type;
     const auto& e = onednn().engine;
@@ -279,6 +317,47 @@ void onednn_bf16_gemm(Trans ta,
     const OmpThreads threads(m * n * k < kMinParallelMacs);
     mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream.wait();
+}
+
+// C = A op(B) + beta C in blocks of kRowBlock rows of A and C, one single-threaded sgemm a
+// block on the CPU threads (OpenBLAS's OpenMP build runs one thread inside a parallel region),
+// the last block padded to kRowBlock rows: each block is the same call whatever M and threads.
+void row_blocked_sgemm(Trans tb,
+                       int64_t m,
+                       int64_t n,
+                       int64_t k,
+                       const float* a,
+                       int64_t lda,
+                       const float* b,
+                       int64_t ldb,
+                       float beta,
+                       float* c,
+                       int64_t ldc) {
+    constexpr int64_t kRowBlock = 64;
+    const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+    const CBLAS_TRANSPOSE op_b = tb == Trans::kYes ? CblasTrans : CblasNoTrans;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t i = 0; i < blocks; ++i) {
+        const int64_t r0 = i * kRowBlock, rows = std::min(kRowBlock, m - r0);
+        if (rows == kRowBlock) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, op_b, to_int(kRowBlock), to_int(n), to_int(k),
+                        1.0f, a + r0 * lda, to_int(lda), b, to_int(ldb), beta, c + r0 * ldc,
+                        to_int(ldc));
+            continue;
+        }
+        thread_local std::vector<float> pa, pc;
+        pa.assign(static_cast<size_t>(kRowBlock * k), 0.0f);
+        pc.assign(static_cast<size_t>(kRowBlock * n), 0.0f);
+        for (int64_t r = 0; r < rows; ++r) {
+            std::copy_n(a + (r0 + r) * lda, k, pa.data() + r * k);
+            if (beta != 0.0f)
+                std::copy_n(c + (r0 + r) * ldc, n, pc.data() + r * n);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, op_b, to_int(kRowBlock), to_int(n), to_int(k),
+                    1.0f, pa.data(), to_int(k), b, to_int(ldb), beta, pc.data(), to_int(n));
+        for (int64_t r = 0; r < rows; ++r)
+            std::copy_n(pc.data() + r * n, n, c + (r0 + r) * ldc);
+    }
 }
 
 }  // namespace
@@ -305,6 +384,9 @@ void sgemm(Trans ta,
            int64_t ldc) {
     if (gemm_math() == GemmMath::kBf16) {
         return onednn_bf16_gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    }
+    if (ta == Trans::kNo && row_invariant_gemms()) {
+        return row_blocked_sgemm(tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
     }
     cblas_sgemm(CblasRowMajor, ta == Trans::kYes ? CblasTrans : CblasNoTrans,
                 tb == Trans::kYes ? CblasTrans : CblasNoTrans, to_int(m), to_int(n), to_int(k),
@@ -354,13 +436,25 @@ double onednn_bf16_matmul_time_us(int64_t m, int64_t n, int64_t k, int reps) {
 }
 
 std::string bf16_gemm_kernel() {
-    // A small primitive reveals which kernel oneDNN picks on this CPU (AMX, AVX512-BF16, ...).
-    OneDnn& o = onednn();
-    using dt = dnnl::memory::data_type;
-    const dnnl::memory::desc a({64, 64}, dt::bf16, dnnl::memory::dims{64, 1});
-    const dnnl::memory::desc c({64, 64}, dt::f32, dnnl::memory::dims{64, 1});
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), o.engine);
-    return pd.impl_info_str();
+    // A small primitive reveals which kernel oneDNN picks on this CPU (AMX, AVX512-BF16, ...);
+    // where it has none, creating it throws.
+    static const std::string kernel = [] {
+        OneDnn& o = onednn();
+        using dt = dnnl::memory::data_type;
+        const dnnl::memory::desc a({64, 64}, dt::bf16, dnnl::memory::dims{64, 1});
+        const dnnl::memory::desc c({64, 64}, dt::f32, dnnl::memory::dims{64, 1});
+        try {
+            const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), o.engine);
+            return std::string(pd.impl_info_str());
+        } catch (const dnnl::error&) {
+            return std::string();
+        }
+    }();
+    return kernel;
+}
+
+bool onednn_bf16_available() {
+    return !bf16_gemm_kernel().empty();
 }
 
 }  // namespace shardrec::kernels::cpu
@@ -369,6 +463,12 @@ namespace shardrec::kernels {
 
 std::string cpu_gemm_backends() {
     const std::string kernel = cpu::bf16_gemm_kernel();
+    if (kernel.empty()) {
+        return fmt::format(
+            "f32: OpenBLAS sgemm ({} threads); bf16: OpenBLAS sgemm on bf16-rounded operands "
+            "(oneDNN {} has no bf16 matmul on this CPU: no AVX-512)",
+            blas_threading(), cpu::onednn_version());
+    }
     const char* isa = kernel.find("amx") != std::string::npos    ? "AMX"
                       : kernel.find("bf16") != std::string::npos ? "AVX512-BF16, no AMX"
                                                                  : "no bf16 instructions";

@@ -165,7 +165,7 @@ double host_random_row_gbps(int64_t row_bytes, size_t table_bytes, int64_t rows,
 }
 
 double host_sgemm_time_us(int64_t m, int64_t n, int64_t k, int reps) {
-    if (gemm_math() == GemmMath::kBf16) {
+    if (gemm_math() == GemmMath::kBf16 && cpu::onednn_bf16_available()) {
         return cpu::onednn_bf16_matmul_time_us(m, n, k, reps);
     }
     std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),

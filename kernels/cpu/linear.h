@@ -85,9 +85,13 @@ private:
 float* scratch_floats(size_t n);
 
 // The oneDNN library's version ("2.6.3") and the kernel its bf16 matmul runs on this CPU
-// (e.g. "brg:avx512_core_amx_bf16" with AMX, "brg:avx512_core_bf16" with AVX512-BF16).
+// (e.g. "brg:avx512_core_amx_bf16" with AMX, "brg:avx512_core_bf16" with AVX512-BF16; empty
+// where it has none).
 std::string onednn_version();
 std::string bf16_gemm_kernel();
+// Whether oneDNN has a bf16 matmul on this CPU (bf16_gemm_kernel() not empty); without one, bf16
+// GEMMs run as OpenBLAS sgemm on the bf16-rounded operands.
+bool onednn_bf16_available();
 // The median time of oneDNN's own bf16 matmul [m, k] x [k, n] -> f32, operands already bf16 and
 // the weights in its preferred blocked layout: the ceiling of the bf16 GEMMs.
 double onednn_bf16_matmul_time_us(int64_t m, int64_t n, int64_t k, int reps);

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "test/e2e/e2e_support.h"
+#include "test/support/compare.h"
 
 using namespace shardrec::test;
 using Catch::Matchers::Contains;
@@ -56,7 +57,7 @@ TEST_CASE("memory: under prlimit --as a run that fits without the limit is refus
     rlimit as{};
     REQUIRE(getrlimit(RLIMIT_AS, &as) == 0);
     if (as.rlim_cur != RLIM_INFINITY) {
-        WARN("not run: this test needs an unlimited RLIMIT_AS to start from");
+        not_run("this test needs an unlimited RLIMIT_AS to start from");
         return;
     }
     const auto dir = fresh_dir("memory_rlimit");

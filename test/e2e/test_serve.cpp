@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "test/e2e/e2e_support.h"
+#include "test/support/compare.h"
 
 using namespace shardrec::test;
 using Catch::Matchers::Contains;
@@ -159,12 +160,12 @@ struct Server {
 
 TEST_CASE("serve: predict's scores over HTTP, batching, bad input, metrics", "[e2e][serve]") {
     if (sh("command -v curl").empty()) {
-        WARN("curl is not installed: skipped");
+        not_run("curl is not installed");
         return;
     }
     const RunResult help = run_shardrec({"serve", "--help"});
     if (help.exit_code != 0 && help.output.find("without cpp-httplib") != std::string::npos) {
-        WARN("shardrec was built without cpp-httplib: skipped");
+        not_run("shardrec was built without cpp-httplib");
         return;
     }
     REQUIRE(help.exit_code == 0);

@@ -6,9 +6,12 @@
 #include <set>
 #include <vector>
 
+#include "engine/core/dtype.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/dense_optimizer.h"
 #include "kernels/device_ceilings.h"
 #include "kernels/linear.h"
+#include "kernels/threads.h"
 #include "test/ops/check_case.h"
 
 using namespace shardrec;
@@ -61,6 +64,90 @@ TEST_CASE("backend ops: the GEMM cases within the rounding of bf16 math on the C
             kernels::set_gemm_math(kernels::GemmMath::kBf16);
             check_case(*c, Device::cpu(), 8 * 0x1p-8);
             check_case_deterministic(*c, Device::cpu());
+        }
+    }
+}
+
+TEST_CASE("bf16 math on the CPU: oneDNN's matmul, or OpenBLAS sgemm on the rounded operands",
+          "[ops][cpu]") {
+    // Where oneDNN has no bf16 matmul (no AVX-512, or DNNL_MAX_CPU_ISA below it: ctest's
+    // test_backend_ops_bf16_no_avx512), a bf16 GEMM is sgemm on the operands rounded to bf16,
+    // bit for bit; with one, the same sums in oneDNN's order.
+    struct Restore {
+        ~Restore() { kernels::set_gemm_math(kernels::GemmMath::kF32); }
+    } restore;
+
+    using kernels::cpu::Trans;
+    const int64_t m = 19, n = 23, k = 37;
+    std::vector<float> a(m * k), b(k * n), a16(a.size()), b16(b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        a[i] = std::sin(0.37f * static_cast<float>(i));
+        a16[i] = bf16_to_float(float_to_bf16(a[i]));
+    }
+    for (size_t i = 0; i < b.size(); ++i) {
+        b[i] = std::cos(0.11f * static_cast<float>(i));
+        b16[i] = bf16_to_float(float_to_bf16(b[i]));
+    }
+    std::vector<float> want(m * n), got(m * n, 1.0f);
+    kernels::cpu::sgemm(Trans::kNo, Trans::kYes, m, n, k, a16.data(), k, b16.data(), k, 0.0f,
+                        want.data(), n);
+    kernels::set_gemm_math(kernels::GemmMath::kBf16);
+    kernels::cpu::sgemm(Trans::kNo, Trans::kYes, m, n, k, a.data(), k, b.data(), k, 0.0f,
+                        got.data(), n);
+    const std::string backends = kernels::cpu_gemm_backends();
+    INFO(backends);
+    if (kernels::cpu::onednn_bf16_available()) {
+        CHECK(backends.find("bf16: oneDNN") != std::string::npos);
+        for (size_t i = 0; i < got.size(); ++i)
+            REQUIRE(std::fabs(got[i] - want[i]) <= 1e-5f * (1.0f + std::fabs(want[i])));
+    } else {
+        CHECK(backends.find("bf16: OpenBLAS sgemm on bf16-rounded operands") != std::string::npos);
+        CHECK(std::memcmp(got.data(), want.data(), sizeof(float) * got.size()) == 0);
+    }
+}
+
+TEST_CASE("row-invariant GEMMs: a row of C has the same bits whatever M and the threads",
+          "[ops][cpu]") {
+    // Scoring's mode (predict, serve, eval): 203 rows on two CPU threads against a block of them
+    // cut short (37 rows from 64) and the last partial block (11 rows from 192) on one, and all
+    // 203 on one; beta 1 adds to a bias written into C first, as linear_forward does.
+    struct Restore {
+        ~Restore() {
+            kernels::set_row_invariant_gemms(false);
+            kernels::set_cpu_threads(threads);
+        }
+
+        int threads = kernels::cpu_threads();
+    } restore;
+
+    using kernels::cpu::Trans;
+    kernels::set_row_invariant_gemms(true);
+    const int64_t M = 203, N = 45, K = 77;
+    std::vector<float> a(M * K), b(N * K), bias(N);
+    for (size_t i = 0; i < a.size(); ++i)
+        a[i] = std::sin(0.37f * static_cast<float>(i));
+    for (size_t i = 0; i < b.size(); ++i)
+        b[i] = std::cos(0.11f * static_cast<float>(i));
+    for (size_t i = 0; i < bias.size(); ++i)
+        bias[i] = 0.01f * static_cast<float>(i);
+    const auto gemm = [&](int64_t first, int64_t rows, float beta) {
+        std::vector<float> c(static_cast<size_t>(rows * N));
+        for (int64_t r = 0; r < rows; ++r)
+            std::copy(bias.begin(), bias.end(), c.begin() + r * N);
+        kernels::cpu::sgemm(Trans::kNo, Trans::kYes, rows, N, K, a.data() + first * K, K, b.data(),
+                            K, beta, c.data(), N);
+        return c;
+    };
+    for (const float beta : {0.0f, 1.0f}) {
+        INFO("beta " << beta);
+        kernels::set_cpu_threads(2);
+        const std::vector<float> all = gemm(0, M, beta);
+        kernels::set_cpu_threads(1);
+        for (const auto& [first, rows] : {std::pair<int64_t, int64_t>{64, 37}, {192, 11}, {0, M}}) {
+            INFO("rows " << first << " to " << first + rows);
+            const std::vector<float> part = gemm(first, rows, beta);
+            CHECK(std::memcmp(part.data(), all.data() + first * N, sizeof(float) * part.size()) ==
+                  0);
         }
     }
 }

@@ -11,6 +11,7 @@
 #include "kernels/cpu/embedding_bag_update.h"  // vector_loads, force_scalar_loads
 #include "kernels/qcomm_codec.h"
 #include "test/reference/qcomm_codec.h"
+#include "test/support/compare.h"
 
 using namespace shardrec;
 using kernels::CommType;
@@ -128,7 +129,7 @@ TEST_CASE("qcomm codec: a buffer too small for the rows is refused", "[reference
 TEST_CASE("qcomm codec: the AVX-512 fp16, bf16 and fp8 conversions give the scalar path's bits",
           "[reference]") {
     if (!kernels::cpu::detail::vector_loads()) {
-        WARN("not run: this CPU lacks AVX-512 or F16C");
+        test::not_run("this CPU lacks AVX-512 or F16C");
         return;
     }
     // Every class of f32 bits: random patterns (NaNs with payloads, infinities, subnormals,

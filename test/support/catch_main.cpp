@@ -9,8 +9,9 @@
 //                         SHARDREC_GPU_PER_RANK (NCCL), fewer devices than ranks on a node
 // Every way: a warn or error log that a test did not expect fails it (tiny-cuda-nn; tests that
 // provoke warnings on purpose wrap them in ExpectLogs), and a test case that asserts nothing
-// fails (Catch2's -w NoAssertions; under MPI, a case in which no rank asserted), so a test cannot
-// pass by checking nothing. Cases that can only check at some world sizes carry [even_ranks]
+// fails (under MPI, a case in which no rank asserted), so a test cannot pass by checking
+// nothing, unless it called test::not_run(why) (on some rank): it is then listed at the end as
+// "not run: <case> (<why>)". Cases that can only check at some world sizes carry [even_ranks]
 // (rank pairs) or [multirank] (two or more ranks) and are run only there (test/CMakeLists.txt).
 #define CATCH_CONFIG_RUNNER
 #include <spdlog/sinks/base_sink.h>
@@ -73,29 +74,41 @@ void print_with_prefix(const std::string& path, int rank) {
     }
 }
 
-#ifdef SHARDREC_TEST_MPI
-// Names of the cases no rank asserted anything in.
+// Names of the cases that asserted nothing (on any rank) without saying why.
 std::vector<std::string>& cases_without_assertions() {
     static std::vector<std::string> names;
     return names;
 }
 
+// "<case> (<why>)" of the cases not run.
+std::vector<std::string>& cases_not_run() {
+    static std::vector<std::string> names;
+    return names;
+}
+
 // Under MPI a case may assert on some ranks only (rank 0 checks what every rank wrote): it asserts
-// nothing only when no rank did. Every rank runs the same cases in the same order, so one
-// allreduce per case agrees on it.
-class NoAssertionsOnAnyRank : public Catch::TestEventListenerBase {
+// nothing only when no rank did, and is not run when a rank said so. Every rank runs the same
+// cases in the same order, so one allreduce per case agrees on it.
+class CaseOutcomes : public Catch::TestEventListenerBase {
 public:
     using TestEventListenerBase::TestEventListenerBase;
 
     void testCaseEnded(const Catch::TestCaseStats& stats) override {
-        long long n = static_cast<long long>(stats.totals.assertions.total());
-        MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-        if (n == 0)
+        long long counts[2] = {static_cast<long long>(stats.totals.assertions.total()), 0};
+        std::string why = shardrec::test::take_not_run();
+        counts[1] = why.empty() ? 0 : 1;
+#ifdef SHARDREC_TEST_MPI
+        MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        if (counts[1] > 0 && why.empty())
+            why = "on another rank";
+#endif
+        if (counts[1] > 0)
+            cases_not_run().push_back(stats.testInfo.name + " (" + why + ")");
+        else if (counts[0] == 0)
             cases_without_assertions().push_back(stats.testInfo.name);
     }
 };
-CATCH_REGISTER_LISTENER(NoAssertionsOnAnyRank)
-#endif
+CATCH_REGISTER_LISTENER(CaseOutcomes)
 
 // Runs the session; non-zero when a test failed, asserted nothing, or logged unexpectedly.
 int run_catch(int argc, char** argv, int rank) {
@@ -107,10 +120,6 @@ int run_catch(int argc, char** argv, int rank) {
     if (rc != 0) {
         return rc;
     }
-#ifndef SHARDREC_TEST_MPI
-    session.configData().warnings = static_cast<Catch::WarnAbout::What>(
-        session.configData().warnings | Catch::WarnAbout::NoAssertions);
-#endif
     const std::string scratch = rank == 0 ? "" : make_scratch_file(rank);
     if (rank != 0) {
         session.configData().outputFilename = scratch;
@@ -120,13 +129,15 @@ int run_catch(int argc, char** argv, int rank) {
     if (rc == 0 && shardrec::test::unexpected_log_count() > 0) {
         rc = 1;
     }
-#ifdef SHARDREC_TEST_MPI
     for (const std::string& name : cases_without_assertions()) {
         if (rank == 0)
-            std::cerr << "test case '" << name << "' asserted nothing on any rank\n";
+            std::cerr << "test case '" << name << "' asserted nothing (on any rank)\n";
         rc = rc == 0 ? 1 : rc;
     }
-#endif
+    for (const std::string& name : cases_not_run()) {
+        if (rank == 0)
+            std::cout << "not run: " << name << "\n";
+    }
     if (rank != 0 && scratch != "/dev/null") {
         if (rc != 0) {
             print_with_prefix(scratch, rank);

@@ -127,4 +127,18 @@ ExpectLogs::~ExpectLogs() {
     --g_expect_depth;
 }
 
+namespace {
+std::string g_not_run;
+}  // namespace
+
+void not_run(const std::string& why) {
+    g_not_run = why.empty() ? "no reason given" : why;
+}
+
+std::string take_not_run() {
+    std::string why;
+    why.swap(g_not_run);
+    return why;
+}
+
 }  // namespace shardrec::test

@@ -101,4 +101,12 @@ public:
     ExpectLogs& operator=(const ExpectLogs&) = delete;
 };
 
+// Marks the running test case as not run, for `why` (what this machine lacks: an instruction set,
+// a file system, a privilege), and returns to it so it can return. Such a case may assert
+// nothing; the test's main lists it as "not run: <case> (<why>)", scripts/test.sh counts it apart
+// from the passed, never as passed.
+void not_run(const std::string& why);
+// The reason given in the running case ("" if none), cleared.
+std::string take_not_run();
+
 }  // namespace shardrec::test
