@@ -32,6 +32,7 @@
 #include "engine/distributed/planner_estimate.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/train/trainer.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/device_ceilings.h"
 #include "kernels/linear.h"
 #include "tools/cli.h"
@@ -375,8 +376,9 @@ int bench_main(const std::vector<std::string>& args) {
         "the %s GEMM [%ld x %ld] x [%ld x %ld] (gemm_math %s)\n",
         dense_flop / 1e9, dense_floor_ms, 100.0 * dense_floor_ms / (med * 1e3), gemm_tflops,
         device.is_cuda()                                   ? "cuBLAS"
-        : kernels::gemm_math() == kernels::GemmMath::kBf16 ? "oneDNN bf16"
-                                                           : "cblas_sgemm",
+        : kernels::gemm_math() != kernels::GemmMath::kBf16 ? "cblas_sgemm"
+        : kernels::cpu::onednn_bf16_available()            ? "oneDNN bf16"
+                                                           : "cblas_sgemm (bf16 operands)",
         static_cast<long>(B), static_cast<long>(layer[0]), static_cast<long>(layer[0]),
         static_cast<long>(layer[1]), config.runtime.gemm_math.c_str());
     if (!device.is_cuda()) {
