@@ -336,7 +336,8 @@ void row_blocked_sgemm(Trans tb,
     constexpr int64_t kRowBlock = 64;
     const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
     const CBLAS_TRANSPOSE op_b = tb == Trans::kYes ? CblasTrans : CblasNoTrans;
-#pragma omp parallel for schedule(static) if (blocks > 1)
+    // In a parallel region even for one block: outside one, OpenBLAS would split it over threads.
+#pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < blocks; ++i) {
         const int64_t r0 = i * kRowBlock, rows = std::min(kRowBlock, m - r0);
         if (rows == kRowBlock) {

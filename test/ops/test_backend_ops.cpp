@@ -109,8 +109,8 @@ TEST_CASE("bf16 math on the CPU: oneDNN's matmul, or OpenBLAS sgemm on the round
 TEST_CASE("row-invariant GEMMs: a row of C has the same bits whatever M and the threads",
           "[ops][cpu]") {
     // Scoring's mode (predict, serve, eval): 203 rows on two CPU threads against a block of them
-    // cut short (37 rows from 64) and the last partial block (11 rows from 192) on one, and all
-    // 203 on one; beta 1 adds to a bias written into C first, as linear_forward does.
+    // cut short (37 rows from 64), the last partial block (11 rows from 192) and all 203, on one
+    // thread and on two; beta 1 adds to a bias written into C first, as linear_forward does.
     struct Restore {
         ~Restore() {
             kernels::set_row_invariant_gemms(false);
@@ -122,7 +122,7 @@ TEST_CASE("row-invariant GEMMs: a row of C has the same bits whatever M and the 
 
     using kernels::cpu::Trans;
     kernels::set_row_invariant_gemms(true);
-    const int64_t M = 203, N = 45, K = 77;
+    const int64_t M = 203, N = 45, K = 150;  // 64 x N x K past OpenBLAS's threading threshold
     std::vector<float> a(M * K), b(N * K), bias(N);
     for (size_t i = 0; i < a.size(); ++i)
         a[i] = std::sin(0.37f * static_cast<float>(i));
@@ -142,12 +142,15 @@ TEST_CASE("row-invariant GEMMs: a row of C has the same bits whatever M and the 
         INFO("beta " << beta);
         kernels::set_cpu_threads(2);
         const std::vector<float> all = gemm(0, M, beta);
-        kernels::set_cpu_threads(1);
-        for (const auto& [first, rows] : {std::pair<int64_t, int64_t>{64, 37}, {192, 11}, {0, M}}) {
-            INFO("rows " << first << " to " << first + rows);
-            const std::vector<float> part = gemm(first, rows, beta);
-            CHECK(std::memcmp(part.data(), all.data() + first * N, sizeof(float) * part.size()) ==
-                  0);
+        for (const int threads : {1, 2}) {
+            kernels::set_cpu_threads(threads);
+            for (const auto& [first, rows] :
+                 {std::pair<int64_t, int64_t>{64, 37}, {192, 11}, {0, M}}) {
+                INFO(threads << " threads, rows " << first << " to " << first + rows);
+                const std::vector<float> part = gemm(first, rows, beta);
+                CHECK(std::memcmp(part.data(), all.data() + first * N,
+                                  sizeof(float) * part.size()) == 0);
+            }
         }
     }
 }
