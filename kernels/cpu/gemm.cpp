@@ -46,6 +46,24 @@ int to_int(int64_t v) {
     return static_cast<int>(v);
 }
 
+// OpenBLAS's sgemm, row-major, alpha 1: the one call every f32 path below ends in.
+void blas_sgemm(Trans ta,
+                Trans tb,
+                int64_t m,
+                int64_t n,
+                int64_t k,
+                const float* a,
+                int64_t lda,
+                const float* b,
+                int64_t ldb,
+                float beta,
+                float* c,
+                int64_t ldc) {
+    cblas_sgemm(CblasRowMajor, ta == Trans::kYes ? CblasTrans : CblasNoTrans,
+                tb == Trans::kYes ? CblasTrans : CblasNoTrans, to_int(m), to_int(n), to_int(k),
+                1.0f, a, to_int(lda), b, to_int(ldb), beta, c, to_int(ldc));
+}
+
 struct OneDnn {
     dnnl::engine engine{dnnl::engine::kind::cpu, 0};
     std::mutex mutex;  // guards primitives; executing one needs no lock
@@ -279,9 +297,7 @@ void widened_bf16_gemm(Trans ta,
     };
     const float* a = widen(a16, ta == Trans::kYes ? k : m, ta == Trans::kYes ? m : k, lda, a32);
     const float* b = widen(b16, tb == Trans::kYes ? n : k, tb == Trans::kYes ? k : n, ldb, b32);
-    cblas_sgemm(CblasRowMajor, ta == Trans::kYes ? CblasTrans : CblasNoTrans,
-                tb == Trans::kYes ? CblasTrans : CblasNoTrans, to_int(m), to_int(n), to_int(k),
-                1.0f, a, to_int(lda), b, to_int(ldb), beta, c, to_int(ldc));
+    blas_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
 void onednn_bf16_gemm(Trans ta,
@@ -335,15 +351,13 @@ void row_blocked_sgemm(Trans tb,
                        int64_t ldc) {
     constexpr int64_t kRowBlock = 64;
     const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
-    const CBLAS_TRANSPOSE op_b = tb == Trans::kYes ? CblasTrans : CblasNoTrans;
     // In a parallel region even for one block: outside one, OpenBLAS would split it over threads.
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < blocks; ++i) {
         const int64_t r0 = i * kRowBlock, rows = std::min(kRowBlock, m - r0);
         if (rows == kRowBlock) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, op_b, to_int(kRowBlock), to_int(n), to_int(k),
-                        1.0f, a + r0 * lda, to_int(lda), b, to_int(ldb), beta, c + r0 * ldc,
-                        to_int(ldc));
+            blas_sgemm(Trans::kNo, tb, kRowBlock, n, k, a + r0 * lda, lda, b, ldb, beta,
+                       c + r0 * ldc, ldc);
             continue;
         }
         thread_local std::vector<float> pa, pc;
@@ -354,8 +368,7 @@ void row_blocked_sgemm(Trans tb,
             if (beta != 0.0f)
                 std::copy_n(c + (r0 + r) * ldc, n, pc.data() + r * n);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, op_b, to_int(kRowBlock), to_int(n), to_int(k),
-                    1.0f, pa.data(), to_int(k), b, to_int(ldb), beta, pc.data(), to_int(n));
+        blas_sgemm(Trans::kNo, tb, kRowBlock, n, k, pa.data(), k, b, ldb, beta, pc.data(), n);
         for (int64_t r = 0; r < rows; ++r)
             std::copy_n(pc.data() + r * n, n, c + (r0 + r) * ldc);
     }
@@ -389,9 +402,7 @@ void sgemm(Trans ta,
     if (ta == Trans::kNo && row_invariant_gemms()) {
         return row_blocked_sgemm(tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
     }
-    cblas_sgemm(CblasRowMajor, ta == Trans::kYes ? CblasTrans : CblasNoTrans,
-                tb == Trans::kYes ? CblasTrans : CblasNoTrans, to_int(m), to_int(n), to_int(k),
-                1.0f, a, to_int(lda), b, to_int(ldb), beta, c, to_int(ldc));
+    blas_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
 std::string onednn_version() {
