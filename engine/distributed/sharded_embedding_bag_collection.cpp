@@ -146,8 +146,8 @@ void replica_synced_update(ShardedEmbeddingBagCollection::ShardLookup& s,
                            const kernels::FusedOptimizerParams& optim,
                            comm::ProcessGroup& replicas,
                            Stream& stream) {
-    const int64_t n = s.k_ids.numel(), D = s.cols;
-    const int64_t* ids = s.k_ids.data<int64_t>();
+    const int64_t n = s.ids.numel(), D = s.cols;
+    const int64_t* ids = s.ids.data<int64_t>();  // shard rows (k_ids: a cached shard's slots)
     std::vector<int64_t> rows(ids, ids + n);
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
@@ -201,8 +201,18 @@ void replica_synced_update(ShardedEmbeddingBagCollection::ShardLookup& s,
     std::vector<int64_t> bags(static_cast<size_t>(UA + 1));
     for (int64_t i = 0; i <= UA; ++i)
         bags[static_cast<size_t>(i)] = i;
+    Tensor update_ids = Tensor::from_vector<int64_t>(un);
+    if (s.cached) {  // the other replicas' rows join the batch's in the cache
+        Tensor slots;
+        s.cached->place_updated(update_ids, slots, stream);
+        update_ids = slots;
+        s.weights = s.cached->weights;
+        s.state1 = s.cached->state1;
+        s.state2 = s.cached->state2;
+        s.table_offsets = s.cached->table_offsets;
+    }
     kernels::embedding_bag_backward_fused(
-        sum, s.table_offsets, Tensor::zeros({1}, DType::kI32), Tensor::from_vector<int64_t>(un),
+        sum, s.table_offsets, Tensor::zeros({1}, DType::kI32), update_ids,
         Tensor::from_vector<int64_t>(bags), nullptr, PoolingMode::kSum, optim, s.weights,
         s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
         s.workspace, stream);
@@ -241,13 +251,13 @@ void lookup_backward(ShardedEmbeddingBagCollection::ShardLookup& s,
     optim.step = s.step++;
     if (replicas != nullptr) {
         replica_synced_update(s, optim, *replicas, stream);
-        return;
+    } else {
+        kernels::embedding_bag_backward_fused(
+            s.grad, s.table_offsets, s.feature_table, s.k_ids, s.k_offsets,
+            s.k_psw.defined() ? &s.k_psw : nullptr, s.mode, optim, s.weights,
+            s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
+            s.workspace, stream);
     }
-    kernels::embedding_bag_backward_fused(
-        s.grad, s.table_offsets, s.feature_table, s.k_ids, s.k_offsets,
-        s.k_psw.defined() ? &s.k_psw : nullptr, s.mode, optim, s.weights,
-        s.state1.defined() ? &s.state1 : nullptr, s.state2.defined() ? &s.state2 : nullptr,
-        s.workspace, stream);
     if (s.cached)
         s.cached->mark_updated(stream);
 }

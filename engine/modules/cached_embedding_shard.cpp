@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 
 #include "engine/core/error.h"
@@ -282,7 +283,7 @@ void CachedEmbeddingShard::prefetch(const Tensor& ids, Tensor& slots, Stream& st
     ++batch_gen_;
     batch_slots_.clear();
     slots = grow_prefix(slots, ids.numel(), DType::kI64);
-    place(ids.data<int64_t>(), ids.numel(), slots.data<int64_t>(), batch_mover_);
+    place(ids.data<int64_t>(), ids.numel(), slots.data<int64_t>(), Pass::kBatch, batch_mover_);
     prefetched_.record(stream);
 }
 
@@ -290,9 +291,21 @@ void CachedEmbeddingShard::prefetch_ahead(const Tensor& ids) {
     check_ids(ids);
     // The rows it may evict were updated by the batch before, enqueued ahead of the prefetch.
     prefetched_.synchronize();
-    place(ids.data<int64_t>(), ids.numel(), nullptr, ahead_mover_);
+    const std::lock_guard<std::mutex> lock(place_mutex_);
+    place(ids.data<int64_t>(), ids.numel(), nullptr, Pass::kAhead, ahead_mover_);
     ahead_done_.record(*ahead_mover_.stream);
     ahead_pending_ = true;
+}
+
+void CachedEmbeddingShard::place_updated(const Tensor& ids, Tensor& slots, Stream& stream) {
+    SR_CHECK(layout_.device.is_cpu(),
+             "{}: rows besides the batch's are placed on the CPU only (2D parallelism runs there)",
+             owner(layout_));
+    check_ids(ids);
+    batch_mover_.stream = &stream;
+    slots = grow_prefix(slots, ids.numel(), DType::kI64);
+    const std::lock_guard<std::mutex> lock(place_mutex_);  // a prefetch_ahead may run beside it
+    place(ids.data<int64_t>(), ids.numel(), slots.data<int64_t>(), Pass::kUpdated, batch_mover_);
 }
 
 void CachedEmbeddingShard::check_ids(const Tensor& ids) const {
@@ -309,12 +322,15 @@ void CachedEmbeddingShard::check_ids(const Tensor& ids) const {
     }
 }
 
-// out != null: the batch's own pass (prefetch), slots into out, overflow when a set is full,
-// the batch's counters. out == null: ahead of the batch (prefetch_ahead) while the one before
+// kBatch: the batch's own pass (prefetch), slots into out, overflow when a set is full, the
+// batch's counters. kUpdated: more rows of the batch (place_updated), as kBatch but not counted
+// as lookups. kAhead (out == null): ahead of the batch (prefetch_ahead) while the one before
 // (tick_) may still train: rows get the next tick, the batch before's and the overflow area
 // are left alone, a full set leaves the row to the batch's own pass.
-void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out, Mover& mover) {
-    const bool ahead = out == nullptr;
+void CachedEmbeddingShard::place(
+    const int64_t* id, int64_t n, int64_t* out, Pass pass, Mover& mover) {
+    const bool ahead = pass == Pass::kAhead, looked_up = pass == Pass::kBatch;
+    const size_t batch_rows = batch_slots_.size();
     const int64_t tick = ahead ? tick_ + 1 : tick_;
     evict_rows_.clear();
     evict_slots_.clear();
@@ -332,7 +348,8 @@ void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out, Mov
                     slot_batch_[s] = batch_gen_;
                     batch_slots_.push_back(slot);
                 }
-                count(row);
+                if (looked_up)
+                    count(row);
                 out[i] = slot;
             }
             continue;
@@ -341,7 +358,8 @@ void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out, Mov
         if (over != overflow_slot_.end()) {
             if (!ahead) {
                 out[i] = over->second;
-                count(row);
+                if (looked_up)
+                    count(row);
             }
             continue;  // ahead: the batch before may still update it
         }
@@ -372,14 +390,15 @@ void CachedEmbeddingShard::place(const int64_t* id, int64_t n, int64_t* out, Mov
         if (!ahead) {  // the batch's own pass counts its ids
             batch_slots_.push_back(slot);
             out[i] = slot;
-            count(row);
+            if (looked_up)
+                count(row);
         }
         fill_rows_.push_back(row);
         fill_slots_.push_back(slot);
     }
     if (!ahead) {
-        stats_.lookups += n;
-        stats_.unique_rows += static_cast<int64_t>(batch_slots_.size());
+        stats_.lookups += looked_up ? n : 0;
+        stats_.unique_rows += static_cast<int64_t>(batch_slots_.size() - batch_rows);
     }
     // Write-backs before the reads: a row evicted above may be read back by a later miss, and
     // the evicted slots are read before the fills overwrite them.

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -107,6 +108,11 @@ public:
     // which do not grow here). The next batch's prefetch() then finds them; it fills and
     // counts whatever this left out. Not concurrent with prefetch, flush or checkpoints.
     void prefetch_ahead(const Tensor& ids);
+    // 2D parallelism (sharding.replica_groups): rows the batch of the latest prefetch() updates
+    // besides its own (rows another replica's batch looked up), made resident and locked with
+    // the batch's rows, their slots into `slots` (host [N] i64); not counted as lookups. May
+    // run beside prefetch_ahead. Read the kernels' tensors after it (the overflow may grow).
+    void place_updated(const Tensor& ids, Tensor& slots, Stream& stream = Stream::cpu());
     // The optimizer changed the rows of the latest prefetch (the batch's backward was enqueued
     // on `stream`).
     void mark_updated(Stream& stream = Stream::cpu());
@@ -176,7 +182,8 @@ private:
     void init_payload(int64_t row, char* payload);
     void ensure_capacity(int64_t capacity, Stream& stream);
     void check_ids(const Tensor& ids) const;
-    void place(const int64_t* ids, int64_t n, int64_t* out, Mover& mover);
+    enum class Pass { kBatch, kUpdated, kAhead };
+    void place(const int64_t* ids, int64_t n, int64_t* out, Pass pass, Mover& mover);
     int64_t set_of(int64_t row) const;
     int64_t way_of(int64_t row, int64_t set) const;  // the row's slot among the set's, or -1
     int64_t victim(int64_t set) const;               // an unlocked way of the set, or -1
@@ -235,6 +242,7 @@ private:
     std::unique_ptr<Stream> ahead_stream_, flush_stream_;
     Event prefetched_, updated_, ahead_done_;
     bool ahead_pending_ = false;
+    std::mutex place_mutex_;  // place_updated beside prefetch_ahead
 };
 
 }  // namespace shardrec

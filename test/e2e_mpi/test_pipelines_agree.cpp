@@ -183,6 +183,16 @@ TEST_CASE("pipelines agree: prefetch_sparse_dist with key_value tables", "[mpi][
     check_pipelines_agree(comm::world_process_group(), "prefetch_sparse_dist", kKeyValue);
 }
 
+// 2D: a replica's backward brings the rows the other replicas' batches touched into its cache
+// while the fill thread places batch i+1's rows beside them.
+TEST_CASE("pipelines agree: prefetch_sparse_dist with key_value tables in replica groups",
+          "[mpi][e2e][even_ranks]") {
+    const test::ExpectLogs fill_thread_shares_a_core;  // mpirun binds each rank to one core
+    std::vector<std::string> sets = kKeyValue;
+    sets.push_back("sharding.replica_groups=2");
+    check_pipelines_agree(comm::world_process_group(), "prefetch_sparse_dist", sets);
+}
+
 // A managed-collision table's remap runs when the pipeline takes a batch, two steps ahead of
 // its training; the rows it evicts are reset just before that batch trains.
 TEST_CASE("pipelines agree: a managed-collision table, remapped ahead", "[mpi][e2e]") {

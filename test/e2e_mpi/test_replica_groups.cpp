@@ -2,7 +2,9 @@
 // W / R ranks and that sharding replicated R times train as one sharding over the W ranks (within
 // the sharding-invariance tolerance), the replicas stay bitwise identical, R = 1 is the 1D run bit
 // for bit, an R that does not divide W is refused, and a checkpoint (the first group's shards)
-// resumes bit for bit. Under real mpirun at 1, 2 and 4 ranks (and 4 as two emulated nodes).
+// resumes bit for bit; key_value tables (each replica's cache takes the rows the other replicas
+// touched for the update) train as the rows in memory. Under real mpirun at 1, 2 and 4 ranks
+// (and 4 as two emulated nodes).
 #include <catch2/catch.hpp>
 #include <filesystem>
 
@@ -128,6 +130,42 @@ TEST_CASE("replica groups: 2D equals 1D, replicas bitwise identical", "[mpi][e2e
     check_two_d("{planner: auto}", "{type: rowwise_adagrad, learning_rate: 0.05}");
 }
 
+// A cached shard (key_value: rows on disk, a DRAM cache) updates the rows the other replicas'
+// batches touched too, brought into its cache for the update: the same numbers as the rows in
+// memory, bit for bit, whatever the cache size (10 %: most batches evict and overflow; 100 %).
+TEST_CASE("replica groups: key_value tables train as the rows in memory, bit for bit",
+          "[mpi][e2e][even_ranks]") {
+    auto pg = comm::world_process_group();
+    const std::string storage =
+        "/tmp/shardrec-test-replica-kv-np" + std::to_string(pg->size()) + "-";
+    const char* const sparse = "{type: rowwise_adagrad, learning_rate: 0.05}";
+    int run = 0;
+    for (const std::string sharding :
+         {"sharding_type: row_wise", "sharding_type: table_wise", "sharding_type: table_row_wise",
+          "sharding_type: column_wise, tables: [{name: big, sharding_type: row_wise}, {name: "
+          "wtd, sharding_type: data_parallel}]"}) {
+        for (const std::string cache :
+             {"{load_factor: 0.1, algorithm: lru}", "{load_factor: 0.1, algorithm: lfu}",
+              "{load_factor: 1.0}"}) {
+            const std::string kv = "{" + sharding +
+                                   ", replica_groups: 2, compute_kernel: key_value, storage: "
+                                   "{path: " +
+                                   storage + std::to_string(run++) + "}, cache: " + cache + "}";
+            INFO(kv);
+            train::Trainer fused(config_of("{" + sharding + ", replica_groups: 2}", sparse), pg);
+            train::Trainer cached(config_of(kv, sparse), pg);
+            const auto [rf, rc] = train_both(fused, cached, 6);
+            CHECK(rc.losses == rf.losses);
+            CHECK(rc.tables == rf.tables);
+            auto& ebc = dynamic_cast<ShardedEmbeddingBagCollection&>(cached.model().sparse_arch());
+            double misses = 0;
+            for (const auto& [table, stats] : ebc.cache_stats())
+                misses += static_cast<double>(stats.misses);
+            CHECK(misses > 0);
+        }
+    }
+}
+
 TEST_CASE("replica groups: 1 is the 1D run bit for bit", "[mpi][e2e]") {
     auto pg = comm::world_process_group();
     const char* const sparse = "{type: adagrad, learning_rate: 0.05}";
@@ -160,35 +198,46 @@ TEST_CASE("replica groups: a group never straddles a node", "[planner]") {
     CHECK(sharding_group_size(s, 12, 8) == 12);
 }
 
+// Rows in memory, and key_value tables (flushed into the checkpoint, read back into the store).
 TEST_CASE("replica groups: a checkpoint resumes bitwise", "[mpi][e2e][even_ranks]") {
     auto pg = comm::world_process_group();
     REQUIRE(pg->size() % 2 == 0);
-    const fs::path dir =
-        fs::temp_directory_path() / ("shardrec_replica_ckpt_np" + std::to_string(pg->size()));
-    if (pg->rank() == 0) {
-        fs::remove_all(dir);
-        fs::create_directories(dir);
+    const std::string np = std::to_string(pg->size());
+    for (const std::string& kernel :
+         {std::string(),
+          ", compute_kernel: key_value, cache: {load_factor: 0.2}, storage: {path: "
+          "/tmp/shardrec-test-replica-ckpt-kv-np" +
+              np + "}"}) {
+        INFO("sharding" << kernel);
+        const fs::path dir = fs::temp_directory_path() / ("shardrec_replica_ckpt_np" + np);
+        if (pg->rank() == 0) {
+            fs::remove_all(dir);
+            fs::create_directories(dir);
+        }
+        pg->barrier().wait();
+        const Config config = config_of(
+            "{sharding_type: row_wise, replica_groups: 2" + kernel +
+                ", tables: [{name: avg, sharding_type: table_wise}, {name: wtd, sharding_type: "
+                "data_parallel}]}",
+            "{type: adam, learning_rate: 0.01}");
+        train::Trainer straight(config, pg), first(config, pg);
+        std::vector<float> straight_losses, losses;
+        for (int64_t s = 0; s < 6; ++s)
+            straight_losses.push_back(straight.train_step(straight.train_batch(s), s).loss);
+        for (int64_t s = 0; s < 3; ++s)
+            losses.push_back(first.train_step(first.train_batch(s), s).loss);
+        train::save_checkpoint(first, dir.string(), 3, 1);
+        train::Trainer resumed(config, pg);
+        REQUIRE(train::load_checkpoint(resumed, dir.string(), {true}) == 3);
+        for (int64_t s = 3; s < 6; ++s)
+            losses.push_back(resumed.train_step(resumed.train_batch(s), s).loss);
+        CHECK(losses == straight_losses);  // bitwise
+        auto& a = dynamic_cast<ShardedEmbeddingBagCollection&>(resumed.model().sparse_arch());
+        auto& b = dynamic_cast<ShardedEmbeddingBagCollection&>(straight.model().sparse_arch());
+        for (int64_t t = 0; t < 5; ++t) {
+            CHECK(a.unsharded_weight(t).to_vector<float>() ==
+                  b.unsharded_weight(t).to_vector<float>());
+        }
+        pg->barrier().wait();
     }
-    pg->barrier().wait();
-    const Config config = config_of(
-        "{sharding_type: row_wise, replica_groups: 2, tables: [{name: avg, sharding_type: "
-        "table_wise}, {name: wtd, sharding_type: data_parallel}]}",
-        "{type: adam, learning_rate: 0.01}");
-    train::Trainer straight(config, pg), first(config, pg);
-    std::vector<float> straight_losses, losses;
-    for (int64_t s = 0; s < 6; ++s)
-        straight_losses.push_back(straight.train_step(straight.train_batch(s), s).loss);
-    for (int64_t s = 0; s < 3; ++s)
-        losses.push_back(first.train_step(first.train_batch(s), s).loss);
-    train::save_checkpoint(first, dir.string(), 3, 1);
-    train::Trainer resumed(config, pg);
-    REQUIRE(train::load_checkpoint(resumed, dir.string(), {true}) == 3);
-    for (int64_t s = 3; s < 6; ++s)
-        losses.push_back(resumed.train_step(resumed.train_batch(s), s).loss);
-    CHECK(losses == straight_losses);  // bitwise
-    auto& a = dynamic_cast<ShardedEmbeddingBagCollection&>(resumed.model().sparse_arch());
-    auto& b = dynamic_cast<ShardedEmbeddingBagCollection&>(straight.model().sparse_arch());
-    for (int64_t t = 0; t < 5; ++t)
-        CHECK(a.unsharded_weight(t).to_vector<float>() == b.unsharded_weight(t).to_vector<float>());
-    pg->barrier().wait();
 }
