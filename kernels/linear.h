@@ -60,14 +60,28 @@ void set_gemm_math(GemmMath math);  // also drops the weights' bf16 copies (belo
 GemmMath gemm_math();
 
 // Scoring (predict, serve, eval) turns this on: the CPU's f32 GEMMs over the rows of A (op(A) = A,
-// as every forward's x W^T) compute C in blocks of 64 rows from the first, a partial block padded,
-// one CPU thread a block, so a row's bits depend on its place in its block alone, not on how many
-// rows follow it or on the thread count: a sample's score is the same from a whole or a partial
-// batch, any world size, eval or predict. (OpenBLAS's kernels for some CPUs, AVX2's Haswell and
-// Zen, round a row by the rows around it and by the threads' shares.) Process-wide; off by
-// default.
+// as every forward's x W^T) compute each element of C as one FMA chain over k in order
+// (kernels/cpu/gemm_ordered.cpp), so a row's bits depend on that row alone, not on the rows beside
+// it, the thread count or the CPU's vector width: a sample's score is the same from a whole or a
+// partial batch, any world size, eval, predict or a dynamic batch of serve. (OpenBLAS's kernels
+// for some CPUs, AVX2's Haswell and Zen, round a row by its place in the call and by the threads'
+// shares.) Training's steps keep OpenBLAS; its evaluations use this mode too (the metrics eval
+// reproduces). Process-wide; off by default.
 void set_row_invariant_gemms(bool on);
 bool row_invariant_gemms();
+
+// The mode on while it lives (a training run's evaluations: the metrics that eval and predict
+// reproduce), as it was after.
+class RowInvariantGemmsScope {
+public:
+    RowInvariantGemmsScope() : was_(row_invariant_gemms()) { set_row_invariant_gemms(true); }
+    ~RowInvariantGemmsScope() { set_row_invariant_gemms(was_); }
+    RowInvariantGemmsScope(const RowInvariantGemmsScope&) = delete;
+    RowInvariantGemmsScope& operator=(const RowInvariantGemmsScope&) = delete;
+
+private:
+    bool was_;
+};
 
 // The CPU's bf16 GEMMs round each f32 operand to bf16 per call, except weights: a module calls
 // refresh_gemm_weight(w) for each of its weights at the start of its forward, which rounds w once

@@ -4,7 +4,8 @@
 # 3456-1024-1024-512-256, the low-rank cross layer N = 3456, r = 512) with their %gemm column
 # against cblas_sgemm (f32) or oneDNN's own bf16 matmul on pre-rounded operands (bf16), then the
 # MLPerf DLRM-DCNv2 step (tables cut to 1M rows, batch 256, as bench/baselines/compare_cpu.sh)
-# with `shardrec bench` in each math.
+# with `shardrec bench` in each math. Also the forward cases in scoring's f32 GEMM (predict, serve
+# and eval: each element one FMA chain, kernels/cpu/gemm_ordered.cpp) against the same sgemm.
 #   scripts/bench_gemm.sh [OUT_DIR]        default bench/results/cpu-<date>-gemm
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,10 @@ for math in $maths; do
             --reps "${REPS:-7}" --json "$out/bench_ops_${math}_${filter#^}.json"
     done | tee "$out/bench_ops_$math.txt"
 done
+for filter in "^LinearForward" "^CrossNetForward" "^MixtureCrossNetForward"; do
+    "$build_dir/test/bench_ops" --bench-only --filter "$filter" --row-invariant \
+        --reps "${REPS:-7}" --json "$out/bench_ops_scoring_${filter#^}.json"
+done | tee "$out/bench_ops_scoring.txt"
 cut=()
 for t in 0 9 19 20 21; do cut+=(--set "model.tables[$t].num_embeddings=1000000"); done
 for math in $maths; do

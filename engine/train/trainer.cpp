@@ -500,6 +500,7 @@ Metrics Trainer::evaluate(MetricsAccumulator* samples) {
              "batch(es): train them first",
              num_queued());
     eval_acc_.reset();
+    const kernels::RowInvariantGemmsScope scoring;  // the GEMMs of eval, predict and serve
     // Every rank runs the same number of batches (the sharded lookups are collective): the eval
     // split's first eval_samples samples, rounded up to whole global batches.
     const int64_t B = config_.data.batch_size;

@@ -335,45 +335,6 @@ void onednn_bf16_gemm(Trans ta,
     stream.wait();
 }
 
-// C = A op(B) + beta C in blocks of kRowBlock rows of A and C, one single-threaded sgemm a
-// block on the CPU threads (OpenBLAS's OpenMP build runs one thread inside a parallel region),
-// the last block padded to kRowBlock rows: each block is the same call whatever M and threads.
-void row_blocked_sgemm(Trans tb,
-                       int64_t m,
-                       int64_t n,
-                       int64_t k,
-                       const float* a,
-                       int64_t lda,
-                       const float* b,
-                       int64_t ldb,
-                       float beta,
-                       float* c,
-                       int64_t ldc) {
-    constexpr int64_t kRowBlock = 64;
-    const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
-    // In a parallel region even for one block: outside one, OpenBLAS would split it over threads.
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < blocks; ++i) {
-        const int64_t r0 = i * kRowBlock, rows = std::min(kRowBlock, m - r0);
-        if (rows == kRowBlock) {
-            blas_sgemm(Trans::kNo, tb, kRowBlock, n, k, a + r0 * lda, lda, b, ldb, beta,
-                       c + r0 * ldc, ldc);
-            continue;
-        }
-        thread_local std::vector<float> pa, pc;
-        pa.assign(static_cast<size_t>(kRowBlock * k), 0.0f);
-        pc.assign(static_cast<size_t>(kRowBlock * n), 0.0f);
-        for (int64_t r = 0; r < rows; ++r) {
-            std::copy_n(a + (r0 + r) * lda, k, pa.data() + r * k);
-            if (beta != 0.0f)
-                std::copy_n(c + (r0 + r) * ldc, n, pc.data() + r * n);
-        }
-        blas_sgemm(Trans::kNo, tb, kRowBlock, n, k, pa.data(), k, b, ldb, beta, pc.data(), n);
-        for (int64_t r = 0; r < rows; ++r)
-            std::copy_n(pc.data() + r * n, n, c + (r0 + r) * ldc);
-    }
-}
-
 }  // namespace
 
 Bf16OperandScope::Bf16OperandScope(const float* x, int64_t rows, int64_t cols, int64_t ld) {
@@ -400,7 +361,7 @@ void sgemm(Trans ta,
         return onednn_bf16_gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
     }
     if (ta == Trans::kNo && row_invariant_gemms()) {
-        return row_blocked_sgemm(tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+        return ordered_sgemm(tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
     }
     blas_sgemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }

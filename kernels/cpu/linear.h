@@ -49,8 +49,8 @@ enum class Trans { kNo, kYes };
 
 // C[m, n] = op(A) op(B) + beta * C, row-major, op(X) = X or X^T; lda/ldb/ldc are row strides of
 // the stored matrices. In kernels::gemm_math() f32 one cblas_sgemm call (sizes checked to fit
-// OpenBLAS's int); in bf16 oneDNN's matmul on operands rounded to bf16, f32 accumulation, beta
-// 0 or 1 (kernels/cpu/gemm.cpp).
+// OpenBLAS's int), or ordered_sgemm in row-invariant mode; in bf16 oneDNN's matmul on operands
+// rounded to bf16, f32 accumulation, beta 0 or 1 (kernels/cpu/gemm.cpp).
 void sgemm(Trans ta,
            Trans tb,
            int64_t m,
@@ -63,6 +63,21 @@ void sgemm(Trans ta,
            float beta,
            float* c,
            int64_t ldc);
+
+// C[m, n] = A op(B) + beta * C with each element one FMA chain over k in order from zero, then
+// plus beta C: bits that depend on that row of A and that column of op(B) alone, whatever M, the
+// threads or the CPU (kernels/cpu/gemm_ordered.cpp). sgemm's f32 path in row-invariant mode.
+void ordered_sgemm(Trans tb,
+                   int64_t m,
+                   int64_t n,
+                   int64_t k,
+                   const float* a,
+                   int64_t lda,
+                   const float* b,
+                   int64_t ldb,
+                   float beta,
+                   float* c,
+                   int64_t ldc);
 
 // In bf16 math, rounds the f32 matrix [rows, cols] at x (row stride ld) once, for every GEMM
 // that reads it while the scope lives: an operand two GEMMs share (a gradient read by the input

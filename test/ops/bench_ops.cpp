@@ -11,9 +11,11 @@
 // --hot-rows block times the CUDA embedding backward with its earlier hot-row kernel
 // (runtime.hot_row_update). --once runs each selected case once, neither checked nor timed, for
 // a profiler to time its kernels (scripts/gpu_check.sh's kernels step, under Nsight Compute).
+// --row-invariant times the CPU cases in scoring's GEMM mode (kernels::set_row_invariant_gemms:
+// predict, serve, eval), against the same cblas_sgemm column.
 //
 //   bench_ops [--device cpu|cuda] [--filter SUBSTR|^PREFIX] [--bench-only] [--reps R]
-//             [--gemm-math M] [--hot-rows chunked|block] [--json FILE] [--once]
+//             [--gemm-math M] [--hot-rows chunked|block] [--row-invariant] [--json FILE] [--once]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
     int reps = 20;
     bool bench_only = false;  // only the cases made for timing, not the small test vectors
     bool once = false;
+    bool row_invariant = false;
     Device device = Device::cpu();
     kernels::GemmMath timed_math = kernels::GemmMath::kF32;
     std::string timed_math_name = "f32";
@@ -92,6 +95,8 @@ int main(int argc, char** argv) {
             reps = std::max(1, std::atoi(argv[++i]));
         } else if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
+        } else if (a == "--row-invariant") {
+            row_invariant = true;
         } else if (a == "--once") {
             once = true;
         } else if (a == "--gemm-math" && i + 1 < argc) {
@@ -103,8 +108,9 @@ int main(int argc, char** argv) {
             std::fprintf(
                 stderr,
                 "usage: bench_ops [--device cpu|cuda] [--filter SUBSTR|^PREFIX] [--bench-only] "
-                "[--reps R] [--gemm-math f32|tf32|bf16] [--hot-rows chunked|block] [--json FILE] "
-                "[--once]\n");
+                "[--reps R] [--gemm-math f32|tf32|bf16] [--hot-rows chunked|block] "
+                "[--row-invariant] "
+                "[--json FILE] [--once]\n");
             return 2;
         }
     }
@@ -151,6 +157,11 @@ int main(int argc, char** argv) {
             kernels::cuda::measure_gather_gbps(device.index, 256),
             kernels::cuda::measure_gather_gbps(device.index, 512));
     }
+    if (row_invariant) {
+        std::printf(
+            "# row-invariant GEMMs (predict, serve, eval): outputs checked, then timed "
+            "in that mode; the sgemm_us column is cblas_sgemm's\n");
+    }
     if (timed_math != kernels::GemmMath::kF32) {
         std::printf(
             "# gemm_math %s: outputs checked with f32 GEMMs, then timed in %s, as is the "
@@ -176,6 +187,7 @@ int main(int argc, char** argv) {
             rr = OpCase::RandomRows{};
         }
         // Verify first: a number is printed only for an output that was checked.
+        kernels::set_row_invariant_gemms(row_invariant);
         c->make_inputs(test_seed());
         const auto ref = c->reference();
         c->set_device(device);
@@ -198,6 +210,7 @@ int main(int argc, char** argv) {
                 c->stream().synchronize();
             },
             reps);
+        kernels::set_row_invariant_gemms(false);
         c->reuse_outputs(false);
         c->clear_outputs();
         const double gbps = c->bytes() / (t.med_us * 1e-6) / 1e9;
@@ -232,7 +245,8 @@ int main(int argc, char** argv) {
                             hp.mode, hp.anon_huge_bytes, rr.table_bytes);
         }
         rows.push_back(fmt::format(
-            "{{{},\"device\":\"{}\",\"gemm_math\":\"{}\",\"op\":\"{}\",\"vars\":\"{}\",\"time_us\":"
+            "{{{},\"device\":\"{}\",\"gemm_math\":\"{}\",\"row_invariant\":{},\"op\":\"{}\","
+            "\"vars\":\"{}\",\"time_us\":"
             "{:."
             "3f},\"p10_us\":{:.3f}"
             ",\"p90_us\":{:.3f}"
@@ -240,9 +254,9 @@ int main(int argc, char** argv) {
             "\"bytes\":{:.0f},\"flops\":{:.0f},\"gbps\":{:.4f},\"gflops\":{:.4f},"
             "\"copy_gbps\":{:.4f},\"pct_bw\":{:.2f},\"random_row_gbps\":{:.4f},\"pct_rr\":{:.2f},"
             "\"sgemm_us\":{:.3f},\"pct_gemm\":{:.2f},\"huge_pages\":{},\"wrong\":{}}}",
-            provenance, device.str(), timed_math_name, name, c->vars(), t.med_us, t.p10_us,
-            t.p90_us, c->bytes(), c->flops(), gbps, gflops, copy_gbps, pct_bw, rr_gbps, pct_rr,
-            sgemm_us, pct_gemm, huge_pages, wrong));
+            provenance, device.str(), timed_math_name, row_invariant, name, c->vars(), t.med_us,
+            t.p10_us, t.p90_us, c->bytes(), c->flops(), gbps, gflops, copy_gbps, pct_bw, rr_gbps,
+            pct_rr, sgemm_us, pct_gemm, huge_pages, wrong));
         c.reset();  // its inputs go: the large cases' 2 GiB tables together outgrow a host
     }
     if (!json_path.empty()) {

@@ -106,11 +106,14 @@ TEST_CASE("bf16 math on the CPU: oneDNN's matmul, or OpenBLAS sgemm on the round
     }
 }
 
-TEST_CASE("row-invariant GEMMs: a row of C has the same bits whatever M and the threads",
+TEST_CASE("row-invariant GEMMs: each element of C is one FMA chain over k, whatever M and threads",
           "[ops][cpu]") {
-    // Scoring's mode (predict, serve, eval): 203 rows on two CPU threads against a block of them
-    // cut short (37 rows from 64), the last partial block (11 rows from 192) and all 203, on one
-    // thread and on two; beta 1 adds to a bias written into C first, as linear_forward does.
+    // Scoring's mode (predict, serve, eval): C[i][j] = fma chain over p of A[i][p] op(B)[p][j]
+    // from 0, plus beta C, bit for bit, for op(B) = B and B^T, beta 0, 1 (a bias written into C
+    // first, as linear_forward does) and 0.5; all 203 rows on one thread and two, and rows cut out
+    // of them (37 from 64, the last 11, one) give the same bits. Sizes leave partial tiles (6 rows,
+    // 16 columns), blocks (72 rows, 128 columns) and k blocks (256). And within a float64 bound
+    // of the exact product.
     struct Restore {
         ~Restore() {
             kernels::set_row_invariant_gemms(false);
@@ -122,7 +125,7 @@ TEST_CASE("row-invariant GEMMs: a row of C has the same bits whatever M and the 
 
     using kernels::cpu::Trans;
     kernels::set_row_invariant_gemms(true);
-    const int64_t M = 203, N = 45, K = 150;  // 64 x N x K past OpenBLAS's threading threshold
+    const int64_t M = 203, N = 150, K = 600;
     std::vector<float> a(M * K), b(N * K), bias(N);
     for (size_t i = 0; i < a.size(); ++i)
         a[i] = std::sin(0.37f * static_cast<float>(i));
@@ -130,26 +133,53 @@ TEST_CASE("row-invariant GEMMs: a row of C has the same bits whatever M and the 
         b[i] = std::cos(0.11f * static_cast<float>(i));
     for (size_t i = 0; i < bias.size(); ++i)
         bias[i] = 0.01f * static_cast<float>(i);
-    const auto gemm = [&](int64_t first, int64_t rows, float beta) {
-        std::vector<float> c(static_cast<size_t>(rows * N));
-        for (int64_t r = 0; r < rows; ++r)
-            std::copy(bias.begin(), bias.end(), c.begin() + r * N);
-        kernels::cpu::sgemm(Trans::kNo, Trans::kYes, rows, N, K, a.data() + first * K, K, b.data(),
-                            K, beta, c.data(), N);
-        return c;
-    };
-    for (const float beta : {0.0f, 1.0f}) {
-        INFO("beta " << beta);
-        kernels::set_cpu_threads(2);
-        const std::vector<float> all = gemm(0, M, beta);
-        for (const int threads : {1, 2}) {
-            kernels::set_cpu_threads(threads);
-            for (const auto& [first, rows] :
-                 {std::pair<int64_t, int64_t>{64, 37}, {192, 11}, {0, M}}) {
-                INFO(threads << " threads, rows " << first << " to " << first + rows);
-                const std::vector<float> part = gemm(first, rows, beta);
-                CHECK(std::memcmp(part.data(), all.data() + first * N,
-                                  sizeof(float) * part.size()) == 0);
+    for (const Trans tb : {Trans::kYes, Trans::kNo}) {
+        // op(B)[p][j]: b stored [N, K] for B^T, [K, N] for B.
+        const int64_t ldb = tb == Trans::kYes ? K : N;
+        const auto opb = [&](int64_t p, int64_t j) {
+            return tb == Trans::kYes ? b[j * K + p] : b[p * N + j];
+        };
+        const auto gemm = [&](int64_t first, int64_t rows, float beta) {
+            std::vector<float> c(static_cast<size_t>(rows * N));
+            for (int64_t r = 0; r < rows; ++r)
+                std::copy(bias.begin(), bias.end(), c.begin() + r * N);
+            kernels::cpu::sgemm(Trans::kNo, tb, rows, N, K, a.data() + first * K, K, b.data(), ldb,
+                                beta, c.data(), N);
+            return c;
+        };
+        for (const float beta : {0.0f, 1.0f, 0.5f}) {
+            INFO((tb == Trans::kYes ? "B^T" : "B") << ", beta " << beta);
+            kernels::set_cpu_threads(2);
+            const std::vector<float> all = gemm(0, M, beta);
+            int64_t unequal = 0;
+            double worst = 0;
+            for (int64_t i = 0; i < M; ++i) {
+                for (int64_t j = 0; j < N; ++j) {
+                    float acc = 0.0f;
+                    double exact = 0, mag = 0;
+                    for (int64_t p = 0; p < K; ++p) {
+                        acc = std::fma(a[i * K + p], opb(p, j), acc);
+                        exact += static_cast<double>(a[i * K + p]) * opb(p, j);
+                        mag += std::fabs(static_cast<double>(a[i * K + p]) * opb(p, j));
+                    }
+                    const float want = beta == 0.0f ? acc : acc + beta * bias[j];
+                    const float got = all[i * N + j];
+                    unequal += std::memcmp(&got, &want, sizeof(float)) != 0;
+                    exact += beta * static_cast<double>(bias[j]);
+                    worst = std::max(worst, std::fabs(got - exact) / (mag + 1.0));
+                }
+            }
+            CHECK(unequal == 0);
+            CHECK(worst <= K * 0x1p-24);
+            for (const int threads : {1, 2}) {
+                kernels::set_cpu_threads(threads);
+                for (const auto& [first, rows] :
+                     {std::pair<int64_t, int64_t>{64, 37}, {192, 11}, {100, 1}, {0, M}}) {
+                    INFO(threads << " threads, rows " << first << " to " << first + rows);
+                    const std::vector<float> part = gemm(first, rows, beta);
+                    CHECK(std::memcmp(part.data(), all.data() + first * N,
+                                      sizeof(float) * part.size()) == 0);
+                }
             }
         }
     }
