@@ -334,19 +334,13 @@ void ShardedEmbeddingBagCollection::build(const ShardingPlan& plan, uint64_t see
         data_parallel_->all_gather =
             std::make_unique<PooledEmbeddingsAllGather>(device_pg_, qcomms_);
     }
-    // 2D: a shard's replicas may share a host, so each keeps its key_value files apart.
-    const std::string storage_dir =
-        replica_pg_ == nullptr || storage_dir_.empty()
-            ? storage_dir_
-            : (std::filesystem::path(storage_dir_) / fmt::format("replica{}", replica_pg_->rank()))
-                  .string();
     for (Group* g : {entries_.get(), row_wise_.get(), data_parallel_.get()}) {
         for (ShardLookup& s : g->local) {
             const EmbeddingBagConfig& table = tables_[static_cast<size_t>(s.table)];
             if (quantized_.enabled())
                 init_quantized_shard(s, table, plan.at(table.name), quantized_);
             else
-                init_shard(s, table, seed, optimizer_, device_, plan.at(table.name), storage_dir,
+                init_shard(s, table, seed, optimizer_, device_, plan.at(table.name), storage_dir_,
                            me);
         }
     }
