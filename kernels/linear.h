@@ -75,7 +75,9 @@ bool row_invariant_gemms();
 class RowInvariantGemmsScope {
 public:
     RowInvariantGemmsScope() : was_(row_invariant_gemms()) { set_row_invariant_gemms(true); }
+
     ~RowInvariantGemmsScope() { set_row_invariant_gemms(was_); }
+
     RowInvariantGemmsScope(const RowInvariantGemmsScope&) = delete;
     RowInvariantGemmsScope& operator=(const RowInvariantGemmsScope&) = delete;
 
@@ -156,6 +158,13 @@ void linear_backward(const Tensor& x,
                      Tensor& grad_w,
                      Tensor* grad_b,
                      Stream& stream);
+
+// cuBLAS and cuBLASLt load at the first GEMM on a GPU (kernels/cuda/cublas_api.cuh), so a CPU
+// rank of a CUDA build never maps them. cublas_loaded: whether this process has; load_cublas loads
+// them now and returns the number of entry points resolved (an Error naming what is missing, or
+// "no CUDA definition in this build").
+bool cublas_loaded();
+int load_cublas();
 }  // namespace cuda
 
 }  // namespace shardrec::kernels

@@ -32,9 +32,9 @@ cublasHandle_t cublas_handle(Stream& stream) {
     thread_local std::unordered_map<int, cublasHandle_t> handles;
     cublasHandle_t& h = handles[stream.device().index];
     if (h == nullptr) {
-        SR_CUBLAS_CHECK(cublasCreate(&h));
+        SR_CUBLAS_CHECK(cublas_api().create(&h));
     }
-    SR_CUBLAS_CHECK(cublasSetStream(h, cuda_stream(stream)));
+    SR_CUBLAS_CHECK(cublas_api().set_stream(h, cuda_stream(stream)));
     return h;
 }
 
@@ -220,13 +220,13 @@ void gemm_bf16(Stream& stream,
                float alpha) {
     // Row-major to column-major as in sgemm below.
     if (batch == 1) {
-        SR_CUBLAS_CHECK(cublasGemmEx(cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m),
-                                     to_int(k), &alpha, b, CUDA_R_16BF, to_int(ldb), a, CUDA_R_16BF,
-                                     to_int(lda), &beta, c, CUDA_R_32F, to_int(ldc),
-                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        SR_CUBLAS_CHECK(cublas_api().gemm_ex(
+            cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m), to_int(k), &alpha, b,
+            CUDA_R_16BF, to_int(ldb), a, CUDA_R_16BF, to_int(lda), &beta, c, CUDA_R_32F,
+            to_int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return;
     }
-    SR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+    SR_CUBLAS_CHECK(cublas_api().gemm_strided_batched_ex(
         cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m), to_int(k), &alpha, b,
         CUDA_R_16BF, to_int(ldb), stride_b, a, CUDA_R_16BF, to_int(lda), stride_a, &beta, c,
         CUDA_R_32F, to_int(ldc), stride_c, to_int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -270,10 +270,10 @@ void sgemm(Stream& stream,
     }
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands and
     // m, n; a row-major matrix with row stride ld is its column-major transpose with that ld.
-    SR_CUBLAS_CHECK(cublasGemmEx(cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m),
-                                 to_int(k), &alpha, b, CUDA_R_32F, to_int(ldb), a, CUDA_R_32F,
-                                 to_int(lda), &beta, c, CUDA_R_32F, to_int(ldc),
-                                 gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
+    SR_CUBLAS_CHECK(cublas_api().gemm_ex(cublas_handle(stream), op(tb), op(ta), to_int(n),
+                                         to_int(m), to_int(k), &alpha, b, CUDA_R_32F, to_int(ldb),
+                                         a, CUDA_R_32F, to_int(lda), &beta, c, CUDA_R_32F,
+                                         to_int(ldc), gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
 }
 
 void sgemm_strided_batched(Stream& stream,
@@ -301,7 +301,7 @@ void sgemm_strided_batched(Stream& stream,
                          b16.ld, b16.stride, beta, c, ldc, stride_c, batch);
     }
     const float alpha = 1.f;
-    SR_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+    SR_CUBLAS_CHECK(cublas_api().gemm_strided_batched_ex(
         cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m), to_int(k), &alpha, b,
         CUDA_R_32F, to_int(ldb), stride_b, a, CUDA_R_32F, to_int(lda), stride_a, &beta, c,
         CUDA_R_32F, to_int(ldc), stride_c, to_int(batch), gemm_compute_type(),

@@ -14,6 +14,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/stream.h"
 #include "engine/core/tensor.h"
+#include "kernels/cuda/cublas_api.cuh"
 #include "kernels/linear.h"
 
 namespace shardrec::kernels::cuda {

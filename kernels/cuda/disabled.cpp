@@ -111,6 +111,14 @@ void sequence_embedding_backward_fused(const Tensor&,
 }
 
 // ---- dense ops: linear, interactions, cross nets, norms, loss, dense optimizers ----
+bool cublas_loaded() {
+    return false;
+}
+
+int load_cublas() {
+    throw_not_built("cuda::load_cublas");
+}
+
 void linear_forward(const Tensor&, const Tensor&, const Tensor*, Activation, Tensor&, Stream&) {
     throw_not_built("cuda::linear_forward");
 }

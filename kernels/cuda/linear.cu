@@ -20,13 +20,11 @@ namespace {
 
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;  // cuBLAS's advice for Hopper
 
-#define SR_CUBLASLT_CHECK(expr) SR_CHECK_STATUS_(expr, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
-
 cublasLtHandle_t lt_handle(int device) {
     thread_local std::unordered_map<int, cublasLtHandle_t> handles;
     cublasLtHandle_t& h = handles[device];
     if (h == nullptr) {
-        SR_CUBLASLT_CHECK(cublasLtCreate(&h));
+        SR_CUBLAS_CHECK(cublas_api().lt_create(&h));
     }
     return h;
 }
@@ -43,15 +41,15 @@ struct LtMatmul {
 
     ~LtMatmul() {
         if (pref != nullptr)
-            cublasLtMatmulPreferenceDestroy(pref);
+            cublas_api().lt_matmul_preference_destroy(pref);
         if (c != nullptr)
-            cublasLtMatrixLayoutDestroy(c);
+            cublas_api().lt_matrix_layout_destroy(c);
         if (b != nullptr)
-            cublasLtMatrixLayoutDestroy(b);
+            cublas_api().lt_matrix_layout_destroy(b);
         if (a != nullptr)
-            cublasLtMatrixLayoutDestroy(a);
+            cublas_api().lt_matrix_layout_destroy(a);
         if (op != nullptr)
-            cublasLtMatmulDescDestroy(op);
+            cublas_api().lt_matmul_desc_destroy(op);
     }
 };
 
@@ -75,30 +73,30 @@ LtPlan& lt_plan(int device, int64_t batch, int64_t in, int64_t out, bool bias, b
     const bool bf16 = gemm_math() == GemmMath::kBf16;
     const cudaDataType_t operand = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const int64_t ld = bf16 ? ceil_div(in, 8) * 8 : in;
-    SR_CUBLASLT_CHECK(cublasLtMatmulDescCreate(&m.op, gemm_compute_type(), CUDA_R_32F));
+    SR_CUBLAS_CHECK(cublas_api().lt_matmul_desc_create(&m.op, gemm_compute_type(), CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    SR_CUBLASLT_CHECK(
-        cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    SR_CUBLASLT_CHECK(
-        cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    SR_CUBLAS_CHECK(cublas_api().lt_matmul_desc_set_attribute(m.op, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                              &ta, sizeof(ta)));
+    SR_CUBLAS_CHECK(cublas_api().lt_matmul_desc_set_attribute(m.op, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                              &tb, sizeof(tb)));
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     if (bias) {
         epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     } else if (relu) {
         epilogue = CUBLASLT_EPILOGUE_RELU;
     }
-    SR_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                                     sizeof(epilogue)));
-    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.a, operand, in, out, ld));
-    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.b, operand, in, batch, ld));
-    SR_CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&m.c, CUDA_R_32F, out, batch, out));
-    SR_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&m.pref));
-    SR_CUBLASLT_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(m.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &kLtWorkspaceBytes, sizeof(kLtWorkspaceBytes)));
+    SR_CUBLAS_CHECK(cublas_api().lt_matmul_desc_set_attribute(m.op, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                              &epilogue, sizeof(epilogue)));
+    SR_CUBLAS_CHECK(cublas_api().lt_matrix_layout_create(&m.a, operand, in, out, ld));
+    SR_CUBLAS_CHECK(cublas_api().lt_matrix_layout_create(&m.b, operand, in, batch, ld));
+    SR_CUBLAS_CHECK(cublas_api().lt_matrix_layout_create(&m.c, CUDA_R_32F, out, batch, out));
+    SR_CUBLAS_CHECK(cublas_api().lt_matmul_preference_create(&m.pref));
+    SR_CUBLAS_CHECK(cublas_api().lt_matmul_preference_set_attribute(
+        m.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kLtWorkspaceBytes,
+        sizeof(kLtWorkspaceBytes)));
     int found = 0;
-    SR_CUBLASLT_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_handle(device), m.op, m.a, m.b, m.c, m.c,
-                                                     m.pref, 1, &plan->result, &found));
+    SR_CUBLAS_CHECK(cublas_api().lt_matmul_algo_get_heuristic(
+        lt_handle(device), m.op, m.a, m.b, m.c, m.c, m.pref, 1, &plan->result, &found));
     SR_CHECK(found > 0, "cuBLASLt has no algorithm for linear B={} I={} O={}", batch, in, out);
     return *plan;
 }
@@ -117,7 +115,7 @@ void lt_linear(Stream& stream,
     const int device = stream.device().index;
     LtPlan& plan = lt_plan(device, batch, in, out, bias != nullptr, relu);
     if (bias != nullptr) {
-        SR_CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(
+        SR_CUBLAS_CHECK(cublas_api().lt_matmul_desc_set_attribute(
             plan.m.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
     DeviceScratch workspace(stream, kLtWorkspaceBytes);
@@ -129,9 +127,9 @@ void lt_linear(Stream& stream,
         a = w16.emplace(stream, w, out, in, in).data();
         b = x16.emplace(stream, x, batch, in, in).data();
     }
-    SR_CUBLASLT_CHECK(cublasLtMatmul(lt_handle(device), plan.m.op, &alpha, a, plan.m.a, b, plan.m.b,
-                                     &beta, y, plan.m.c, y, plan.m.c, &plan.result.algo,
-                                     workspace.data(), kLtWorkspaceBytes, cuda_stream(stream)));
+    SR_CUBLAS_CHECK(cublas_api().lt_matmul(
+        lt_handle(device), plan.m.op, &alpha, a, plan.m.a, b, plan.m.b, &beta, y, plan.m.c, y,
+        plan.m.c, &plan.result.algo, workspace.data(), kLtWorkspaceBytes, cuda_stream(stream)));
 }
 
 __global__ void sigmoid_inplace_kernel(int64_t n, float* y) {

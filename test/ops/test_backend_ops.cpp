@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "engine/core/dtype.h"
@@ -13,6 +16,7 @@
 #include "kernels/linear.h"
 #include "kernels/threads.h"
 #include "test/ops/check_case.h"
+#include "test/support/compare.h"
 
 using namespace shardrec;
 using namespace shardrec::test;
@@ -183,6 +187,36 @@ TEST_CASE("row-invariant GEMMs: each element of C is one FMA chain over k, whate
             }
         }
     }
+}
+
+TEST_CASE("cuBLAS loads at a GPU's first GEMM, never for the CPU's", "[ops][cpu]") {
+    // A CPU rank of a CUDA build runs its GEMMs without mapping cuBLAS (libcublasLt alone is
+    // about 94 MB of anonymous memory once loaded); on the first GPU GEMM every entry point
+    // shardrec calls resolves.
+    const auto mapped = [](const std::string& library) {
+        std::ifstream maps("/proc/self/maps");
+        const std::string all((std::istreambuf_iterator<char>(maps)),
+                              std::istreambuf_iterator<char>());
+        return all.find(library) != std::string::npos;
+    };
+    const int64_t n = 64;
+    std::vector<float> a(n * n, 0.5f), c(n * n);
+    kernels::cpu::sgemm(kernels::cpu::Trans::kNo, kernels::cpu::Trans::kNo, n, n, n, a.data(), n,
+                        a.data(), n, 0.0f, c.data(), n);
+    CHECK(c[0] == 16.0f);
+    CHECK_FALSE(kernels::cuda::cublas_loaded());
+    CHECK_FALSE(mapped("libcublas"));
+    int resolved = 0;
+    const std::string error = test::error_of([&] { resolved = kernels::cuda::load_cublas(); });
+    if (error.find("no CUDA definition in this build") != std::string::npos) {
+        test::not_run("a build without CUDA");
+        return;
+    }
+    INFO(error);
+    REQUIRE(error.empty());
+    CHECK(resolved == 16);
+    CHECK(kernels::cuda::cublas_loaded());
+    CHECK(mapped("libcublasLt.so"));
 }
 
 TEST_CASE("linear in bf16 math on the CPU rounds each operand to bf16 and accumulates in f32",

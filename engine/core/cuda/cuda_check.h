@@ -1,9 +1,8 @@
-// SR_CUDA_CHECK / SR_CUBLAS_CHECK / SR_CUDA_WARN (STYLE.md R4). Only CUDA translation units include
-// this header. SHARDREC_SYNC_CHECK=1 makes SR_CUDA_LAUNCH_CHECK synchronise after every launch so
-// an asynchronous fault is reported at the launch that caused it.
+// SR_CUDA_CHECK / SR_CUDA_WARN (STYLE.md R4; SR_CUBLAS_CHECK: kernels/cuda/cublas_api.cuh). Only
+// CUDA translation units include this header. SHARDREC_SYNC_CHECK=1 makes SR_CUDA_LAUNCH_CHECK
+// synchronise after every launch so an asynchronous fault is reported at the launch that caused it.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "engine/core/error.h"
@@ -25,7 +24,6 @@ bool sync_check_enabled();
     } while (0)
 
 #define SR_CUDA_CHECK(expr) SR_CHECK_STATUS_(expr, cudaSuccess, cudaGetErrorString)
-#define SR_CUBLAS_CHECK(expr) SR_CHECK_STATUS_(expr, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 
 #define SR_CUDA_LAUNCH_CHECK(stream)                      \
     do {                                                  \
