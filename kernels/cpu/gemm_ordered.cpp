@@ -169,7 +169,7 @@ void ordered_sgemm(Trans tb,
                 }
             }
         }
-        const Ends ends{p0 == 0, p0 + kc == k, beta, old, ld_old};
+        const bool first = p0 == 0, last = p0 + kc == k;
 #pragma omp for collapse(2) schedule(static)
         for (int64_t rb = 0; rb < row_blocks; ++rb) {
             for (int64_t cb = 0; cb < col_blocks; ++cb) {
@@ -183,7 +183,7 @@ void ordered_sgemm(Trans tb,
                         const int rows = static_cast<int>(std::min<int64_t>(kTileRows, i_end - i0));
                         const float* at = a + i0 * lda + p0;
                         float* ct = c + i0 * ldc + j0;
-                        const Ends e{ends.first, ends.last, beta, old + i0 * ld_old + j0, ld_old};
+                        const Ends e{first, last, beta, old + i0 * ld_old + j0, ld_old};
                         if (vector)
                             kTiles[rows](at, lda, panel, kc, cols, e, ct, ldc);
                         else

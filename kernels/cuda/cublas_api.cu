@@ -17,25 +17,16 @@ namespace {
 
 std::atomic<bool> g_loaded{false};
 
-// The soname, else the same name beside the libcudart this process loaded (a toolkit outside the
-// loader's path, found through the executable's runpath for libcudart alone).
+// By soname: dlopen searches the executable's runpath (where the link found libcudart, the
+// toolkit's lib directory), then LD_LIBRARY_PATH and the loader's cache, as the link's own
+// libraries are found.
 void* open_library(const std::string& name) {
-    if (void* h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))
-        return h;
-    const std::string first_error = ::dlerror();
-    Dl_info info{};
-    if (::dladdr(reinterpret_cast<void*>(&cudaGetDeviceCount), &info) != 0 &&
-        info.dli_fname != nullptr) {
-        const std::string cudart = info.dli_fname;
-        const std::string beside = cudart.substr(0, cudart.rfind('/') + 1) + name;
-        if (void* h = ::dlopen(beside.c_str(), RTLD_NOW | RTLD_LOCAL))
-            return h;
-    }
-    SR_CHECK(false,
+    void* h = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    SR_CHECK(h != nullptr,
              "cannot load {} for the GPU's GEMMs: {} (is the CUDA toolkit's lib directory "
              "on LD_LIBRARY_PATH?)",
-             name, first_error);
-    return nullptr;
+             name, ::dlerror());
+    return h;
 }
 
 template <typename Fn>

@@ -77,8 +77,8 @@ struct CublasApi {
     decltype(&cublasLtMatmul) lt_matmul;
 };
 
-// Both libraries loaded at the first call (by soname, then from libcudart's directory); an Error
-// naming the library or the symbol that is missing.
+// Both libraries loaded at the first call (by soname); an Error naming the library or the
+// symbol that is missing.
 const CublasApi& cublas_api();
 
 }  // namespace shardrec::kernels::cuda
