@@ -47,10 +47,12 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* a,
                                                    const Ends& e,
                                                    float* c,
                                                    int64_t ldc) {
-    // Fully unrolled loops over r, so that the accumulators stay in registers.
+    // Fully unrolled loops over r, so that the accumulators stay in registers. A whole tile
+    // (16 columns) reads and writes C directly; a column tail goes through a padded copy.
+    const bool whole = cols == kPanel;
     __m256 acc[R][2];
     alignas(32) float out[R][kPanel] = {};
-    if (!e.first) {
+    if (!e.first && !whole) {
         for (int r = 0; r < R; ++r) {
             for (int j = 0; j < cols; ++j)
                 out[r][j] = c[r * ldc + j];
@@ -58,8 +60,9 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* a,
     }
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-        acc[r][0] = _mm256_load_ps(out[r]);
-        acc[r][1] = _mm256_load_ps(out[r] + 8);
+        const float* from = !e.first && whole ? c + r * ldc : out[r];
+        acc[r][0] = _mm256_loadu_ps(from);
+        acc[r][1] = _mm256_loadu_ps(from + 8);
     }
     for (int64_t p = 0; p < kc; ++p) {
         const __m256 b0 = _mm256_loadu_ps(panel + p * kPanel);
@@ -70,6 +73,22 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* a,
             acc[r][0] = _mm256_fmadd_ps(x, b0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(x, b1, acc[r][1]);
         }
+    }
+    if (whole) {
+        // acc + beta * c_old as the scalar tail rounds it: a product, then a sum.
+        const bool add_old = e.last && e.beta != 0.0f;
+        const __m256 beta = _mm256_set1_ps(e.beta);
+#pragma GCC unroll 6
+        for (int r = 0; r < R; ++r) {
+            for (int h = 0; h < 2; ++h) {
+                __m256 v = acc[r][h];
+                if (add_old)
+                    v = _mm256_add_ps(
+                        v, _mm256_mul_ps(beta, _mm256_loadu_ps(e.c_old + r * e.ld_old + 8 * h)));
+                _mm256_storeu_ps(c + r * ldc + 8 * h, v);
+            }
+        }
+        return;
     }
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
