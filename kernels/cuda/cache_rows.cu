@@ -1,7 +1,11 @@
 // Cache row moves on CUDA: one warp per payload, the lanes striding over its columns and state
 // values. A payload starts at any byte (its size need not be a multiple of 4), so its values are
 // read and written through memcpy, which compiles to the widest access the alignment allows.
-// Conversions are those of engine/core/dtype.h (nearest even), so the bytes equal the CPU's.
+// Conversions are those of engine/core/dtype.h (nearest even), so the bytes equal the CPU's; a
+// slot of the row's own dtype copies its bytes, as the CPU does (a conversion would make NaNs
+// canonical).
+#include <type_traits>
+
 #include "kernels/cache_rows.h"
 #include "kernels/cuda/common.cuh"
 
@@ -45,10 +49,16 @@ __global__ void cache_rows_kernel(CacheRowsArgs a) {
     char* payload = reinterpret_cast<char*>(a.payloads) + r * a.payload_bytes;
     Slot* w = static_cast<Slot*>(a.weights) + slot * a.cols;
     for (int64_t j = lane; j < a.cols; j += kWarpSize) {
-        if (kPack)
+        if constexpr (std::is_same_v<Slot, Row>) {  // the bytes as they are, NaN payloads too
+            if (kPack)
+                memcpy(payload + j * static_cast<int64_t>(sizeof(Row)), w + j, sizeof(Row));
+            else
+                memcpy(w + j, payload + j * static_cast<int64_t>(sizeof(Row)), sizeof(Row));
+        } else if (kPack) {
             store_at<Row>(payload, j, to_f32(w[j]));
-        else
+        } else {
             w[j] = from_f32<Slot>(load_at<Row>(payload, j));
+        }
     }
     char* states = payload + a.cols * static_cast<int64_t>(sizeof(Row));
     move_states<kPack>(states, a.state1 + slot * a.state1_cols, a.state1_cols, lane);

@@ -114,8 +114,8 @@ __global__ void round_to_bf16_vec8_kernel(const float4* x, int64_t n8, uint4* ou
 
 }  // namespace
 
-cublasComputeType_t gemm_compute_type() {
-    return gemm_math() == GemmMath::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+cublasComputeType_t gemm_compute_type(GemmMath math) {
+    return math == GemmMath::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
 Bf16Operand::Bf16Operand(Stream& stream,
@@ -259,7 +259,8 @@ void sgemm(Stream& stream,
            float* c,
            int64_t ldc,
            float alpha) {
-    if (gemm_math() == GemmMath::kBf16) {
+    const GemmMath math = gemm_math();
+    if (math == GemmMath::kBf16) {
         // Stored shapes: A is [m, k] or, transposed, [k, m]; B is [k, n] or [n, k].
         const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
         std::unique_ptr<Bf16Operand> a_own, b_own;
@@ -270,10 +271,10 @@ void sgemm(Stream& stream,
     }
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands and
     // m, n; a row-major matrix with row stride ld is its column-major transpose with that ld.
-    SR_CUBLAS_CHECK(cublas_api().gemm_ex(cublas_handle(stream), op(tb), op(ta), to_int(n),
-                                         to_int(m), to_int(k), &alpha, b, CUDA_R_32F, to_int(ldb),
-                                         a, CUDA_R_32F, to_int(lda), &beta, c, CUDA_R_32F,
-                                         to_int(ldc), gemm_compute_type(), CUBLAS_GEMM_DEFAULT));
+    SR_CUBLAS_CHECK(cublas_api().gemm_ex(
+        cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m), to_int(k), &alpha, b,
+        CUDA_R_32F, to_int(ldb), a, CUDA_R_32F, to_int(lda), &beta, c, CUDA_R_32F, to_int(ldc),
+        gemm_compute_type(math), CUBLAS_GEMM_DEFAULT));
 }
 
 void sgemm_strided_batched(Stream& stream,
@@ -293,7 +294,8 @@ void sgemm_strided_batched(Stream& stream,
                            int64_t ldc,
                            int64_t stride_c,
                            int64_t batch) {
-    if (gemm_math() == GemmMath::kBf16) {
+    const GemmMath math = gemm_math();
+    if (math == GemmMath::kBf16) {
         const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
         const Bf16Operand a16(stream, a, at ? k : m, at ? m : k, lda, batch, stride_a);
         const Bf16Operand b16(stream, b, bt ? n : k, bt ? k : n, ldb, batch, stride_b);
@@ -304,7 +306,7 @@ void sgemm_strided_batched(Stream& stream,
     SR_CUBLAS_CHECK(cublas_api().gemm_strided_batched_ex(
         cublas_handle(stream), op(tb), op(ta), to_int(n), to_int(m), to_int(k), &alpha, b,
         CUDA_R_32F, to_int(ldb), stride_b, a, CUDA_R_32F, to_int(lda), stride_a, &beta, c,
-        CUDA_R_32F, to_int(ldc), stride_c, to_int(batch), gemm_compute_type(),
+        CUDA_R_32F, to_int(ldc), stride_c, to_int(batch), gemm_compute_type(math),
         CUBLAS_GEMM_DEFAULT));
 }
 

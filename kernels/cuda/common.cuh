@@ -160,8 +160,9 @@ private:
 enum class Trans { kNo, kYes };
 
 // The cuBLAS (and cuBLASLt) compute type of a GEMM on fp32 operands: fp32, or TF32 tensor cores
-// in gemm_math() tf32. bf16 math never multiplies fp32 operands (Bf16Operand below).
-cublasComputeType_t gemm_compute_type();
+// in tf32 math. bf16 math never multiplies fp32 operands (Bf16Operand below). A GEMM reads
+// gemm_math() once and decides everything from that value.
+cublasComputeType_t gemm_compute_type(GemmMath math);
 
 // bf16 math: a bf16 copy of the stored fp32 [rows, cols] matrix at x (row stride ld), or of
 // `batch` such matrices `stride` floats apart, each value rounded to nearest even (the CPU's

@@ -61,19 +61,20 @@ struct LtPlan {
     cublasLtMatmulHeuristicResult_t result{};
 };
 
-LtPlan& lt_plan(int device, int64_t batch, int64_t in, int64_t out, bool bias, bool relu) {
+LtPlan& lt_plan(
+    int device, int64_t batch, int64_t in, int64_t out, bool bias, bool relu, GemmMath math) {
     using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, bool, GemmMath>;
     thread_local std::map<Key, std::unique_ptr<LtPlan>> plans;
-    std::unique_ptr<LtPlan>& plan = plans[Key{device, batch, in, out, bias, relu, gemm_math()}];
+    std::unique_ptr<LtPlan>& plan = plans[Key{device, batch, in, out, bias, relu, math}];
     if (plan != nullptr)
         return *plan;
     plan = std::make_unique<LtPlan>();
     LtMatmul& m = plan->m;
     // bf16 math: x and w come as Bf16Operand copies (row stride rounded up to 8); y stays fp32.
-    const bool bf16 = gemm_math() == GemmMath::kBf16;
+    const bool bf16 = math == GemmMath::kBf16;
     const cudaDataType_t operand = bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const int64_t ld = bf16 ? ceil_div(in, 8) * 8 : in;
-    SR_CUBLAS_CHECK(cublas_api().lt_matmul_desc_create(&m.op, gemm_compute_type(), CUDA_R_32F));
+    SR_CUBLAS_CHECK(cublas_api().lt_matmul_desc_create(&m.op, gemm_compute_type(math), CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     SR_CUBLAS_CHECK(cublas_api().lt_matmul_desc_set_attribute(m.op, CUBLASLT_MATMUL_DESC_TRANSA,
                                                               &ta, sizeof(ta)));
@@ -113,7 +114,8 @@ void lt_linear(Stream& stream,
                int64_t in,
                int64_t out) {
     const int device = stream.device().index;
-    LtPlan& plan = lt_plan(device, batch, in, out, bias != nullptr, relu);
+    const GemmMath math = gemm_math();  // once: the plan and the operands must agree
+    LtPlan& plan = lt_plan(device, batch, in, out, bias != nullptr, relu, math);
     if (bias != nullptr) {
         SR_CUBLAS_CHECK(cublas_api().lt_matmul_desc_set_attribute(
             plan.m.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -123,7 +125,7 @@ void lt_linear(Stream& stream,
     const void* a = w;
     const void* b = x;
     std::optional<Bf16Operand> w16, x16;
-    if (gemm_math() == GemmMath::kBf16) {
+    if (math == GemmMath::kBf16) {
         a = w16.emplace(stream, w, out, in, in).data();
         b = x16.emplace(stream, x, batch, in, in).data();
     }

@@ -5,7 +5,10 @@
 //     dtype (nearest even) and encoded from their bit fields here, the states' f32 bytes.
 //   kCacheRowsUnpack: a cache whose listed slots take the payloads' rows (rounded to the slot
 //     dtype), the other slots unchanged.
-// Values stay in [2^-10, 2^10] in magnitude: normal numbers of every format.
+// Values stay in [2^-10, 2^10] in magnitude: normal numbers of every format. Cases of one dtype
+// for slots and rows also carry NaNs with payloads and signs, infinities, the least subnormal and
+// -0 in each row's first columns: their bytes move unchanged (the payloads are compared byte by
+// byte; a conversion through f32 would make a NaN canonical).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -52,6 +55,32 @@ void encode(double v, DType t, uint8_t* out) {
 }
 
 // A random normal value of format t.
+constexpr int kSpecials = 6;
+
+// The bytes of special value k of format t (little-endian), and the value.
+std::vector<uint8_t> special_bytes(DType t, int k) {
+    static constexpr uint32_t f32[kSpecials] = {0x7fc00001u, 0xffc12345u, 0xff800000u,
+                                                0x7f800000u, 0x00000001u, 0x80000000u};
+    static constexpr uint16_t f16[kSpecials] = {0x7e01, 0xfe05, 0xfc00, 0x7c00, 0x0001, 0x8000};
+    static constexpr uint16_t bf16[kSpecials] = {0x7fc1, 0xffc3, 0xff80, 0x7f80, 0x0001, 0x8000};
+    const uint32_t bits = t == DType::kF32 ? f32[k] : t == DType::kF16 ? f16[k] : bf16[k];
+    std::vector<uint8_t> b(dtype_size(t));
+    for (size_t i = 0; i < b.size(); ++i)
+        b[i] = static_cast<uint8_t>(bits >> (8 * i));
+    return b;
+}
+
+double special_value(DType t, int k) {
+    const std::vector<uint8_t> b = special_bytes(t, k);
+    if (t == DType::kF32) {
+        float f;
+        std::memcpy(&f, b.data(), 4);
+        return f;
+    }
+    const auto bits = static_cast<uint16_t>(b[0] | b[1] << 8);
+    return t == DType::kF16 ? to_float(Half{bits}) : to_float(BFloat16{bits});
+}
+
 double draw(rng::Rng& r, DType t) {
     const double v = std::ldexp(r.uniform(1.0f, 2.0f), static_cast<int>(r.uniform(-10.0f, 9.9f)));
     return round_to(r.uniform() < 0.5 ? -v : v, t);
@@ -70,23 +99,31 @@ Tensor tensor_of(const std::vector<double>& v, const Shape& shape, DType t) {
 // states: 0 none, 1 one value a row, 2 one a column, 3 two a column.
 class CacheRowsCase : public OpCase {
 public:
-    CacheRowsCase(
-        bool pack, DType slot, DType row, int states, int64_t capacity, int64_t cols, int64_t n)
+    CacheRowsCase(bool pack,
+                  DType slot,
+                  DType row,
+                  int states,
+                  int64_t capacity,
+                  int64_t cols,
+                  int64_t n,
+                  bool specials = false)
         : pack_(pack),
           slot_(slot),
           row_(row),
           states_(states),
           capacity_(capacity),
           cols_(cols),
-          n_(n) {}
+          n_(n),
+          specials_(specials) {}
 
     OpKind kind() const override {
         return pack_ ? OpKind::kCacheRowsPack : OpKind::kCacheRowsUnpack;
     }
 
     std::string vars() const override {
-        return fmt::format("slot={},row={},states={},capacity={},cols={},n={}", dtype_name(slot_),
-                           dtype_name(row_), states_, capacity_, cols_, n_);
+        return fmt::format("slot={},row={},states={},capacity={},cols={},n={}{}", dtype_name(slot_),
+                           dtype_name(row_), states_, capacity_, cols_, n_,
+                           specials_ ? ",specials" : "");
     }
 
     int64_t s1_cols() const { return states_ == 0 ? 0 : states_ == 1 ? 1 : cols_; }
@@ -116,7 +153,19 @@ public:
         for (int64_t i = capacity_ - 1; i > 0; --i)  // Fisher-Yates: distinct slots, any order
             std::swap(all[static_cast<size_t>(i)], all[static_cast<size_t>(r.randint(0, i + 1))]);
         slots_.assign(all.begin(), all.begin() + n_);
+        if (specials_) {
+            for (int64_t i = 0; i < capacity_; ++i)
+                plant(w_.data() + i * cols_, slot_);
+            for (int64_t i = 0; i < n_; ++i)
+                plant(rows_.data() + i * cols_, row_);
+        }
         weights_ = tensor_of(w_, {capacity_, cols_}, slot_);
+        for (int64_t i = 0; specials_ && i < capacity_; ++i) {
+            auto* row = static_cast<uint8_t*>(weights_.data_ptr()) +
+                        i * cols_ * static_cast<int64_t>(dtype_size(slot_));
+            for (int64_t j = 0; j < kSpecials; ++j)
+                encode_at(0.0, j, slot_, row + j * static_cast<int64_t>(dtype_size(slot_)));
+        }
         state1_ =
             tensor_of(s1_, states_ == 1 ? Shape{capacity_} : Shape{capacity_, cols_}, DType::kF32);
         state2_ = tensor_of(s2_, {capacity_, cols_}, DType::kF32);
@@ -125,7 +174,7 @@ public:
         for (int64_t i = 0; i < n_; ++i) {
             uint8_t* q = p.data() + i * payload_bytes();
             for (int64_t j = 0; j < cols_; ++j, q += dtype_size(row_))
-                encode(rows_[static_cast<size_t>(i * cols_ + j)], row_, q);
+                encode_at(rows_[static_cast<size_t>(i * cols_ + j)], j, row_, q);
             for (int64_t j = 0; j < s1_cols(); ++j, q += 4)
                 encode(rs1_[static_cast<size_t>(i * s1_cols() + j)], DType::kF32, q);
             for (int64_t j = 0; j < s2_cols(); ++j, q += 4)
@@ -148,9 +197,9 @@ public:
                 std::vector<uint8_t> q(static_cast<size_t>(payload_bytes()));
                 uint8_t* p = q.data();
                 for (int64_t j = 0; j < cols_; ++j, p += dtype_size(row_))
-                    encode(
+                    encode_at(
                         round_to(w_[s * static_cast<size_t>(cols_) + static_cast<size_t>(j)], row_),
-                        row_, p);
+                        j, row_, p);
                 for (int64_t j = 0; j < s1_cols(); ++j, p += 4)
                     encode(s1_[s * static_cast<size_t>(s1_cols()) + static_cast<size_t>(j)],
                            DType::kF32, p);
@@ -210,6 +259,22 @@ public:
         return outs;
     }
 
+    // Special values in a row's first columns (one dtype: the case's specials).
+    void plant(double* row, DType t) const {
+        for (int k = 0; k < kSpecials; ++k)
+            row[k] = special_value(t, k);
+    }
+
+    // The bytes of column j's value v (a special's own bytes).
+    void encode_at(double v, int64_t j, DType t, uint8_t* out) const {
+        if (specials_ && j < kSpecials) {
+            const std::vector<uint8_t> b = special_bytes(t, static_cast<int>(j));
+            std::copy(b.begin(), b.end(), out);
+        } else {
+            encode(v, t, out);
+        }
+    }
+
     double bytes() const override {  // the moved rows, read and written
         return 2.0 * static_cast<double>(n_ * payload_bytes());
     }
@@ -219,6 +284,7 @@ private:
     DType slot_, row_;
     int states_;
     int64_t capacity_, cols_, n_;
+    bool specials_;
     std::vector<double> w_, s1_, s2_, rows_, rs1_, rs2_;
     std::vector<int64_t> slots_;
     Tensor weights_, state1_, state2_, slot_t_, payloads_;
@@ -241,6 +307,8 @@ const RegisterOpCases kRegister([] {
             std::make_unique<CacheRowsCase>(pack, DType::kF32, DType::kF32, 1, 8, 4, 0));
         cases.push_back(
             std::make_unique<CacheRowsCase>(pack, DType::kBF16, DType::kF32, 1, 4096, 128, 2048));
+        for (DType t : types)
+            cases.push_back(std::make_unique<CacheRowsCase>(pack, t, t, 3, 40, 33, 17, true));
     }
     return cases;
 });
