@@ -509,6 +509,14 @@ void add_forward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
         std::make_unique<EmbeddingBagForwardCase>(mlperf_pooling_spec(DType::kF32), kSum, true));
 }
 
+// Two tables with a hot row of about 320 and 640 ids (a shared table), D = 200 (CUDA: several hot
+// rows of several chunks each, claimed in any order, each chunk's sum over two column blocks).
+EmbeddingInputSpec hot_rows_in_chunks() {
+    EmbeddingInputSpec s = spec({60, 50}, {0, 1, 1}, 400, 200, 4, true, DType::kF32);
+    s.hot_row = true;
+    return s;
+}
+
 void add_backward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     constexpr auto kSum = PoolingMode::kSum;
     constexpr auto kMean = PoolingMode::kMean;
@@ -532,6 +540,7 @@ void add_backward_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     EmbeddingInputSpec chunked = spec({60}, {0, 0, 0}, 200, 40, 4, true, DType::kF32);
     chunked.hot_row = true;
     v.push_back(std::make_unique<EmbeddingBagBackwardCase>(chunked, kSum, true));
+    v.push_back(std::make_unique<EmbeddingBagBackwardCase>(hot_rows_in_chunks(), kSum, false));
 }
 
 void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
@@ -571,6 +580,8 @@ void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
         wide.hot_row = true;
         v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(wide, kMean,
                                                                     optimizer(type, lr, 0.01f)));
+        v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(hot_rows_in_chunks(), kSum,
+                                                                    optimizer(type, lr)));
     }
     // Exact mode: integer rows and grads, lr 1/4: every update is exact in fp32.
     EmbeddingInputSpec exact = spec({16, 16}, {0, 1, 0}, 64, 33, 10, true, DType::kF32);

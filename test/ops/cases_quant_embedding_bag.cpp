@@ -371,6 +371,11 @@ const RegisterOpCases kRegister([] {
             cases.push_back(
                 std::make_unique<QuantEmbeddingBagCase>(mixed, features, 9, weighted, mode));
     }
+    // int4 and int2 rows wider than a warp's 32 lanes (CUDA: a lane's second pass over the packed
+    // bytes, its nibble or crumb in a later byte).
+    cases.push_back(std::make_unique<QuantEmbeddingBagCase>(
+        std::vector<TableSpec>{{QuantType::kInt4, 30, 40}, {QuantType::kInt2, 20, 70}},
+        std::vector<int32_t>{0, 1, 0}, 9, true, PoolingMode::kSum));
     for (QuantType t : {QuantType::kInt8, QuantType::kFp8})
         cases.push_back(std::make_unique<QuantEmbeddingBagCase>(
             std::vector<TableSpec>{{t, 1000, 64}}, std::vector<int32_t>{0}, 64, false,

@@ -11,6 +11,7 @@
 #include "engine/core/pinned_buffer.h"
 #include "kernels/embedding_bag.h"
 #include "kernels/linear.h"
+#include "kernels/quant_embedding_bag.h"
 #include "test/ops/check_case.h"
 
 using namespace shardrec;
@@ -114,6 +115,37 @@ TEST_CASE("embedding lookup on CUDA: an out-of-range id is an Error at the next 
     // Reported once: the next call with good ids runs.
     kernels::embedding_bag_forward(weights, table_offsets, feature_table, good_ids, offsets,
                                    nullptr, PoolingMode::kSum, out, stream);
+    stream.synchronize();
+}
+
+TEST_CASE("quantized lookup on CUDA: an out-of-range id is an Error at the next call",
+          "[ops][cuda]") {
+    using kernels::QuantType;
+    const Device cuda = Device::cuda(0);
+    Stream stream(cuda);
+    // One int8 table of 4 rows, D = 8 (zero codes, scale and bias), two features sharing it,
+    // batch 2; id 9 in feature 1, sample 0.
+    const int64_t row_bytes = kernels::quant_row_bytes(QuantType::kInt8, 8);
+    const Tensor weights = Tensor::zeros({4 * row_bytes}, DType::kU8).to(cuda);
+    const Tensor weights_offsets = Tensor::from_vector<int64_t>({0, 4 * row_bytes}).to(cuda);
+    const Tensor weights_tys =
+        Tensor::from_vector<uint8_t>({static_cast<uint8_t>(QuantType::kInt8)}).to(cuda);
+    const Tensor D_offsets = Tensor::from_vector<int32_t>({0, 8}).to(cuda);
+    const Tensor feature_table = Tensor::from_vector<int32_t>({0, 0}).to(cuda);
+    const Tensor offsets = Tensor::from_vector<int64_t>({0, 1, 2, 4, 5}).to(cuda);
+    const Tensor bad_ids = Tensor::from_vector<int64_t>({0, 1, 9, 2, 3}).to(cuda);
+    const Tensor good_ids = Tensor::from_vector<int64_t>({0, 1, 2, 2, 3}).to(cuda);
+    Tensor out = Tensor::empty({2, 16}, DType::kF32, cuda);
+    const auto lookup = [&](const Tensor& ids) {
+        kernels::quant_embedding_bag_forward(weights, weights_offsets, weights_tys, D_offsets,
+                                             feature_table, ids, offsets, nullptr,
+                                             PoolingMode::kSum, out, stream);
+    };
+    lookup(bad_ids);
+    stream.synchronize();
+    REQUIRE_THROWS_WITH(lookup(good_ids),
+                        Catch::Contains("feature 1 sample 0: id 9 out of range [0, 4)"));
+    lookup(good_ids);  // reported once
     stream.synchronize();
 }
 
