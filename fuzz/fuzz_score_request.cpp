@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ScoreSchema schema;
     schema.num_dense = 2;
     schema.features = {"a", "b"};
-    schema.rows = {10, 3};
-    schema.weighted = (size % 2) == 0;  // both ways, from the same corpus
+    schema.rows = {10, ScoreSchema::kRawIds};  // b: a managed table's raw ids
+    schema.weighted = (size % 2) == 0;         // both ways, from the same corpus
     schema.max_examples = 8;
     const std::string_view body(reinterpret_cast<const char*>(data), size);
     ScoreRequest r;
@@ -61,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 if (at[f] >= r.ids[f].size())
                     fail("lengths exceed the ids", std::to_string(f));
                 const int64_t id = r.ids[f][at[f]];
-                if (id < 0 || id >= schema.rows[f])
+                if (id < 0 || (schema.rows[f] != ScoreSchema::kRawIds && id >= schema.rows[f]))
                     fail("id out of range accepted", std::to_string(id));
                 rebuilt += fmt::format("{}{}", k == 0 ? "" : ",", id);
                 if (schema.weighted)

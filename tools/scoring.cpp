@@ -59,12 +59,15 @@ data::ScoreSchema score_schema(const Config& config) {
     for (const EmbeddingBagConfig& c : embedding_bag_configs(config.model)) {
         // A managed-collision table takes raw ids (any id >= 0), remapped to rows before the
         // lookup.
-        bool managed = false;
-        for (const ModelConfig::Table& t : config.model.tables)
+        bool managed = false, weighted = false;
+        for (const ModelConfig::Table& t : config.model.tables) {
             managed = managed || (t.name == c.name && t.managed_collision.zch_size > 0);
+            weighted = weighted || (t.name == c.name && t.weighted);
+        }
         for (const std::string& f : c.feature_names) {
             s.features.push_back(f);
-            s.rows.push_back(managed ? std::numeric_limits<int64_t>::max() : c.num_embeddings);
+            s.rows.push_back(managed ? data::ScoreSchema::kRawIds : c.num_embeddings);
+            s.feature_weighted.push_back(weighted);
         }
     }
     s.weighted = is_weighted(config.model);

@@ -122,6 +122,12 @@ public:
         sum_ += seconds;
     }
 
+    // A score request refused before the handler could time it (the HTTP layer's own answers).
+    void refused(int status) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++requests_[status];
+    }
+
     void error(const std::string& kind) {
         std::lock_guard<std::mutex> lock(mu_);
         ++errors_[kind];
@@ -345,18 +351,42 @@ int serve_main(const std::vector<std::string>& args) {
     // until the client's delayed ACK (40 ms a request on Linux).
     server.set_tcp_nodelay(true);
     server.set_payload_max_length(static_cast<size_t>(a.max_body_mb) << 20);
+    // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the
+    // same port starts and the kernel shares the connections between the two.
+    server.set_socket_options([](socket_t sock) {
+        int yes = 1;
+        setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     const auto refuse = [&](httplib::Response& res, const data::ScoreError& e) {
         metrics.error(e.kind);
         res.status = 400;
         res.set_content(data::score_error_json(e) + "\n", "application/json");
     };
-    server.Post("/v1/score", [&](const httplib::Request& req, httplib::Response& res) {
+    const data::ScoreError too_large{
+        "body_too_large", "", -1,
+        fmt::format("the request body is larger than --max-body-mb {} MiB", a.max_body_mb)};
+    // The body through a content reader: the JSON is read whatever the Content-Type says (curl
+    // -d sends a form type, whose bodies httplib would otherwise cap at 8 KiB), up to the limit.
+    server.Post("/v1/score", [&](const httplib::Request& req, httplib::Response& res,
+                                 const httplib::ContentReader& read) {
         const auto start = std::chrono::steady_clock::now();
         data::ScoreRequest request;
         data::ScoreError error;
         std::vector<float> scores;
-        std::string failure;
-        if (!data::parse_score_request(req.body, schema, request, error)) {
+        std::string failure, body;
+        if (req.is_multipart_form_data()) {
+            refuse(res, {"malformed_json", "", -1,
+                         "the body is multipart form data; send the JSON itself "
+                         "(Content-Type: application/json)"});
+        } else if (!read([&](const char* data, size_t n) {
+                       body.append(data, n);
+                       return true;
+                   })) {
+            refuse(res, res.status == 413
+                            ? too_large
+                            : data::ScoreError{"bad_request", "", -1,
+                                               "the request body ended before its length"});
+        } else if (!data::parse_score_request(body, schema, request, error)) {
             refuse(res, error);
         } else if (request.count == 0 || batcher.score(request, scores, failure)) {
             res.set_content(scores_json(scores), "application/json");
@@ -388,13 +418,15 @@ int serve_main(const std::vector<std::string>& args) {
         data::ScoreError e{"not_found", "", -1,
                            fmt::format("no such endpoint: {} {}", req.method, req.path)};
         if (res.status == 413) {
-            e = {
-                "body_too_large", "", -1,
-                fmt::format("the request body is larger than --max-body-mb {} MiB", a.max_body_mb)};
+            e = too_large;
             res.status = 400;
         } else if (res.status != 404) {
-            e = {"bad_request", "", -1, fmt::format("HTTP {}", res.status)};
+            e = {"bad_request", "", -1,
+                 fmt::format("HTTP {} for {} {} (the request line, headers or length)", res.status,
+                             req.method, req.path)};
         }
+        if (req.path == "/v1/score")
+            metrics.refused(res.status);
         metrics.error(e.kind);
         res.set_content(data::score_error_json(e) + "\n", "application/json");
         return httplib::Server::HandlerResponse::Handled;

@@ -189,6 +189,11 @@ private:
                                         "features are {}",
                                         at, name, i, fmt::join(schema_.features, ", ")));
             const auto f = static_cast<size_t>(it->second);
+            if (weights && !schema_.feature_weighted.empty() && !schema_.feature_weighted[f])
+                return fail("unknown_field", at, i,
+                            fmt::format("{}: feature '{}' is not weighted (its table takes no "
+                                        "per-id weights); leave its weights out",
+                                        at, name));
             if (weights ? ex.weights[f].has_value() : ex.ids[f].has_value())
                 return fail("bad_value", at, i, at + ": given twice");
             if (weights) {
@@ -245,11 +250,14 @@ private:
             text[tok.size()] = '\0';
             errno = 0;
             const long long v = std::strtoll(text, nullptr, 10);
-            if (errno == ERANGE || v < 0 || v >= rows)
-                return fail(
-                    "id_out_of_range", at(), i,
-                    fmt::format("{}: id {} is outside the table's rows [0, {}) (example {})", at(),
-                                tok, rows, i));
+            const bool raw = rows == ScoreSchema::kRawIds;
+            if (errno == ERANGE || v < 0 || (!raw && v >= rows))
+                return fail("id_out_of_range", at(), i,
+                            raw ? fmt::format("{}: id {} is not a raw id in [0, 2^63) (example {})",
+                                              at(), tok, i)
+                                : fmt::format("{}: id {} is outside the table's rows [0, {}) "
+                                              "(example {})",
+                                              at(), tok, rows, i));
             out.push_back(static_cast<int64_t>(v));
         } while (comma_or(']'));
         return !failed_;

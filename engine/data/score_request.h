@@ -1,7 +1,7 @@
 // The body of `shardrec serve`'s POST /v1/score (and of `shardrec predict --data FILE.json`):
 //   {"examples": [{"dense": [13 numbers],
 //                  "sparse": {"f_t0": [ids...], ...},      // features left out: empty bags
-//                  "weights": {"f_t0": [w...], ...}}]}     // optional, weighted models only
+//                  "weights": {"f_t0": [w...], ...}}]}     // optional, weighted features only
 // read by a small hand-written parser for this one schema (no JSON library is in the build; the
 // schema is fixed, so the parser never recurses into arbitrary values and its depth is bounded)
 // and checked against the model as it is read: the dense width, known feature names, ids inside
@@ -18,11 +18,16 @@ namespace shardrec::data {
 
 // What a request is checked against: the model's inputs.
 struct ScoreSchema {
+    static constexpr int64_t kRawIds = -1;
+
     int64_t num_dense = 0;
-    std::vector<std::string> features;  // the KJT's keys, in order
-    std::vector<int64_t> rows;          // per feature: ids must lie in [0, rows)
-    bool weighted = false;              // the model takes per-id weights
-    int64_t max_examples = 0;           // 0: no limit
+    std::vector<std::string> features;   // the KJT's keys, in order
+    std::vector<int64_t> rows;           // per feature: ids must lie in [0, rows); kRawIds: a
+                                         // managed-collision table's raw ids, any in [0, 2^63)
+    bool weighted = false;               // the model takes per-id weights
+    std::vector<bool> feature_weighted;  // per feature: its table is weighted (empty: all are,
+                                         // when `weighted`)
+    int64_t max_examples = 0;            // 0: no limit
 };
 
 // The examples of one request, laid out as a KJT slice: per feature, the bag lengths of every

@@ -1,6 +1,7 @@
 // The request parser of `shardrec serve` (engine/data/score_request.h): a body laid out as a KJT
 // slice, bit-exact floats, and for each bad input the kind, the field and the example.
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <cstring>
 
 #include "engine/data/score_request.h"
@@ -115,6 +116,42 @@ TEST_CASE("score_request: each bad input names its kind, field and example", "[d
     CHECK(w.kind == "weights_mismatch");
     CHECK(w.field == "examples[0].weights.a");
     CHECK(w.message == "examples[0].weights.a: 2 weights for 1 ids");
+}
+
+TEST_CASE("score_request: weights only for weighted features, raw ids up to 2^63 - 1",
+          "[data][serve]") {
+    // b's table is weighted, a's not: weights for a are refused, not applied (a trained model
+    // never weighted a's ids).
+    ScoreSchema s = schema(true);
+    s.feature_weighted = {false, true};
+    ScoreRequest r;
+    ScoreError e;
+    REQUIRE(parse_score_request(
+        R"({"examples":[{"dense":[0,0],"sparse":{"a":[1],"b":[3]},"weights":{"b":[2]}}]})", s, r,
+        e));
+    CHECK(r.weights == std::vector<std::vector<float>>{{1.0F}, {2.0F}});
+    REQUIRE_FALSE(parse_score_request(
+        R"({"examples":[{"dense":[0,0],"sparse":{"a":[1]},"weights":{"a":[5]}}]})", s, r, e));
+    CHECK(e.kind == "unknown_field");
+    CHECK(e.field == "examples[0].weights.a");
+    CHECK(e.example == 0);
+    CHECK(e.message ==
+          "examples[0].weights.a: feature 'a' is not weighted (its table takes no per-id "
+          "weights); leave its weights out");
+
+    // a managed table's feature takes any raw id in [0, 2^63).
+    s = schema();
+    s.rows = {10, ScoreSchema::kRawIds};
+    REQUIRE(parse_score_request(
+        R"({"examples":[{"dense":[0,0],"sparse":{"b":[0,9223372036854775807]}}]})", s, r, e));
+    CHECK(r.ids[1] == std::vector<int64_t>{0, INT64_MAX});
+    for (const char* id : {"9223372036854775808", "-1"}) {
+        REQUIRE_FALSE(parse_score_request(
+            std::string(R"({"examples":[{"dense":[0,0],"sparse":{"b":[)") + id + "]}}]}", s, r, e));
+        CHECK(e.kind == "id_out_of_range");
+        CHECK(e.message == std::string("examples[0].sparse.b[0]: id ") + id +
+                               " is not a raw id in [0, 2^63) (example 0)");
+    }
 }
 
 TEST_CASE("score_request: the error as JSON", "[data][serve]") {

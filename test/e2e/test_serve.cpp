@@ -42,13 +42,19 @@ struct Reply {
     std::string body;
 };
 
-// POST of the file `body` (or GET when empty) with curl, bounded in time.
-Reply http(const fs::path& dir, int port, const std::string& path, const fs::path& body = {}) {
+// POST of the file `body` (or GET when empty) with curl, bounded in time; as JSON, or with
+// curl's default form type when `json` is false.
+Reply http(const fs::path& dir,
+           int port,
+           const std::string& path,
+           const fs::path& body = {},
+           bool json = true) {
     static int n = 0;
     const fs::path out = dir / ("reply" + std::to_string(n++));
     std::string cmd = "curl -s --max-time 30 -o " + out.string() + " -w '%{http_code}' ";
     if (!body.empty())
-        cmd += "-H 'Content-Type: application/json' --data-binary @" + body.string() + " ";
+        cmd += std::string(json ? "-H 'Content-Type: application/json' " : "") + "--data-binary @" +
+               body.string() + " ";
     const std::string code = sh(cmd + "http://127.0.0.1:" + std::to_string(port) + path);
     return Reply{std::atoi(code.c_str()), read_file(out)};
 }
@@ -214,8 +220,16 @@ TEST_CASE("serve: predict's scores over HTTP, batching, bad input, metrics", "[e
     int ok_requests = 0, ok_examples = 0;
 
     {
-        {  // the same bits as predict
-            const Reply r = http(dir, server.port, "/v1/score", examples);
+        // A second server on the same port does not start (no SO_REUSEPORT sharing).
+        const RunResult twice = run_shardrec(
+            {"serve", model, "--port", std::to_string(server.port)}, "timeout -k 5 60");
+        CHECK(twice.exit_code == 1);
+        CHECK_THAT(twice.output, Contains("serve: cannot listen on 127.0.0.1:" +
+                                          std::to_string(server.port) + " (in use"));
+
+        {  // the same bits as predict; sent as `curl -d` sends it (a form type) and over 8 KiB
+            REQUIRE(fs::file_size(examples) > 8192);
+            const Reply r = http(dir, server.port, "/v1/score", examples, false);
             INFO(r.body);
             REQUIRE(r.code == 200);
             const std::vector<float> got = scores(r.body);
@@ -303,10 +317,9 @@ TEST_CASE("serve: predict's scores over HTTP, batching, bad input, metrics", "[e
         CHECK_THAT(m.body, Contains("# TYPE shardrec_serve_request_seconds histogram"));
         CHECK_THAT(m.body, Contains("shardrec_serve_requests_total{code=\"200\"} " +
                                     std::to_string(ok_requests) + "\n"));
-        // The handler's 400s: every bad file but body_too_large (refused by the HTTP layer
-        // before the handler), and the bad request sent with the good ones.
+        // Every bad file and the bad request sent with the good ones.
         CHECK_THAT(m.body, Contains("shardrec_serve_requests_total{code=\"400\"} " +
-                                    std::to_string(all.size() - 1 + 1) + "\n"));
+                                    std::to_string(all.size() + 1) + "\n"));
         CHECK_THAT(m.body,
                    Contains("shardrec_serve_examples_total " + std::to_string(ok_examples) + "\n"));
         CHECK_THAT(m.body, Contains("shardrec_serve_errors_total{kind=\"id_out_of_range\"} 2\n"));
