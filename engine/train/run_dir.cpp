@@ -180,6 +180,7 @@ RunDir::RunDir(RunDir&& other) noexcept
     : path_(std::move(other.path_)),
       checkpoint_dir_(std::move(other.checkpoint_dir_)),
       run_id_(std::move(other.run_id_)),
+      resumed_config_(std::move(other.resumed_config_)),
       lock_fds_(std::exchange(other.lock_fds_, {})) {}
 
 RunDir& RunDir::operator=(RunDir&& other) noexcept {
@@ -188,6 +189,7 @@ RunDir& RunDir::operator=(RunDir&& other) noexcept {
         path_ = std::move(other.path_);
         checkpoint_dir_ = std::move(other.checkpoint_dir_);
         run_id_ = std::move(other.run_id_);
+        resumed_config_ = std::move(other.resumed_config_);
         lock_fds_ = std::exchange(other.lock_fds_, {});
     }
     return *this;
@@ -201,6 +203,11 @@ void RunDir::release() {
     for (const int fd : lock_fds_)
         ::close(fd);  // closing the last descriptor releases the flock
     lock_fds_.clear();
+}
+
+void RunDir::write_config() const {
+    if (!resumed_config_.empty())
+        write_file_atomically((fs::path(path_) / "config.yaml").string(), resumed_config_);
 }
 
 RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOptions& options) {
@@ -256,7 +263,10 @@ RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOp
                  : trained && !held_id.empty() && !options.resume.empty() ? held_id
                                                                           : new_run_id();
         write_file_atomically((path / "run.yaml").string(), fmt::format("run_id: {}\n", run_id));
-        write_file_atomically((path / "config.yaml").string(), dump_config(config));
+        if (trained && !options.resume.empty())
+            run.resumed_config_ = dump_config(config);
+        else
+            write_file_atomically((path / "config.yaml").string(), dump_config(config));
         run.checkpoint_dir_ = checkpoint_dir.string();
     }
     run.path_ = broadcast_from_rank0(chosen);

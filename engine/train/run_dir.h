@@ -46,6 +46,11 @@ public:
 
     const std::string& run_id() const { return run_id_; }
 
+    // A resumed run's config.yaml, written once its checkpoint has loaded (rank 0; nothing to do
+    // for a fresh start, written by open_run_dir): a resume that fails (a checkpoint of another
+    // model) leaves the run's own config.yaml, which predict and serve read, as it was.
+    void write_config() const;
+
 private:
     friend RunDir open_run_dir(const std::string&, const Config&, const RunDirOptions&);
     void release();
@@ -53,14 +58,16 @@ private:
     std::string path_;
     std::string checkpoint_dir_;  // train.checkpoint_dir, or <path>/checkpoints
     std::string run_id_;
-    std::vector<int> lock_fds_;  // rank 0 only
+    std::string resumed_config_;  // rank 0, a resumed run's: config.yaml's text to write
+    std::vector<int> lock_fds_;   // rank 0 only
 };
 
 // Rank 0 creates `dir` (with its parents; default_run_dir() when empty), takes the locks, checks
 // that the run directory and the checkpoint directory hold no other run's files (a run that does
 // not resume refuses them, unless options.overwrite), and writes run.yaml and config.yaml
-// (dump_config) atomically. The path and run id are broadcast, so every rank returns the same.
-// Collective when the world size is > 1; a refusal fails every rank.
+// (dump_config) atomically; a resumed run's config.yaml waits for RunDir::write_config. The path
+// and run id are broadcast, so every rank returns the same. Collective when the world size is > 1;
+// a refusal fails every rank.
 RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOptions& options);
 
 // A new run id: "<YYYYmmdd-HHMMSS>-<host>-<pid>-<random hex>".

@@ -563,6 +563,7 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     trainer.set_run_id(run_dir.run_id());
     // A resumed run continues at the checkpoint's step and sample position.
     const int64_t start = resume.empty() ? 0 : load_checkpoint(trainer, resume, {true});
+    run_dir.write_config();
     trainer.set_prefetch_depth(trainer.device().is_cuda() ? std::max(kPrefetchDepth, threads)
                                                           : kPrefetchDepth);
     const std::string& checkpoint_dir = run_dir.checkpoint_dir();

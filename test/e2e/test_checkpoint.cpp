@@ -449,6 +449,16 @@ TEST_CASE(
     REQUIRE(again.exit_code == 0);
     CHECK_THAT(again.output, Contains("--resume auto: resuming from") &&
                                  Contains("loaded checkpoint") && Contains("step 4"));
+    // A resume that fails (the config of another model) leaves the run's config.yaml, which
+    // predict and serve read, as it was.
+    const std::string config = read_file(dir / "run" / "config.yaml");
+    REQUIRE_THAT(config, Contains("steps: 8"));
+    args = train_args(dir / "run", 12, {"--set", "model.tables[2].num_embeddings=5001"});
+    args.insert(args.end(), {"--resume", "auto"});
+    const RunResult other = run_shardrec(args);
+    CHECK(other.exit_code != 0);
+    CHECK_THAT(other.output, Contains("table 't2'"));
+    CHECK(read_file(dir / "run" / "config.yaml") == config);
     // The same numbers as 8 steps straight.
     const RunResult straight = run_shardrec(train_args(dir / "straight", 8));
     REQUIRE(straight.exit_code == 0);
