@@ -586,7 +586,9 @@ KeyedTensor ShardedEmbeddingBagCollection::compute_and_output_dist(std::unique_p
     forward_entries(stream);
     forward_row_wise(stream);
     forward_data_parallel(stream);
-    if (row_fetch_)
+    if (row_fetch_ && position_weighted_)  // pooled as one process pools: position weights first
+        row_fetch_->forward(position_weighted_->forward(kjt), out_);
+    else if (row_fetch_)
         row_fetch_->forward(kjt, out_);
     for (int64_t k : mean_keys_) {  // MEAN over row shards: the sum, divided by the bag length
         const Tensor lengths = mean_lengths(k);

@@ -173,8 +173,6 @@ QuantizedRowFetch::Table ShardedEmbeddingBagCollection::quantized_fetch_table(
     SR_CHECK(!is_cached_kernel(ps.compute_kernel),
              "table '{}' is {}: quantized tables are looked up in memory (compute_kernel fused)",
              table.name, compute_kernel_name(ps.compute_kernel));
-    SR_CHECK(table.position_weights == 0,
-             "table '{}' is position-weighted, which a quantized model does not hold", table.name);
     QuantizedRowFetch::Table out;
     out.name = table.name;
     out.type = quantized_.type(t);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "engine/core/error.h"
 
@@ -11,14 +12,15 @@ QuantEmbeddingBagCollection::QuantEmbeddingBagCollection(std::vector<QuantTable>
                                                          bool is_weighted)
     : tables_(std::move(tables)), is_weighted_(is_weighted) {
     SR_CHECK(!tables_.empty(), "QuantEmbeddingBagCollection needs at least one table");
+    std::vector<EmbeddingBagConfig> configs;
+    for (const QuantTable& q : tables_)
+        configs.push_back(q.config);
+    position_weighted_ = make_position_weighted_module(configs);
+    lookup_weighted_ = is_weighted_ || position_weighted_ != nullptr;
     std::vector<int64_t> feature_table_index;
     for (size_t t = 0; t < tables_.size(); ++t) {
         const QuantTable& q = tables_[t];
         const EmbeddingBagConfig& c = q.config;
-        SR_CHECK(c.position_weights == 0,
-                 "QuantEmbeddingBagCollection: table '{}' is position-weighted, which a quantized "
-                 "model does not support",
-                 c.name);
         const int64_t row_bytes = kernels::quant_row_bytes(q.type, c.embedding_dim);
         SR_CHECK(q.rows.defined() && q.rows.dtype() == DType::kU8 &&
                      q.rows.numel() == c.num_embeddings * row_bytes,
@@ -87,19 +89,22 @@ QuantEmbeddingBagCollection::QuantEmbeddingBagCollection(std::vector<QuantTable>
         q.rows = Tensor();
 }
 
-KeyedTensor QuantEmbeddingBagCollection::forward(const KeyedJaggedTensor& features,
-                                                 Stream& stream) {
+KeyedTensor QuantEmbeddingBagCollection::forward(const KeyedJaggedTensor& input, Stream& stream) {
     if (is_weighted_) {
-        SR_CHECK(features.has_weights(),
+        SR_CHECK(input.has_weights(),
                  "QuantEmbeddingBagCollection: the collection is weighted but the KJT has no "
                  "weights");
     }
     const auto start = std::chrono::steady_clock::now();
+    std::optional<KeyedJaggedTensor> weighted;
+    if (position_weighted_)
+        weighted.emplace(position_weighted_->forward(input));
+    const KeyedJaggedTensor& features = weighted ? *weighted : input;
     const int64_t batch = features.stride();
     if (!values_.defined() || values_.size(0) != batch)
         values_ = Tensor::empty({batch, sum_dims_}, DType::kF32);
     for (Group& g : groups_) {
-        g.packer.pack(features, is_weighted_);
+        g.packer.pack(features, lookup_weighted_);
         int64_t cols = 0;
         for (int64_t f : g.features)
             cols += dims_[static_cast<size_t>(f)];
@@ -109,10 +114,10 @@ KeyedTensor QuantEmbeddingBagCollection::forward(const KeyedJaggedTensor& featur
         } else if (!g.out.defined() || g.out.size(0) != batch) {
             g.out = Tensor::empty({batch, cols}, DType::kF32);
         }
-        const Tensor psw = is_weighted_ ? g.packer.weights() : Tensor();
+        const Tensor psw = lookup_weighted_ ? g.packer.weights() : Tensor();
         kernels::quant_embedding_bag_forward(g.weights, g.weights_offsets, g.weights_tys,
                                              g.D_offsets, g.feature_table, g.packer.ids(),
-                                             g.packer.offsets(), is_weighted_ ? &psw : nullptr,
+                                             g.packer.offsets(), lookup_weighted_ ? &psw : nullptr,
                                              g.pooling, g.out, stream);
         for (size_t i = 0; i < g.features.size(); ++i)
             bytes_read_ += g.packer.count(i) * (g.row_bytes[i] + 8);
@@ -132,6 +137,10 @@ KeyedTensor QuantEmbeddingBagCollection::forward(const KeyedJaggedTensor& featur
     }
     lookup_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return KeyedTensor(names_, dims_, values_);
+}
+
+std::vector<Parameter*> QuantEmbeddingBagCollection::parameters() {
+    return position_weighted_ ? position_weighted_->parameters() : std::vector<Parameter*>{};
 }
 
 void QuantEmbeddingBagCollection::backward(const Tensor&, Stream&) {

@@ -6,11 +6,13 @@
 // Letters: B batch, D dim.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/modules/embedding_bag_collection_interface.h"
 #include "engine/modules/embedding_config.h"
+#include "engine/modules/position_weighted.h"
 #include "kernels/quant_embedding_bag.h"
 
 namespace shardrec {
@@ -24,8 +26,10 @@ struct QuantTable {
 
 class QuantEmbeddingBagCollection : public EmbeddingBagCollectionInterface {
 public:
-    // is_weighted: the KJT carries per-id weights (unweighted features weight 1). Position-weighted
-    // tables are refused (their learned weights are not part of a quantized model).
+    // is_weighted: the KJT carries per-id weights (unweighted features weight 1). The features of
+    // position-weighted tables get their learned position weights (parameters(), f32, loaded
+    // from the model's dense parameters) before the lookup, as the training collection applies
+    // them (TorchRec's feature-processed quantized collection).
     QuantEmbeddingBagCollection(std::vector<QuantTable> tables, bool is_weighted);
 
     // Keys embedding_names() (feature names in table order, then feature_names order), values
@@ -42,6 +46,8 @@ public:
     int64_t parameter_bytes() const override;  // the stored rows
 
     int64_t optimizer_state_bytes() const override { return 0; }
+
+    std::vector<Parameter*> parameters() override;  // the position weights, if any
 
     std::vector<EmbeddingShardState> shard_states() override { return {}; }
 
@@ -64,6 +70,8 @@ private:
 
     std::vector<QuantTable> tables_;
     bool is_weighted_;
+    std::unique_ptr<PositionWeightedModule> position_weighted_;
+    bool lookup_weighted_;  // is_weighted_ or position-weighted tables
     std::vector<std::string> names_;
     std::vector<int64_t> dims_;
     std::vector<int64_t> columns_;  // first column of each output key

@@ -34,6 +34,15 @@ TEST_CASE("predict: the same scores at any world size and eval's at f32", "[e2e]
     REQUIRE(yaml.find(t4) != std::string::npos);
     yaml.replace(yaml.find(t4), t4.size(),
                  "{name: t4, num_embeddings: 1000, pooling_factor: 3, pooling: mean}");
+    // Learned position weights (a feature-processed collection) on a row_wise table: applied
+    // before the quantized lookup in one process, on the shard's rank in a sharded one.
+    const std::string t2 = "{name: t2, num_embeddings: 5000, pooling_factor: 2}";
+    REQUIRE(yaml.find(t2) != std::string::npos);
+    yaml.replace(yaml.find(t2), t2.size(),
+                 "{name: t2, num_embeddings: 5000, pooling_factor: 2, position_weights: 4}");
+    const std::string dp = "    - {name: t4, sharding_type: data_parallel}\n";
+    REQUIRE(yaml.find(dp) != std::string::npos);
+    yaml.insert(yaml.find(dp) + dp.size(), "    - {name: t2, sharding_type: row_wise}\n");
     // Long bags: a sum over ids of several row shards is added in another order than one
     // process adds it unless each bag is pooled whole.
     const std::string t7 = "{name: t7, num_embeddings: 15000, pooling_factor: 2}";
