@@ -18,7 +18,6 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <vector>
 
@@ -26,6 +25,7 @@
 #include "comm/mpi_env.h"
 #include "engine/config/config.h"
 #include "engine/core/allocator.h"
+#include "engine/core/durable_file.h"
 #include "engine/core/log.h"
 #include "engine/core/profile.h"
 #include "engine/core/version.h"
@@ -170,6 +170,8 @@ int bench_main(const std::vector<std::string>& args) {
         throw UsageError("--steps and --warmup must be >= 1", kBenchUsage);
 
     const Config config = load_config(path, sets);
+    if (!json.empty())
+        check_output_file("--json", json);
     const int threads = train::configure_threads(config);
     const double copy_gbps = kernels::host_copy_gbps();
     // The random-row ceiling on the largest table's rows (a multiple of 4 bytes) and size, up to
@@ -482,49 +484,52 @@ int bench_main(const std::vector<std::string>& args) {
             profile_json += fmt::format("{}\"{}\":{:.4f}", profile_json.empty() ? "" : ",", r.name,
                                         r.total_ms / static_cast<double>(steps));
         }
-        std::ofstream out(json);
-        out << fmt::format(
-            "{{{},\"config\":\"{}\",\"model\":\"{}\",\"pipeline\":\"{}\",\"batch_size\":{},"
-            "\"threads\":{},"
-            "\"step_ms\":{:.4f},\"step_ms_p10\":{:.4f},\"step_ms_p90\":{:.4f},"
-            "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"random_row_gbps\":{:.3f},"
-            "\"random_row_bytes\":{},\"random_row_table_bytes\":{},\"thp_mode\":\"{}\","
-            "\"anon_huge_bytes\":{},\"table_bytes\":{},"
-            "\"optimizer_state_bytes\":{},\"dense_bytes\":{},\"peak_bytes\":{},"
-            "\"host_peak_bytes\":{},\"allocs_per_step\":{:.3f},\"device_allocs_per_step\":{:.3f},"
-            "\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
-            "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
-            "\"input_dist_ms\":{:.4f},\"prefetch_ahead_ms\":{:.4f},\"prefetch_ms\":{:.4f},"
-            "\"dense_gflop_per_step\":{:.3f},\"gemm_math\":\"{}\",\"gemm_tflops\":{:.4f},"
-            "\"dense_floor_ms\":{:.4f},\"sparse_bytes_per_step\":{:.0f},"
-            "\"sparse_floor_ms\":{:.4f},\"pooled_comm_forward_bytes_per_step\":{:.0f},"
-            "\"pooled_comm_backward_bytes_per_step\":{:.0f},"
-            "\"cross_node_forward_bytes_per_step\":{:.0f},"
-            "\"cross_node_backward_bytes_per_step\":{:.0f},\"input_comm_bytes_per_step\":{:.0f},"
-            "\"input_cross_node_bytes_per_step\":{:.0f},\"allreduce_bytes\":{},"
-            "\"allreduce_precision\":\"{}\",\"hierarchical\":{},"
-            "\"qcomms_forward\":\"{}\",\"qcomms_backward\":\"{}\",\"cache_hit_rate\":{:.6f},"
-            "\"cache_misses_per_step\":{:.1f},\"cache_bytes_in_per_step\":{:.0f},"
-            "\"cache_bytes_out_per_step\":{:.0f},\"storage_disk_bytes\":{},"
-            "\"profile_ms_per_step\":{{{}}}}}\n",
-            provenance_json_fields(), path, config.model.type, config.train.pipeline,
-            config.data.batch_size, threads, med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps,
-            random_row_gbps, rr_row_bytes, rr_table_bytes, huge_pages.mode,
-            huge_pages.anon_huge_bytes, table_bytes, state_bytes, dense,
-            model_memory.max_peak_bytes, times.host.max_peak_bytes, allocs_per_step,
-            device_allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
-            per_step[1], per_step[2], per_step[3], per_step[4], dense_flop / 1e9,
-            config.runtime.gemm_math, gemm_tflops, dense_floor_ms,
-            traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms, comm_per_step[0],
-            comm_per_step[1], comm_per_step[2], comm_per_step[3], comm_per_step[4],
-            comm_per_step[5], allreduce_bytes, config.comm.allreduce_precision,
-            sharded != nullptr && sharded->hierarchical() ? "true" : "false",
-            config.comm.qcomms.forward, config.comm.qcomms.backward,
-            cache_after.empty() ? 1.0 : cache.hit_rate(),
-            static_cast<double>(cache.misses) / static_cast<double>(steps),
-            static_cast<double>(cache.bytes_in) / static_cast<double>(steps),
-            static_cast<double>(cache.bytes_out) / static_cast<double>(steps), storage_bytes,
-            profile_json);
+        write_file_atomically(
+            json,
+            fmt::format(
+                "{{{},\"config\":\"{}\",\"model\":\"{}\",\"pipeline\":\"{}\",\"batch_size\":{},"
+                "\"threads\":{},"
+                "\"step_ms\":{:.4f},\"step_ms_p10\":{:.4f},\"step_ms_p90\":{:.4f},"
+                "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"random_row_gbps\":{:.3f},"
+                "\"random_row_bytes\":{},\"random_row_table_bytes\":{},\"thp_mode\":\"{}\","
+                "\"anon_huge_bytes\":{},\"table_bytes\":{},"
+                "\"optimizer_state_bytes\":{},\"dense_bytes\":{},\"peak_bytes\":{},"
+                "\"host_peak_bytes\":{},\"allocs_per_step\":{:.3f},\"device_allocs_per_step\":{:."
+                "3f},"
+                "\"data_ms_per_batch\":{:.4f},\"device\":\"{}\","
+                "\"device_copy_gbps\":{:.1f},\"compute_ms\":{:.4f},\"copy_ms\":{:.4f},"
+                "\"input_dist_ms\":{:.4f},\"prefetch_ahead_ms\":{:.4f},\"prefetch_ms\":{:.4f},"
+                "\"dense_gflop_per_step\":{:.3f},\"gemm_math\":\"{}\",\"gemm_tflops\":{:.4f},"
+                "\"dense_floor_ms\":{:.4f},\"sparse_bytes_per_step\":{:.0f},"
+                "\"sparse_floor_ms\":{:.4f},\"pooled_comm_forward_bytes_per_step\":{:.0f},"
+                "\"pooled_comm_backward_bytes_per_step\":{:.0f},"
+                "\"cross_node_forward_bytes_per_step\":{:.0f},"
+                "\"cross_node_backward_bytes_per_step\":{:.0f},\"input_comm_bytes_per_step\":{:.0f}"
+                ","
+                "\"input_cross_node_bytes_per_step\":{:.0f},\"allreduce_bytes\":{},"
+                "\"allreduce_precision\":\"{}\",\"hierarchical\":{},"
+                "\"qcomms_forward\":\"{}\",\"qcomms_backward\":\"{}\",\"cache_hit_rate\":{:.6f},"
+                "\"cache_misses_per_step\":{:.1f},\"cache_bytes_in_per_step\":{:.0f},"
+                "\"cache_bytes_out_per_step\":{:.0f},\"storage_disk_bytes\":{},"
+                "\"profile_ms_per_step\":{{{}}}}}\n",
+                provenance_json_fields(), path, config.model.type, config.train.pipeline,
+                config.data.batch_size, threads, med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps,
+                random_row_gbps, rr_row_bytes, rr_table_bytes, huge_pages.mode,
+                huge_pages.anon_huge_bytes, table_bytes, state_bytes, dense,
+                model_memory.max_peak_bytes, times.host.max_peak_bytes, allocs_per_step,
+                device_allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
+                per_step[1], per_step[2], per_step[3], per_step[4], dense_flop / 1e9,
+                config.runtime.gemm_math, gemm_tflops, dense_floor_ms,
+                traffic ? traffic->total_bytes() : 0.0, sparse_floor_ms, comm_per_step[0],
+                comm_per_step[1], comm_per_step[2], comm_per_step[3], comm_per_step[4],
+                comm_per_step[5], allreduce_bytes, config.comm.allreduce_precision,
+                sharded != nullptr && sharded->hierarchical() ? "true" : "false",
+                config.comm.qcomms.forward, config.comm.qcomms.backward,
+                cache_after.empty() ? 1.0 : cache.hit_rate(),
+                static_cast<double>(cache.misses) / static_cast<double>(steps),
+                static_cast<double>(cache.bytes_in) / static_cast<double>(steps),
+                static_cast<double>(cache.bytes_out) / static_cast<double>(steps), storage_bytes,
+                profile_json));
     }
     return 0;
 }

@@ -48,4 +48,8 @@ bool take_set(const std::vector<std::string>& args,
               std::vector<std::string>& sets,
               const char* usage);
 
+// An output file's option (`option` names it, e.g. "--out"), checked on every rank before any
+// work: its directory exists and is writable, and the path is not a directory. Throws Error.
+void check_output_file(const std::string& option, const std::string& path);
+
 }  // namespace shardrec::cli

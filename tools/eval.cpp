@@ -163,6 +163,10 @@ int eval_main(const std::vector<std::string>& args) {
     if (std::getenv("SHARDREC_LOG_LEVEL") == nullptr) {
         log::set_level(config.runtime.log_level);
     }
+    SR_CHECK(config.train.eval_samples > 0,
+             "nothing to evaluate: train.eval_samples is 0 (set it to the samples to evaluate)");
+    if (!predictions.empty())
+        check_output_file("--predictions", predictions);
     train::configure_threads(config);
     kernels::set_row_invariant_gemms(true);  // the scores of predict, whatever batch and threads
     if (!model_dir.empty()) {

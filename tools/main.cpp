@@ -2,9 +2,13 @@
 // only place that decides how a process dies (log on the failing rank, then MPI_Abort so that no
 // peer is left blocked in a collective).
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <vector>
@@ -61,6 +65,18 @@ bool take_set(const std::vector<std::string>& args,
     }
     sets.push_back(args[++i]);
     return true;
+}
+
+void check_output_file(const std::string& option, const std::string& path) {
+    std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    if (dir.empty())
+        dir = ".";
+    std::error_code ec;
+    SR_CHECK(std::filesystem::is_directory(dir, ec), "{} '{}': directory '{}' does not exist",
+             option, path, dir.string());
+    SR_CHECK(::access(dir.c_str(), W_OK) == 0, "{} '{}': directory '{}' is not writable: {}",
+             option, path, dir.string(), std::strerror(errno));
+    SR_CHECK(!std::filesystem::is_directory(path, ec), "{} '{}' is a directory", option, path);
 }
 
 namespace {

@@ -133,19 +133,6 @@ PredictArgs parse_args(const std::vector<std::string>& args) {
     return a;
 }
 
-// Checked on every rank before any work, so that a bad --out fails at once, on every rank.
-void check_writable(const std::string& out) {
-    fs::path dir = fs::path(out).parent_path();
-    if (dir.empty())
-        dir = ".";
-    std::error_code ec;
-    SR_CHECK(fs::is_directory(dir, ec), "--out '{}': directory '{}' does not exist", out,
-             dir.string());
-    SR_CHECK(::access(dir.c_str(), W_OK) == 0, "--out '{}': directory '{}' is not writable: {}",
-             out, dir.string(), std::strerror(errno));
-    SR_CHECK(!fs::is_directory(out, ec), "--out '{}' is a directory", out);
-}
-
 std::string scores_text(const std::string& out, const std::vector<float>& logits) {
     std::string text;
     const bool csv = fs::path(out).extension() == ".csv";
@@ -270,7 +257,7 @@ int predict_main(const std::vector<std::string>& args) {
     kernels::set_row_invariant_gemms(true);  // a score whatever its batch and threads
     const int rank = comm::process_info().rank;
     const int world = comm::process_info().world_size;
-    check_writable(a.out);
+    check_output_file("--out", a.out);
     SR_CHECK(fs::is_directory(a.model_dir), "model directory '{}' does not exist", a.model_dir);
     const train::QuantizedModel model = train::read_quantized_model(a.model_dir);
 

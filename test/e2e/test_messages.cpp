@@ -46,3 +46,31 @@ TEST_CASE("messages: an unknown SHARDREC_LOG_LEVEL is an error naming the valid 
                                   "trace, debug, info, warn, error, off"));
     CHECK_THAT(r.output, !Contains("runtime:"));  // refused before the config is printed
 }
+
+TEST_CASE(
+    "messages: an output file in a missing directory, or nothing to evaluate, is refused "
+    "before any work",
+    "[e2e]") {
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const auto dir = fresh_dir("messages_outputs");
+    const RunResult bench = run_shardrec({"bench", config, "--steps", "1", "--warmup", "1",
+                                          "--json", (dir / "missing" / "b.json").string()});
+    INFO(bench.output);
+    CHECK(bench.exit_code == 1);
+    CHECK_THAT(bench.output,
+               Contains("--json '" + (dir / "missing" / "b.json").string() + "': directory '" +
+                        (dir / "missing").string() + "' does not exist"));
+    CHECK_THAT(bench.output, !Contains("step time"));
+    // eval checks its options before it loads a checkpoint (there is none here).
+    const RunResult none = run_shardrec(
+        {"eval", config, "--checkpoint", (dir / "ck").string(), "--set", "train.eval_samples=0"});
+    INFO(none.output);
+    CHECK(none.exit_code == 1);
+    CHECK_THAT(none.output, Contains("nothing to evaluate: train.eval_samples is 0"));
+    const RunResult pred = run_shardrec({"eval", config, "--checkpoint", (dir / "ck").string(),
+                                         "--predictions", (dir / "missing" / "p.csv").string()});
+    INFO(pred.output);
+    CHECK(pred.exit_code == 1);
+    CHECK_THAT(pred.output,
+               Contains("--predictions '" + (dir / "missing" / "p.csv").string() + "': directory"));
+}
