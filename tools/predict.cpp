@@ -225,7 +225,14 @@ std::string tsv_shards(const Config& config,
         o.inputs = inputs;
         o.out_dir = dir;
         o.layout = trained.layout;
-        const data::CriteoPreprocessSummary summary = data::preprocess_criteo(o);
+        o.bad_line_hint = "predict scores every line of its input: mend or remove that line";
+        data::CriteoPreprocessSummary summary;
+        try {
+            summary = data::preprocess_criteo(o);
+        } catch (...) {
+            fs::remove_all(dir);
+            throw;
+        }
         log::root().info("predict: {} rows of {} hashed as {} ({})", summary.rows, files,
                          config.data.criteo_binary.path, dir);
     }

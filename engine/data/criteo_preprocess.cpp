@@ -388,8 +388,7 @@ CriteoInputInfo PreprocessRun::process_input(size_t i) {
         const ParsedChunk parsed = future.get();
         buffered -= parsed.text_bytes + meta.lines * record_bytes_;
         if (!parsed.bad_lines.empty()) {
-            SR_CHECK(o_.skip_bad_lines, "{} (--skip-bad-lines skips and counts such lines)",
-                     parsed.bad_lines.front());
+            SR_CHECK(o_.skip_bad_lines, "{} ({})", parsed.bad_lines.front(), o_.bad_line_hint);
             for (const auto& bad : parsed.bad_lines) {
                 if (logged_bad_lines_++ < kMaxLoggedBadLines) {
                     log::root().warn("skipping {}", bad);
@@ -487,13 +486,23 @@ CriteoPreprocessSummary preprocess_criteo(const CriteoPreprocessOptions& o) {
     SR_CHECK(o.lines_per_shard >= 1 && o.chunk_lines >= 1 && o.chunk_bytes >= 1 && o.threads >= 1,
              "criteo-preprocess: lines_per_shard, chunk_lines, chunk_bytes and threads must be "
              ">= 1");
+    std::error_code ec;
+    const bool existed = fs::exists(o.out_dir, ec);
     fs::create_directories(o.out_dir);
     remove_stale_temporaries(o.out_dir);
-    PreprocessRun run(o);
-    const CriteoManifest manifest = run.run();
+    CriteoManifest manifest;
+    CriteoPreprocessSummary s;
+    try {
+        PreprocessRun run(o);
+        manifest = run.run();
+        s = run.summary;
+    } catch (...) {  // complete shards stay for a rerun; a directory left empty goes
+        if (!existed && fs::is_empty(o.out_dir, ec))
+            fs::remove(o.out_dir, ec);
+        throw;
+    }
     write_file_atomically((fs::path(o.out_dir) / kCriteoManifestName).string(),
                           criteo_manifest_json(manifest));
-    CriteoPreprocessSummary s = run.summary;
     s.rows = manifest.total_rows();
     s.skipped_lines = 0;
     for (const auto& input : manifest.inputs) {

@@ -32,6 +32,8 @@ struct CriteoPreprocessOptions {
     int64_t chunk_bytes = 4 << 20;  // text bytes per parse task (a chunk ends past this)
     int threads = 1;                // parse tasks in flight
     bool skip_bad_lines = false;
+    // What a bad line's error suggests (the command's own way out).
+    std::string bad_line_hint = "--skip-bad-lines skips and counts such lines";
     bool show_progress = false;  // a bar on a terminal, else a line per 10%, on stderr
 };
 

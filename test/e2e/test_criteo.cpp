@@ -251,6 +251,7 @@ TEST_CASE("criteo e2e: a malformed line stops with FILE:LINE and the field; or i
     CHECK(r.exit_code == 1);
     CHECK(r.output.find("the input file (--in) '" + (dir / "nope.tsv").string() +
                         "' does not exist") != std::string::npos);
+    CHECK(!fs::exists(dir / "x"));  // a failed start leaves no empty --out behind
     r = run_shardrec({"data", "criteo-preprocess", "--in", days[0], dir.string(), "--out",
                       (dir / "x").string()});
     CHECK(r.exit_code == 1);
@@ -382,6 +383,20 @@ TEST_CASE("criteo e2e: --raw-ids trains managed-collision tables; checkpoint, ev
     REQUIRE(r.exit_code == 0);
     CHECK(read_bytes(dir / "scores_tsv.csv") == read_bytes(dir / "scores.csv"));
     CHECK(!fs::exists(dir / "scores_tsv.csv.tsv-shards"));
+    {  // a bad line: named, with predict's own remedy, and the shards made on the way are gone
+        std::ifstream in(days[0]);
+        std::string line;
+        std::getline(in, line);
+        std::ofstream(dir / "bad.tsv") << "x" << line << "\n";  // the label is not 0 or 1
+        r = run_shardrec({"predict", model, "--data", (dir / "bad.tsv").string(), "--out",
+                          (dir / "bad.csv").string()});
+        INFO(r.output);
+        CHECK(r.exit_code == 1);
+        CHECK_THAT(r.output, Contains((dir / "bad.tsv").string() + ":1:") &&
+                                 Contains("predict scores every line of its input") &&
+                                 !Contains("--skip-bad-lines"));
+        CHECK(!fs::exists(dir / "bad.csv.tsv-shards"));
+    }
 
     // A raw-id feature on a table without managed_collision: refused before training, by name.
     std::ofstream(config) << raw_id_config(dir / "data", false);
