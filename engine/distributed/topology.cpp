@@ -79,9 +79,10 @@ void fit_world(Topology& t, int world_size, ConfigNode* node) {
     if (world_size % t.local_size != 0) {
         const std::string message = fmt::format("{} ranks per node do not divide the world size {}",
                                                 t.local_size, world_size);
-        if (node == nullptr) {
-            SR_CHECK(false, "{}", message);
-        }
+        SR_CHECK(node != nullptr,
+                 "{} in the built-in {} topology: give a topology whose local_size divides it "
+                 "(plan --topology FILE, or sharding.topology; see configs/topologies/)",
+                 message, t.compute_device);
         node->error_at("local_size", message);
     }
 }

@@ -249,6 +249,19 @@ RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOp
             for (const fs::path& p : found)
                 fs::remove_all(p);
         } else if (other_run && options.resume.empty()) {
+            // Only train.checkpoint_dir, shared with another run, holds its checkpoints: name it.
+            const bool separate = !same_path(checkpoint_dir, path / "checkpoints") &&
+                                  !same_path(checkpoint_dir, path);
+            const bool only_checkpoints =
+                std::all_of(found.begin(), found.end(), [](const fs::path& p) {
+                    const std::string name = p.filename().string();
+                    return is_checkpoint_entry(name) || name == "config.yaml" || name == "run.yaml";
+                });
+            const bool own_dir = !separate || !only_checkpoints;
+            SR_CHECK(own_dir,
+                     "train.checkpoint_dir '{}' already holds another run's checkpoints ({}): give "
+                     "this run its own train.checkpoint_dir, or continue that run with --resume",
+                     checkpoint_dir.string(), describe(found));
             SR_CHECK(false,
                      "the run directory '{}' already holds a run ({}): choose a fresh --out, "
                      "continue that run with --resume, or replace it with --overwrite",

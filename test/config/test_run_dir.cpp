@@ -133,6 +133,21 @@ TEST_CASE("Run directory: a start that failed before training leaves nothing tha
                       Contains("already holds a run (config.yaml, metrics.jsonl, run.yaml)"));
 }
 
+TEST_CASE("Run directory: a train.checkpoint_dir that holds another run's checkpoints is named",
+          "[train]") {
+    ScratchDir dir;
+    Config config = parse_config(kConfig, {}, "t.yaml");
+    config.train.checkpoint_dir = (dir.path / "shared").string();
+    std::filesystem::create_directories(dir.path / "shared" / "step-00000010");
+    CHECK_THROWS_WITH(
+        train::open_run_dir((dir.path / "fresh").string(), config, {}),
+        Contains(
+            "train.checkpoint_dir '" + config.train.checkpoint_dir +
+            "' already holds another run's checkpoints (1 checkpoint(s) in " +
+            config.train.checkpoint_dir +
+            "): give this run its own train.checkpoint_dir, or continue that run with --resume"));
+}
+
 TEST_CASE("Run directory: the default name is a timestamp, made unique", "[train]") {
     ScratchDir dir;
     const std::string first = train::default_run_dir(dir.path.string());

@@ -53,7 +53,10 @@ TEST_CASE("Topology: a world smaller than a node is a partial node, else nodes a
           "[distributed]") {
     CHECK(default_topology("cuda", 1).local_size == 1);
     CHECK(default_topology("cuda", 4).num_nodes() == 1);
-    CHECK_THROWS_AS(default_topology("cuda", 12), Error);
+    CHECK_THROWS_WITH(default_topology("cuda", 12),
+                      Catch::Contains("8 ranks per node do not divide the world size 12 in the "
+                                      "built-in cuda topology: give a topology whose local_size "
+                                      "divides it (plan --topology FILE, or sharding.topology"));
     const std::string text = "compute_device: cuda\nlocal_size: 8\n";
     CHECK_THAT(errors_of(text, 12),
                Contains("topo.yaml:2:13: local_size: 8 ranks per node do not divide the world "
