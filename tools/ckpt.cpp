@@ -24,7 +24,9 @@ const char* const kCkptUsage =
     "       shardrec ckpt quantize CHECKPOINT --out MODEL_DIR --weights TYPE [--tables "
     "T=TYPE,...]\n"
     "\n"
-    "CHECKPOINT: a step-<N> directory, or the directory holding them (the newest complete one).\n"
+    "CHECKPOINT: a step-<N> directory, or the directory holding them (the newest complete one;\n"
+    "            a damaged one is an error here, where eval and train --resume take the newest\n"
+    "            intact one).\n"
     "\n"
     "  info     step, seed, world size, plan (every table's shards), dense parameters, files,\n"
     "           bytes, and whether every checksum holds (exit 1 when one does not)\n"
@@ -79,7 +81,11 @@ int ckpt_main(const std::vector<std::string>& args) {
         {"quantize", {"CHECKPOINT directory"}}};
     const auto operands = kOperands.find(action);
     if (operands == kOperands.end())
-        throw UsageError("ckpt needs info, export, init, import or quantize", kCkptUsage);
+        throw UsageError(action.empty() ? "ckpt needs info, export, init, import or quantize"
+                                        : fmt::format("unknown ckpt subcommand '{}': info, export, "
+                                                      "init, import or quantize",
+                                                      action),
+                         kCkptUsage);
     if (positional.size() - 1 < operands->second.size()) {
         throw UsageError(
             fmt::format("ckpt {} needs a {}", action, operands->second[positional.size() - 1]),

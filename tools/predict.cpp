@@ -7,8 +7,9 @@
 // same number of rounds (one without a chunk of its own in the last round scores chunk 0 again
 // and drops it), since the lookups are collective. With --replicated, or one rank, every rank
 // holds the whole model (QuantEmbeddingBagCollection) and nothing is exchanged until the end.
-// Table-wise and data-parallel tables give the scores of one process bit for bit; row-sharded
-// ones add partial sums in another order (last bits). Rank 0 gathers the scores in input order
+// Every plan gives the scores of one process bit for bit: row-sharded tables send their stored
+// rows to the sample's rank (QuantizedRowFetch), which pools them as one process does. Rank 0
+// gathers the scores in input order
 // and writes FILE.tmp, renamed to FILE when whole.
 #include <fmt/format.h>
 #include <unistd.h>
@@ -59,8 +60,7 @@ const char* const kPredictUsage =
     "Scores samples with a quantized model directory (shardrec ckpt quantize), its tables looked\n"
     "up as stored (int8/int4/int2/fp8/fp16/f32 rows). Run several ranks with mpirun -np N: the\n"
     "samples are split over the ranks and the tables sharded by the config's plan (each rank\n"
-    "holds its shards); table-wise and data-parallel tables give the same scores at any N,\n"
-    "row-sharded ones the same up to the last bits.\n"
+    "holds its shards); the scores are the same at any N and plan, bit for bit.\n"
     "\n"
     "  --data synthetic    the eval split of the config's synthetic data\n"
     "  --data PATH         binary Criteo shards (shardrec data criteo-preprocess): every row\n"
@@ -302,10 +302,9 @@ int predict_main(const std::vector<std::string>& args) {
     int64_t total = a.samples;
     if (total < 0)
         total = rows >= 0 ? rows : config.train.eval_samples;
-    SR_CHECK(total > 0,
-             "nothing to score: train.eval_samples is 0 and no --samples S was given (or '{}' "
-             "holds no rows)",
-             a.data);
+    SR_CHECK(total > 0, "nothing to score: {}",
+             rows == 0 ? fmt::format("'{}' holds no {}", a.data, json ? "examples" : "rows")
+                       : "train.eval_samples is 0 and no --samples S was given");
     SR_CHECK(rows < 0 || total <= rows, "--samples {} but '{}' holds only {} rows", total, a.data,
              rows);
 

@@ -210,6 +210,11 @@ std::vector<std::string> export_checkpoint(const std::string& dir_in,
     const CheckpointManifest m = read_manifest(dir);
     const std::string problem = verify_checkpoint_files(dir, m);
     SR_CHECK(problem.empty(), "{}", problem);
+    std::error_code ec;
+    SR_CHECK(
+        !fs::exists(out_dir, ec) || (fs::is_directory(out_dir, ec) && fs::is_empty(out_dir, ec)),
+        "ckpt export: --out '{}' {}; remove it or choose another --out", out_dir,
+        fs::is_directory(out_dir, ec) ? "already holds files" : "is a file");
     fs::create_directories(out_dir);
     std::vector<ExportTensor> tensors;
     for (const CheckpointTable& t : m.tables) {

@@ -11,6 +11,7 @@
 
 #include "engine/core/crc32.h"
 #include "engine/core/error.h"
+#include "engine/train/quantized_model.h"
 
 namespace shardrec::train {
 namespace {
@@ -270,9 +271,12 @@ CheckpointManifest manifest_from_text(const std::string& text,
         SR_CHECK(false, "{}: not valid YAML: {}", source, e.what());
     }
     const Reader r(source);
+    const std::string format =
+        root.IsMap() && root["format"] ? root["format"].as<std::string>("") : "";
     SR_CHECK(
-        root.IsMap() && root["format"] && root["format"].as<std::string>("") == kCheckpointFormat,
-        "{}: not a shardrec checkpoint manifest (format: {} expected)", source, kCheckpointFormat);
+        format == kCheckpointFormat,
+        "{}: not a shardrec checkpoint manifest (format: {} expected){}", source, kCheckpointFormat,
+        format == kQuantizedModelFormat ? "; it is a quantized model: use `eval --model`" : "");
     CheckpointManifest m;
     m.version = r.get<int>(root, "version", "");
     SR_CHECK(m.version == 1 || m.version == kCheckpointVersion,

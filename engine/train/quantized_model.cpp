@@ -295,8 +295,12 @@ QuantizedModel read_quantized_model(const std::string& dir) {
         SR_CHECK(false, "{}: not YAML: {}", source, e.what());
     }
     const Reader r(source);
-    SR_CHECK(r.get<std::string>(root, "format", "") == kQuantizedModelFormat,
-             "{}: format is not {}", source, kQuantizedModelFormat);
+    const std::string format = r.get<std::string>(root, "format", "");
+    SR_CHECK(format == kQuantizedModelFormat, "{}: format is not {}{}", source,
+             kQuantizedModelFormat,
+             format == kCheckpointFormat ? " (a training checkpoint: make a model of it with "
+                                           "`shardrec ckpt quantize`)"
+                                         : "");
     const int version = r.get<int>(root, "version", "");
     SR_CHECK(version == kVersion, "{}: version {} (this shardrec reads {})", source, version,
              kVersion);

@@ -146,6 +146,18 @@ TEST_CASE("checkpoint e2e: ckpt info, export npy and safetensors, a corrupt file
     CHECK_THAT(std::string(t0.data(), 128), Contains("'shape': (20000, 16)"));
     CHECK(t0.size() == 128 + 20000 * 16 * 4);
     CHECK(fs::exists(dir / "npy" / "dense_arch.model._mlp.0._linear.weight.npy"));
+    // Not over an earlier export (its files would mix with these), nor onto a file.
+    const RunResult again = run_shardrec(
+        {"ckpt", "export", ckpt.string(), "--format", "npy", "--out", (dir / "npy").string()});
+    CHECK(again.exit_code == 1);
+    CHECK_THAT(again.output, Contains("ckpt export: --out '" + (dir / "npy").string() +
+                                      "' already holds files; remove it or choose another --out"));
+    // A quantized model and a checkpoint, each given where the other belongs: named.
+    const RunResult model = run_shardrec(
+        {"predict", ckpt.string(), "--data", "synthetic", "--out", (dir / "p.csv").string()});
+    CHECK(model.exit_code == 1);
+    CHECK_THAT(model.output, Contains("a training checkpoint: make a model of it with `shardrec "
+                                      "ckpt quantize`"));
 
     const RunResult st = run_shardrec({"ckpt", "export", ckpt.string(), "--format", "safetensors",
                                        "--out", (dir / "st").string()});
