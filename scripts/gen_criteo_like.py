@@ -92,11 +92,13 @@ def sampler(rng, v, alpha):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out_dir")
-    p.add_argument("--lines", type=int, required=True)
-    p.add_argument("--days", type=int, default=1)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--lines", type=int, required=True,
+                   help="lines in all, split over the days (the first days take the remainder)")
+    p.add_argument("--days", type=int, default=1, help="files day_0 .. day_{N-1}")
+    p.add_argument("--seed", type=int, default=1, help="the same seed writes the same bytes")
     p.add_argument("--profile", choices=("planted", "kaggle"), default="planted")
-    p.add_argument("--max-vocab", type=int, default=4000000)
+    p.add_argument("--max-vocab", type=int, default=4000000,
+                   help="most distinct values of a categorical column")
     p.add_argument("--alpha", default="1.05,1.2", help="kaggle: alpha_t range LO,HI")
     a = p.parse_args()
     if a.lines < a.days or a.days < 1:
@@ -133,7 +135,7 @@ def main():
     last_z, last_y = [], []
     clicks = 0
     for day in range(a.days):
-        n = per_day
+        n = per_day + (1 if day < a.lines % a.days else 0)
         ranks = [draw[t](n) for t in range(26)]
         cat_empty = [[rng.random() < CAT_MISSING[t] for _ in range(n)] if CAT_MISSING[t] else None
                      for t in range(26)]
@@ -193,7 +195,7 @@ def main():
     neg = len(last_y) - pos
     auc = (rank_sum - pos * (pos + 1) / 2.0) / (pos * neg) if pos and neg else float("nan")
     print("lines %d, days %d, click rate %.4f, planted-signal AUC on the last day %.6f"
-          % (per_day * a.days, a.days, clicks / (per_day * a.days), auc))
+          % (a.lines, a.days, clicks / a.lines, auc))
     if a.profile == "kaggle":
         print("feature,vocabulary,alpha,distinct_values_written")
         for t in range(26):

@@ -95,13 +95,14 @@ int eval_quantized(const Config& config, const std::string& model_dir, std::stri
     if (comm::process_info().rank != 0)
         return 0;
     auto num = [](double v) { return train::json_number(v); };
-    fmt::print("{:<10} {:>10} {:>10} {:>12} {:>14}\n", "model", "auc", "ne", "calibration",
-               "bytes");
+    // The checkpoint's row, then the model's (its weights' type).
+    fmt::print("{:<18} {:>10} {:>10} {:>12} {:>14}\n", "", "auc", "ne", "calibration", "bytes");
     if (f32)
-        fmt::print("{:<10} {:>10.6f} {:>10.6f} {:>12.6f} {:>14}\n", "f32", f32->auc, f32->ne,
-                   f32->calibration, f32_bytes);
-    fmt::print("{:<10} {:>10.6f} {:>10.6f} {:>12.6f} {:>14}\n",
-               kernels::quant_type_name(model.weights), q.auc, q.ne, q.calibration, bytes);
+        fmt::print("{:<18} {:>10.6f} {:>10.6f} {:>12.6f} {:>14}\n", "checkpoint (f32)", f32->auc,
+                   f32->ne, f32->calibration, f32_bytes);
+    fmt::print("{:<18} {:>10.6f} {:>10.6f} {:>12.6f} {:>14}\n",
+               fmt::format("model ({})", kernels::quant_type_name(model.weights)), q.auc, q.ne,
+               q.calibration, bytes);
     const double nan = std::nan("");
     fmt::print(R"({{"kind":"eval_quantized","step":{},"auc":{},"ne":{},"calibration":{},)"
                R"("loss":{},"count":{},"f32_auc":{},"f32_ne":{},"f32_calibration":{},)"
