@@ -18,7 +18,10 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <optional>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/collective_utils.h"
@@ -135,6 +138,29 @@ RankTimes gather_rank_times(comm::ProcessGroup* pg,
     return t;
 }
 
+// CPUs of this machine kept busy by other processes over `window_s` while this one sleeps
+// (/proc/stat's busy jiffies), or -1 when it cannot be read.
+double other_busy_cpus(double window_s) {
+    const auto busy_total = [] {
+        std::ifstream f("/proc/stat");
+        std::string cpu;
+        int64_t v = 0, busy = 0, total = 0;
+        f >> cpu;
+        for (int i = 0; i < 8 && (f >> v); ++i) {  // user nice system idle iowait irq softirq steal
+            total += v;
+            busy += i == 3 || i == 4 ? 0 : v;
+        }
+        return std::pair<int64_t, int64_t>{cpu == "cpu" ? busy : -1, total};
+    };
+    const auto [b0, t0] = busy_total();
+    std::this_thread::sleep_for(std::chrono::duration<double>(window_s));
+    const auto [b1, t1] = busy_total();
+    if (b0 < 0 || b1 < 0 || t1 <= t0)
+        return -1;
+    return static_cast<double>(b1 - b0) / static_cast<double>(t1 - t0) *
+           static_cast<double>(std::thread::hardware_concurrency());
+}
+
 }  // namespace
 
 int bench_main(const std::vector<std::string>& args) {
@@ -173,6 +199,13 @@ int bench_main(const std::vector<std::string>& args) {
     if (!json.empty())
         check_output_file("--json", json);
     const int threads = train::configure_threads(config);
+    // Timings and ceilings measured while other work holds the CPUs describe that work too.
+    const double busy = other_busy_cpus(0.2);
+    if (comm::process_info().rank == 0 && busy > 0.5)
+        log::root().warn(
+            "bench: other processes kept {:.1f} of this machine's {} CPUs busy just before the "
+            "measurements; the step times and ceilings below include that load",
+            busy, std::thread::hardware_concurrency());
     const double copy_gbps = kernels::host_copy_gbps();
     // The random-row ceiling on the largest table's rows (a multiple of 4 bytes) and size, up to
     // 2 GiB: measured before the model exists, so that its table is not in memory twice.
@@ -488,7 +521,7 @@ int bench_main(const std::vector<std::string>& args) {
             json,
             fmt::format(
                 "{{{},\"config\":\"{}\",\"model\":\"{}\",\"pipeline\":\"{}\",\"batch_size\":{},"
-                "\"threads\":{},"
+                "\"threads\":{},\"other_busy_cpus\":{:.2f},"
                 "\"step_ms\":{:.4f},\"step_ms_p10\":{:.4f},\"step_ms_p90\":{:.4f},"
                 "\"samples_per_s\":{:.1f},\"copy_gbps\":{:.3f},\"random_row_gbps\":{:.3f},"
                 "\"random_row_bytes\":{},\"random_row_table_bytes\":{},\"thp_mode\":\"{}\","
@@ -513,8 +546,8 @@ int bench_main(const std::vector<std::string>& args) {
                 "\"cache_bytes_out_per_step\":{:.0f},\"storage_disk_bytes\":{},"
                 "\"profile_ms_per_step\":{{{}}}}}\n",
                 provenance_json_fields(), path, config.model.type, config.train.pipeline,
-                config.data.batch_size, threads, med * 1e3, p10 * 1e3, p90 * 1e3, sps, copy_gbps,
-                random_row_gbps, rr_row_bytes, rr_table_bytes, huge_pages.mode,
+                config.data.batch_size, threads, busy, med * 1e3, p10 * 1e3, p90 * 1e3, sps,
+                copy_gbps, random_row_gbps, rr_row_bytes, rr_table_bytes, huge_pages.mode,
                 huge_pages.anon_huge_bytes, table_bytes, state_bytes, dense,
                 model_memory.max_peak_bytes, times.host.max_peak_bytes, allocs_per_step,
                 device_allocs_per_step, data_ms, device.str(), device_copy_gbps, per_step[0],
