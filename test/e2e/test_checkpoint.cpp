@@ -255,7 +255,9 @@ TEST_CASE(
         dir / "third", 4, {"--set", "train.checkpoint_dir=" + (run / "checkpoints").string()}));
     INFO(shared.output);
     CHECK(shared.exit_code != 0);
-    CHECK_THAT(shared.output, Contains("already holds a run") && Contains("checkpoint(s)"));
+    CHECK_THAT(shared.output, Contains("train.checkpoint_dir '" + (run / "checkpoints").string() +
+                                       "' already holds another run's checkpoints (") &&
+                                  Contains("checkpoint(s)"));
 }
 
 TEST_CASE(
