@@ -417,7 +417,17 @@ int serve_main(const std::vector<std::string>& args) {
             return httplib::Server::HandlerResponse::Unhandled;
         data::ScoreError e{"not_found", "", -1,
                            fmt::format("no such endpoint: {} {}", req.method, req.path)};
-        if (res.status == 413) {
+        // An endpoint asked with the other method: 405, naming the one it takes.
+        const std::map<std::string, std::string> methods = {
+            {"/v1/score", "POST"}, {"/healthz", "GET"}, {"/metrics", "GET"}};
+        const auto endpoint = methods.find(req.path);
+        if (endpoint != methods.end() && endpoint->second != req.method) {
+            res.status = 405;
+            res.set_header("Allow", endpoint->second);
+            e = {"method_not_allowed", "", -1,
+                 fmt::format("{} {}: the endpoint takes {}", req.method, req.path,
+                             endpoint->second)};
+        } else if (res.status == 413) {
             e = too_large;
             res.status = 400;
         } else if (res.status != 404) {

@@ -239,6 +239,9 @@ TEST_CASE("serve: predict's scores over HTTP, batching, bad input, metrics", "[e
             ok_examples += 48;
         }
         CHECK(http(dir, server.port, "/healthz").body == "ok\n");
+        // An endpoint asked with the other method: 405, naming the method it takes.
+        CHECK(sh("curl -s -o /dev/null -w '%{http_code}' -X POST http://127.0.0.1:" +
+                 std::to_string(server.port) + "/healthz") == "405");
 
         // Bad input: one file each, kind and field named.
         const std::string D = "\"dense\":[1,2,3,4,5,6,7,8,9,10,11,12,13]";
