@@ -113,7 +113,8 @@ void dequantize_rows(const Tensor& rows, QuantType type, Tensor& out, Stream& st
 // feature, sample, id and rows (CUDA: skipped by the kernel and reported at the next embedding
 // call on the device, as embedding_bag_forward does). On CUDA every tensor is on the weights'
 // device; the table metadata (weights_offsets, weights_tys, D_offsets, feature_table) is copied
-// to the host for the argument checks.
+// to the host for the argument checks by copies that do not wait for `stream`: metadata written
+// on a stream must be complete before the call (QuantEmbeddingBagCollection builds it once).
 void quant_embedding_bag_forward(const Tensor& weights,
                                  const Tensor& weights_offsets,
                                  const Tensor& weights_tys,
