@@ -145,7 +145,13 @@ struct Server {
     // A failed REQUIRE leaves it running: end it.
     ~Server() {
         if (!stopped)
-            sh("kill -KILL " + std::to_string(pid) + " 2>/dev/null");
+            kill_all();
+    }
+
+    // SIGKILL to serve and to the timeout around it (which forwards SIGTERM, not SIGKILL).
+    void kill_all() const {
+        sh("pkill -KILL -P " + std::to_string(pid) + "; kill -KILL " + std::to_string(pid) +
+           " 2>/dev/null");
     }
 
     // SIGTERM, then the exit status (-1: still running after 30 s).
@@ -158,7 +164,7 @@ struct Server {
                 return std::atoi(rc.c_str());
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
-        sh("kill -KILL " + std::to_string(pid));
+        kill_all();
         return -1;
     }
 };
