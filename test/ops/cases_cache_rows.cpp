@@ -159,13 +159,12 @@ public:
             for (int64_t i = 0; i < n_; ++i)
                 plant(rows_.data() + i * cols_, row_);
         }
-        weights_ = tensor_of(w_, {capacity_, cols_}, slot_);
-        for (int64_t i = 0; specials_ && i < capacity_; ++i) {
-            auto* row = static_cast<uint8_t*>(weights_.data_ptr()) +
-                        i * cols_ * static_cast<int64_t>(dtype_size(slot_));
-            for (int64_t j = 0; j < kSpecials; ++j)
-                encode_at(0.0, j, slot_, row + j * static_cast<int64_t>(dtype_size(slot_)));
-        }
+        // Column by column, so that a special value's own bytes go in (encode takes normals).
+        weights_ = Tensor::empty({capacity_, cols_}, slot_);
+        for (int64_t i = 0; i < capacity_ * cols_; ++i)
+            encode_at(w_[static_cast<size_t>(i)], i % cols_, slot_,
+                      static_cast<uint8_t*>(weights_.data_ptr()) +
+                          i * static_cast<int64_t>(dtype_size(slot_)));
         state1_ =
             tensor_of(s1_, states_ == 1 ? Shape{capacity_} : Shape{capacity_, cols_}, DType::kF32);
         state2_ = tensor_of(s2_, {capacity_, cols_}, DType::kF32);
