@@ -48,16 +48,14 @@ const char* const kCkptUsage =
 int ckpt_main(const std::vector<std::string>& args) {
     std::string format, out, weights, table_types;
     std::vector<std::string> positional, sets;
+    bool help = false;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& arg = args[i];
         if (take_set(args, i, sets, kCkptUsage))
             continue;
         if (arg == "--help" || arg == "-h") {
-            if (comm::process_info().rank == 0)
-                std::fputs(kCkptUsage, stdout);
-            return 0;
-        }
-        if (arg == "--format" || arg == "--out" || arg == "--weights" || arg == "--tables") {
+            help = true;
+        } else if (arg == "--format" || arg == "--out" || arg == "--weights" || arg == "--tables") {
             if (i + 1 >= args.size())
                 throw UsageError(fmt::format("{} needs a value", arg), kCkptUsage);
             std::string& value = arg == "--format"    ? format
@@ -80,6 +78,12 @@ int ckpt_main(const std::vector<std::string>& args) {
         {"import", {"model.safetensors file", "CONFIG.yaml"}},
         {"quantize", {"CHECKPOINT directory"}}};
     const auto operands = kOperands.find(action);
+    // --help after a subcommand that does not exist is that mistake, not a request for help.
+    if (help && (action.empty() || operands != kOperands.end())) {
+        if (comm::process_info().rank == 0)
+            std::fputs(kCkptUsage, stdout);
+        return 0;
+    }
     if (operands == kOperands.end())
         throw UsageError(action.empty() ? "ckpt needs info, export, init, import or quantize"
                                         : fmt::format("unknown ckpt subcommand '{}': info, export, "

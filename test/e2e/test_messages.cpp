@@ -74,3 +74,15 @@ TEST_CASE(
     CHECK_THAT(pred.output,
                Contains("--predictions '" + (dir / "missing" / "p.csv").string() + "': directory"));
 }
+
+TEST_CASE("messages: --help after an unknown ckpt subcommand names it and fails", "[e2e]") {
+    const RunResult help = run_shardrec({"ckpt", "--help"});
+    CHECK(help.exit_code == 0);
+    CHECK_THAT(help.output, Contains("usage: shardrec ckpt"));
+    const RunResult known = run_shardrec({"ckpt", "export", "--help"});
+    CHECK(known.exit_code == 0);
+    const RunResult unknown = run_shardrec({"ckpt", "reshard", "--help"});
+    INFO(unknown.output);
+    CHECK(unknown.exit_code != 0);
+    CHECK_THAT(unknown.output, Contains("unknown ckpt subcommand 'reshard'"));
+}
