@@ -2,8 +2,9 @@
 // bag in id order straight into its output slice, so results do not depend on the thread count.
 // The inner loop over D vectorises; rows kPrefetchIds ids ahead are prefetched (random rows of a
 // large table are the whole cost). Where the CPU has AVX-512 (and F16C) the rows are converted and
-// summed 16 columns to an instruction (pool_bag_avx512), chosen at run time; the same bits as the
-// scalar pool_bag. Letters: F features, B batch, D dim, N ids.
+// summed 16 columns to an instruction (pool_bag_avx512), else with AVX2 and F16C 8 columns
+// (pool_bag_avx2), chosen at run time; the same bits as the scalar pool_bag. Letters: F features,
+// B batch, D dim, N ids.
 #include <atomic>
 
 #include "kernels/cpu/embedding_bag_update.h"
@@ -196,20 +197,118 @@ SR_AVX512 void load_f32_avx512(const Weight* src, float* dst, int64_t n) {
     }
 }
 
-bool cpu_has_avx512() {
+// ---- AVX2 path (with F16C): the AVX-512 path's operations on 8 lanes ----
+#define SR_AVX2 __attribute__((target("avx2,f16c")))
+
+// 8 storage values to fp32, bit for bit load_f32 (signalling NaNs as load16 keeps them).
+[[gnu::always_inline]] SR_AVX2 inline __m256 load8(const Half* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m256i wide = _mm256_cvtepu16_epi32(h);
+    const __m256i nan_exp = _mm256_cmpeq_epi32(_mm256_and_si256(wide, _mm256_set1_epi32(0x7e00)),
+                                               _mm256_set1_epi32(0x7c00));
+    const __m256i no_payload = _mm256_cmpeq_epi32(_mm256_and_si256(wide, _mm256_set1_epi32(0x1ff)),
+                                                  _mm256_setzero_si256());
+    const __m256i snan = _mm256_andnot_si256(no_payload, nan_exp);
+    const __m256i f = _mm256_castps_si256(_mm256_cvtph_ps(h));
+    return _mm256_castsi256_ps(
+        _mm256_xor_si256(f, _mm256_and_si256(snan, _mm256_set1_epi32(0x00400000))));
+}
+
+[[gnu::always_inline]] SR_AVX2 inline __m256 load8(const BFloat16* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+[[gnu::always_inline]] SR_AVX2 inline __m256 load8(const float* p) {
+    return _mm256_loadu_ps(p);
+}
+
+// pool_block16 on 8 lanes: columns [c0, c0 + 8V) of a bag.
+template <int V, typename Weight, bool kWeighted>
+[[gnu::always_inline]] SR_AVX2 inline void pool_block8(const Lookup& a,
+                                                       const Weight* table,
+                                                       int64_t begin,
+                                                       int64_t end,
+                                                       int64_t prefetch_end,
+                                                       int64_t c0,
+                                                       float* __restrict o) {
+    const int64_t dim = a.dim;
+    __m256 acc[V];
+    for (int v = 0; v < V; ++v) {
+        acc[v] = _mm256_setzero_ps();
+    }
+    for (int64_t n = begin; n < end; ++n) {
+        if (c0 == 0 && n + kPrefetchIds < prefetch_end) {
+            prefetch_row(table + a.ids[n + kPrefetchIds] * dim, dim);
+        }
+        const Weight* row = table + a.ids[n] * dim + c0;
+        if constexpr (kWeighted) {
+            const __m256 w = _mm256_set1_ps(a.per_sample_weights[n]);
+            for (int v = 0; v < V; ++v) {
+                acc[v] = _mm256_add_ps(acc[v], _mm256_mul_ps(w, load8(row + 8 * v)));
+            }
+        } else {
+            for (int v = 0; v < V; ++v) {
+                acc[v] = _mm256_add_ps(acc[v], load8(row + 8 * v));
+            }
+        }
+    }
+    for (int v = 0; v < V; ++v) {
+        _mm256_storeu_ps(o + c0 + 8 * v, acc[v]);
+    }
+}
+
+// pool_bag with AVX2: blocks of 64 columns, then of 8, then pool_bag's scalar tail.
+template <typename Weight, bool kWeighted>
+SR_AVX2 void pool_bag_avx2(const Lookup& a,
+                           const Weight* table,
+                           int64_t begin,
+                           int64_t end,
+                           int64_t prefetch_end,
+                           float* __restrict o) {
+    const int64_t dim = a.dim;
+    int64_t c0 = 0;
+    for (; c0 + 64 <= dim; c0 += 64) {
+        pool_block8<8, Weight, kWeighted>(a, table, begin, end, prefetch_end, c0, o);
+    }
+    for (; c0 + 8 <= dim; c0 += 8) {
+        pool_block8<1, Weight, kWeighted>(a, table, begin, end, prefetch_end, c0, o);
+    }
+    if (c0 < dim) {
+        pool_tail<Weight, kWeighted>(a, table, begin, end, c0 == 0 ? prefetch_end : 0, c0, o);
+    }
+}
+
+template <typename Weight>
+SR_AVX2 void load_f32_avx2(const Weight* src, float* dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) {
+        _mm256_storeu_ps(dst + i, load8(src + i));
+    }
+}
+
+detail::VectorIsa cpu_vector_isa() {
+    // Clang 14 has no "f16c" for __builtin_cpu_supports; every CPU with AVX-512F has F16C
+    // (Knights Landing on), and every one with AVX2 too (Haswell, Zen on).
 #if defined(__clang__)
-    // Clang 14 has no "f16c" here; every CPU with AVX-512F has F16C (Knights Landing on).
-    return __builtin_cpu_supports("avx512f");
+    if (__builtin_cpu_supports("avx512f"))
+        return detail::VectorIsa::kAvx512;
+    return __builtin_cpu_supports("avx2") ? detail::VectorIsa::kAvx2 : detail::VectorIsa::kNone;
 #else
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+    if (__builtin_cpu_supports("f16c")) {
+        if (__builtin_cpu_supports("avx512f"))
+            return detail::VectorIsa::kAvx512;
+        if (__builtin_cpu_supports("avx2"))
+            return detail::VectorIsa::kAvx2;
+    }
+    return detail::VectorIsa::kNone;
 #endif
 }
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 #else
-bool cpu_has_avx512() {
-    return false;
+detail::VectorIsa cpu_vector_isa() {
+    return detail::VectorIsa::kNone;
 }
 #endif
 
@@ -220,7 +319,7 @@ void forward_typed(const Lookup& a, const Weight* weights, float* out) {
     const int64_t num_bags = a.num_features * a.batch;
     const int64_t dim = a.dim;
     const int64_t work = a.offsets[num_bags] * dim;
-    [[maybe_unused]] const bool avx512 = detail::vector_loads();
+    [[maybe_unused]] const detail::VectorIsa isa = detail::vector_isa();
     // Dynamic chunks: a thread the OS preempts holds up at most one chunk, not half the bags.
 #pragma omp parallel for schedule(dynamic, kBagsPerChunk) if (work >= kMinWorkForThreads)
     for (int64_t j = 0; j < num_bags; ++j) {
@@ -232,8 +331,10 @@ void forward_typed(const Lookup& a, const Weight* weights, float* out) {
         const int64_t begin = a.offsets[j];
         const int64_t end = a.offsets[j + 1];
 #ifdef SHARDREC_AVX512_LOADS
-        if (avx512) {
+        if (isa == detail::VectorIsa::kAvx512) {
             pool_bag_avx512<Weight, kWeighted>(a, table, begin, end, feature_end, o);
+        } else if (isa == detail::VectorIsa::kAvx2) {
+            pool_bag_avx2<Weight, kWeighted>(a, table, begin, end, feature_end, o);
         } else {
             pool_bag<Weight, kWeighted>(a, table, begin, end, feature_end, o);
         }
@@ -255,9 +356,13 @@ void forward_typed(const Lookup& a, const Weight* weights, float* out) {
 
 namespace detail {
 
+VectorIsa vector_isa() {
+    static const VectorIsa supported = cpu_vector_isa();
+    return g_force_scalar.load(std::memory_order_relaxed) ? VectorIsa::kNone : supported;
+}
+
 bool vector_loads() {
-    static const bool supported = cpu_has_avx512();
-    return supported && !g_force_scalar.load(std::memory_order_relaxed);
+    return vector_isa() != VectorIsa::kNone;
 }
 
 void force_scalar_loads(bool scalar) {
@@ -266,11 +371,13 @@ void force_scalar_loads(bool scalar) {
 
 template <typename Weight>
 void load_f32_vector_typed(const Weight* src, float* dst, int64_t n) {
-    SR_CHECK(vector_loads() && n % 16 == 0,
-             "load_f32_vector: {} values, on a CPU {} AVX-512 and F16C", n,
-             vector_loads() ? "with" : "without");
+    SR_CHECK(vector_loads() && n % 16 == 0, "load_f32_vector: {} values, on a CPU {} AVX2 and F16C",
+             n, vector_loads() ? "with" : "without");
 #ifdef SHARDREC_AVX512_LOADS
-    load_f32_avx512(src, dst, n);
+    if (vector_isa() == VectorIsa::kAvx512)
+        load_f32_avx512(src, dst, n);
+    else
+        load_f32_avx2(src, dst, n);
 #else
     (void)src;
     (void)dst;

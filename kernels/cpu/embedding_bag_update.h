@@ -71,15 +71,18 @@ inline float load_f32(Half x) {
     return result;
 }
 
-// Whether the lookup converts and sums rows with AVX-512 (+ F16C for f16) instructions: chosen
-// at run time from the CPU (__builtin_cpu_supports), the build stays baseline x86-64. The vector
-// and scalar paths give the same bits (the same operations on each element, in the same
-// order); force_scalar_loads(true) selects the scalar path, for the tests that compare them.
+// The vector instructions the lookup converts and sums rows with: AVX-512, else AVX2, each with
+// F16C; chosen at run time from the CPU (__builtin_cpu_supports), the build stays baseline
+// x86-64. The vector and scalar paths give the same bits (the same operations on each element,
+// in the same order); force_scalar_loads(true) selects the scalar path (kNone), for the tests
+// that compare them. vector_loads(): vector_isa() is not kNone.
+enum class VectorIsa { kNone, kAvx2, kAvx512 };
+VectorIsa vector_isa();
 bool vector_loads();
 void force_scalar_loads(bool scalar);
 
-// dst[0:n] = load_f32(src[0:n]) with the vector instructions of vector_loads() (which must be
-// true), n a multiple of 16: the conversion the vector lookup uses, for the tests.
+// dst[0:n] = load_f32(src[0:n]) with the vector instructions of vector_isa() (which must not be
+// kNone), n a multiple of 16: the conversion the vector lookup uses (and the comm decode).
 void load_f32_vector(const Half* src, float* dst, int64_t n);
 void load_f32_vector(const BFloat16* src, float* dst, int64_t n);
 

@@ -1,8 +1,9 @@
 // Quantized communication codecs on the CPU: one row at a time (fp8 needs the row's amax first),
 // rows in parallel. fp16 and bf16 rows are whole buffers of 2-byte values: where the CPU has
-// AVX-512 and F16C (detail::vector_loads(), as the lookups) they convert 16 values an instruction
+// AVX-512 and F16C (detail::vector_isa(), as the lookups) they convert 16 values an instruction
 // with the bits of float_to_half / float_to_bf16 and their inverses (NaN lanes fixed up to the
-// scalar path's), about 30x the scalar conversion.
+// scalar path's), about 30x the scalar conversion; with AVX2 and F16C the decode converts 8 (the
+// lookup's loads), the encode is scalar.
 #include "kernels/qcomm_codec.h"
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/embedding_bag_update.h"  // vector_loads, load_f32_vector
+#include "kernels/cpu/embedding_bag_update.h"  // vector_isa, load_f32_vector
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -144,7 +145,7 @@ SR_AVX512 void encode_fp8_row_avx512(const float* x, int64_t cols, uint8_t* out)
 // groups of 16 where the CPU has them, the scalar ones for the rest.
 void encode_16bit(const float* x, int64_t n, CommType type, uint8_t* out) {
     const int64_t blocks = (n + kBlock - 1) / kBlock;
-    const bool vector = detail::vector_loads();
+    const bool vector = detail::vector_isa() == detail::VectorIsa::kAvx512;
 #pragma omp parallel for schedule(static) if (n > kParallelValues)
     for (int64_t b = 0; b < blocks; ++b) {
         const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
@@ -229,7 +230,7 @@ void qcomm_encode(const float* input, int64_t rows, int64_t cols, CommType type,
     if (type == CommType::kFp16 || type == CommType::kBf16)  // rows of 2-byte values, unpadded
         return encode_16bit(input, rows * cols, type, out);
     const int64_t row_bytes = qcomm_row_bytes(type, cols);
-    [[maybe_unused]] const bool vector = detail::vector_loads();
+    [[maybe_unused]] const bool vector = detail::vector_isa() == detail::VectorIsa::kAvx512;
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelValues)
     for (int64_t r = 0; r < rows; ++r) {
         const float* x = input + r * cols;  // x is input[r, :], cols floats

@@ -583,7 +583,9 @@ TEST_CASE("embedding_bag kernels: the inline f16 load matches half_to_float on e
 TEST_CASE("embedding_bag kernels: the vector f16 and bf16 loads match the scalar on every value",
           "[modules][ops]") {
     if (!kernels::cpu::detail::vector_loads()) {
-        test::not_run("this CPU has no AVX-512 + F16C: the lookup uses the scalar loads only");
+        test::not_run(
+            "this CPU has neither AVX-512 nor AVX2 with F16C: the lookup uses the "
+            "scalar loads only");
         return;
     }
     std::vector<Half> h(0x10000);
