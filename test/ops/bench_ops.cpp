@@ -199,7 +199,12 @@ int main(int argc, char** argv) {
             const auto g =
                 ref[i].index.empty() ? to_double(got[i]) : to_double(got[i], ref[i].index);
             const std::vector<float> gf(g.begin(), g.end());
-            wrong += compare(gf, ref[i].value, ref[i].mag, c->tolerance(i)).ok ? 0 : 1;
+            const CompareResult r = compare(gf, ref[i].value, ref[i].mag, c->tolerance(i));
+            if (!r.ok) {
+                std::fprintf(stderr, "# %s %s: output %s: %s\n", name.c_str(), c->vars().c_str(),
+                             ref[i].name.c_str(), r.report.c_str());
+                ++wrong;
+            }
         }
         c->reuse_outputs(true);
         kernels::set_gemm_math(timed_math);

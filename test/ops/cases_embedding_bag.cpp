@@ -18,17 +18,6 @@ using kernels::FusedOptimizerParams;
 using kernels::OpKind;
 using kernels::OptimType;
 
-double unit_roundoff(DType dtype) {
-    switch (dtype) {
-        case DType::kF16:
-            return 0x1.0p-11;
-        case DType::kBF16:
-            return 0x1.0p-8;
-        default:
-            return 0x1.0p-24;
-    }
-}
-
 Tolerance exact_tolerance() {
     Tolerance t;
     t.exact = true;
@@ -343,11 +332,8 @@ public:
         if (spec_.exact) {
             return exact_tolerance();
         }
-        Tolerance t = OpCase::tolerance(output);
-        if (output == 0) {
-            t.u_out = unit_roundoff(spec_.dtype);
-        }
-        return t;
+        const Tolerance t = OpCase::tolerance(output);
+        return output == 0 ? stored_row_tolerance(t, spec_.dtype) : t;
     }
 
     // K ids on the hottest row (+2 for the scale w / L), then at most 8 roundings in the update
@@ -589,9 +575,11 @@ void add_backward_fused_cases(std::vector<std::unique_ptr<OpCase>>& v) {
     exact.hot_row = true;
     v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(exact, kSum,
                                                                 optimizer(OptimType::kSgd, 0.25f)));
-    v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
-        large_bench_spec(DType::kF32), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f),
-        true));
+    for (DType dtype : {DType::kF32, DType::kF16}) {
+        v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
+            large_bench_spec(dtype), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f),
+            true));
+    }
     v.push_back(std::make_unique<EmbeddingBagBackwardFusedCase>(
         mlperf_pooling_spec(DType::kF32), kSum, optimizer(OptimType::kExactRowWiseAdagrad, 0.01f),
         true));

@@ -146,13 +146,7 @@ public:
     Tolerance tolerance(size_t output) const override {
         Tolerance t = OpCase::tolerance(output);
         t.exact = spec_.exact;
-        if (output == 0 && spec_.dtype == DType::kF16) {
-            t.u_out = 0x1.0p-11;
-        }
-        if (output == 0 && spec_.dtype == DType::kBF16) {
-            t.u_out = 0x1.0p-8;
-        }
-        return t;
+        return output == 0 ? stored_row_tolerance(t, spec_.dtype) : t;
     }
 
     // As the pooled fused backward: K ids on the hottest row, 8 roundings in the update rule,

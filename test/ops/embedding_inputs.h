@@ -15,6 +15,7 @@
 #include "engine/core/rng.h"
 #include "engine/core/tensor.h"
 #include "test/reference/embedding_bag.h"
+#include "test/support/compare.h"
 
 namespace shardrec::test {
 
@@ -52,6 +53,24 @@ struct EmbeddingInputSpec {
                            zipf_alpha > 0 ? fmt::format(",zipf={}", zipf_alpha) : "");
     }
 };
+
+// The rounding of an updated row stored as `dtype`: (1 + u_out) relative, and for f16 up to half
+// its subnormal step (2^-24) absolute, which no relative bound covers near zero (bf16's and
+// f32's subnormal steps are below any value the cases compare).
+inline Tolerance stored_row_tolerance(Tolerance t, DType dtype) {
+    switch (dtype) {
+        case DType::kF16:
+            t.u_out = 0x1.0p-11;
+            t.atol += 0x1.0p-25;
+            break;
+        case DType::kBF16:
+            t.u_out = 0x1.0p-8;
+            break;
+        default:
+            t.u_out = 0x1.0p-24;
+    }
+    return t;
+}
 
 // Uniform value for element i of stream `stream`: in [lo, hi), or an integer in [lo, hi] when
 // exact. Rounded to the storage dtype by the caller, and read back from there by the reference.
