@@ -77,13 +77,15 @@ int StopVote::poll() {
     return agreed;
 }
 
-StopRequested::StopRequested(int signal, int64_t step)
+StopRequested::StopRequested(int signal, int64_t step, const std::string& saved)
     : Error(fmt::format("{} (signal {}) ended the run at train step {} on every rank: steps "
-                        "before it are complete, step {} did not run",
+                        "before it are complete, step {} did not run{}{}",
                         stop_signal_name(signal),
                         signal,
                         step,
-                        step)),
+                        step,
+                        saved.empty() ? "" : "; ",
+                        saved)),
       signal_(signal) {}
 
 }  // namespace shardrec::comm

@@ -46,10 +46,11 @@ private:
 };
 
 // What the training loop throws once the ranks agreed to stop, before `step` (1-based) runs;
-// tools/main.cpp logs it on every rank and exits with 128 + the signal.
+// tools/main.cpp logs it on every rank and exits with 128 + the signal. `saved`: what became of
+// the last finished step ("step 880 is saved in DIR"), appended to the message.
 class StopRequested : public Error {
 public:
-    StopRequested(int signal, int64_t step);
+    StopRequested(int signal, int64_t step, const std::string& saved = "");
 
     int signal() const { return signal_; }
 

@@ -40,7 +40,8 @@ void TrainConfig::visit(FieldVisitor& v) {
                 .one_of({"base", "sparse_dist", "prefetch_sparse_dist"}),
             pipeline);
     v.field(Field("checkpoint_every",
-                  "steps between checkpoints (also after the last step); 0: no checkpoints")
+                  "steps between checkpoints (also after the last step); 0: no periodic "
+                  "checkpoints (a stop signal still saves its step)")
                 .at_least(0),
             checkpoint_every);
     v.field(Field("checkpoint_dir", "where checkpoints go (step-<N> directories)")

@@ -494,6 +494,15 @@ StepResult Trainer::finish_step(const StepResult& r, int64_t step) {
 }
 
 Metrics Trainer::evaluate(MetricsAccumulator* samples) {
+    return *evaluate_batches(samples, nullptr);
+}
+
+std::optional<Metrics> Trainer::evaluate_unless(const std::function<bool()>& stop) {
+    return evaluate_batches(nullptr, &stop);
+}
+
+std::optional<Metrics> Trainer::evaluate_batches(MetricsAccumulator* samples,
+                                                 const std::function<bool()>* stop) {
     // A queued batch's remap has already counted its ids (and taken slots for new ones).
     SR_CHECK(!ahead_of_model(),
              "evaluation with managed-collision tables while the pipeline holds {} remapped "
@@ -507,6 +516,8 @@ Metrics Trainer::evaluate(MetricsAccumulator* samples) {
     const int64_t global = global_batch_size();
     const int64_t steps = (config_.train.eval_samples + global - 1) / global;
     for (int64_t i = 0; i < steps; ++i) {
+        if (stop != nullptr && (*stop)())
+            return std::nullopt;
         const int64_t start = i * global + rank_ * B;
         Batch batch = dataset_->batch(start, B, data::Split::kEval);
         if (!mc_.empty())
@@ -617,19 +628,26 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     // train.steps 0: the initial weights as step 0 (what `ckpt init` writes), to take elsewhere.
     if (config.train.steps == 0 && start == 0 && every > 0)
         save_checkpoint(trainer, checkpoint_dir, 0, config.train.checkpoint_keep);
-    // SIGINT/SIGTERM only set a flag; the ranks agree on it through a one-int all-reduce per step,
-    // read a step late so that it never waits for a peer (comm/stop_signal.h), and all stop here
-    // at the same step. A stopped run keeps its training when checkpoints are on: the last
-    // finished step is saved first (a SLURM preemption sends SIGTERM, then SIGKILL after KillWait).
+    // SIGINT/SIGTERM/SIGUSR1 only set a flag; the ranks agree on it through a one-int all-reduce
+    // per step (and per evaluation batch), read one late so that it never waits for a peer
+    // (comm/stop_signal.h), and all stop here at the same step. A stopped run keeps its training,
+    // whatever train.checkpoint_every: the last finished step is saved first (a SLURM preemption
+    // sends SIGTERM, then SIGKILL after KillWait), and `--resume auto` continues from it.
     comm::StopVote stop_vote(default_process_group());
+    const auto stop_polled = [&] { return stop_signal != 0 || (stop_signal = stop_vote.poll()); };
     while (!summary.target_reached) {
         // On a stop, the batches whose remap ran are trained first (the inputs end).
-        if (stop_signal == 0 && (stop_signal = stop_vote.poll()) != 0 && trainer.ahead_of_model())
+        if (stop_signal == 0 && stop_polled() && trainer.ahead_of_model())
             inputs = std::make_unique<NoInputs>();
         if (stop_signal != 0 && !trainer.ahead_of_model()) {
-            if (every > 0 && done > saved_step)
+            std::string saved;
+            if (done > saved_step) {
                 save_checkpoint(trainer, checkpoint_dir, done, config.train.checkpoint_keep);
-            throw comm::StopRequested(stop_signal, done + 1);
+                saved = fmt::format("step {} is saved in {}", done, checkpoint_dir);
+            } else if (done > 0) {
+                saved = fmt::format("step {}'s checkpoint was saved before", done);
+            }
+            throw comm::StopRequested(stop_signal, done + 1, saved);
         }
         const std::optional<TrainOutput> out = trainer.progress(*inputs);
         if (!out) {
@@ -675,7 +693,13 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
             last || (config.train.eval_every > 0 && done % config.train.eval_every == 0);
         if (config.train.eval_samples > 0 && eval_due) {
             faults.before_eval(done, rank);
-            const Metrics m = trainer.evaluate();
+            const std::optional<Metrics> evaluated = trainer.evaluate_unless(stop_polled);
+            if (!evaluated) {
+                progress.message(fmt::format("eval step {}: cut short by {}", done,
+                                             comm::stop_signal_name(stop_signal)));
+                continue;  // the stop, at the top of the loop
+            }
+            const Metrics& m = *evaluated;
             writer.eval(done, m);
             progress.message(fmt::format(
                 "eval step {}: loss {:.5f} auc {:.5f} ne {:.5f} acc {:.4f} calibration {:.4f}",

@@ -92,6 +92,9 @@ public:
     // batches), the same on every rank. `samples`: every evaluated (logit, label) pair in eval
     // sample order, on every rank (one more gather per batch; `shardrec eval --predictions`).
     Metrics evaluate(MetricsAccumulator* samples = nullptr);
+    // The same, asking `stop` before each batch (a collective agreement, called as often on every
+    // rank): nothing once it says yes, so a stop signal need not wait for a long evaluation.
+    std::optional<Metrics> evaluate_unless(const std::function<bool()>& stop);
 
     RecModel& model() { return *model_; }
 
@@ -117,6 +120,8 @@ public:
     ManagedCollisionTables& managed_collision() { return mc_; }
 
 private:
+    std::optional<Metrics> evaluate_batches(MetricsAccumulator* samples,
+                                            const std::function<bool()>* stop);
     // Rows [samples_at(step) + rank * B, + B) of the train split.
     Batch rank_slice(int64_t step) const;
 

@@ -208,12 +208,16 @@ TEST_CASE("limits: SIGINT ends a one-process run with its message and exit 130",
 }
 
 TEST_CASE("limits: a run stopped by a signal saves its last finished step first", "[e2e][limits]") {
-    // SIGTERM (preemption, scancel) and SIGUSR1 (SLURM's --signal warning before a time limit).
+    // SIGTERM (preemption, scancel) and SIGUSR1 (SLURM's --signal warning before a time limit),
+    // with periodic checkpoints and without them (train.checkpoint_every 0, the default): a stop
+    // saves either way, so a requeued job's `--resume auto` finds its step.
     const std::string signal = GENERATE(std::string("TERM"), std::string("USR1"));
-    INFO(signal);
+    const bool periodic = GENERATE(true, false);
+    INFO(signal << (periodic ? ", checkpoint_every 1000000" : ", no checkpoint_every"));
     const auto dir = fresh_dir("limits_" + signal + "_checkpoint");
     auto args = long_train();
-    args.insert(args.end(), {"--set", "train.checkpoint_every=1000000"});
+    if (periodic)
+        args.insert(args.end(), {"--set", "train.checkpoint_every=1000000"});
     const SignalResult r =
         run_and_signal(dir, "exec '" + bin() + "'" + quoted(args), signal, "job");
     INFO(r.output);
@@ -225,6 +229,32 @@ TEST_CASE("limits: a run stopped by a signal saves its last finished step first"
     char name[32];
     std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(stopped - 1));
     CHECK(std::filesystem::exists(dir / "run" / "checkpoints" / name / "manifest.yaml"));
+    CHECK_THAT(r.output,
+               Contains("step " + std::to_string(stopped - 1) + " is saved in run/checkpoints"));
+}
+
+TEST_CASE("limits: a signal during an evaluation cuts it short and saves the step",
+          "[e2e][limits][mpi]") {
+    // An evaluation of 20 M samples takes minutes here; the stop is agreed before each of its
+    // batches, so the run ends within seconds, the step before the evaluation saved.
+    const bool mpi = GENERATE(false, true);
+    INFO((mpi ? "SIGTERM to rank 1 of 2" : "SIGTERM to one process"));
+    const auto dir = fresh_dir("limits_stop_in_eval");
+    const auto args = small_train_args(
+        "run", 100000, {"train.log_every=1", "train.eval_every=2", "train.eval_samples=20000000"});
+    const std::string launch =
+        mpi ? "exec " + kMpirun + " -np 2 '" + bin() + "'" : "exec '" + bin() + "'";
+    const SignalResult r =
+        run_and_signal(dir, launch + quoted(args), "TERM", mpi ? "rank1" : "job");
+    INFO(r.output);
+    CHECK(r.exit_code == 128 + 15);
+    CHECK(r.seconds >= 0);
+    CHECK(r.seconds < 10);
+    CHECK_THAT(r.output, Contains("eval step 2: cut short by SIGTERM") &&
+                             Contains("ended the run at train step 3") &&
+                             Contains("step 2 is saved in"));
+    CHECK(std::filesystem::exists(dir / "run" / "checkpoints" / "step-00000002" / "manifest.yaml"));
+    CHECK_THAT(read_file(dir / "run" / "metrics.jsonl"), !Contains("\"kind\":\"eval\""));
 }
 
 // The sparse_dist pipeline remaps a managed-collision table's batch while the batch before
