@@ -174,9 +174,9 @@ int bench_main(const std::vector<std::string>& args) {
             continue;
         const bool has_value = i + 1 < args.size();
         if (a == "--steps" && has_value) {
-            steps = std::stoll(args[++i]);
+            steps = parse_positive(a, args[++i], kBenchUsage);
         } else if (a == "--warmup" && has_value) {
-            warmup = std::stoll(args[++i]);
+            warmup = parse_positive(a, args[++i], kBenchUsage);
         } else if (a == "--profile") {
             profiled = true;
         } else if (a == "--json" && has_value) {
@@ -192,8 +192,6 @@ int bench_main(const std::vector<std::string>& args) {
     }
     if (path.empty())
         throw UsageError("bench needs a CONFIG.yaml", kBenchUsage);
-    if (steps < 1 || warmup < 1)
-        throw UsageError("--steps and --warmup must be >= 1", kBenchUsage);
 
     const Config config = load_config(path, sets);
     if (!json.empty())

@@ -2,6 +2,7 @@
 // ends the process: UsageError exits 2, shardrec::Error exits 1 (MPI_Abort with several ranks).
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ bool take_set(const std::vector<std::string>& args,
               size_t& i,
               std::vector<std::string>& sets,
               const char* usage);
+
+// A positive integer option's value (`option` names it); UsageError with `usage` otherwise.
+int64_t parse_positive(const std::string& option, const std::string& text, const char* usage);
 
 // An output file's option (`option` names it, e.g. "--out"), checked on every rank before any
 // work: its directory exists and is writable, and the path is not a directory. Throws Error.

@@ -51,27 +51,12 @@ const char* const kDataUsage =
 
 namespace {
 
-int64_t parse_positive(const std::string& flag, const std::string& text) {
-    size_t used = 0;
-    long long value = 0;
-    try {
-        value = std::stoll(text, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used == 0 || used != text.size() || value < 1) {
-        throw UsageError(fmt::format("{} needs a positive integer, got '{}'", flag, text),
-                         kDataUsage);
-    }
-    return value;
-}
-
 std::vector<int64_t> parse_list(const std::string& flag, const std::string& text) {
     std::vector<int64_t> out;
     size_t start = 0;
     while (start <= text.size()) {
         const size_t comma = std::min(text.find(',', start), text.size());
-        out.push_back(parse_positive(flag, text.substr(start, comma - start)));
+        out.push_back(parse_positive(flag, text.substr(start, comma - start), kDataUsage));
         start = comma + 1;
     }
     if (out.size() != data::kCriteoNumSparse) {
@@ -164,19 +149,20 @@ bool parse_preprocess_args(const std::vector<std::string>& args, PreprocessArgs&
         if (arg == "--out") {
             o.out_dir = value;
         } else if (arg == "--max-ind-range") {
-            a.max_ind_range = parse_positive(arg, value);
+            a.max_ind_range = parse_positive(arg, value, kDataUsage);
         } else if (arg == "--table-sizes") {
             a.table_sizes = value;
         } else if (arg == "--multi-hot") {
             a.multi_hot = value;
         } else if (arg == "--multi-hot-seed") {
-            o.layout.multi_hot_seed = static_cast<uint64_t>(parse_positive(arg, value));
+            o.layout.multi_hot_seed = static_cast<uint64_t>(parse_positive(arg, value, kDataUsage));
         } else if (arg == "--threads") {
-            o.threads = static_cast<int>(std::min<int64_t>(parse_positive(arg, value), 1024));
+            o.threads =
+                static_cast<int>(std::min<int64_t>(parse_positive(arg, value, kDataUsage), 1024));
         } else if (arg == "--lines-per-shard") {
-            o.lines_per_shard = parse_positive(arg, value);
+            o.lines_per_shard = parse_positive(arg, value, kDataUsage);
         } else if (arg == "--chunk-lines") {
-            o.chunk_lines = parse_positive(arg, value);
+            o.chunk_lines = parse_positive(arg, value, kDataUsage);
         } else {
             throw UsageError(fmt::format("unknown option '{}'", arg), kDataUsage);
         }

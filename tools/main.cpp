@@ -67,6 +67,19 @@ bool take_set(const std::vector<std::string>& args,
     return true;
 }
 
+int64_t parse_positive(const std::string& option, const std::string& text, const char* usage) {
+    size_t used = 0;
+    long long value = 0;
+    try {
+        value = std::stoll(text, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used == 0 || used != text.size() || value < 1)
+        throw UsageError(fmt::format("{} needs a positive integer, got '{}'", option, text), usage);
+    return value;
+}
+
 void check_output_file(const std::string& option, const std::string& path) {
     std::filesystem::path dir = std::filesystem::path(path).parent_path();
     if (dir.empty())

@@ -12,6 +12,7 @@
 
 #include "comm/mpi_env.h"
 #include "engine/config/config.h"
+#include "engine/core/durable_file.h"
 #include "engine/core/error.h"
 #include "engine/core/log.h"
 #include "engine/distributed/planner.h"
@@ -70,21 +71,6 @@ std::map<std::string, double> measured_hit_rates(const std::string& run_dir) {
     return out;
 }
 
-int parse_count(const std::string& flag, const std::string& text) {
-    size_t used = 0;
-    int value = 0;
-    try {
-        value = std::stoi(text, &used);
-    } catch (const std::exception&) {
-        used = 0;
-    }
-    if (used != text.size() || value < 1) {
-        throw UsageError(fmt::format("{} needs a positive integer, got '{}'", flag, text),
-                         kPlanUsage);
-    }
-    return value;
-}
-
 // Returns false when --help was asked for.
 bool parse_args(const std::vector<std::string>& args, PlanArgs& a) {
     for (size_t i = 0; i < args.size(); ++i) {
@@ -105,7 +91,8 @@ bool parse_args(const std::vector<std::string>& args, PlanArgs& a) {
             throw UsageError(fmt::format("{} needs a value", arg), kPlanUsage);
         }
         if (arg == "--world-size") {
-            a.world_size = parse_count(arg, args[++i]);
+            a.world_size = static_cast<int>(
+                std::min<int64_t>(parse_positive(arg, args[++i], kPlanUsage), 1 << 30));
         } else if (arg == "--topology") {
             a.topology = args[++i];
         } else if (arg == "--planner") {
@@ -147,6 +134,8 @@ int plan_main(const std::vector<std::string>& args) {
         return 0;
     }
     const Config config = load_config(a.config, a.sets);
+    if (!a.out.empty())
+        check_output_file("--out", a.out);
     const std::string topology_file = a.topology.empty() ? config.sharding.topology : a.topology;
     // 2D parallelism: the plan is one sharding group's, replicated (sharding.replica_groups).
     const Topology world = resolve_topology(topology_file, config.runtime.device, a.world_size);
@@ -194,9 +183,7 @@ int plan_main(const std::vector<std::string>& args) {
                        static_cast<double>(estimate.memory_limit_bytes) / 1073741824.0);
         }
         if (!a.out.empty()) {
-            std::ofstream out(a.out);
-            out << plan_to_yaml(plan, config.model.tables);
-            SR_CHECK(out.good(), "cannot write the plan to '{}'", a.out);
+            write_file_atomically(a.out, plan_to_yaml(plan, config.model.tables));
             fmt::print("plan written to {}\n", a.out);
         }
     }

@@ -104,12 +104,7 @@ PredictArgs parse_args(const std::vector<std::string>& args) {
                 throw UsageError(fmt::format("{} needs a value", arg), kPredictUsage);
             const std::string& v = args[++i];
             if (arg == "--samples") {
-                char* end = nullptr;
-                a.samples = std::strtoll(v.c_str(), &end, 10);
-                if (v.empty() || *end != '\0' || a.samples <= 0)
-                    throw UsageError(
-                        fmt::format("--samples must be a positive integer, not '{}'", v),
-                        kPredictUsage);
+                a.samples = parse_positive(arg, v, kPredictUsage);
             } else {
                 (arg == "--data" ? a.data : arg == "--out" ? a.out : a.config) = v;
             }

@@ -81,6 +81,7 @@ int train_main(const std::vector<std::string>& args) {
     if (std::getenv("SHARDREC_LOG_LEVEL") == nullptr) {
         log::set_level(config.runtime.log_level);
     }
+    bool restart_from_start = false;  // --resume auto without a checkpoint
     if (resume == "auto") {
         // A requeued or resubmitted job continues its own run: from the run directory's newest
         // checkpoint when it has one, from the start when it has none.
@@ -92,11 +93,13 @@ int train_main(const std::vector<std::string>& args) {
                                     ? (std::filesystem::path(out) / "checkpoints").string()
                                     : config.train.checkpoint_dir;
         resume = train::has_checkpoint(own) ? own : "";
+        restart_from_start = resume.empty();
         log::root().info("--resume auto: {}",
                          resume.empty() ? "no checkpoint in " + own + ", starting from step 0"
                                         : "resuming from " + own);
     }
-    const train::RunDir run_dir = train::open_run_dir(out, config, {resume, overwrite});
+    const train::RunDir run_dir =
+        train::open_run_dir(out, config, {resume, overwrite, restart_from_start});
     const comm::ProcessInfo& info = comm::process_info();
     // Nodes as the plan sees them (MPI's shared-memory split, or SHARDREC_LOCAL_SIZE).
     log::root().info(

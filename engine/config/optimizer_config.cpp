@@ -7,14 +7,28 @@
 namespace shardrec {
 
 void OptimizerConfig::Dense::visit(FieldVisitor& v) {
+    // A rule's own settings are refused under another rule, which would ignore them.
     v.field(Field("type", "update rule").one_of({"sgd", "adagrad", "adam"}), type);
+    const bool adam = type == "adam", adagrad = type == "adagrad";
     v.field(Field("learning_rate", "peak learning rate").greater_than(0), learning_rate);
-    v.field(Field("eps", "added to the denominator (adagrad, adam)").greater_than(0), eps);
-    v.field(Field("beta1", "first-moment decay (adam)").at_least(0).less_than(1), beta1);
-    v.field(Field("beta2", "second-moment decay (adam)").at_least(0).less_than(1), beta2);
+    v.field(Field("eps", "added to the denominator")
+                .greater_than(0)
+                .only_if(adagrad || adam, "optimizer.dense.type is adagrad or adam"),
+            eps);
+    v.field(Field("beta1", "first-moment decay")
+                .at_least(0)
+                .less_than(1)
+                .only_if(adam, "optimizer.dense.type is adam"),
+            beta1);
+    v.field(Field("beta2", "second-moment decay")
+                .at_least(0)
+                .less_than(1)
+                .only_if(adam, "optimizer.dense.type is adam"),
+            beta2);
     v.field(Field("weight_decay", "L2 penalty added to the gradient").at_least(0), weight_decay);
     v.field(Field("initial_accumulator_value", "starting value of adagrad's sum of squares")
-                .at_least(0),
+                .at_least(0)
+                .only_if(adagrad, "optimizer.dense.type is adagrad"),
             initial_accumulator_value);
     v.field(
         Field("warmup_steps", "steps of linear warmup up to learning_rate; 0: none").at_least(0),
@@ -46,17 +60,29 @@ void OptimizerConfig::Sparse::visit(FieldVisitor& v) {
     v.field(Field("type", "update rule applied to the touched rows in the backward")
                 .one_of({"sgd", "adagrad", "rowwise_adagrad", "adam"}),
             type);
+    const bool adam = type == "adam", adagrad = type == "adagrad" || type == "rowwise_adagrad";
     v.field(Field("learning_rate", "learning rate").greater_than(0), learning_rate);
     v.field(
-        Field("eps", "added to the denominator (adagrad, rowwise_adagrad, adam)").greater_than(0),
+        Field("eps", "added to the denominator")
+            .greater_than(0)
+            .only_if(adagrad || adam, "optimizer.sparse.type is adagrad, rowwise_adagrad or adam"),
         eps);
-    v.field(Field("beta1", "first-moment decay (adam)").at_least(0).less_than(1), beta1);
-    v.field(Field("beta2", "second-moment decay (adam)").at_least(0).less_than(1), beta2);
+    v.field(Field("beta1", "first-moment decay")
+                .at_least(0)
+                .less_than(1)
+                .only_if(adam, "optimizer.sparse.type is adam"),
+            beta1);
+    v.field(Field("beta2", "second-moment decay")
+                .at_least(0)
+                .less_than(1)
+                .only_if(adam, "optimizer.sparse.type is adam"),
+            beta2);
     v.field(Field("weight_decay", "L2 penalty added to the gradient").at_least(0), weight_decay);
     v.field(Field("initial_accumulator_value",
-                  "starting value of adagrad's and rowwise_adagrad's sum of squares (FBGEMM's "
-                  "momentum1, TorchRec's initial_accumulator_value); sgd and adam have none")
-                .at_least(0),
+                  "starting value of the sum of squares (FBGEMM's momentum1, TorchRec's "
+                  "initial_accumulator_value)")
+                .at_least(0)
+                .only_if(adagrad, "optimizer.sparse.type is adagrad or rowwise_adagrad"),
             initial_accumulator_value);
 }
 

@@ -36,10 +36,15 @@ struct ConfigReadState {
                 return "--set " + it->text;
             }
         }
-        if (mark.is_null()) {
-            return source;
+        std::string where =
+            mark.is_null() ? source : fmt::format("{}:{}:{}", source, mark.line + 1, mark.column + 1);
+        // A node some of whose keys came from --set: its errors may be about those.
+        std::string below;
+        for (const Override& o : overrides) {
+            if (!path.empty() && (is_under(o.path, path) || is_under(o.created, path)))
+                below += (below.empty() ? "" : ", ") + ("--set " + o.text);
         }
-        return fmt::format("{}:{}:{}", source, mark.line + 1, mark.column + 1);
+        return below.empty() ? where : where + " (with " + below + ")";
     }
 
     void record(const YAML::Mark& mark, const std::string& path, const std::string& message) {

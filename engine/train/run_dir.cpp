@@ -14,12 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <utility>
 
 #include "comm/mpi_check.h"
 #include "comm/mpi_env.h"
 #include "engine/core/durable_file.h"
 #include "engine/core/error.h"
+#include "engine/core/json_text.h"
 #include "engine/core/log.h"
 #include "engine/train/checkpoint.h"
 
@@ -91,6 +93,11 @@ bool is_checkpoint_entry(const std::string& name) {
 }
 
 // The files of a run found in its directories, by name.
+std::string trimmed(const std::string& line) {
+    const size_t first = line.find_first_not_of(' ');
+    return first == std::string::npos ? "" : line.substr(first);
+}
+
 std::vector<fs::path> run_files(const fs::path& dir, const fs::path& checkpoint_dir) {
     std::vector<fs::path> found;
     for (const char* name : {"config.yaml", "run.yaml", "metrics.jsonl"}) {
@@ -98,6 +105,11 @@ std::vector<fs::path> run_files(const fs::path& dir, const fs::path& checkpoint_
             found.push_back(dir / name);
     }
     std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {  // RunDir::write_config's
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("config.before-step-", 0) == 0)
+            found.push_back(entry.path());
+    }
     for (const auto& entry : fs::directory_iterator(checkpoint_dir, ec)) {
         if (is_checkpoint_entry(entry.path().filename().string()))
             found.push_back(entry.path());
@@ -205,9 +217,30 @@ void RunDir::release() {
     lock_fds_.clear();
 }
 
-void RunDir::write_config() const {
-    if (!resumed_config_.empty())
-        write_file_atomically((fs::path(path_) / "config.yaml").string(), resumed_config_);
+void RunDir::write_config(int64_t step) const {
+    if (resumed_config_.empty())
+        return;
+    const fs::path config = fs::path(path_) / "config.yaml";
+    std::ifstream in(config, std::ios::binary);
+    const std::string before((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+    if (in.is_open() && !before.empty() && before != resumed_config_) {
+        // The resolved configs list the same keys in the same order: the changed lines say what.
+        std::istringstream a(before), b(resumed_config_);
+        std::string old_line, new_line, changes;
+        int shown = 0;
+        while (std::getline(a, old_line) && std::getline(b, new_line)) {
+            if (old_line != new_line && old_line.rfind('#', 0) != 0 && shown++ < 6)
+                changes += fmt::format("\n  {} -> {}", trimmed(old_line), trimmed(new_line));
+        }
+        const std::string kept = fmt::format("config.before-step-{}.yaml", step);
+        write_file_atomically((fs::path(path_) / kept).string(), before);
+        log::root().warn(
+            "the run continues at step {} with another config than its config.yaml "
+            "(kept as {}){}",
+            step, kept, changes.empty() ? "" : ":" + changes);
+    }
+    write_file_atomically(config.string(), resumed_config_);
 }
 
 RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOptions& options) {
@@ -242,8 +275,13 @@ RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOp
         const bool trained = std::any_of(found.begin(), found.end(), [](const fs::path& p) {
             return p.filename() != "config.yaml" && p.filename() != "run.yaml";
         });
+        const bool has_checkpoints = std::any_of(found.begin(), found.end(), [](const fs::path& p) {
+            return is_checkpoint_entry(p.filename().string());
+        });
+        const bool restart = options.restart && options.resume.empty() && !has_checkpoints;
         const bool other_run =
-            trained && (options.resume.empty() || holds_other_run(found, held_id, resumed_id));
+            trained && !restart &&
+            (options.resume.empty() || holds_other_run(found, held_id, resumed_id));
         if (other_run && options.overwrite) {
             log::root().warn("--overwrite: removing the previous run's files: {}", describe(found));
             for (const fs::path& p : found)
@@ -272,19 +310,27 @@ RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOp
                      "{}): resume it into its own run directory or a fresh --out (or --overwrite)",
                      chosen, describe(found), options.resume, resumed_id);
         }
-        run_id = !resumed_id.empty()                                      ? resumed_id
-                 : trained && !held_id.empty() && !options.resume.empty() ? held_id
-                                                                          : new_run_id();
+        const bool continued = trained && (!options.resume.empty() || restart);
+        if (restart && continued)
+            log::root().warn(
+                "--resume auto: '{}' holds this run's records ({}) but no checkpoint: "
+                "it starts again from step 0",
+                chosen, describe(found));
+        run_id = !resumed_id.empty()             ? resumed_id
+                 : continued && !held_id.empty() ? held_id
+                                                 : new_run_id();
         write_file_atomically((path / "run.yaml").string(), fmt::format("run_id: {}\n", run_id));
-        if (trained && !options.resume.empty())
+        if (continued)
             run.resumed_config_ = dump_config(config);
         else
             write_file_atomically((path / "config.yaml").string(), dump_config(config));
+        run.continued_ = continued;
         run.checkpoint_dir_ = checkpoint_dir.string();
     }
     run.path_ = broadcast_from_rank0(chosen);
     run.run_id_ = broadcast_from_rank0(run_id);
     run.checkpoint_dir_ = broadcast_from_rank0(run.checkpoint_dir_);
+    run.continued_ = broadcast_from_rank0(run.continued_ ? "1" : "") == "1";
     return run;
 }
 
@@ -305,6 +351,11 @@ MetricsWriter::MetricsWriter(const std::string& run_dir, bool enabled)
     // Append: a resumed run continues the same log.
     file_.reset(std::fopen(path_.c_str(), "a"));
     SR_CHECK(file_ != nullptr, "cannot open '{}': {}", path_, std::strerror(errno));
+}
+
+void MetricsWriter::resume(int64_t step, const std::string& checkpoint) {
+    write_line(fmt::format(R"({{"kind":"resume","step":{},"checkpoint":{}}})", step,
+                           json_quote(checkpoint)));
 }
 
 void MetricsWriter::write_line(const std::string& line) {

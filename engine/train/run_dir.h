@@ -24,6 +24,10 @@ struct RunDirOptions {
     // --overwrite: a directory holding another run's files is emptied of them (config.yaml,
     // run.yaml, metrics.jsonl, the checkpoints) instead of refused.
     bool overwrite = false;
+    // --resume auto found no checkpoint: the directory's own run, which saved none (killed before
+    // its first), starts again from step 0 under its run id; a directory holding checkpoints is
+    // refused as for a fresh start.
+    bool restart = false;
 };
 
 // The directory of one run, held by this process for the run's life. Rank 0 holds an exclusive
@@ -46,10 +50,16 @@ public:
 
     const std::string& run_id() const { return run_id_; }
 
-    // A resumed run's config.yaml, written once its checkpoint has loaded (rank 0; nothing to do
-    // for a fresh start, written by open_run_dir): a resume that fails (a checkpoint of another
-    // model) leaves the run's own config.yaml, which predict and serve read, as it was.
-    void write_config() const;
+    // Whether the directory already held this run's records (a resume, or a restart): the run
+    // then marks where it continues in metrics.jsonl (MetricsWriter::resume).
+    bool continued() const { return continued_; }
+
+    // A continued run's config.yaml, written once its checkpoint (of step `step`) has loaded
+    // (rank 0; nothing to do for a fresh start, written by open_run_dir): a resume that fails (a
+    // checkpoint of another model) leaves the run's own config.yaml, which predict and serve
+    // read, as it was. A config that differs from the one there keeps the earlier one as
+    // config.before-step-<step>.yaml, and the changed lines are logged.
+    void write_config(int64_t step) const;
 
 private:
     friend RunDir open_run_dir(const std::string&, const Config&, const RunDirOptions&);
@@ -58,8 +68,9 @@ private:
     std::string path_;
     std::string checkpoint_dir_;  // train.checkpoint_dir, or <path>/checkpoints
     std::string run_id_;
-    std::string resumed_config_;  // rank 0, a resumed run's: config.yaml's text to write
-    std::vector<int> lock_fds_;   // rank 0 only
+    std::string resumed_config_;  // rank 0, a continued run's: config.yaml's text to write
+    bool continued_ = false;
+    std::vector<int> lock_fds_;  // rank 0 only
 };
 
 // Rank 0 creates `dir` (with its parents; default_run_dir() when empty), takes the locks, checks
@@ -78,6 +89,8 @@ std::string new_run_id();
 //   {"kind":"eval","step":N,"loss":L,"auc":A,"ne":E,"accuracy":C,"calibration":K,"count":S}
 //   {"kind":"target_reached","step":N,"auc":A,"target_auc":T}   (train.target_auc ends the run)
 //   {"kind":"done","steps":N,"samples":M,"wall_s":T}
+//   {"kind":"resume","step":N,"checkpoint":"DIR"}   (a continued run, before its first record;
+//       records of steps after N written before it belong to an attempt that did not last)
 // Floats use %.9g; NaN and infinities are written as null (JSON has no literal for them).
 // Each line is flushed, so a crashed run keeps every line written before the crash.
 // Disabled (every call a no-op, no file) on ranks other than 0.
@@ -108,6 +121,8 @@ public:
                            int64_t admissions,
                            double hit_fraction);
     void done(int64_t steps, int64_t samples, double wall_s);
+    // A continued run starts at step N, from `checkpoint` ("" for a restart from step 0).
+    void resume(int64_t step, const std::string& checkpoint);
 
     bool enabled() const { return file_ != nullptr; }
 

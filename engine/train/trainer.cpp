@@ -208,6 +208,14 @@ int configure_threads(const Config& config) {
         threads = from_env > 0   ? from_env
                   : usable < all ? usable
                                  : std::max(1, all / std::max(1, comm::process_info().local_size));
+        // runtime.threads above the mask is refused (config.cpp); the environment's is taken,
+        // but said: its threads take turns on the CPUs, slow as soon as one is busy.
+        if (from_env > usable)
+            log::all().warn(
+                "OMP_NUM_THREADS={} exceeds the {} CPU(s) this process may run on "
+                "(sched_getaffinity): its threads share them, which is slow when any is busy; set "
+                "OMP_NUM_THREADS or runtime.threads to at most {}",
+                from_env, usable, usable);
     }
     kernels::set_cpu_threads(threads);
     if (threads > 1 && std::string(kernels::blas_threading()) != "OpenMP") {
@@ -574,16 +582,22 @@ TrainSummary run(const Config& config, const RunDir& run_dir, const std::string&
     trainer.set_run_id(run_dir.run_id());
     // A resumed run continues at the checkpoint's step and sample position.
     const int64_t start = resume.empty() ? 0 : load_checkpoint(trainer, resume, {true});
-    run_dir.write_config();
+    run_dir.write_config(start);
     trainer.set_prefetch_depth(trainer.device().is_cuda() ? std::max(kPrefetchDepth, threads)
                                                           : kPrefetchDepth);
     const std::string& checkpoint_dir = run_dir.checkpoint_dir();
     const int rank = comm::process_info().rank;
     MetricsWriter writer(run_dir.path(), rank == 0);
+    if (run_dir.continued())
+        writer.resume(start, resume);
     Progress progress(config.train.steps, config.train.log_every);
     const FaultInjector faults(config.model);
     log::root().info("training {} ({} tables) for {} steps, batch {} per rank", config.model.type,
                      config.model.tables.size(), config.train.steps, config.data.batch_size);
+    if (const int64_t global = trainer.global_batch_size(); config.train.eval_samples % global != 0)
+        log::root().info("train.eval_samples {} evaluates as {}: whole global batches of {}",
+                         config.train.eval_samples,
+                         (config.train.eval_samples + global - 1) / global * global, global);
     if (start > 0 && start >= config.train.steps)
         log::root().warn(
             "the checkpoint is at step {} and train.steps is {}: nothing to train "

@@ -122,8 +122,15 @@ TEST_CASE("Config: a bad choice lists the allowed values and the closest one", "
 TEST_CASE("Config: numbers outside their range are errors", "[config]") {
     CHECK_THAT(errors_of(kBase, {"data.batch_size=0"}),
                Contains("data.batch_size: must be >= 1, got '0'"));
-    CHECK_THAT(errors_of(kBase, {"optimizer.dense.beta2=1"}),
+    CHECK_THAT(errors_of(kBase, {"optimizer.dense.type=adam", "optimizer.dense.beta2=1"}),
                Contains("optimizer.dense.beta2: must be >= 0, < 1, got '1'"));
+    // A rule's own setting under another rule, which would ignore it.
+    CHECK_THAT(errors_of(kBase, {"optimizer.dense.type=adagrad", "optimizer.dense.beta2=0.5"}),
+               Contains("optimizer.dense.beta2: only valid when optimizer.dense.type is adam"));
+    CHECK_THAT(errors_of(kBase, {"optimizer.sparse.type=sgd",
+                                 "optimizer.sparse.initial_accumulator_value=1"}),
+               Contains("optimizer.sparse.initial_accumulator_value: only valid when "
+                        "optimizer.sparse.type is adagrad or rowwise_adagrad"));
     CHECK_THAT(errors_of(kBase, {"model.bottom_mlp=[16, -8]"}),
                Contains("model.bottom_mlp[1]: must be >= 1, got '-8'"));
     CHECK_THAT(errors_of(kBase, {"runtime.device=gpu"}),

@@ -463,6 +463,14 @@ TEST_CASE(
     REQUIRE(again.exit_code == 0);
     CHECK_THAT(again.output, Contains("--resume auto: resuming from") &&
                                  Contains("loaded checkpoint") && Contains("step 4"));
+    // The log marks where the run continued; the first attempt's config stays beside the new one.
+    CHECK_THAT(read_file(dir / "run" / "metrics.jsonl"),
+               Contains("{\"kind\":\"resume\",\"step\":4,\"checkpoint\":\"" +
+                        (dir / "run" / "checkpoints").string() + "\"}"));
+    CHECK_THAT(again.output, Contains("continues at step 4 with another config than its "
+                                      "config.yaml (kept as config.before-step-4.yaml):\n"
+                                      "  steps: 4 -> steps: 8"));
+    CHECK_THAT(read_file(dir / "run" / "config.before-step-4.yaml"), Contains("steps: 4"));
     // A resume that fails (the config of another model) leaves the run's config.yaml, which
     // predict and serve read, as it was.
     const std::string config = read_file(dir / "run" / "config.yaml");
@@ -477,9 +485,48 @@ TEST_CASE(
     const RunResult straight = run_shardrec(train_args(dir / "straight", 8));
     REQUIRE(straight.exit_code == 0);
     CHECK(numbers(dir / "run", 5) == numbers(dir / "straight", 5));
+    // --overwrite removes the kept config with the rest of the run.
+    const RunResult replaced = run_shardrec(train_args(dir / "run", 4, {"--overwrite"}));
+    REQUIRE(replaced.exit_code == 0);
+    CHECK(!fs::exists(dir / "run" / "config.before-step-4.yaml"));
     // Without --out it has nothing to continue.
     const RunResult no_out = run_shardrec(
         {"train", (repo_root() / "configs" / "quickstart.yaml").string(), "--resume", "auto"});
     CHECK(no_out.exit_code != 0);
     CHECK_THAT(no_out.output, Contains("--resume auto needs --out"));
+}
+
+TEST_CASE(
+    "checkpoint e2e: --resume auto starts a run that saved no checkpoint again from step 0, "
+    "under its own id",
+    "[e2e][checkpoint]") {
+    // A job killed before its first checkpoint, then requeued: the same command line.
+    const auto dir = fresh_dir("ckpt_resume_auto_restart");
+    auto args = train_args(dir / "run", 4, {"--set", "train.checkpoint_every=0"});
+    args.insert(args.end(), {"--resume", "auto"});
+    const RunResult first = run_shardrec(args);
+    REQUIRE(first.exit_code == 0);
+    const std::string run_id = read_file(dir / "run" / "run.yaml");
+    const RunResult again = run_shardrec(args);
+    INFO(again.output);
+    REQUIRE(again.exit_code == 0);
+    CHECK_THAT(again.output, Contains("holds this run's records (config.yaml, metrics.jsonl, "
+                                      "run.yaml) but no checkpoint: it starts again from step 0"));
+    CHECK(read_file(dir / "run" / "run.yaml") == run_id);
+    const std::string metrics = read_file(dir / "run" / "metrics.jsonl");
+    CHECK_THAT(metrics, Contains("{\"kind\":\"resume\",\"step\":0,\"checkpoint\":\"\"}"));
+    CHECK(!fs::exists(dir / "run" / "config.before-step-0.yaml"));  // the same config
+    // Without --resume auto the directory stays refused.
+    const RunResult fresh = run_shardrec(train_args(dir / "run", 4));
+    CHECK(fresh.exit_code != 0);
+    CHECK_THAT(fresh.output, Contains("already holds a run"));
+    // A directory with checkpoints of its run is resumed, not restarted.
+    const RunResult saved =
+        run_shardrec(train_args(dir / "saved", 4, {"--set", "train.checkpoint_every=2"}));
+    REQUIRE(saved.exit_code == 0);
+    auto resumed = train_args(dir / "saved", 6, {"--set", "train.checkpoint_every=2"});
+    resumed.insert(resumed.end(), {"--resume", "auto"});
+    const RunResult later = run_shardrec(resumed);
+    REQUIRE(later.exit_code == 0);
+    CHECK_THAT(later.output, Contains("--resume auto: resuming from"));
 }

@@ -2,6 +2,8 @@
 // inside shardrec (condition, function, file:line) shows only with SHARDREC_LOG_LEVEL=debug, and
 // an unknown SHARDREC_LOG_LEVEL is refused naming the valid levels.
 #include <catch2/catch.hpp>
+#include <utility>
+#include <vector>
 
 #include "test/e2e/e2e_support.h"
 
@@ -85,4 +87,42 @@ TEST_CASE("messages: --help after an unknown ckpt subcommand names it and fails"
     INFO(unknown.output);
     CHECK(unknown.exit_code != 0);
     CHECK_THAT(unknown.output, Contains("unknown ckpt subcommand 'reshard'"));
+}
+
+TEST_CASE("messages: a count option that is not a positive integer is named with its value",
+          "[e2e]") {
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    for (const auto& [option, value] : std::vector<std::pair<std::string, std::string>>{
+             {"--steps", "abc"}, {"--steps", "3x"}, {"--warmup", "0"}}) {
+        const RunResult r = run_shardrec({"bench", config, option, value});
+        INFO(r.output);
+        CHECK(r.exit_code == 2);
+        CHECK_THAT(r.output, Contains(option + " needs a positive integer, got '" + value + "'"));
+    }
+    const RunResult plan = run_shardrec({"plan", config, "--world-size", "2x"});
+    CHECK(plan.exit_code == 2);
+    CHECK_THAT(plan.output, Contains("--world-size needs a positive integer, got '2x'"));
+}
+
+TEST_CASE("messages: plan --out into a missing directory is refused before planning", "[e2e]") {
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const auto dir = fresh_dir("messages_plan_out");
+    const RunResult r = run_shardrec(
+        {"plan", config, "--world-size", "2", "--out", (dir / "missing" / "p.yaml").string()});
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output,
+               Contains("--out '" + (dir / "missing" / "p.yaml").string() + "': directory '" +
+                        (dir / "missing").string() + "' does not exist"));
+    CHECK_THAT(r.output, !Contains("module: sparse_arch"));
+}
+
+TEST_CASE("messages: an error at an entry whose keys came from --set names them", "[e2e]") {
+    const auto config = (repo_root() / "configs" / "quickstart.yaml").string();
+    const RunResult r = run_shardrec({"plan", config, "--world-size", "2", "--planner", "config",
+                                      "--set", "sharding.tables[0].ranks=[1,0]"});
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("(with --set sharding.tables[0].ranks=[1,0]): sharding.tables[0] "
+                                  "('t0'): row_wise spans every rank 0..1 in order, got [1, 0]"));
 }

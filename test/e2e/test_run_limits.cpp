@@ -388,4 +388,12 @@ TEST_CASE("limits: runtime.threads beyond the CPUs the process may use is refuse
                                       kTimeout + "taskset -c 0");
     INFO(ok.output);
     CHECK(ok.exit_code == 0);
+    // The environment's thread count is the launcher's to give: taken, but said.
+    const auto dir = fresh_dir("limits_threads_env");
+    const RunResult env = run_shardrec(small_train_args(dir / "run", 2),
+                                       "OMP_NUM_THREADS=2 " + kTimeout + "taskset -c 0");
+    INFO(env.output);
+    CHECK(env.exit_code == 0);
+    CHECK_THAT(env.output, Contains("OMP_NUM_THREADS=2 exceeds the 1 CPU(s) this process may run "
+                                    "on (sched_getaffinity)"));
 }
