@@ -197,6 +197,43 @@ SR_AVX512 void load_f32_avx512(const Weight* src, float* dst, int64_t n) {
     }
 }
 
+// 16 values to fp16, bit for bit float_to_half: vcvtps2ph rounds to nearest even, subnormals and
+// overflow to infinity included; a NaN becomes float_to_half's quiet NaN (sign | 0x7e00), not
+// vcvtps2ph's payload.
+[[gnu::always_inline]] SR_AVX512 inline void store16(const float* x, Half* out) {
+    const __m512 v = _mm512_loadu_ps(x);
+    const __m512i h =
+        _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m512i sign =
+        _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 16), _mm512_set1_epi32(0x8000));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i fixed =
+        _mm512_mask_or_epi32(h, nan, sign, _mm512_set1_epi32(0x7e00));  // sign | 0x7e00
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(fixed));
+}
+
+// 16 values to bf16, bit for bit float_to_bf16: round to nearest even on the bits, a NaN keeps
+// its top bits with the quiet bit set.
+[[gnu::always_inline]] SR_AVX512 inline void store16(const float* x, BFloat16* out) {
+    const __m512i u = _mm512_loadu_si512(x);
+    const __m512i hi = _mm512_srli_epi32(u, 16);
+    const __m512i rounded =
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                                           _mm512_and_si512(hi, _mm512_set1_epi32(1))),
+                          16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const __m512i fixed = _mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x40));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(fixed));
+}
+
+template <typename Weight>
+SR_AVX512 void store_f32_avx512(const float* src, Weight* dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        store16(src + i, dst + i);
+    }
+}
+
 // ---- AVX2 path (with F16C): the AVX-512 path's operations on 8 lanes ----
 #define SR_AVX2 __attribute__((target("avx2,f16c")))
 
@@ -283,6 +320,45 @@ template <typename Weight>
 SR_AVX2 void load_f32_avx2(const Weight* src, float* dst, int64_t n) {
     for (int64_t i = 0; i < n; i += 8) {
         _mm256_storeu_ps(dst + i, load8(src + i));
+    }
+}
+
+// The 8 low 16 bits of 8 32-bit lanes (each < 2^16).
+[[gnu::always_inline]] SR_AVX2 inline __m128i narrow8(__m256i x) {
+    return _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+}
+
+// store16 on 8 lanes.
+[[gnu::always_inline]] SR_AVX2 inline void store8(const float* x, Half* out) {
+    const __m256 v = _mm256_loadu_ps(x);
+    const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i sign =
+        _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 16), _mm256_set1_epi32(0x8000));
+    const __m128i nan = narrow8(_mm256_srli_epi32(
+        _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)), 16));  // 0xffff a NaN lane
+    const __m128i fixed = _mm_or_si128(narrow8(sign), _mm_set1_epi16(0x7e00));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_blendv_epi8(h, fixed, nan));
+}
+
+[[gnu::always_inline]] SR_AVX2 inline void store8(const float* x, BFloat16* out) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    const __m256i hi = _mm256_srli_epi32(u, 16);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
+                                           _mm256_and_si256(hi, _mm256_set1_epi32(1))),
+                          16);
+    // Magnitudes below 2^31 compare alike signed.
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                           _mm256_set1_epi32(0x7f800000));
+    const __m256i fixed =
+        _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), narrow8(fixed));
+}
+
+template <typename Weight>
+SR_AVX2 void store_f32_avx2(const float* src, Weight* dst, int64_t n) {
+    for (int64_t i = 0; i < n; i += 8) {
+        store8(src + i, dst + i);
     }
 }
 
@@ -390,6 +466,30 @@ void load_f32_vector(const Half* src, float* dst, int64_t n) {
 
 void load_f32_vector(const BFloat16* src, float* dst, int64_t n) {
     load_f32_vector_typed(src, dst, n);
+}
+
+template <typename Weight>
+void store_f32_vector_typed(const float* src, Weight* dst, int64_t n) {
+    SR_CHECK(vector_loads() && n % 16 == 0,
+             "store_f32_vector: {} values, on a CPU {} AVX2 and F16C", n,
+             vector_loads() ? "with" : "without");
+#ifdef SHARDREC_AVX512_LOADS
+    if (vector_isa() == VectorIsa::kAvx512)
+        store_f32_avx512(src, dst, n);
+    else
+        store_f32_avx2(src, dst, n);
+#else
+    (void)src;
+    (void)dst;
+#endif
+}
+
+void store_f32_vector(const float* src, Half* dst, int64_t n) {
+    store_f32_vector_typed(src, dst, n);
+}
+
+void store_f32_vector(const float* src, BFloat16* dst, int64_t n) {
+    store_f32_vector_typed(src, dst, n);
 }
 
 }  // namespace detail

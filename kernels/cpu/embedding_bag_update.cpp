@@ -146,39 +146,68 @@ struct UpdateConstants {
     float bias_correction1, bias_correction2;  // Adam: 1 - beta^step
 };
 
+// The rule on a row of f32 weights, in place.
+template <OptimType kOpt>
+void update_row_f32(float* __restrict w,
+                    float* __restrict s1,
+                    float* __restrict s2,
+                    float* __restrict g,
+                    int64_t dim,
+                    const UpdateConstants& k) {
+    if (k.weight_decay != 0.f) {
+        for (int64_t d = 0; d < dim; ++d) {
+            g[d] = rules::weight_decay(g[d], w[d], k.weight_decay);
+        }
+    }
+    if constexpr (kOpt == OptimType::kSgd) {
+        for (int64_t d = 0; d < dim; ++d) {
+            w[d] = rules::sgd(w[d], g[d], k.lr);
+        }
+    } else if constexpr (kOpt == OptimType::kExactAdagrad) {
+        for (int64_t d = 0; d < dim; ++d) {
+            w[d] = rules::adagrad(w[d], g[d], s1[d], k.lr, k.eps);
+        }
+    } else if constexpr (kOpt == OptimType::kExactRowWiseAdagrad) {
+        const float mean_sq = dot_lanes(g, g, dim) / static_cast<float>(dim);
+        const float rate = rules::rowwise_adagrad_rate(s1[0], mean_sq, k.lr, k.eps);
+        for (int64_t d = 0; d < dim; ++d) {
+            w[d] = rules::sgd(w[d], g[d], rate);
+        }
+    } else {
+        static_assert(kOpt == OptimType::kAdam);
+        for (int64_t d = 0; d < dim; ++d) {
+            rules::adam_moments(g[d], k.beta1, k.beta2, s1[d], s2[d]);
+            w[d] = rules::adam(w[d], s1[d], s2[d], k.lr, k.bias_correction1, k.bias_correction2,
+                               k.eps);
+        }
+    }
+}
+
+// A row of any storage dtype: an f16 or bf16 row goes to f32 in `wf` (exact), takes the f32
+// rule and is rounded back once per element, as converting at each access would (the same bits),
+// with the vector conversions where the CPU has them.
 template <typename Weight, OptimType kOpt>
 void update_row(Weight* __restrict w,
                 float* __restrict s1,
                 float* __restrict s2,
                 float* __restrict g,
                 int64_t dim,
-                const UpdateConstants& k) {
-    if (k.weight_decay != 0.f) {
-        for (int64_t d = 0; d < dim; ++d) {
-            g[d] = rules::weight_decay(g[d], load_f32(w[d]), k.weight_decay);
-        }
-    }
-    if constexpr (kOpt == OptimType::kSgd) {
-        for (int64_t d = 0; d < dim; ++d) {
-            w[d] = from_float<Weight>(rules::sgd(load_f32(w[d]), g[d], k.lr));
-        }
-    } else if constexpr (kOpt == OptimType::kExactAdagrad) {
-        for (int64_t d = 0; d < dim; ++d) {
-            w[d] = from_float<Weight>(rules::adagrad(load_f32(w[d]), g[d], s1[d], k.lr, k.eps));
-        }
-    } else if constexpr (kOpt == OptimType::kExactRowWiseAdagrad) {
-        const float mean_sq = dot_lanes(g, g, dim) / static_cast<float>(dim);
-        const float rate = rules::rowwise_adagrad_rate(s1[0], mean_sq, k.lr, k.eps);
-        for (int64_t d = 0; d < dim; ++d) {
-            w[d] = from_float<Weight>(rules::sgd(load_f32(w[d]), g[d], rate));
-        }
+                const UpdateConstants& k,
+                float* __restrict wf) {
+    if constexpr (std::is_same_v<Weight, float>) {
+        (void)wf;
+        update_row_f32<kOpt>(w, s1, s2, g, dim, k);
     } else {
-        static_assert(kOpt == OptimType::kAdam);
-        for (int64_t d = 0; d < dim; ++d) {
-            rules::adam_moments(g[d], k.beta1, k.beta2, s1[d], s2[d]);
-            w[d] = from_float<Weight>(rules::adam(load_f32(w[d]), s1[d], s2[d], k.lr,
-                                                  k.bias_correction1, k.bias_correction2, k.eps));
-        }
+        const int64_t whole = vector_loads() ? dim / 16 * 16 : 0;
+        if (whole > 0)
+            load_f32_vector(w, wf, whole);
+        for (int64_t d = whole; d < dim; ++d)
+            wf[d] = load_f32(w[d]);
+        update_row_f32<kOpt>(wf, s1, s2, g, dim, k);
+        if (whole > 0)
+            store_f32_vector(wf, w, whole);
+        for (int64_t d = whole; d < dim; ++d)
+            w[d] = from_float<Weight>(wf[d]);
     }
 }
 
@@ -208,6 +237,7 @@ void apply_fused_update_typed(const RowContributions& c,
 #else
         float* acc = accumulators;
 #endif
+        float* row = acc + acc_stride / 2;  // a 16-bit row in f32 (update_row)
         const auto claim = [&] {
             return std::min(next_chunk.fetch_add(kRowsPerChunk, std::memory_order_relaxed),
                             num_segments);
@@ -256,11 +286,11 @@ void apply_fused_update_typed(const RowContributions& c,
                         prefetch_row(grad + c.grad_offsets[sg.index(i)], dim * 4);
                     }
                 }
-                const int64_t row = sg.row(sg.begin[s]);
+                const int64_t r = sg.row(sg.begin[s]);
                 reduce_segment(c, sg, s, grad, dim, acc);
-                update_row<Weight, kOpt>(weights + row * dim,
-                                         state1 ? state1 + row * state_dim : nullptr,
-                                         state2 ? state2 + row * state_dim : nullptr, acc, dim, k);
+                update_row<Weight, kOpt>(
+                    weights + r * dim, state1 ? state1 + r * state_dim : nullptr,
+                    state2 ? state2 + r * state_dim : nullptr, acc, dim, k, row);
             }
             lo = next;
             next = claim();
@@ -336,7 +366,9 @@ void apply_fused_update(const RowContributions& c,
                         Tensor* state2,
                         EmbeddingBackwardWorkspace& workspace) {
     const int64_t dim = weights.size(1);
-    const int64_t acc_stride = (dim + 15) / 16 * 16;  // a cache line apart: no false sharing
+    // A thread's gradient accumulator and f32 row, each a multiple of a cache line: no false
+    // sharing.
+    const int64_t acc_stride = 2 * ((dim + 15) / 16 * 16);
     float* acc = slot_buffer<float>(workspace, kAccumulators, acc_stride * max_threads());
     const UpdateConstants k{
         optim.learning_rate,

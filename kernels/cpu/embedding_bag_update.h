@@ -85,6 +85,10 @@ void force_scalar_loads(bool scalar);
 // kNone), n a multiple of 16: the conversion the vector lookup uses (and the comm decode).
 void load_f32_vector(const Half* src, float* dst, int64_t n);
 void load_f32_vector(const BFloat16* src, float* dst, int64_t n);
+// dst[0:n] = from_float(src[0:n]) (float_to_half, float_to_bf16: NaNs as they write them), the
+// same preconditions: the fused update's stores and the comm encode.
+void store_f32_vector(const float* src, Half* dst, int64_t n);
+void store_f32_vector(const float* src, BFloat16* dst, int64_t n);
 
 // dot(a, b) over D in 8 independent partial sums combined pairwise: vectorisable (one running
 // sum is a serial chain of D dependent adds) and still one fixed order, so deterministic.

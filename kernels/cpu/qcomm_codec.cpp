@@ -1,9 +1,9 @@
 // Quantized communication codecs on the CPU: one row at a time (fp8 needs the row's amax first),
 // rows in parallel. fp16 and bf16 rows are whole buffers of 2-byte values: where the CPU has
-// AVX-512 and F16C (detail::vector_isa(), as the lookups) they convert 16 values an instruction
-// with the bits of float_to_half / float_to_bf16 and their inverses (NaN lanes fixed up to the
-// scalar path's), about 30x the scalar conversion; with AVX2 and F16C the decode converts 8 (the
-// lookup's loads), the encode is scalar.
+// AVX-512 or AVX2, with F16C (detail::vector_isa(), as the lookups) they convert 16 or 8 values
+// an instruction with the bits of float_to_half / float_to_bf16 and their inverses (NaN lanes
+// fixed up to the scalar path's; the lookup's and fused update's loads and stores), about 30x
+// the scalar conversion. fp8 rows are encoded with AVX-512 only.
 #include "kernels/qcomm_codec.h"
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/embedding_bag_update.h"  // vector_isa, load_f32_vector
+#include "kernels/cpu/embedding_bag_update.h"  // vector_isa, load_f32_vector, store_f32_vector
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -30,45 +30,6 @@ constexpr int64_t kBlock = 4096;  // values a thread converts at a time (a multi
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-
-// 16 values to fp16, bit for bit float_to_half: vcvtps2ph rounds to nearest even, subnormals and
-// overflow to infinity included; a NaN becomes float_to_half's quiet NaN (sign | 0x7e00), not
-// vcvtps2ph's payload.
-SR_AVX512 void store_half16(const float* x, uint16_t* out) {
-    const __m512 v = _mm512_loadu_ps(x);
-    const __m512i h =
-        _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const __m512i sign =
-        _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 16), _mm512_set1_epi32(0x8000));
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    const __m512i fixed =
-        _mm512_mask_or_epi32(h, nan, sign, _mm512_set1_epi32(0x7e00));  // sign | 0x7e00
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(fixed));
-}
-
-// 16 values to bf16, bit for bit float_to_bf16: round to nearest even on the bits, a NaN keeps
-// its top bits with the quiet bit set.
-SR_AVX512 void store_bf16x16(const float* x, uint16_t* out) {
-    const __m512i u = _mm512_loadu_si512(x);
-    const __m512i hi = _mm512_srli_epi32(u, 16);
-    const __m512i rounded =
-        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
-                                           _mm512_and_si512(hi, _mm512_set1_epi32(1))),
-                          16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    const __m512i fixed = _mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x40));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(fixed));
-}
-
-SR_AVX512 void encode_16bit_avx512(const float* x, int64_t n, CommType type, uint16_t* out) {
-    for (int64_t i = 0; i < n; i += 16) {
-        if (type == CommType::kFp16)
-            store_half16(x + i, out + i);
-        else
-            store_bf16x16(x + i, out + i);
-    }
-}
 
 // An fp8 row as encode_fp8_row writes it, 16 values an instruction: the amax of the finite
 // values (a maximum, in any order the same), x / scale, and float_to_fp8_e4m3's branches as
@@ -145,21 +106,20 @@ SR_AVX512 void encode_fp8_row_avx512(const float* x, int64_t cols, uint8_t* out)
 // groups of 16 where the CPU has them, the scalar ones for the rest.
 void encode_16bit(const float* x, int64_t n, CommType type, uint8_t* out) {
     const int64_t blocks = (n + kBlock - 1) / kBlock;
-    const bool vector = detail::vector_isa() == detail::VectorIsa::kAvx512;
+    const bool vector = detail::vector_loads();
 #pragma omp parallel for schedule(static) if (n > kParallelValues)
     for (int64_t b = 0; b < blocks; ++b) {
         const int64_t begin = b * kBlock, end = std::min(n, begin + kBlock);
         int64_t i = begin;
         uint16_t bits[kBlock];
-#ifdef SHARDREC_AVX512_CODEC
         if (vector) {
             const int64_t whole = (end - begin) / 16 * 16;
-            encode_16bit_avx512(x + begin, whole, type, bits);
+            if (type == CommType::kFp16)
+                detail::store_f32_vector(x + begin, reinterpret_cast<Half*>(bits), whole);
+            else
+                detail::store_f32_vector(x + begin, reinterpret_cast<BFloat16*>(bits), whole);
             i += whole;
         }
-#else
-        (void)vector;
-#endif
         for (; i < end; ++i)
             bits[i - begin] =
                 type == CommType::kFp16 ? float_to_half(x[i]).bits : float_to_bf16(x[i]).bits;

@@ -13,7 +13,9 @@
 #include "engine/modules/embedding_bag_collection.h"
 #include "engine/modules/position_weighted.h"
 #include "kernels/cpu/embedding_bag_update.h"
+#include "kernels/embedding_bag.h"
 #include "kernels/embedding_init.h"
+#include "kernels/embedding_optimizer.h"
 #include "test/reference/embedding_bag.h"
 #include "test/support/compare.h"
 
@@ -605,6 +607,78 @@ TEST_CASE("embedding_bag kernels: the vector f16 and bf16 loads match the scalar
         mismatches += std::memcmp(&bs, &bv[bits], 4) != 0 ? 1 : 0;
     }
     CHECK(mismatches == 0);
+}
+
+TEST_CASE(
+    "embedding_bag kernels: the fused update of f16 and bf16 rows gives the scalar path's bits",
+    "[modules][ops]") {
+    if (!kernels::cpu::detail::vector_loads()) {
+        test::not_run(
+            "this CPU has neither AVX-512 nor AVX2 with F16C: the update converts "
+            "with the scalar loads and stores only");
+        return;
+    }
+    // D = 83: 80 columns converted by the vector loads and stores, a 3-column tail; every rule,
+    // with weight decay (which reads the weights before the rule) and without; weights in
+    // [-4, 4), one in 16 of any bit pattern but NaN (infinities, subnormals, huge values: a NaN
+    // weight stays NaN, its payload the rule's business).
+    constexpr int64_t kRows = 40, kDim = 83, kBatch = 16;
+    rng::Rng rng(11);
+    std::vector<int64_t> ids, offsets{0};
+    for (int64_t bag = 0; bag < kBatch; ++bag) {
+        for (int64_t i = 0; i < 1 + bag % 4; ++i)
+            ids.push_back(static_cast<int64_t>(rng.next_u64() % kRows));
+        offsets.push_back(static_cast<int64_t>(ids.size()));
+    }
+    const Tensor table_offsets = Tensor::from_vector<int64_t>({0, kRows});
+    const Tensor feature_table = Tensor::from_vector<int32_t>({0});
+    const Tensor ids_t = Tensor::from_vector(ids), offsets_t = Tensor::from_vector(offsets);
+    Tensor grad = Tensor::empty({kBatch, kDim}, DType::kF32);
+    for (int64_t i = 0; i < grad.numel(); ++i)
+        grad.data<float>()[i] = static_cast<float>(rng.uniform(-2.f, 2.f));
+    for (DType dtype : {DType::kF16, DType::kBF16}) {
+        Tensor w0 = Tensor::empty({kRows, kDim}, dtype);
+        auto* bits = static_cast<uint16_t*>(w0.data_ptr());
+        for (int64_t i = 0; i < w0.numel(); ++i) {
+            const uint64_t r = rng.next_u64();
+            const float x = rng.uniform(-4.f, 4.f);
+            uint16_t b = dtype == DType::kF16 ? float_to_half(x).bits : float_to_bf16(x).bits;
+            if (r % 16 == 0) {
+                b = static_cast<uint16_t>(r >> 16);
+                const bool nan = dtype == DType::kF16 ? (b & 0x7c00) == 0x7c00 && (b & 0x3ff) != 0
+                                                      : (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0;
+                if (nan)
+                    b = static_cast<uint16_t>(b & 0x3fff);
+            }
+            bits[i] = b;
+        }
+        using kernels::OptimType;
+        for (OptimType type : {OptimType::kSgd, OptimType::kExactAdagrad,
+                               OptimType::kExactRowWiseAdagrad, OptimType::kAdam}) {
+            for (float decay : {0.f, 0.01f}) {
+                kernels::FusedOptimizerParams optim;
+                optim.type = type;
+                optim.learning_rate = 0.5f;
+                optim.weight_decay = decay;
+                Tensor got[2];
+                for (int scalar = 0; scalar < 2; ++scalar) {
+                    got[scalar] = w0.clone();
+                    Tensor s1, s2;
+                    kernels::make_optimizer_states(optim, kRows, kDim, s1, s2);
+                    kernels::EmbeddingBackwardWorkspace ws;
+                    kernels::cpu::detail::force_scalar_loads(scalar == 1);
+                    kernels::embedding_bag_backward_fused(
+                        grad, table_offsets, feature_table, ids_t, offsets_t, nullptr,
+                        PoolingMode::kSum, optim, got[scalar], s1.defined() ? &s1 : nullptr,
+                        s2.defined() ? &s2 : nullptr, ws, Stream::cpu());
+                }
+                kernels::cpu::detail::force_scalar_loads(false);
+                INFO(dtype_name(dtype) << " rule " << static_cast<int>(type) << " decay " << decay);
+                CHECK(std::memcmp(got[0].data_ptr(), got[1].data_ptr(), got[0].nbytes()) == 0);
+                CHECK(std::memcmp(got[0].data_ptr(), w0.data_ptr(), w0.nbytes()) != 0);
+            }
+        }
+    }
 }
 
 TEST_CASE("embedding_bag kernels: the vector lookup gives the scalar lookup's bits",
