@@ -66,8 +66,8 @@ Config make_config(const Setup& s) {
                    "}, cache: " + s.cache + ", " + sharding.substr(1);
     }
     std::string text = std::string(kModel) + "sharding: " + sharding + "\n" +
-                       "optimizer: {sparse: {type: " + s.optimizer +
-                       ", learning_rate: 0.125, eps: 0.0625}}\n";
+                       "optimizer: {sparse: {type: " + s.optimizer + ", learning_rate: 0.125" +
+                       (s.optimizer == "sgd" ? "" : ", eps: 0.0625") + "}}\n";
     return parse_config(text, {});
 }
 
