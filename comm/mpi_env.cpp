@@ -50,6 +50,8 @@ const ProcessInfo& init_process(int* argc, char*** argv) {
     int len = 0;
     SR_MPI_CHECK(MPI_Get_processor_name(host, &len));
     g_info.host.assign(host, static_cast<size_t>(len));
+    // From here an error names this rank (the node checks below fail on every rank).
+    set_error_context(g_info.rank, g_info.world_size, g_info.host);
     // Every host once, so that a timeout can name the host of the rank that did not arrive.
     std::vector<char> hosts(static_cast<size_t>(g_info.world_size) * MPI_MAX_PROCESSOR_NAME);
     std::fill(host + len, host + MPI_MAX_PROCESSOR_NAME, '\0');

@@ -324,6 +324,19 @@ TEST_CASE("limits: a second SIGINT ends a run at once and without its message", 
     CHECK_THAT(r.output, !Contains("ended the run at train step"));
 }
 
+TEST_CASE("limits: a SHARDREC_LOCAL_SIZE that does not divide the ranks fails each, named",
+          "[e2e][limits][mpi]") {
+    const RunResult r = run_shardrec({"validate", quickstart()},
+                                     "SHARDREC_LOCAL_SIZE=2 " + kTimeout + kMpirun + " -np 3");
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.exit_code != 124);
+    for (const char* rank : {"rank 0/3 on ", "rank 1/3 on ", "rank 2/3 on "})
+        CHECK_THAT(r.output, Contains(std::string(rank)) &&
+                                 Contains("SHARDREC_LOCAL_SIZE=2 must divide the world size 3"));
+    CHECK_THAT(r.output, !Contains("rank 0/1 on"));
+}
+
 TEST_CASE("limits: three ranks train the default config on the CPU", "[e2e][limits][mpi]") {
     const auto dir = fresh_dir("limits_np3");
     const RunResult r =
