@@ -92,12 +92,12 @@ bool is_checkpoint_entry(const std::string& name) {
     return false;
 }
 
-// The files of a run found in its directories, by name.
 std::string trimmed(const std::string& line) {
     const size_t first = line.find_first_not_of(' ');
     return first == std::string::npos ? "" : line.substr(first);
 }
 
+// The files of a run found in its directories, by name.
 std::vector<fs::path> run_files(const fs::path& dir, const fs::path& checkpoint_dir) {
     std::vector<fs::path> found;
     for (const char* name : {"config.yaml", "run.yaml", "metrics.jsonl"}) {
