@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -296,6 +297,13 @@ CheckpointManifest manifest_from_text(const std::string& text,
         m.samples = m.step * m.global_batch_size;
     } else {
         m.run_id = r.get<std::string>(root, "run_id", "");
+        // new_run_id writes printable ASCII only; other bytes (invalid UTF-8 among them) would
+        // not survive the YAML writer unchanged.
+        SR_CHECK(std::all_of(m.run_id.begin(), m.run_id.end(),
+                             [](char c) { return c > ' ' && c < 0x7f; }),
+                 "{}: run_id holds a byte outside printable ASCII (the manifest was edited or "
+                 "damaged)",
+                 source);
         m.samples = r.get<int64_t>(root, "samples", "");
         SR_CHECK(m.samples >= 0, "{}: samples {} must be >= 0", source, m.samples);
     }
