@@ -36,8 +36,9 @@ struct ConfigReadState {
                 return "--set " + it->text;
             }
         }
-        std::string where =
-            mark.is_null() ? source : fmt::format("{}:{}:{}", source, mark.line + 1, mark.column + 1);
+        std::string where = mark.is_null()
+                                ? source
+                                : fmt::format("{}:{}:{}", source, mark.line + 1, mark.column + 1);
         // A node some of whose keys came from --set: its errors may be about those.
         std::string below;
         for (const Override& o : overrides) {
