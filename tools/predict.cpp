@@ -71,7 +71,7 @@ const char* const kPredictUsage =
     "                      order: FILE.csv as text ('score' header), FILE.bin as little-endian\n"
     "                      f32; written to FILE.tmp by rank 0, then renamed\n"
     "  --config CONFIG     the model's config (default: config.yaml of the run the model's\n"
-    "                      checkpoint came from)\n"
+    "                      checkpoint came from, if its run directory is still beside it)\n"
     "  --samples S         score the first S samples (default: synthetic train.eval_samples,\n"
     "                      PATH every row)\n"
     "  --replicated        every rank holds the whole model (no exchange in the lookups; the\n"

@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 #include "engine/modules/model.h"
+#include "engine/train/run_dir.h"
 
 namespace shardrec::cli {
 
@@ -44,13 +46,29 @@ std::vector<QuantTable> quant_tables(const Config& config, const train::Quantize
 std::string model_config_path(const std::string& config_arg, const train::QuantizedModel& model) {
     if (!config_arg.empty())
         return config_arg;
-    const std::filesystem::path guess =
-        std::filesystem::path(model.source_checkpoint).parent_path().parent_path() / "config.yaml";
+    // The run directory of the quantized checkpoint (RUN/checkpoints/step-N), taken only when its
+    // run.yaml names the run that wrote the checkpoint: a config.yaml that merely lies there
+    // (beside a checkpoint of ckpt import, or one moved) would score with another model's settings.
+    const std::filesystem::path run =
+        std::filesystem::path(model.source_checkpoint).parent_path().parent_path();
+    const std::string guess = (run / "config.yaml").string();
+    SR_CHECK(!model.source_run_id.empty(),
+             "quantized model {}: its checkpoint {} was not written by a training run (ckpt "
+             "import or ckpt init), so no run's config goes with it; pass --config CONFIG.yaml",
+             model.dir, model.source_checkpoint);
     SR_CHECK(std::filesystem::is_regular_file(guess),
              "quantized model {}: no --config given and its run's config '{}' is not there; "
              "pass --config CONFIG.yaml",
-             model.dir, guess.string());
-    return guess.string();
+             model.dir, guess);
+    const std::string held = train::read_run_id(run.string());
+    SR_CHECK(held == model.source_run_id,
+             "quantized model {}: '{}' is not the directory of the run that wrote its checkpoint "
+             "({}, the model's is {}); pass --config CONFIG.yaml",
+             model.dir, run.string(),
+             held.empty() ? std::string("no run.yaml there") : "it holds run " + held,
+             model.source_run_id);
+    log::root().info("config: {} (the model's run; --config chooses another)", guess);
+    return guess;
 }
 
 data::ScoreSchema score_schema(const Config& config) {

@@ -22,7 +22,8 @@ std::vector<const train::QuantizedTable*> model_tables(const Config& config,
                                                        const train::QuantizedModel& model);
 
 // The model's config: `config_arg` if given, else config.yaml of the run whose checkpoint was
-// quantized (RUN/checkpoints/step-N -> RUN/config.yaml).
+// quantized (RUN/checkpoints/step-N -> RUN/config.yaml, where RUN/run.yaml holds that run's id),
+// logged; an Error when there is no such run directory.
 std::string model_config_path(const std::string& config_arg, const train::QuantizedModel& model);
 
 // The model's inputs: dense width, features in table order, rows of each feature's table.

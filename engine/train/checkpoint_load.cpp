@@ -108,6 +108,17 @@ void load_managed_collision(Trainer& trainer, const CheckpointManifest& m, const
         return std::find_if(m.files.begin(), m.files.end(),
                             [&](const CheckpointFile& f) { return f.path == file; });
     };
+    // A table trained with a remap has rows of slots, not of ids: read without it, its lookups
+    // would take the wrong rows and its next checkpoint would lose the remap.
+    for (const CheckpointTable& t : m.tables) {
+        bool managed = false;
+        for (size_t i = 0; i < mc.size(); ++i)
+            managed = managed || mc.table_name(i) == t.name;
+        SR_CHECK(managed || listed(managed_collision_file(t.name, 0)) == m.files.end(),
+                 "checkpoint {}: table '{}' has a managed-collision remap state ({}), but the "
+                 "config's table has no model.tables[].managed_collision (use the run's config)",
+                 dir, t.name, managed_collision_file(t.name, 0));
+    }
     for (size_t i = 0; i < mc.size(); ++i) {
         const int64_t k = mc.num_buckets(i);
         SR_CHECK(listed(managed_collision_file(mc.table_name(i), k)) == m.files.end(),

@@ -52,6 +52,7 @@ std::string manifest_text(const QuantizedModel& m) {
     root["format"] = kQuantizedModelFormat;
     root["version"] = kVersion;
     root["source_checkpoint"] = m.source_checkpoint;
+    root["source_run_id"] = m.source_run_id;
     root["step"] = m.step;
     YAML::Node model;
     model["type"] = m.model_type;
@@ -213,6 +214,7 @@ QuantizedModel quantize_checkpoint(const std::string& checkpoint,
     QuantizedModel q;
     q.dir = out_dir;
     q.source_checkpoint = fs::absolute(dir).lexically_normal().string();
+    q.source_run_id = m.run_id;
     q.step = m.step;
     q.model_type = m.model_type;
     q.weights = weights;
@@ -307,6 +309,8 @@ QuantizedModel read_quantized_model(const std::string& dir) {
     QuantizedModel q;
     q.dir = dir;
     q.source_checkpoint = r.get<std::string>(root, "source_checkpoint", "");
+    if (root["source_run_id"])
+        q.source_run_id = r.get<std::string>(root, "source_run_id", "");
     q.step = r.get<int64_t>(root, "step", "");
     q.model_type = r.get<std::string>(root["model"], "type", "model");
     q.weights = kernels::quant_type_from_name(r.get<std::string>(root, "weights", ""));

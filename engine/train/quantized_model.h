@@ -5,6 +5,7 @@
 //     format: shardrec-quantized-model
 //     version: 1
 //     source_checkpoint: /abs/run/step-00000300    # what it was made from
+//     source_run_id: 20261125-101500-node1-4242-8f3a9c01   # its run ("" outside a run)
 //     step: 300
 //     model: {type: dlrm}
 //     weights: int8                                # the default; tables may override it
@@ -54,6 +55,9 @@ struct QuantizedRemapState {
 struct QuantizedModel {
     std::string dir;
     std::string source_checkpoint;
+    // The run that wrote the checkpoint (its manifest's run_id); "" for a checkpoint written
+    // outside a run (ckpt import, ckpt init) or a model written before the field.
+    std::string source_run_id;
     int64_t step = 0;
     std::string model_type;
     kernels::QuantType weights = kernels::QuantType::kInt8;

@@ -134,19 +134,6 @@ std::string describe(const std::vector<fs::path>& found) {
     return names;
 }
 
-// The run id in <dir>/run.yaml; "" when there is none.
-std::string read_run_id(const fs::path& dir) {
-    std::ifstream in(dir / "run.yaml");
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.rfind("run_id:", 0) == 0) {
-            const size_t b = line.find_first_not_of(' ', 7);
-            return b == std::string::npos ? "" : line.substr(b);
-        }
-    }
-    return "";
-}
-
 // Whether a resumed run of id `resumed_id` would meet another run's files: run.yaml of another
 // id, or a checkpoint of another id (unknown ids, "", are taken as the same run).
 bool holds_other_run(const std::vector<fs::path>& found,
@@ -172,6 +159,18 @@ bool same_path(const fs::path& a, const fs::path& b) {
 }
 
 }  // namespace
+
+std::string read_run_id(const std::string& dir) {
+    std::ifstream in(fs::path(dir) / "run.yaml");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("run_id:", 0) == 0) {
+            const size_t b = line.find_first_not_of(' ', 7);
+            return b == std::string::npos ? "" : line.substr(b);
+        }
+    }
+    return "";
+}
 
 std::string new_run_id() {
     std::random_device rd;

@@ -84,6 +84,9 @@ RunDir open_run_dir(const std::string& dir, const Config& config, const RunDirOp
 // A new run id: "<YYYYmmdd-HHMMSS>-<host>-<pid>-<random hex>".
 std::string new_run_id();
 
+// The run id in <dir>/run.yaml; "" when there is none.
+std::string read_run_id(const std::string& dir);
+
 // Appends metrics to <run_dir>/metrics.jsonl, one object per line:
 //   {"kind":"train","step":N,"loss":L,"lr":X,"samples_per_s":Y,"loader_wait_ms":W}
 //   {"kind":"eval","step":N,"loss":L,"auc":A,"ne":E,"accuracy":C,"calibration":K,"count":S}

@@ -241,6 +241,28 @@ TEST_CASE("managed collision e2e: a checkpoint without its remap state is refuse
     CHECK(buckets.exit_code != 0);
     CHECK_THAT(buckets.output,
                Contains("managed_collision/t4.1.bin") && Contains("total_num_buckets"));
+    // A config whose t4 is not managed would look rows up by raw id and save without the remap:
+    // refused by train --resume and eval alike, naming the table and the key.
+    std::vector<std::string> plain;
+    for (const std::string& a : mc_args(dir / "plain", 8)) {
+        if (a.rfind("model.tables[4].managed_collision", 0) == 0 ||
+            a.rfind("data.synthetic.raw_id_drift", 0) == 0) {
+            plain.pop_back();  // its --set
+            continue;
+        }
+        plain.push_back(a);
+    }
+    std::vector<std::string> eval_plain = {"eval",
+                                           (repo_root() / "configs" / "quickstart.yaml").string(),
+                                           "--checkpoint", ckpt.string()};
+    plain.insert(plain.end(), {"--resume", ckpt.string()});
+    for (const auto& command : {plain, eval_plain}) {
+        const RunResult unmanaged = run_shardrec(command);
+        INFO(command.front() << ": " << unmanaged.output);
+        CHECK(unmanaged.exit_code != 0);
+        CHECK_THAT(unmanaged.output, Contains("table 't4' has a managed-collision remap state") &&
+                                         Contains("model.tables[].managed_collision"));
+    }
     auto args = mc_args(dir / "resumed", 8);
     args.insert(args.end(), {"--resume", ckpt.string()});
     // The manifest lists the file with its CRC: the file check names what is missing.

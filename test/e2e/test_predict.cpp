@@ -199,6 +199,36 @@ TEST_CASE("predict: the same scores at any world size and eval's at f32", "[e2e]
         CHECK(tsv.exit_code != 0);
         CHECK_THAT(tsv.output, Contains("data.type 'synthetic', not criteo_binary"));
 
+        // Without --config only the config of the run that wrote the checkpoint is taken: not
+        // the run directory's once it holds another run, not a config.yaml that lies beside a
+        // checkpoint of ckpt import (dir/config.yaml, the parent of imported/step-00000000).
+        const std::string run_yaml = read_file(dir / "run" / "run.yaml");
+        std::ofstream(dir / "run" / "run.yaml") << "run_id: another-run\n";
+        const RunResult other =
+            run_shardrec({"predict", m4, "--data", "synthetic", "--out", out.string()}, mpirun(2));
+        std::ofstream(dir / "run" / "run.yaml") << run_yaml;
+        CHECK(other.exit_code != 0);
+        CHECK_THAT(other.output,
+                   Contains("it holds run another-run") && Contains("pass --config CONFIG.yaml"));
+        const fs::path exported = dir / "exported", imported = dir / "imported";
+        for (const std::vector<std::string>& step :
+             {std::vector<std::string>{"ckpt", "export", ckpt, "--format", "safetensors", "--out",
+                                       exported.string()},
+              std::vector<std::string>{"ckpt", "import", (exported / "model.safetensors").string(),
+                                       config.string(), "--out", imported.string()},
+              std::vector<std::string>{"ckpt", "quantize", imported.string(), "--out",
+                                       (dir / "model_imported").string(), "--weights", "int8"}}) {
+            const RunResult r = run_shardrec(step, "timeout 120");
+            INFO(r.output);
+            REQUIRE(r.exit_code == 0);
+        }
+        const RunResult stray = run_shardrec({"predict", (dir / "model_imported").string(),
+                                              "--data", "synthetic", "--out", out.string()},
+                                             mpirun(2));
+        CHECK(stray.exit_code != 0);
+        CHECK_THAT(stray.output, Contains("was not written by a training run") &&
+                                     Contains("pass --config CONFIG.yaml"));
+
         const RunResult ext =
             run_shardrec({"predict", m4, "--data", "synthetic", "--out", "scores.txt"});
         CHECK(ext.exit_code == 2);
