@@ -71,6 +71,10 @@ void write_predictions(const std::string& path, const train::MetricsAccumulator&
 // the same eval samples (the eval split is fixed by the config, so both see the same data).
 int eval_quantized(const Config& config, const std::string& model_dir, std::string checkpoint) {
     const train::QuantizedModel model = train::read_quantized_model(model_dir);
+    // A --checkpoint given is wanted: one that is not there is an error, not a skipped column.
+    SR_CHECK(checkpoint.empty() || train::has_checkpoint(checkpoint),
+             "--checkpoint '{}': no checkpoint there to compare the quantized model with",
+             checkpoint);
     if (checkpoint.empty())
         checkpoint = model.source_checkpoint;
     train::Trainer trainer(config, train::default_process_group());
@@ -79,8 +83,10 @@ int eval_quantized(const Config& config, const std::string& model_dir, std::stri
         train::load_checkpoint(trainer, checkpoint);
         f32 = trainer.evaluate();
     } else {
-        log::root().warn("no f32 checkpoint at '{}' to compare with; pass --checkpoint DIR",
-                         checkpoint);
+        log::root().warn(
+            "the model's f32 checkpoint '{}' is gone: no f32 metrics to compare with; pass "
+            "--checkpoint DIR",
+            checkpoint);
     }
     train::load_quantized_model(trainer, model);
     const train::Metrics q = trainer.evaluate();

@@ -201,11 +201,13 @@ std::string tsv_shards(const Config& config,
         inputs.push_back(files.substr(begin, end - begin));
         begin = end + 1;
     }
-    for (const std::string& f : inputs)
+    for (const std::string& f : inputs) {
+        SR_CHECK(fs::exists(f), "--data '{}': '{}' does not exist", files, f);
         SR_CHECK(fs::is_regular_file(f),
                  "--data '{}': '{}' is neither a directory of Criteo "
                  "shards nor a Criteo TSV file",
                  files, f);
+    }
     SR_CHECK(config.data.type == "criteo_binary" && !config.data.criteo_binary.path.empty(),
              "--data {}: a Criteo TSV is hashed into rows as the model's training data was, and "
              "the model's config has data.type '{}', not criteo_binary with the training data's "
@@ -224,6 +226,7 @@ std::string tsv_shards(const Config& config,
         data::CriteoPreprocessSummary summary;
         try {
             summary = data::preprocess_criteo(o);
+            SR_CHECK(summary.rows > 0, "--data {}: no lines to score", files);
         } catch (...) {
             fs::remove_all(dir);
             throw;
@@ -234,6 +237,39 @@ std::string tsv_shards(const Config& config,
     if (pg != nullptr)
         pg->barrier().wait();
     return dir;
+}
+
+// Shards scored with a model of Criteo data: each of the model's features must hold its ids as
+// the training data's did (raw, or mod the same rows with the same multi-hot), or the lookups
+// would take rows of other values without a word. Nothing to compare when the training data's
+// manifest is not there.
+void check_layout_as_trained(const Config& config,
+                             const std::string& trained_dir,
+                             const std::string& scored_dir) {
+    if (trained_dir.empty() || !fs::is_regular_file(fs::path(trained_dir) / "manifest.json"))
+        return;
+    const data::CriteoRecordLayout trained = data::read_criteo_manifest(trained_dir).layout;
+    const data::CriteoRecordLayout scored = data::read_criteo_manifest(scored_dir).layout;
+    const auto text = [](const data::CriteoRecordLayout& l, int c) {
+        const auto t = static_cast<size_t>(c);
+        return l.raw(c)
+                   ? std::string("raw 64-bit ids")
+                   : fmt::format("ids mod {} ({} a sample)", l.num_embeddings[t], l.multi_hot[t]);
+    };
+    const std::vector<std::string> columns = data::criteo_sparse_feature_names();
+    for (const ModelConfig::Table& t : config.model.tables) {
+        for (const std::string& f : t.feature_names) {
+            const auto it = std::find(columns.begin(), columns.end(), f);
+            if (it == columns.end())
+                continue;  // the dataset names it
+            const auto c = static_cast<int>(it - columns.begin());
+            SR_CHECK(text(scored, c) == text(trained, c),
+                     "--data {}: feature '{}' holds {}, but the model's training data {} held "
+                     "{}: preprocess it as the training data was (the same --max-ind-range, "
+                     "--raw-ids and --multi-hot), or pass the TSV files themselves",
+                     scored_dir, f, text(scored, c), trained_dir, text(trained, c));
+        }
+    }
 }
 
 // Bytes of stored rows the lookups read per second of lookup.
@@ -272,12 +308,27 @@ int predict_main(const std::vector<std::string>& args) {
     std::shared_ptr<comm::ProcessGroup> pg = train::default_process_group();
     data::Split split = data::Split::kEval;
     const bool json = fs::path(a.data).extension() == ".json";
-    std::string tsv_dir;  // Criteo TSV input: its shards, removed at the end
+    std::string tsv_dir;  // Criteo TSV input: its shards, removed by rank 0 at the end
+
+    struct RemoveAtEnd {  // done or failed
+        std::string dir;
+
+        ~RemoveAtEnd() {
+            std::error_code ec;
+            if (!dir.empty())
+                fs::remove_all(dir, ec);
+        }
+    } remove_tsv_dir;
+
     if (json) {
         split = data::Split::kTrain;
     } else if (a.data != "synthetic") {
         if (!fs::is_directory(a.data))
             tsv_dir = tsv_shards(config, a.data, a.out, pg.get());
+        if (rank == 0)
+            remove_tsv_dir.dir = tsv_dir;
+        if (tsv_dir.empty() && config.data.type == "criteo_binary")
+            check_layout_as_trained(config, config.data.criteo_binary.path, a.data);
         // Every row of the shards: no eval split is held out.
         config.data.type = "criteo_binary";
         config.data.criteo_binary.path = tsv_dir.empty() ? a.data : tsv_dir;
@@ -411,8 +462,6 @@ int predict_main(const std::vector<std::string>& args) {
     if (rank != 0)
         return 0;
     write_file_atomically(a.out, scores_text(a.out, all));
-    if (!tsv_dir.empty())
-        fs::remove_all(tsv_dir);
     // The ceiling: one process's memcpy over the kernels' threads (a smaller buffer than the
     // default, still far beyond the caches, to keep the summary quick).
     const double copy_gbps = kernels::host_copy_gbps(size_t{128} << 20, 3);

@@ -283,6 +283,12 @@ public:
         : o_(o), record_bytes_(static_cast<uint32_t>(o.layout.record_bytes())) {
         for (const auto& path : o.inputs) {
             check_input_file(path, "the input file (--in)");
+            // A day is fingerprinted by its size and a stopped run resumes within it.
+            SR_CHECK(fs::is_regular_file(path),
+                     "the input file (--in) '{}' is a pipe or another stream: criteo-preprocess "
+                     "reads regular files (their size fingerprints the run, which resumes within "
+                     "them); write it to a file first",
+                     path);
             std::error_code ec;
             const auto size = fs::file_size(path, ec);
             SR_CHECK(!ec, "{}: cannot read: {}", path, ec.message());
@@ -300,6 +306,10 @@ public:
         for (size_t i = 0; i < o_.inputs.size(); ++i) {
             m.inputs.push_back(process_input(i));
             done_bytes_ += sizes_[i];
+            // An empty day (a download cut short?) is kept, as a day, but said.
+            if (m.inputs.back().rows == 0)
+                log::root().warn("{}: no rows{}", o_.inputs[i],
+                                 sizes_[i] == 0 ? " (an empty file)" : " (every line skipped)");
         }
         progress_ = nullptr;
         return m;

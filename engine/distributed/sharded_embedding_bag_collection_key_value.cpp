@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include "engine/core/log.h"
+#include "engine/core/memory_limits.h"
 #include "engine/distributed/sharded_embedding_bag_collection.h"
 #include "engine/distributed/sharded_embedding_bag_collection_impl.h"
 
@@ -20,11 +21,11 @@ void ShardedEmbeddingBagCollection::warn_if_disk_short() const {
     const auto free_bytes = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
     if (full > free_bytes) {
         log::all().warn(
-            "key_value tables on rank {}: their rows take up to {:.1f} GiB on disk once every one "
-            "is written, and {} has {:.1f} GiB free: a run that writes that many rows stops with "
-            "a full-disk error (the checkpoints written before it stay)",
-            pg_->rank(), static_cast<double>(full) / 1073741824.0, storage_dir_,
-            static_cast<double>(free_bytes) / 1073741824.0);
+            "key_value tables on rank {}: their rows take up to {} on disk once every one is "
+            "written, and {} has {} free: a run that writes that many rows stops with a "
+            "full-disk error (the checkpoints written before it stay)",
+            pg_->rank(), format_bytes(static_cast<double>(full)), storage_dir_,
+            format_bytes(static_cast<double>(free_bytes)));
     }
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "engine/core/error.h"
+#include "engine/core/input_file.h"
 #include "kernels/dot_interaction.h"
 
 namespace shardrec::train {
@@ -313,8 +314,7 @@ void dense_from_torchrec(const std::string& model_type,
 }
 
 NamedTensors read_safetensors(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    SR_CHECK(in.good(), "cannot open '{}'", path);
+    std::ifstream in = open_input_file(path, "the safetensors file");
     in.seekg(0, std::ios::end);
     const auto file_size = static_cast<uint64_t>(in.tellg());
     in.seekg(0);

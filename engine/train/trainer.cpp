@@ -267,12 +267,19 @@ Trainer::Trainer(const Config& config, std::shared_ptr<comm::ProcessGroup> pg)
     const int64_t eval_rows = dataset_->num_samples(data::Split::kEval);
     const int64_t global = global_batch_size();
     const int64_t eval_read = (config_.train.eval_samples + global - 1) / global * global;
-    SR_CHECK(eval_rows < 0 || eval_read <= eval_rows,
-             "train.eval_samples {} is read in whole global batches of {} ({} rank(s) x "
-             "data.batch_size {}), {} rows, but the eval split has only {}: set "
-             "train.eval_samples <= {}",
-             config_.train.eval_samples, global, world_size_, config_.data.batch_size, eval_read,
-             eval_rows, eval_rows / global * global);
+    // An error, not a clamp: evaluating repeated rows would weight them twice in AUC and loss.
+    const int64_t fits = eval_rows / global * global;
+    SR_CHECK(
+        eval_rows < 0 || eval_read <= eval_rows,
+        "train.eval_samples {} is read in whole global batches of {} ({} rank(s) x "
+        "data.batch_size {}), {} rows, but the eval split of {} has only {}: {}",
+        config_.train.eval_samples, global, world_size_, config_.data.batch_size, eval_read,
+        config_.data.type == "criteo_binary" ? config_.data.criteo_binary.path : config_.data.type,
+        eval_rows,
+        fits > 0 ? fmt::format("set train.eval_samples <= {}", fits)
+                 : std::string("not one global batch; lower data.batch_size, enlarge the "
+                               "eval split (data.criteo_binary.eval_days, eval_fraction) "
+                               "or set train.eval_samples: 0"));
     pipeline_.set_skip_non_finite(parse_nan_policy(config_.runtime.nan_policy) ==
                                   NanPolicy::kSkipBatch);
     pipeline_.set_allreduce_precision(

@@ -3,6 +3,7 @@
 // depend on the thread count, a resumed run writes the same bytes, the buffered memory is bounded
 // by the chunk size, bad lines stop (naming FILE:LINE and the field) or are skipped and counted,
 // and the loader serves the same samples to any rank slicing and refuses damaged shards.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -241,6 +242,22 @@ TEST_CASE("criteo-preprocess: shards from other options are refused, naming the 
     other.layout.num_embeddings[0] = 98;
     CHECK_THROWS_WITH(preprocess_criteo(other),
                       Contains("shard_0000_00000.bin was written for other options"));
+}
+
+TEST_CASE("criteo-preprocess: a pipe is refused by name; an empty day is kept and warned",
+          "[data]") {
+    const fs::path dir = fresh_dir("streams");
+    const fs::path fifo = dir / "day_fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH(preprocess_criteo(options(Days{{fifo.string()}, {}, {}}, dir / "out", 1)),
+                      Contains("'" + fifo.string() + "' is a pipe or another stream") &&
+                          Contains("write it to a file first"));
+    std::ofstream(dir / "empty").flush();
+    const test::ExpectLogs warned;  // "DIR/empty: no rows (an empty file)"
+    const CriteoPreprocessSummary s =
+        preprocess_criteo(options(Days{{(dir / "empty").string()}, {}, {}}, dir / "e", 1));
+    CHECK(s.rows == 0);
+    CHECK(read_criteo_manifest((dir / "e").string()).inputs.size() == 1);
 }
 
 TEST_CASE("criteo-preprocess: buffered memory is bounded by the chunks, not the input", "[data]") {

@@ -192,8 +192,16 @@ TEST_CASE("criteo e2e: an eval split too small for train.eval_samples stops befo
     r = train("small", "train.eval_every=0");
     INFO(r.output);
     CHECK(r.exit_code == 1);
-    CHECK(r.output.find("train.eval_samples is 64 but the eval split of " +
-                        (dir / "data").string() + " has only 20 rows") != std::string::npos);
+    CHECK(r.output.find("train.eval_samples 64 is read in whole global batches of 16 (1 rank(s) "
+                        "x data.batch_size 16), 64 rows, but the eval split of " +
+                        (dir / "data").string() + " has only 20: set train.eval_samples <= 16") !=
+          std::string::npos);
+    // Less than one global batch: the advice is another batch size or split, never <= 0.
+    r = train("one_batch", "data.batch_size=32");
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("has only 20: not one global batch; lower data.batch_size") !=
+          std::string::npos);
     // round(0.001 * 80) = 0 rows: only the opened data can tell.
     r = train("empty", "data.criteo_binary.eval_fraction=0.001");
     INFO(r.output);
@@ -206,8 +214,9 @@ TEST_CASE("criteo e2e: an eval split too small for train.eval_samples stops befo
     INFO(r.output);
     CHECK(r.exit_code == 1);
     CHECK(r.output.find("train.eval_samples 16 is read in whole global batches of 12 (1 rank(s) x "
-                        "data.batch_size 12), 24 rows, but the eval split has only 20: set "
-                        "train.eval_samples <= 12") != std::string::npos);
+                        "data.batch_size 12), 24 rows, but the eval split of " +
+                        (dir / "data").string() + " has only 20: set train.eval_samples <= 12") !=
+          std::string::npos);
     CHECK(!fs::exists(dir / "rounded" / "metrics.jsonl"));
     r = train("none", "data.criteo_binary.eval_days=0");
     INFO(r.output);
@@ -396,6 +405,37 @@ TEST_CASE("criteo e2e: --raw-ids trains managed-collision tables; checkpoint, ev
                                  Contains("predict scores every line of its input") &&
                                  !Contains("--skip-bad-lines"));
         CHECK(!fs::exists(dir / "bad.csv.tsv-shards"));
+        // An empty or missing TSV: named; nothing left behind.
+        std::ofstream(dir / "empty.tsv").flush();
+        r = run_shardrec({"predict", model, "--data", (dir / "empty.tsv").string(), "--out",
+                          (dir / "empty.csv").string()});
+        INFO(r.output);
+        CHECK(r.exit_code == 1);
+        CHECK_THAT(r.output, Contains("empty.tsv: no lines to score"));
+        CHECK(!fs::exists(dir / "empty.csv.tsv-shards"));
+        r = run_shardrec({"predict", model, "--data", (dir / "nope.tsv").string(), "--out",
+                          (dir / "nope.csv").string()});
+        CHECK(r.exit_code == 1);
+        CHECK_THAT(r.output, Contains("'" + (dir / "nope.tsv").string() + "' does not exist"));
+    }
+    {  // Shards whose ids are not the training data's (cat_0 mod 64, not raw): refused by name.
+        r = run_shardrec(preprocess_args(days, dir / "mod", {"--max-ind-range", "64"}));
+        REQUIRE(r.exit_code == 0);
+        r = run_shardrec({"predict", model, "--data", (dir / "mod").string(), "--out",
+                          (dir / "mod.csv").string()});
+        INFO(r.output);
+        CHECK(r.exit_code == 1);
+        CHECK_THAT(r.output, Contains("feature 'cat_0' holds ids mod 64 (1 a sample), but the "
+                                      "model's training data") &&
+                                 Contains("held raw 64-bit ids"));
+        CHECK(!fs::exists(dir / "mod.csv"));
+    }
+    {  // eval --model with a --checkpoint that is not there: an error, not a missing column
+        r = run_shardrec(
+            {"eval", config.string(), "--model", model, "--checkpoint", (dir / "nope").string()});
+        CHECK(r.exit_code == 1);
+        CHECK_THAT(r.output,
+                   Contains("--checkpoint '" + (dir / "nope").string() + "': no checkpoint there"));
     }
 
     // A raw-id feature on a table without managed_collision: refused before training, by name.
