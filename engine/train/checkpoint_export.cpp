@@ -190,6 +190,13 @@ std::string checkpoint_info(const std::string& dir_in) {
             out << fmt::format(" rank {} [{}:{}, {}:{}]", s.rank, s.row_offset,
                                s.row_offset + s.rows, s.col_offset, s.col_offset + s.cols);
         }
+        int64_t buckets = 0;  // its rows are slots of a remap (managed_collision)
+        while (std::any_of(m.files.begin(), m.files.end(), [&](const CheckpointFile& f) {
+            return f.path == managed_collision_file(t.name, buckets);
+        }))
+            ++buckets;
+        if (buckets > 0)
+            out << fmt::format("; managed-collision remap in {} bucket(s)", buckets);
         out << "\n";
     }
     int64_t dense_values = 0;

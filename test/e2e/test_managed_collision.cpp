@@ -233,6 +233,8 @@ TEST_CASE("managed collision e2e: a checkpoint without its remap state is refuse
     INFO(mc.output);
     REQUIRE(mc.exit_code == 0);
     const fs::path ckpt = dir / "mc" / "checkpoints" / "step-00000004";
+    const RunResult info = run_shardrec({"ckpt", "info", ckpt.string()});
+    CHECK_THAT(info.output, Contains("managed-collision remap in 1 bucket(s)"));
     // Another bucket count is another model: refused, naming the key and the file it lacks.
     auto other = mc_args(dir / "buckets", 8);
     other.insert(other.end(), {"--resume", ckpt.string(), "--set",
