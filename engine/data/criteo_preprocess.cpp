@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <set>
 
 #include "engine/core/crc32.h"
 #include "engine/core/durable_file.h"
@@ -478,6 +479,23 @@ void remove_stale_temporaries(const std::string& dir) {
     }
 }
 
+// Shards of an earlier run into the directory that the new manifest does not list (that run had
+// more inputs): removed once the manifest that supersedes them is written.
+void remove_unlisted_shards(const std::string& dir, const CriteoManifest& m) {
+    std::set<std::string> listed;
+    for (const CriteoInputInfo& input : m.inputs) {
+        for (const CriteoShardInfo& shard : input.shards)
+            listed.insert(shard.file);
+    }
+    for (const auto& entry : fs::directory_iterator(dir)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("shard_", 0) == 0 && name.size() > 4 &&
+            name.compare(name.size() - 4, 4, ".bin") == 0 && listed.count(name) == 0) {
+            fs::remove(entry.path());
+        }
+    }
+}
+
 }  // namespace
 
 std::string criteo_shard_name(size_t input, int64_t shard) {
@@ -513,6 +531,7 @@ CriteoPreprocessSummary preprocess_criteo(const CriteoPreprocessOptions& o) {
     }
     write_file_atomically((fs::path(o.out_dir) / kCriteoManifestName).string(),
                           criteo_manifest_json(manifest));
+    remove_unlisted_shards(o.out_dir, manifest);
     s.rows = manifest.total_rows();
     s.skipped_lines = 0;
     for (const auto& input : manifest.inputs) {

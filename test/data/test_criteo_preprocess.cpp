@@ -207,6 +207,26 @@ TEST_CASE("criteo-preprocess: a rerun after an interruption writes identical out
     CHECK(snapshot(dir / "out") == full);
 }
 
+TEST_CASE("criteo-preprocess: a rerun with fewer inputs removes the shards it does not list",
+          "[data]") {
+    const fs::path dir = fresh_dir("fewer");
+    const Days days = write_days(dir, {130, 57});
+    (void)preprocess_criteo(options(days, dir / "out", 1));
+    REQUIRE(fs::exists(dir / "out" / "shard_0001_00000.bin"));
+    std::ofstream(dir / "out" / "notes.txt") << "kept";
+    const Days first{{days.paths[0]}, {}, {}};
+    const CriteoPreprocessSummary s = preprocess_criteo(options(first, dir / "out", 1));
+    CHECK(s.shards_reused == 4);
+    CHECK(s.shards_written == 0);
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir / "out"))
+        names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    CHECK(names == std::vector<std::string>{"manifest.json", "notes.txt", "shard_0000_00000.bin",
+                                            "shard_0000_00001.bin", "shard_0000_00002.bin",
+                                            "shard_0000_00003.bin"});
+}
+
 // The bytes of shards and manifests written without --raw-ids are pinned: the CRC-32s below were
 // taken from the writer before raw ids existed, so that layout may not change by accident.
 TEST_CASE("criteo-preprocess: without raw ids the shards and manifest keep their bytes", "[data]") {
