@@ -246,7 +246,8 @@ std::string tsv_shards(const Config& config,
 void check_layout_as_trained(const Config& config,
                              const std::string& trained_dir,
                              const std::string& scored_dir) {
-    if (trained_dir.empty() || !fs::is_regular_file(fs::path(trained_dir) / "manifest.json"))
+    if (trained_dir.empty() ||
+        !fs::is_regular_file(fs::path(trained_dir) / data::kCriteoManifestName))
         return;
     const data::CriteoRecordLayout trained = data::read_criteo_manifest(trained_dir).layout;
     const data::CriteoRecordLayout scored = data::read_criteo_manifest(scored_dir).layout;
