@@ -9,6 +9,7 @@
 #include "engine/config/config.h"
 #include "engine/core/cuda/cuda_runtime_api.h"
 #include "engine/distributed/memory_check.h"
+#include "engine/distributed/planner.h"
 #include "tools/cli.h"
 
 namespace shardrec::cli {
@@ -72,6 +73,8 @@ int validate_main(const std::vector<std::string>& args) {
     check_memory_fits(
         config, info.world_size, info.local_size, info.rank,
         device == "cuda" ? Device::cuda(info.local_rank % gpus) : Device::parse(device));
+    if (info.world_size == 1 && config.sharding.plan_file.empty())
+        note_unchecked_rank_lists(config.sharding);
     if (rank0) {
         std::fputs(dump_config(config).c_str(), stdout);
     }

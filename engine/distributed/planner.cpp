@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "engine/core/error.h"
+#include "engine/core/log.h"
 
 namespace shardrec {
 
@@ -580,15 +581,27 @@ ShardingPlan make_sharding_plan(const Config& config,
                                 const CacheStatistics* stats) {
     const ShardingConfig& sharding = config.sharding;
     ShardingPlan plan;
-    if (!sharding.plan_file.empty()) {
-        plan = load_plan(sharding.plan_file, config.model.tables, topology.placement());
-    } else if (sharding.planner == "auto") {
-        plan = EmbeddingShardingPlanner(topology, stats).plan(config);
-    } else {
-        plan = manual_plan(config.model, sharding, topology.placement());
+    try {
+        if (!sharding.plan_file.empty()) {
+            plan = load_plan(sharding.plan_file, config.model.tables, topology.placement());
+        } else if (sharding.planner == "auto") {
+            plan = EmbeddingShardingPlanner(topology, stats).plan(config);
+        } else {
+            plan = manual_plan(config.model, sharding, topology.placement());
+        }
+        check_plan(plan, config.model.tables);
+        check_tier_budgets(plan, config, topology);
+    } catch (const Error& e) {
+        if (sharding.replica_groups <= 1)
+            throw;
+        // The world of these messages is one replica group, not the ranks launched.
+        const int64_t world = topology.world_size * sharding.replica_groups;
+        throw Error(fmt::format(
+            "{}\n  (sharding.replica_groups {}: the tables are sharded within each group of {} of "
+            "the {} ranks, so the ranks and world size above are a group's; `shardrec plan "
+            "CONFIG --world-size {}` plans within a group)",
+            e.what(), sharding.replica_groups, topology.world_size, world, world));
     }
-    check_plan(plan, config.model.tables);
-    check_tier_budgets(plan, config, topology);
     return plan;
 }
 
@@ -605,6 +618,19 @@ int sharding_group_size(const ShardingConfig& sharding, int world_size, int loca
              "ranks; choose replica_groups so that a group is whole nodes or a part of one node",
              R, G, local_size);
     return G;
+}
+
+void note_unchecked_rank_lists(const ShardingConfig& sharding) {
+    for (const ShardingConfig::Table& t : sharding.tables) {
+        if (t.ranks.empty())
+            continue;
+        log::root().info(
+            "{}: one process trains the tables unsharded, so the sharding section's rank lists "
+            "are not checked here; they are under mpirun -np N, or by `shardrec plan CONFIG "
+            "--world-size N --planner config`",
+            t.location);
+        return;
+    }
 }
 
 }  // namespace shardrec

@@ -68,6 +68,10 @@ void check_tier_budgets(const ShardingPlan& plan, const Config& config, const To
 // otherwise, or when R does not divide the world size.
 int sharding_group_size(const ShardingConfig& sharding, int world_size, int local_size);
 
+// One process trains every table whole, so the sharding section's rank lists go unchecked there:
+// logs where they are checked, when an entry has one.
+void note_unchecked_rank_lists(const ShardingConfig& sharding);
+
 // A text report of an estimate: the memory limit, per-rank memory and time (lookup | comm | dense
 // | total), all ranks when there are at most max_rank_rows, else the slowest few, the least
 // loaded and a min / median / max summary; then the predicted step time and samples/s.

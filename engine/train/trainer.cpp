@@ -120,8 +120,10 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
         planned = planned || kernel == "key_value" || kernel == "fused_uvm" ||
                   kernel == "fused_uvm_caching";
     }
-    if (pg == nullptr && !planned)
+    if (pg == nullptr && !planned) {
+        note_unchecked_rank_lists(config.sharding);
         return make_embedding_bag_collection(config.model, seed, optimizer, device);
+    }
     std::shared_ptr<comm::ProcessGroup> group = pg ? pg : comm::world_process_group();
     // 2D parallelism (sharding.replica_groups R): the tables are sharded over a group of
     // G = W / R consecutive ranks and every group holds the same sharding. TorchRec's
@@ -144,7 +146,22 @@ std::unique_ptr<EmbeddingBagCollectionInterface> make_sparse_arch(
     }
     Topology topology =
         resolve_topology(config.sharding.topology, config.runtime.device, group->size());
-    topology.local_size = std::min(comm::process_info().local_size, group->size());
+    const int placed = std::min(comm::process_info().local_size, group->size());
+    if (!config.sharding.topology.empty()) {
+        const std::string computes = device.is_cpu() ? "cpu" : "cuda";
+        SR_CHECK(topology.compute_device == computes,
+                 "sharding.topology '{}' describes {} ranks, but this run computes on {} "
+                 "(runtime.device {}): the planner would cost another machine; give a {} "
+                 "topology (configs/topologies/)",
+                 config.sharding.topology, topology.compute_device, computes, config.runtime.device,
+                 computes);
+        if (topology.local_size != placed)
+            log::root().warn(
+                "sharding.topology '{}' has local_size {}, but MPI placed {} of these ranks on a "
+                "node: the plan takes MPI's {} (`shardrec plan` takes the file's)",
+                config.sharding.topology, topology.local_size, placed, placed);
+    }
+    topology.local_size = placed;
     // The auto planner costs the caches' misses from the data's own ids (the same samples on
     // every rank of a group: the same plan).
     const CacheStatistics stats =

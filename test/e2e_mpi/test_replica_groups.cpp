@@ -241,3 +241,22 @@ TEST_CASE("replica groups: a checkpoint resumes bitwise", "[mpi][e2e][even_ranks
         pg->barrier().wait();
     }
 }
+
+TEST_CASE("replica groups: a sharding error names the group as its world", "[mpi][e2e]") {
+    auto pg = comm::world_process_group();
+    if (pg->size() < 2) {
+        test::not_run("one rank: no replica group smaller than the world");
+        return;
+    }
+    const std::string R = std::to_string(pg->size());
+    const Config config = config_of("{sharding_type: table_wise, replica_groups: " + R +
+                                        ", tables: [{name: big, sharding_type: table_wise, "
+                                        "ranks: [1]}]}",
+                                    "{type: sgd, learning_rate: 1}");
+    const std::string error = test::error_of([&] { train::Trainer t(config, pg); });
+    CHECK_THAT(error, Catch::Contains("rank 1 is out of range for world size 1") &&
+                          Catch::Contains("(sharding.replica_groups " + R +
+                                          ": the tables are sharded within each group of 1 of "
+                                          "the " +
+                                          R + " ranks"));
+}

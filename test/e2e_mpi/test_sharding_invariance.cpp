@@ -4,6 +4,8 @@
 // other ranks, and compares.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 
 #include "comm/mpi_env.h"
 #include "comm/process_group.h"
@@ -125,4 +127,37 @@ TEST_CASE("sharding invariance: a mixed plan, every table on rank 0 but one", "[
         "{name: avg, sharding_type: column_wise}, {name: wtd, sharding_type: data_parallel}, "
         "{name: shared, ranks: [0]}, {name: tiny, ranks: [0]}, "
         "{name: pos, ranks: [0]}]}");
+}
+
+TEST_CASE("sharding: a topology of another device is refused, another node size is warned",
+          "[mpi][e2e]") {
+    auto pg = comm::world_process_group();
+    if (pg->size() < 2) {
+        test::not_run("one rank trains unsharded: no topology is read");
+        return;
+    }
+    const std::string tmp = "/tmp/shardrec_topology_" + std::to_string(pg->rank());
+    const std::string gpu = tmp + "_cuda.yaml";
+    std::ofstream(gpu) << "compute_device: cuda\nlocal_size: 8\n";
+    const std::string error = test::error_of([&] {
+        train::Trainer t(with_sharding("{sharding_type: table_wise, topology: " + gpu + "}", 8),
+                         pg);
+    });
+    CHECK_THAT(error, Catch::Contains("sharding.topology '" + gpu +
+                                      "' describes cuda ranks, but "
+                                      "this run computes on cpu"));
+    // A node of one rank in the file, MPI's placement in the run: the run plans with MPI's.
+    const std::string one = tmp + "_local1.yaml";
+    std::ofstream(one) << "compute_device: cpu\nlocal_size: 1\n";
+    const int placed = comm::process_info().local_size;
+    if (placed == 1) {  // emulated nodes of one rank: the file agrees
+        train::Trainer t(with_sharding("{sharding_type: table_wise, topology: " + one + "}", 8),
+                         pg);
+    } else {
+        test::ExpectLogs warned;  // "... has local_size 1, but MPI placed 2 of these ranks ..."
+        train::Trainer t(with_sharding("{sharding_type: table_wise, topology: " + one + "}", 8),
+                         pg);
+    }
+    std::remove(one.c_str());
+    std::remove(gpu.c_str());
 }
