@@ -111,10 +111,7 @@ void load_managed_collision(Trainer& trainer, const CheckpointManifest& m, const
     // A table trained with a remap has rows of slots, not of ids: read without it, its lookups
     // would take the wrong rows and its next checkpoint would lose the remap.
     for (const CheckpointTable& t : m.tables) {
-        bool managed = false;
-        for (size_t i = 0; i < mc.size(); ++i)
-            managed = managed || mc.table_name(i) == t.name;
-        SR_CHECK(managed || listed(managed_collision_file(t.name, 0)) == m.files.end(),
+        SR_CHECK(mc.manages(t.name) || listed(managed_collision_file(t.name, 0)) == m.files.end(),
                  "checkpoint {}: table '{}' has a managed-collision remap state ({}), but the "
                  "config's table has no model.tables[].managed_collision (use the run's config)",
                  dir, t.name, managed_collision_file(t.name, 0));

@@ -16,6 +16,7 @@
 // so the slots are those of one process fed the global batch.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -99,6 +100,12 @@ public:
     size_t size() const { return tables_.size(); }
 
     const std::string& table_name(size_t i) const { return tables_[i].name; }
+
+    // Whether the model's table `name` is managed (has a remap).
+    bool manages(const std::string& name) const {
+        return std::any_of(tables_.begin(), tables_.end(),
+                           [&](const Table& t) { return t.name == name; });
+    }
 
     int64_t num_buckets(size_t i) const { return static_cast<int64_t>(tables_[i].owner.size()); }
 

@@ -421,10 +421,7 @@ void load_quantized_dense(const std::vector<Parameter*>& parameters, const Quant
 
 void load_quantized_remap(ManagedCollisionTables& mc, const QuantizedModel& model) {
     for (const QuantizedRemapState& r : model.managed_collision) {
-        bool managed = false;
-        for (size_t i = 0; i < mc.size(); ++i)
-            managed = managed || mc.table_name(i) == r.table;
-        SR_CHECK(managed,
+        SR_CHECK(mc.manages(r.table),
                  "quantized model {}: table '{}' has a managed-collision remap state, but the "
                  "config's table has no model.tables[].managed_collision (use the model's config)",
                  model.dir, r.table);
